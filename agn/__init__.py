@@ -1,0 +1,8 @@
+"""AGN: the small, real inference routing system that xtask drives.
+
+- :mod:`agn.model` — the pure overlay model (no I/O), shared by the operator and the xtask.
+- :mod:`agn.kube` — the only module that imports the ``kubernetes`` client.
+- :mod:`agn.operator`, :mod:`agn.gateway`, :mod:`agn.provider` — the three processes.
+"""
+GROUP = "agn.dev"
+VERSION = "v1alpha1"

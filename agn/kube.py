@@ -1,0 +1,315 @@
+"""The Kubernetes boundary: the only module that imports the ``kubernetes`` client.
+
+Everything else talks to the API through :class:`Kube` and sees the project's own error
+types (:class:`KubeError` and subclasses), which keep the client's exception as their cause.
+Objects cross this boundary as plain dicts. This module holds no policy: no retries beyond
+what a caller asks for, no decisions about what to write.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import urllib3
+from kubernetes import client, config, watch
+from kubernetes.client.rest import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from agn import GROUP, VERSION
+
+Obj = dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Resource:
+    kind: str
+    plural: str
+    group: str = GROUP
+    version: str = VERSION
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+PROVIDERS = Resource("InferenceProvider", "inferenceproviders")
+NETWORKS = Resource("InferenceNetwork", "inferencenetworks")
+CONSUMERS = Resource("InferenceConsumer", "inferenceconsumers")
+OVERLAYS = Resource("RoutingOverlay", "routingoverlays")
+AGN_RESOURCES = (PROVIDERS, NETWORKS, CONSUMERS, OVERLAYS)
+BY_KIND = {r.kind: r for r in AGN_RESOURCES}
+
+
+class KubeError(Exception):
+    """An API call failed. ``status`` is the HTTP status (0 when none was received)."""
+
+    def __init__(self, message: str, *, status: int = 0, reason: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+class NotFound(KubeError):
+    pass
+
+
+class Conflict(KubeError):
+    pass
+
+
+class Gone(KubeError):
+    """A watch's resourceVersion is too old (410); the caller must re-list."""
+
+
+class Forbidden(KubeError):
+    pass
+
+
+class Invalid(KubeError):
+    """422: the API server rejected the object (validation or admission)."""
+
+
+class Unreachable(KubeError):
+    """No HTTP answer at all: connection refused, timeout, TLS failure."""
+
+
+class ConfigError(KubeError):
+    """The kubeconfig or context cannot be used."""
+
+
+_BY_STATUS: dict[int, type[KubeError]] = {404: NotFound, 409: Conflict, 410: Gone, 403: Forbidden, 422: Invalid}
+
+
+def _convert(exc: ApiException) -> KubeError:
+    message = exc.reason or ""
+    reason = ""
+    try:
+        body = json.loads(exc.body or "{}")
+        message = body.get("message") or message
+        reason = body.get("reason") or ""
+    except (ValueError, TypeError):
+        pass
+    cls = _BY_STATUS.get(exc.status or 0, KubeError)
+    err = cls(message or f"HTTP {exc.status}", status=exc.status or 0, reason=reason)
+    err.__cause__ = exc
+    return err
+
+
+class _Converting:
+    """Context manager that turns client exceptions into :class:`KubeError`."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc is None:
+            return False
+        if isinstance(exc, ApiException):
+            raise _convert(exc) from exc
+        if isinstance(exc, (urllib3.exceptions.HTTPError, OSError)):
+            raise Unreachable(f"API server unreachable: {exc}") from exc
+        return False
+
+
+_api_errors = _Converting()
+
+
+def kubeconfig_path(explicit: str | None = None) -> str:
+    """The kubeconfig file in use: explicit, else the first of ``$KUBECONFIG``, else ~/.kube/config."""
+    if explicit:
+        return explicit
+    env = os.environ.get("KUBECONFIG", "")
+    if env:
+        return env.split(os.pathsep)[0]
+    return os.path.expanduser("~/.kube/config")
+
+
+def context_namespace(*, kubeconfig: str | None, context: str | None) -> str:
+    """The namespace a kube context names, or ``default``."""
+    try:
+        contexts, active = config.list_kube_config_contexts(config_file=kubeconfig_path(kubeconfig))
+    except (ConfigException, OSError) as exc:
+        raise ConfigError(f"cannot read kubeconfig {kubeconfig_path(kubeconfig)}: {exc}") from exc
+    chosen = active
+    if context:
+        chosen = next((c for c in contexts if c["name"] == context), None)
+        if chosen is None:
+            raise ConfigError(f"context {context!r} not found in {kubeconfig_path(kubeconfig)}")
+    return ((chosen or {}).get("context") or {}).get("namespace") or "default"
+
+
+class Kube:
+    """A connection to one cluster. Thread-safe; share one per process."""
+
+    def __init__(self, api_client: client.ApiClient, *, field_manager: str) -> None:
+        self._api = api_client
+        self.field_manager = field_manager
+        self.custom = client.CustomObjectsApi(api_client)
+        self.core = client.CoreV1Api(api_client)
+        self.ext = client.ApiextensionsV1Api(api_client)
+        self._dynamic = None
+        self._dynamic_lock = threading.Lock()
+
+    @classmethod
+    def from_kubeconfig(
+        cls, *, kubeconfig: str | None = None, context: str | None = None, field_manager: str, pool_size: int = 16
+    ) -> "Kube":
+        cfg = client.Configuration()
+        path = kubeconfig_path(kubeconfig)
+        try:
+            config.load_kube_config(config_file=path, context=context, client_configuration=cfg, persist_config=False)
+        except (ConfigException, OSError, TypeError) as exc:
+            raise ConfigError(f"cannot use context {context or '(current)'} from {path}: {exc}") from exc
+        cfg.connection_pool_maxsize = pool_size
+        cfg.retries = False
+        return cls(client.ApiClient(cfg), field_manager=field_manager)
+
+    @property
+    def host(self) -> str:
+        return self._api.configuration.host
+
+    # -- AGN custom objects -------------------------------------------------------------
+    def get(self, res: Resource, namespace: str, name: str) -> Obj:
+        with _api_errors:
+            return self.custom.get_namespaced_custom_object(res.group, res.version, namespace, res.plural, name)
+
+    def list(self, res: Resource, namespace: str, *, label_selector: str | None = None) -> tuple[list[Obj], str]:
+        """Items and the list's resourceVersion (to start a watch from)."""
+        kwargs = {"label_selector": label_selector} if label_selector else {}
+        with _api_errors:
+            out = self.custom.list_namespaced_custom_object(res.group, res.version, namespace, res.plural, **kwargs)
+        return out.get("items", []), out.get("metadata", {}).get("resourceVersion", "")
+
+    def create(self, res: Resource, namespace: str, body: Obj, *, dry_run: bool = False) -> Obj:
+        kwargs = {"dry_run": "All"} if dry_run else {}
+        with _api_errors:
+            return self.custom.create_namespaced_custom_object(
+                res.group, res.version, namespace, res.plural, body, field_manager=self.field_manager, **kwargs
+            )
+
+    def replace(self, res: Resource, namespace: str, name: str, body: Obj) -> Obj:
+        """Full update; ``body.metadata.resourceVersion`` (when set) is a precondition."""
+        with _api_errors:
+            return self.custom.replace_namespaced_custom_object(
+                res.group, res.version, namespace, res.plural, name, body, field_manager=self.field_manager
+            )
+
+    def merge_patch(self, res: Resource, namespace: str, name: str, patch: Obj, *, dry_run: bool = False) -> Obj:
+        """JSON merge patch. Put ``metadata.resourceVersion`` in ``patch`` to make it conditional (409 on change)."""
+        kwargs = {"dry_run": "All"} if dry_run else {}
+        with _api_errors:
+            return self.custom.patch_namespaced_custom_object(
+                res.group, res.version, namespace, res.plural, name, patch, field_manager=self.field_manager, **kwargs
+            )
+
+    def merge_patch_status(self, res: Resource, namespace: str, name: str, patch: Obj) -> Obj:
+        with _api_errors:
+            return self.custom.patch_namespaced_custom_object_status(
+                res.group, res.version, namespace, res.plural, name, patch, field_manager=self.field_manager
+            )
+
+    def delete(self, res: Resource, namespace: str, name: str) -> None:
+        with _api_errors:
+            self.custom.delete_namespaced_custom_object(res.group, res.version, namespace, res.plural, name)
+
+    def watch(
+        self, res: Resource, namespace: str, *, resource_version: str, timeout_seconds: int = 60, field_selector: str | None = None
+    ) -> Iterator[tuple[str, Obj]]:
+        """Yields ``(type, object)`` from a watch starting after ``resource_version``.
+
+        Raises :class:`Gone` when the version is too old (the caller re-lists). Ends quietly
+        when the server closes the watch after ``timeout_seconds``; the caller re-watches
+        from the last resourceVersion it saw (BOOKMARK events carry one too).
+        """
+        kwargs: dict[str, Any] = {
+            "resource_version": resource_version,
+            "timeout_seconds": timeout_seconds,
+            "allow_watch_bookmarks": True,
+        }
+        if field_selector:
+            kwargs["field_selector"] = field_selector
+        w = watch.Watch()
+        with _api_errors:
+            for event in w.stream(
+                self.custom.list_namespaced_custom_object, res.group, res.version, namespace, res.plural, **kwargs
+            ):
+                kind = event.get("type", "")
+                obj = event.get("object") or {}
+                if kind == "ERROR":
+                    code = obj.get("code", 0)
+                    if code == 410:
+                        raise Gone(obj.get("message", "resource version too old"), status=410, reason="Expired")
+                    raise KubeError(obj.get("message", "watch error"), status=code, reason=obj.get("reason", ""))
+                yield kind, obj
+
+    # -- core and CRDs ----------------------------------------------------------------------
+    def ensure_namespace(self, name: str) -> None:
+        with _api_errors:
+            try:
+                self.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+
+    def delete_namespace(self, name: str) -> None:
+        with _api_errors:
+            try:
+                self.core.delete_namespace(name)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+    def crd_established(self, name: str) -> bool:
+        with _api_errors:
+            try:
+                crd = self.ext.read_custom_resource_definition(name)
+            except ApiException as exc:
+                if exc.status == 404:
+                    return False
+                raise
+        conditions = (crd.status.conditions if crd.status else None) or []
+        return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+    def server_version(self) -> str:
+        with _api_errors:
+            return client.VersionApi(self._api).get_code().git_version
+
+    def apply(self, body: Obj, *, namespace: str | None = None, dry_run: bool = False) -> Obj:
+        """Server-side apply of any object (CRDs, RBAC, Deployments, AGN objects) as ``field_manager``.
+
+        Fields this manager does not mention are left to whoever owns them — applying an
+        environment never resets a provider's ``spec.trafficPolicy.drain``.
+        """
+        resource = self._resource_for(body["apiVersion"], body["kind"])
+        kwargs: dict[str, Any] = {"field_manager": self.field_manager, "force_conflicts": True}
+        if dry_run:
+            kwargs["dry_run"] = "All"
+        if resource.namespaced:
+            kwargs["namespace"] = namespace or body.get("metadata", {}).get("namespace") or "default"
+        with _api_errors:
+            return resource.server_side_apply(body=body, **kwargs).to_dict()
+
+    def _resource_for(self, api_version: str, kind: str):
+        from kubernetes import dynamic  # discovery is slow; only paid by callers that apply manifests
+        from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+        with self._dynamic_lock:
+            if self._dynamic is None:
+                with _api_errors:
+                    self._dynamic = dynamic.DynamicClient(self._api)
+            try:
+                return self._dynamic.resources.get(api_version=api_version, kind=kind)
+            except ResourceNotFoundError:
+                # A CRD installed after discovery ran: refresh once.
+                self._dynamic.resources.invalidate_cache()
+                try:
+                    return self._dynamic.resources.get(api_version=api_version, kind=kind)
+                except ResourceNotFoundError as exc:
+                    raise NotFound(f"the API server has no resource {kind} in {api_version}", status=404) from exc
+
+    def close(self) -> None:
+        self._api.close()

@@ -1,0 +1,100 @@
+"""Conversions between API objects (plain dicts) and the pure model's views. No I/O.
+
+Also the small shared vocabulary of status fields and timestamps, so the operator, the
+gateway and the xtask read and write them the same way.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+from agn.model import (
+    DEFAULT_METRICS_MAX_AGE_SECONDS,
+    ConsumerView,
+    LabelRequirement,
+    NetworkView,
+    ProviderView,
+    candidate_id,
+)
+
+Obj = Mapping[str, Any]
+
+
+def rfc3339(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def name_of(obj: Obj) -> str:
+    return obj.get("metadata", {}).get("name", "")
+
+
+def drain_of(provider: Obj) -> bool:
+    """``spec.trafficPolicy.drain``; omitted means false (today's behaviour)."""
+    return bool(((provider.get("spec") or {}).get("trafficPolicy") or {}).get("drain", False))
+
+
+def condition(obj: Obj, type_: str) -> Mapping[str, Any] | None:
+    for c in (obj.get("status") or {}).get("conditions") or ():
+        if c.get("type") == type_:
+            return c
+    return None
+
+
+def provider_view(obj: Obj) -> ProviderView:
+    meta = obj.get("metadata", {})
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    probe = status.get("probe") or {}
+    return ProviderView(
+        name=meta.get("name", ""),
+        endpoint=str(spec.get("endpoint", "")),
+        candidate_id=status.get("candidateId") or candidate_id(meta.get("uid") or meta.get("name", "")),
+        selection_group=str(spec.get("selectionGroup", "")),
+        rank=int(spec.get("rank", 0) or 0),
+        drain=drain_of(obj),
+        labels=dict(meta.get("labels") or {}),
+        healthy=probe.get("healthy"),
+        metrics_observed_at=parse_time(probe.get("metricsObservedAt")),
+    )
+
+
+def network_view(obj: Obj) -> NetworkView:
+    spec = obj.get("spec") or {}
+    selector = spec.get("providerSelector") or {}
+    trust = spec.get("trust") or {}
+    return NetworkView(
+        name=name_of(obj),
+        match_labels=dict(selector.get("matchLabels") or {}),
+        match_expressions=tuple(
+            LabelRequirement(e["key"], e["operator"], tuple(e.get("values") or ()))
+            for e in selector.get("matchExpressions") or ()
+        ),
+        allowed_schemes=tuple(trust.get("allowedSchemes") or ()),
+        allowed_hosts=tuple(trust.get("allowedHosts") or ()),
+        metrics_max_age_seconds=int(spec.get("metricsMaxAgeSeconds") or DEFAULT_METRICS_MAX_AGE_SECONDS),
+    )
+
+
+def consumer_view(obj: Obj) -> ConsumerView:
+    spec = obj.get("spec") or {}
+    return ConsumerView(
+        name=name_of(obj),
+        network=str(spec.get("network", "")),
+        excluded_providers=frozenset(spec.get("excludedProviders") or ()),
+    )
+
+
+def consumer_revisions(obj: Obj) -> tuple[int | None, int | None]:
+    """(acceptedRevision, servingRevision) as the consumer reported them."""
+    status = obj.get("status") or {}
+    return status.get("acceptedRevision"), status.get("servingRevision")

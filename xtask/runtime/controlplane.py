@@ -1,0 +1,218 @@
+"""The embedded control plane: a real etcd and kube-apiserver run as local processes.
+
+Envtest-style (controller-runtime's ``pkg/internal/testing/controlplane``): free loopback
+ports, a generated PKI, a client-certificate admin user, RBAC authorization, service-account
+signing keys, readiness waited on ``/readyz``. Used by the ``local`` runtime and by the
+integration-test fixture. Processes are started and stopped only through
+:class:`xtask.procs.Supervisor` (by pid).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import socket
+import ssl
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
+
+from xtask.errors import ComponentFailed
+from xtask.procs import ProcessRecord, Supervisor, log_tail
+from xtask.runtime.certs import CertPaths, ensure_certs
+
+ETCD = "etcd"
+APISERVER = "kube-apiserver"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+@dataclasses.dataclass
+class Ports:
+    etcd_client: int
+    etcd_peer: int
+    apiserver: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ComponentHealth:
+    name: str
+    pid: int | None
+    running: bool
+    healthy: bool
+    detail: str = ""
+
+
+class ControlPlane:
+    """etcd + kube-apiserver under ``state_dir`` (certs/, etcd/, logs/, run/)."""
+
+    def __init__(self, state_dir: Path, assets: Path) -> None:
+        self.state_dir = state_dir
+        self.assets = assets
+        self.supervisor = Supervisor(state_dir / "run", state_dir / "logs")
+        self.certs: CertPaths = CertPaths.under(state_dir / "certs")
+        self._ports_file = state_dir / "controlplane.json"
+
+    # -- addresses ------------------------------------------------------------------------
+    def ports(self) -> Ports | None:
+        try:
+            return Ports(**json.loads(self._ports_file.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    @property
+    def server(self) -> str:
+        ports = self.ports()
+        assert ports is not None, "control plane was never started"
+        return f"https://127.0.0.1:{ports.apiserver}"
+
+    def _allocate_ports(self) -> Ports:
+        """Reuse the recorded ports when still free (so kubeconfigs stay valid), else pick new ones."""
+        old = self.ports()
+        ports = Ports(free_port(), free_port(), free_port())
+        if old is not None:
+            if self.supervisor.running(ETCD) or (port_free(old.etcd_client) and port_free(old.etcd_peer)):
+                ports.etcd_client, ports.etcd_peer = old.etcd_client, old.etcd_peer
+            if self.supervisor.running(APISERVER) or port_free(old.apiserver):
+                ports.apiserver = old.apiserver
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._ports_file.write_text(json.dumps(dataclasses.asdict(ports)))
+        return ports
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self, *, timeout: float = 90.0) -> list[str]:
+        """Start whatever is not running; returns the names of components started."""
+        ensure_certs(self.state_dir / "certs")
+        started: list[str] = []
+        ports = self._allocate_ports()
+        if not self.supervisor.running(ETCD):
+            self._start_etcd(ports, timeout=timeout)
+            started.append(ETCD)
+        if not self.supervisor.running(APISERVER):
+            self._start_apiserver(ports, timeout=timeout)
+            started.append(APISERVER)
+        return started
+
+    def stop(self) -> list[str]:
+        """Stop both by pid, apiserver first. Returns errors (empty when clean); never raises."""
+        errors = []
+        for name in (APISERVER, ETCD):
+            try:
+                self.supervisor.stop(name)
+            except OSError as exc:
+                errors.append(f"{name}: {exc}")
+        return errors
+
+    def _start_etcd(self, ports: Ports, *, timeout: float) -> None:
+        data = self.state_dir / "etcd"
+        data.mkdir(parents=True, exist_ok=True)
+        client = f"http://127.0.0.1:{ports.etcd_client}"
+        peer = f"http://127.0.0.1:{ports.etcd_peer}"
+        argv = [
+            str(self.assets / "etcd"),
+            "--name=agn-local",
+            f"--data-dir={data}",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=agn-local={peer}",
+            # A throwaway development store: fsync buys nothing here and costs seconds per test run.
+            "--unsafe-no-fsync=true",
+            "--log-level=warn",
+        ]
+        rec = self.supervisor.start(ETCD, argv)
+        self._wait_ready(rec, lambda: _http_ok(f"{client}/health"), timeout=timeout)
+
+    def _start_apiserver(self, ports: Ports, *, timeout: float) -> None:
+        c = self.certs
+        argv = [
+            str(self.assets / "kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{ports.etcd_client}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            # No kubernetes.default Endpoints to maintain: nothing runs in-cluster here.
+            "--endpoint-reconciler-type=none",
+            f"--secure-port={ports.apiserver}",
+            f"--cert-dir={self.state_dir / 'certs'}",
+            f"--tls-cert-file={c.serving_cert}",
+            f"--tls-private-key-file={c.serving_key}",
+            f"--client-ca-file={c.ca_cert}",
+            "--authorization-mode=RBAC",
+            f"--service-account-key-file={c.sa_pub}",
+            f"--service-account-signing-key-file={c.sa_key}",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            "--service-cluster-ip-range=10.96.0.0/24",
+            "--allow-privileged=true",
+            "--disable-admission-plugins=ServiceAccount",
+            "--profiling=false",
+            "--v=1",
+        ]
+        rec = self.supervisor.start(APISERVER, argv)
+        self._wait_ready(rec, lambda: self._apiserver_ready(ports.apiserver), timeout=timeout)
+
+    def _wait_ready(self, rec: ProcessRecord, probe, *, timeout: float) -> None:
+        def check() -> bool:
+            if self.supervisor.exited(rec) is not None:
+                raise ComponentFailed(
+                    f"{rec.name} exited during start-up (status {self.supervisor.exited(rec)})",
+                    log_tail=log_tail(rec.log),
+                    hint=f"full log: {rec.log}",
+                )
+            return probe()
+
+        retrying = Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(0.1), retry=retry_if_result(lambda ok: not ok))
+        try:
+            retrying(check)
+        except RetryError:
+            self.supervisor.stop(rec.name)
+            raise ComponentFailed(
+                f"{rec.name} did not become ready within {timeout:.0f}s", log_tail=log_tail(rec.log), hint=f"full log: {rec.log}"
+            ) from None
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.certs.ca_cert))
+        ctx.load_cert_chain(str(self.certs.admin_cert), str(self.certs.admin_key))
+        return ctx
+
+    def _apiserver_ready(self, port: int) -> bool:
+        return _http_ok(f"https://127.0.0.1:{port}/readyz", context=self._ssl_context())
+
+    # -- inspection -----------------------------------------------------------------------
+    def health(self) -> list[ComponentHealth]:
+        out = []
+        ports = self.ports()
+        for name in (ETCD, APISERVER):
+            rec = self.supervisor.record(name)
+            running = self.supervisor.running(name) is not None
+            healthy = False
+            if running and ports is not None:
+                if name == ETCD:
+                    healthy = _http_ok(f"http://127.0.0.1:{ports.etcd_client}/health")
+                else:
+                    healthy = self._apiserver_ready(ports.apiserver)
+            out.append(ComponentHealth(name, rec.pid if rec else None, running, healthy))
+        return out
+
+
+def _http_ok(url: str, *, context: ssl.SSLContext | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=context) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError, ssl.SSLError):
+        return False
