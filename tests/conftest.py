@@ -84,3 +84,16 @@ def namespace(control_plane: ControlPlaneHandle, kube) -> str:
     kube.ensure_namespace(name)
     yield name
     kube.delete_namespace(name)
+
+
+@pytest.fixture
+def agn(control_plane: ControlPlaneHandle, namespace: str, tmp_path: Path):
+    """Real AGN processes for one test, in its own namespace; all stopped by pid afterwards."""
+    from agnprocs import AgnProcesses
+
+    procs = AgnProcesses(
+        tmp_path, kubeconfig=control_plane.kubeconfig, context=control_plane.context, namespace=namespace,
+        env=control_plane.env(),
+    )
+    yield procs
+    procs.stop_all()

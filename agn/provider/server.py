@@ -1,0 +1,156 @@
+"""The fake inference provider's HTTP server.
+
+Endpoints:
+- ``GET /healthz`` — 200 ``ok`` while healthy, 503 otherwise.
+- ``GET /metrics`` — Prometheus text with ``agn_provider_running`` and (unless turned off)
+  ``agn_provider_waiting``; 404 while metrics export is off, so a prober sees them go stale.
+- ``POST /v1/completions`` — answers ``{"provider": NAME, ...}`` so callers see who served.
+- ``GET|POST /admin/state`` — loopback-only switches for tests: ``healthy``, ``metrics``,
+  ``exportWaiting``, ``waiting``. They drive hard failures for real, over HTTP.
+
+It listens on 127.0.0.1 only.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclasses.dataclass
+class ProviderState:
+    name: str
+    healthy: bool = True
+    metrics: bool = True
+    export_waiting: bool = True
+    waiting: int = 0
+    running: int = 0
+    served: int = 0
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            return {
+                "name": self.name, "healthy": self.healthy, "metrics": self.metrics,
+                "exportWaiting": self.export_waiting, "waiting": self.waiting, "running": self.running,
+                "served": self.served,
+            }
+
+    def update(self, changes: dict[str, Any]) -> None:
+        fields = {"healthy": ("healthy", bool), "metrics": ("metrics", bool),
+                  "exportWaiting": ("export_waiting", bool), "waiting": ("waiting", int)}
+        unknown = set(changes) - set(fields)
+        if unknown:
+            raise ValueError(f"unknown fields: {', '.join(sorted(unknown))}")
+        with self.lock:
+            for key, value in changes.items():
+                attr, typ = fields[key]
+                if typ is bool and not isinstance(value, bool):
+                    raise ValueError(f"{key} must be a boolean")
+                if typ is int and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                    raise ValueError(f"{key} must be a non-negative integer")
+                setattr(self, attr, value)
+
+    def metrics_text(self) -> str:
+        with self.lock:
+            lines = [
+                "# HELP agn_provider_running Requests currently executing.",
+                "# TYPE agn_provider_running gauge",
+                f"agn_provider_running {self.running}",
+            ]
+            if self.export_waiting:
+                lines += [
+                    "# HELP agn_provider_waiting Requests queued.",
+                    "# TYPE agn_provider_waiting gauge",
+                    f"agn_provider_waiting {self.waiting}",
+                ]
+        return "\n".join(lines) + "\n"
+
+
+def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "agn-fake-provider/0.1"
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, fmt: str, *args: Any) -> None:  # access logs would drown the useful ones
+            return
+
+        def _send(self, code: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _json(self, code: int, data: Any) -> None:
+            self._send(code, json.dumps(data).encode(), "application/json")
+
+        def _body(self) -> Any:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            return json.loads(raw) if raw else {}
+
+        def do_GET(self) -> None:
+            if self.path == "/healthz":
+                healthy = state.snapshot()["healthy"]
+                self._send(200 if healthy else 503, b"ok\n" if healthy else b"unhealthy\n")
+            elif self.path == "/metrics":
+                if state.snapshot()["metrics"]:
+                    self._send(200, state.metrics_text().encode(), "text/plain; version=0.0.4")
+                else:
+                    self._send(404, b"metrics export disabled\n")
+            elif self.path == "/admin/state":
+                self._admin_get()
+            else:
+                self._send(404, b"not found\n")
+
+        def _admin_get(self) -> None:
+            if self.client_address[0] != "127.0.0.1":
+                self._send(403, b"admin is loopback-only\n")
+                return
+            self._json(200, state.snapshot())
+
+        def do_POST(self) -> None:
+            try:
+                body = self._body()
+            except ValueError:
+                self._json(400, {"error": "body is not JSON"})
+                return
+            if self.path == "/admin/state":
+                if self.client_address[0] != "127.0.0.1":
+                    self._send(403, b"admin is loopback-only\n")
+                    return
+                try:
+                    state.update(body if isinstance(body, dict) else {})
+                except ValueError as exc:
+                    self._json(400, {"error": str(exc)})
+                    return
+                self._json(200, state.snapshot())
+            elif self.path == "/v1/completions":
+                with state.lock:
+                    state.running += 1
+                try:
+                    prompt = body.get("prompt", "") if isinstance(body, dict) else ""
+                    reply = {
+                        "provider": state.name,
+                        "session": self.headers.get("x-session-id"),
+                        "text": f"[{state.name}] {prompt}"[:200],
+                    }
+                finally:
+                    with state.lock:
+                        state.running -= 1
+                        state.served += 1
+                self._json(200, reply)
+            else:
+                self._send(404, b"not found\n")
+
+    return Handler
+
+
+def serve(state: ProviderState, *, port: int) -> ThreadingHTTPServer:
+    """Bind to 127.0.0.1:port (0 picks one). The caller runs ``serve_forever``."""
+    server = ThreadingHTTPServer(("127.0.0.1", port), make_handler(state))
+    server.daemon_threads = True
+    return server
