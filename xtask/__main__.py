@@ -1,0 +1,60 @@
+"""Entry point: ``python -m xtask``. The one place that maps errors to exit codes.
+
+Lower layers raise :class:`xtask.errors.XtaskError` (or a Kubernetes-boundary error); this
+module prints the message once — with a traceback only under ``-v`` — and exits with the
+documented code.
+"""
+from __future__ import annotations
+
+import sys
+import traceback
+
+import click
+
+from agn.kube import KubeError
+from xtask.errors import CommandFailed, ComponentFailed, ExitCode, XtaskError
+
+
+def main(argv: list[str] | None = None) -> int:
+    from xtask.cli import cli
+
+    args = sys.argv[1:] if argv is None else argv
+    verbose = "-v" in args or "--verbose" in args
+    try:
+        cli.main(args=args, prog_name="python -m xtask", standalone_mode=False)
+        return ExitCode.OK
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return ExitCode.USAGE
+    except click.exceptions.Abort:
+        print("aborted", file=sys.stderr)
+        return ExitCode.INTERRUPTED
+    except XtaskError as exc:
+        _report(exc, verbose=verbose)
+        return exc.exit_code
+    except KubeError as exc:
+        _report(exc, verbose=verbose)
+        return ExitCode.ERROR
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return ExitCode.INTERRUPTED
+
+
+def _report(exc: Exception, *, verbose: bool) -> None:
+    if verbose:
+        traceback.print_exception(exc)
+    print(f"error: {exc}", file=sys.stderr)
+    if isinstance(exc, ComponentFailed) and exc.log_tail:
+        print("--- last lines of its log ---", file=sys.stderr)
+        print(exc.log_tail, file=sys.stderr)
+    if isinstance(exc, CommandFailed) and exc.output:
+        print(exc.output, file=sys.stderr)
+    hint = getattr(exc, "hint", None)
+    if hint:
+        print(f"hint: {hint}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""``xtask env down``."""
+from __future__ import annotations
+
+import click
+
+from xtask.cli.env.options import env_option, output_option
+from xtask.cli.output import emit_json, out_console, progress
+from xtask.errors import XtaskError
+from xtask.state import EnvRecord
+
+
+@click.command()
+@env_option
+@output_option
+def down(env_name: str, output: str) -> None:
+    """Tear an environment down: stop every process it started (by pid), remove its context and state."""
+    record = EnvRecord.load(env_name)
+    if record is not None and record.runtime == "kind":
+        from xtask.runtime.kind import KindEnv
+
+        result = KindEnv(env_name).down(progress=progress)
+    else:
+        from xtask.runtime.local import LocalEnv
+
+        result = LocalEnv(env_name).down(progress=progress)
+    result = {"env": env_name, **result}
+    if output == "json":
+        emit_json(result)
+    elif result["was_up"]:
+        out_console().print(f"environment [bold]{env_name}[/bold] is down (stopped: {', '.join(result['stopped']) or 'nothing running'})")
+    else:
+        out_console().print(f"environment [bold]{env_name}[/bold] was not up; nothing to do")
+    if result["errors"]:
+        raise XtaskError("teardown finished with errors: " + "; ".join(result["errors"]))

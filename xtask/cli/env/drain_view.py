@@ -1,0 +1,130 @@
+"""Rendering a drain run: live rich view on a terminal, plain lines otherwise, JSON on request."""
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from xtask.drain.report import Report
+
+
+class PlainReporter:
+    """One line per event; used when not on a terminal, with NO_COLOR, or with --output json (to stderr)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def line(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+    def event(self, kind: str, provider: str, details: dict) -> None:
+        if kind == "plan":
+            state = "already in requested state" if details["alreadyInState"] else "will change"
+            self.line(f"  plan {provider}: drain {str(details['current']).lower()} -> {str(details['requested']).lower()} ({state})")
+        elif kind == "dry-run" and details["outcome"] != "dry-run-ok":
+            self.line(f"  dry-run {provider}: REJECTED: {details.get('error')}")
+        elif kind == "write-finished":
+            extra = details.get("error") or details.get("note") or ""
+            self.line(f"  write {provider}: {details['outcome']}{': ' + extra if extra else ''}")
+        elif kind == "restored":
+            self.line(f"  restore {provider}: {details['outcome']}{': ' + details['error'] if details.get('error') else ''}")
+        elif kind == "observation":
+            lag = "; ".join(details["lagging"]) or "all targets agree"
+            self.line(f"  observed ({details['state']}): {lag}")
+
+
+class RichReporter(PlainReporter):
+    """Live view: a progress bar for writes (done / in flight / failed), a spinner for the wait."""
+
+    def __init__(self, console: Console) -> None:
+        super().__init__(sys.stdout)
+        self.console = console
+        self.progress: Progress | None = None
+        self.task = None
+        self.in_flight = 0
+        self.failed = 0
+        self.total = 0
+        self.planned = 0
+
+    def line(self, text: str) -> None:
+        self._stop_progress()
+        if text.startswith("waiting for"):
+            self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                                     console=self.console, transient=False)
+            self.progress.start()
+            self.task = self.progress.add_task(text, total=None)
+            return
+        self.console.print(text)
+
+    def _stop_progress(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+    def event(self, kind: str, provider: str, details: dict) -> None:
+        if kind == "plan":
+            self.planned += 0 if details["alreadyInState"] else 1
+            mark = "[dim]already in requested state[/dim]" if details["alreadyInState"] else "[yellow]will change[/yellow]"
+            self.console.print(f"  {provider}: drain {str(details['current']).lower()} -> "
+                               f"{str(details['requested']).lower()}  {mark}")
+        elif kind == "write-started":
+            if self.progress is None:
+                self.progress = Progress(TextColumn("writes"), BarColumn(), MofNCompleteColumn(),
+                                         TextColumn("{task.fields[detail]}"), console=self.console)
+                self.progress.start()
+                self.task = self.progress.add_task("writes", total=self.planned or None, detail="")
+            self.in_flight += 1
+            self._update()
+        elif kind == "write-finished":
+            self.in_flight -= 1
+            if details["outcome"] == "failed":
+                self.failed += 1
+                self.console.print(f"  [red]{provider}: failed[/red]: {details.get('error')}")
+            if self.progress is not None:
+                self.progress.advance(self.task)
+            self._update()
+        elif kind == "observation" and self.progress is not None:
+            lag = "; ".join(details["lagging"]) or "confirming"
+            self.progress.update(self.task, description=f"waiting: {lag}"[:150])
+        elif kind in ("dry-run", "restored"):
+            self._stop_progress()
+            super().event(kind, provider, details)
+
+    def _update(self) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, detail=f"in flight {self.in_flight}  failed {self.failed}")
+
+    def close(self) -> None:
+        self._stop_progress()
+
+
+def render_final(report: Report, console: Console) -> None:
+    if report.outcomes and any(o["outcome"] != "unchanged" for o in report.outcomes):
+        table = Table(title="outcomes", title_justify="left")
+        for col in ("provider", "outcome", "detail"):
+            table.add_column(col)
+        for o in report.outcomes:
+            table.add_row(o["provider"], o["outcome"], o.get("error") or o.get("note") or "")
+        console.print(table)
+    if report.convergence and report.convergence.get("consumers"):
+        table = Table(title="consumers", title_justify="left")
+        for col in ("consumer", "overlay", "accepted", "serving"):
+            table.add_column(col)
+        for c in report.convergence["consumers"]:
+            table.add_row(c["consumer"], str(c["overlayRevision"]), str(c["acceptedRevision"]), str(c["servingRevision"]))
+        console.print(table)
+
+
+def plain_final(report: Report, stream: TextIO) -> None:
+    for r in report.refused:
+        print(f"  refused: {r}", file=stream)
+    if report.convergence:
+        for c in report.convergence.get("consumers", []):
+            print(f"  consumer {c['consumer']}: overlay revision {c['overlayRevision']}, accepted {c['acceptedRevision']}, "
+                  f"serving {c['servingRevision']}", file=stream)
+        for p in report.convergence.get("providers", []):
+            extra = f" ({p['detail']})" if p.get("detail") else ""
+            print(f"  {p['consumer']}/{p['provider']}: {p['state']}{extra}", file=stream)

@@ -1,0 +1,88 @@
+"""``xtask env provider-drain``."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from xtask.cli.env.drain_view import PlainReporter, RichReporter, plain_final, render_final
+from xtask.cli.output import emit_json, err_console, fancy, out_console
+from xtask.drain.run import MAX_CONCURRENCY, DrainRequest, run_drain
+from xtask.drain.selection import Selector
+from xtask.errors import ExitCode, UsageError
+
+EPILOG = "\b\nExit codes:\n" + "\n".join([
+    "  0  done: stored (patch-only) or converged on every named consumer",
+    "  2  usage error; nothing was read or written",
+    "  3  refused before any write: unknown provider/gateway/target, server-side dry-run rejection, capacity guard",
+    "  4  some writes failed; everything this run changed was restored",
+    "  5  needs inspection: restoration incomplete or a second signal (see the journal)",
+    "  6  convergence timeout: the change is stored but not confirmed serving (lagging targets are named)",
+    "  7  undrain stored, but a provider is kept out by a hard failure (not eligible until healthy)",
+    "  8  interrupted: during writes, what this run changed was restored; during the wait, the applied state is kept",
+])
+
+
+@click.command(name="provider-drain", epilog=EPILOG)
+@click.option("--context", help="Kube context (default: the kubeconfig's current context), e.g. local-example or kind-example.")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")
+@click.option("--provider", help="Select one InferenceProvider by name.")
+@click.option("--gateway", help="Select every InferenceProvider whose spec.providerGateway equals this, exactly.")
+@click.option("--undrain", is_flag=True, help="Clear the drain (the operator re-evaluates health and metrics).")
+@click.option("--dry-run", is_flag=True, help="Print the selection and plan, check each patch with a server-side dry run; write nothing.")
+@click.option("--network", help="Network of the consumers to wait for (with --consumer).")
+@click.option("--consumer", "consumers", multiple=True, help="Consumer that must serve the change (repeatable; with --network).")
+@click.option("--namespace", "-n", help="Namespace (default: the context's namespace).")
+@click.option("--concurrency", type=int, default=8, show_default=True, help=f"Patch requests in flight at most (1-{MAX_CONCURRENCY}).")
+@click.option("--qps", type=click.FloatRange(min=0.1), help="Limit patch requests per second (default: no limit).")
+@click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True, help="Seconds to wait for convergence.")
+@click.option("--reason", help="Why (recorded with who and when as annotations on each drained provider).")
+@click.option("--force", is_flag=True, help="Drain even if a named consumer's selection group would lose its last admitted provider.")
+@click.option("--journal-dir", type=click.Path(file_okay=False, path_type=Path), help="Where to write the operation journal "
+              "(default: $AGN_XTASK_JOURNAL_DIR or ~/.local/state/agn-xtask/journal).")
+@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="json: one final report on stdout for runbooks (progress goes to stderr).")
+def provider_drain(context, kubeconfig, provider, gateway, undrain, dry_run, network, consumers, namespace, concurrency,
+                   qps, timeout, reason, force, journal_dir, output) -> None:
+    """Administratively drain (or --undrain) one provider or a whole providerGateway.
+
+    Prints the sorted selection and the plan, checks every patch with a server-side dry
+    run, then patches only spec.trafficPolicy.drain with bounded concurrency. Any failure
+    restores what this run changed. Without --network/--consumer it reports the stored
+    state; with them it waits until every consumer serves the change (two agreeing
+    observations). A journal file records every write so an interrupted run can be
+    undone with `env drain-restore`.
+    """
+    if (provider is None) == (gateway is None):
+        raise UsageError("exactly one of --provider or --gateway is required")
+    request = DrainRequest(
+        selector=Selector(provider=provider, gateway=gateway), drain=not undrain, context=context, kubeconfig=kubeconfig,
+        namespace=namespace, dry_run=dry_run, network=network, consumers=tuple(consumers), concurrency=concurrency, qps=qps,
+        timeout=timeout, reason=reason, force=force, journal_dir=journal_dir,
+    )
+    if output == "json":
+        reporter = PlainReporter(sys.stderr)
+    elif fancy() and sys.stdout.isatty():
+        reporter = RichReporter(out_console())
+    else:
+        reporter = PlainReporter(sys.stdout)
+    try:
+        report = run_drain(request, reporter=reporter)
+    finally:
+        if isinstance(reporter, RichReporter):
+            reporter.close()
+    if output == "json":
+        emit_json(report.to_dict())
+    else:
+        if isinstance(reporter, RichReporter):
+            render_final(report, out_console())
+        else:
+            plain_final(report, sys.stdout)
+        if report.journal and report.exit_code not in (ExitCode.OK,):
+            print(f"journal: {report.journal}", file=sys.stdout)
+        print(("ok: " if report.exit_code == ExitCode.OK else f"exit {int(report.exit_code)}: ") + report.summary, flush=True)
+    sys.stdout.flush()
+    if report.exit_code != ExitCode.OK:
+        raise click.exceptions.Exit(int(report.exit_code))

@@ -1,0 +1,94 @@
+"""``xtask env status``."""
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from xtask.cli.env.options import env_option, output_option
+from xtask.cli.output import emit_json, out_console
+from xtask.envstatus import agn_objects
+from xtask.state import EnvRecord
+
+
+def collect(env_name: str) -> dict:
+    record = EnvRecord.load(env_name)
+    if record is None:
+        return {"env": env_name, "state": "down", "runtime": None, "context": None, "kubeconfig": None,
+                "namespace": None, "components": [], "objects": None}
+    if record.runtime == "kind":
+        from xtask.runtime.kind import KindEnv
+
+        components = KindEnv(env_name).components()
+    else:
+        from xtask.runtime.local import LocalEnv
+
+        components = LocalEnv(env_name).components()
+    objects, error = None, None
+    try:
+        from agn.kube import Kube, KubeError
+
+        kube = Kube.from_kubeconfig(kubeconfig=record.kubeconfig, context=record.context, field_manager="agn-xtask-status")
+        try:
+            objects = agn_objects(kube, record.namespace)
+        finally:
+            kube.close()
+    except KubeError as exc:
+        error = str(exc)
+    healthy = all(c["healthy"] for c in components) and objects is not None
+    return {
+        "env": env_name, "state": "up" if healthy else "degraded", "runtime": record.runtime, "context": record.context,
+        "kubeconfig": record.kubeconfig, "namespace": record.namespace, "components": components, "objects": objects,
+        **({"error": error} if error else {}),
+    }
+
+
+@click.command()
+@env_option
+@output_option
+def status(env_name: str, output: str) -> None:
+    """Show an environment: runtime, context, process health, providers and per-consumer overlays."""
+    data = collect(env_name)
+    if output == "json":
+        emit_json(data)
+        return
+    con = out_console()
+    if data["state"] == "down":
+        con.print(f"environment [bold]{env_name}[/bold] is down (run `python -m xtask env up --env {env_name}`)")
+        return
+    color = "green" if data["state"] == "up" else "yellow"
+    con.print(f"environment [bold]{env_name}[/bold]: [{color}]{data['state']}[/{color}]  runtime={data['runtime']}  "
+              f"context={data['context']}  namespace={data['namespace']}")
+    con.print(f"kubeconfig: {data['kubeconfig']}")
+    comps = Table(title="components", title_justify="left")
+    for col in ("name", "pid", "running", "healthy", "address"):
+        comps.add_column(col)
+    for c in data["components"]:
+        comps.add_row(c["name"], str(c.get("pid") or "-"), _yes(c["running"]), _yes(c["healthy"]), c.get("address", ""))
+    con.print(comps)
+    if data.get("error"):
+        con.print(f"[red]cannot read AGN objects:[/red] {data['error']}")
+        return
+    objs = data["objects"]
+    provs = Table(title="providers", title_justify="left")
+    for col in ("name", "gateway", "drain", "available", "group", "rank", "endpoint"):
+        provs.add_column(col)
+    for p in objs["providers"]:
+        provs.add_row(p["name"], p["providerGateway"] or "-", str(p["drain"]).lower(), p["available"],
+                      p["selectionGroup"] or "-", str(p["rank"]), p["endpoint"] or "")
+    con.print(provs)
+    names = [p["name"] for p in objs["providers"]]
+    cons = Table(title="consumers (admission state per provider)", title_justify="left")
+    for col in ("consumer", "overlay", "accepted", "serving", *names):
+        cons.add_column(col)
+    for c in objs["consumers"]:
+        cons.add_row(c["name"], _rev(c["overlayRevision"]), _rev(c["acceptedRevision"]), _rev(c["servingRevision"]),
+                     *(c["candidates"].get(n, "-") for n in names))
+    con.print(cons)
+
+
+def _yes(value: bool) -> str:
+    return "yes" if value else "NO"
+
+
+def _rev(value: int | None) -> str:
+    return "-" if value is None else str(value)

@@ -1,0 +1,150 @@
+"""The convergence predicate for a drain with targets (DESIGN §5). Pure.
+
+An :class:`Observation` is one consistent look at the selected providers, the named
+consumers and their overlays. :func:`evaluate` says whether it shows the request serving
+everywhere; :class:`Agreement` implements "two consecutive agreeing observations".
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping, Sequence
+
+from agn.model import ADMITTED, EXISTING_ONLY, ConsumerView, Exclusion, NetworkView, Overlay, ProviderView, exclusion
+
+
+class State(str, enum.Enum):
+    CONVERGED = "converged"
+    NOT_ELIGIBLE = "not-eligible"  # undrain stored and served, but a hard failure keeps a provider out
+    WAITING = "waiting"
+
+
+@dataclasses.dataclass(frozen=True)
+class Observation:
+    providers: Mapping[str, ProviderView | None]  # selected providers; None = deleted
+    network: NetworkView
+    consumers: Mapping[str, ConsumerView]
+    revisions: Mapping[str, tuple[int | None, int | None]]  # consumer -> (accepted, serving)
+    overlays: Mapping[str, Overlay | None]
+    now: float
+
+
+@dataclasses.dataclass(frozen=True)
+class ProviderState:
+    consumer: str
+    provider: str
+    state: str  # admitted | existing_only | absent
+    ok: bool
+    detail: str = ""  # e.g. "excluded: unavailable"
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    state: State
+    lagging: tuple[str, ...]  # who is behind, in words
+    not_eligible: tuple[str, ...]
+    providers: tuple[ProviderState, ...]
+    signature: tuple  # what must be equal across two observations
+
+    @property
+    def terminal(self) -> bool:
+        return self.state is not State.WAITING
+
+
+def evaluate(obs: Observation, *, drain: bool) -> Verdict:
+    lagging: list[str] = []
+    not_eligible: list[str] = []
+    states: list[ProviderState] = []
+    want = EXISTING_ONLY if drain else ADMITTED
+    for name, p in sorted(obs.providers.items()):
+        if p is None:
+            lagging.append(f"provider {name} no longer exists")
+        elif p.drain != drain:
+            lagging.append(f"provider {name}: spec.trafficPolicy.drain is {str(p.drain).lower()}")
+    signature: list = []
+    for consumer_name in sorted(obs.consumers):
+        consumer = obs.consumers[consumer_name]
+        overlay = obs.overlays.get(consumer_name)
+        accepted, serving = obs.revisions.get(consumer_name, (None, None))
+        if overlay is None:
+            lagging.append(f"consumer {consumer_name}: no overlay published yet")
+            signature.append((consumer_name, None))
+            continue
+        if (accepted or 0) < overlay.revision or (serving or 0) < overlay.revision:
+            lagging.append(
+                f"consumer {consumer_name}: overlay revision {overlay.revision}, accepted {accepted}, serving {serving}"
+            )
+        for name, p in sorted(obs.providers.items()):
+            cand = overlay.candidate_for(name)
+            state = cand.admission_state if cand else "absent"
+            if state == want:
+                states.append(ProviderState(consumer_name, name, state, True))
+                continue
+            if cand is None and p is not None:
+                why = exclusion(p, obs.network, consumer, now=obs.now)
+                if why is not None:
+                    detail = f"excluded: {why.value}"
+                    if drain:
+                        # Drained and excluded is fine: no new session can land on it either way.
+                        states.append(ProviderState(consumer_name, name, state, True, detail))
+                    else:
+                        states.append(ProviderState(consumer_name, name, state, False, detail))
+                        not_eligible.append(
+                            f"{name} for {consumer_name}: stored, not eligible until healthy ({why.value})"
+                            if why in (Exclusion.UNAVAILABLE, Exclusion.STALE)
+                            else f"{name} for {consumer_name}: stored, not eligible ({why.value})"
+                        )
+                    continue
+            states.append(ProviderState(consumer_name, name, state, False))
+            lagging.append(f"consumer {consumer_name}: {name} is {state} in overlay revision {overlay.revision}, want {want}")
+        signature.append((consumer_name, overlay.revision, overlay.digest, accepted, serving))
+    signature.append(tuple(sorted((n, p.drain if p else None) for n, p in obs.providers.items())))
+    if lagging:
+        state = State.WAITING
+    elif not_eligible:
+        state = State.NOT_ELIGIBLE
+    else:
+        state = State.CONVERGED
+    return Verdict(state, tuple(lagging), tuple(not_eligible), tuple(states), tuple(signature))
+
+
+class Agreement:
+    """Completion needs two consecutive observations with the same terminal verdict and signature."""
+
+    def __init__(self) -> None:
+        self.previous: Verdict | None = None
+        self.count = 0
+
+    def add(self, verdict: Verdict) -> bool:
+        """Record an observation; True when it and the one before agree on a terminal state."""
+        self.count += 1
+        agreed = (
+            verdict.terminal
+            and self.previous is not None
+            and self.previous.state == verdict.state
+            and self.previous.signature == verdict.signature
+        )
+        self.previous = verdict
+        return agreed
+
+
+def targets_problems(
+    *, network: NetworkView | None, network_name: str, consumers: Mapping[str, ConsumerView | None],
+    providers: Sequence[ProviderView],
+) -> list[str]:
+    """Why the targets cannot be used (checked before any write)."""
+    from agn.model import selects
+
+    problems = []
+    if network is None:
+        problems.append(f"network {network_name!r} not found")
+        return problems
+    for name, consumer in sorted(consumers.items()):
+        if consumer is None:
+            problems.append(f"consumer {name!r} not found")
+        elif consumer.network != network_name:
+            problems.append(f"consumer {name!r} belongs to network {consumer.network!r}, not {network_name!r}")
+    for p in providers:
+        if not selects(network, p.labels):
+            problems.append(f"provider {p.name!r} is not selected by network {network_name!r}")
+    return problems

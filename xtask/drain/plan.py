@@ -1,0 +1,139 @@
+"""Planning a drain: per-provider changes, the capacity guard, patch bodies, and the
+restoration plan. Pure: plain data in, plain data out.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from agn.model import ADMITTED, EXISTING_ONLY, Overlay, group_admitted_counts
+from agn.objects import drain_of
+
+ANNOTATION_PREFIX = "agn.dev/drain-"
+REASON = "agn.dev/drain-reason"
+BY = "agn.dev/drain-by"
+AT = "agn.dev/drain-at"
+OPERATION = "agn.dev/drain-operation"
+OUR_ANNOTATIONS = (REASON, BY, AT, OPERATION)
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    """One provider's planned change. ``previous`` is the raw field value (None = omitted)."""
+
+    provider: str
+    previous: bool | None
+    requested: bool
+    resource_version: str
+    generation: int
+    previous_annotations: Mapping[str, str | None]
+
+    @property
+    def current(self) -> bool:
+        return bool(self.previous)
+
+    @property
+    def already(self) -> bool:
+        return self.current == self.requested
+
+
+def raw_drain(obj: Mapping[str, Any]) -> bool | None:
+    policy = (obj.get("spec") or {}).get("trafficPolicy") or {}
+    value = policy.get("drain")
+    return None if value is None else bool(value)
+
+
+def plan_changes(selected: Iterable[Mapping[str, Any]], *, requested: bool) -> list[Change]:
+    out = []
+    for obj in selected:
+        meta = obj.get("metadata", {})
+        annotations = meta.get("annotations") or {}
+        out.append(Change(
+            provider=meta["name"],
+            previous=raw_drain(obj),
+            requested=requested,
+            resource_version=meta.get("resourceVersion", ""),
+            generation=int(meta.get("generation") or 0),
+            previous_annotations={k: annotations.get(k) for k in OUR_ANNOTATIONS},
+        ))
+    return out
+
+
+def drain_patch(change: Change, *, operation: str, actor: str, at: str, reason: str | None) -> dict:
+    """Merge patch touching only ``spec.trafficPolicy.drain`` and our annotations.
+
+    ``metadata.resourceVersion`` makes it conditional: if anything changed the object since
+    we read it, the API server answers 409 and we re-read instead of acting on stale data.
+    """
+    if change.requested:
+        annotations: dict[str, str | None] = {REASON: reason, BY: actor, AT: at, OPERATION: operation}
+    else:
+        # Undrain clears the drain's reason; the operation id stays so restoration can tell
+        # whether the provider was changed again after this run.
+        annotations = {REASON: None, BY: None, AT: None, OPERATION: operation}
+    return {
+        "metadata": {"resourceVersion": change.resource_version, "annotations": annotations},
+        "spec": {"trafficPolicy": {"drain": change.requested}},
+    }
+
+
+def restore_patch(change: Change, *, resource_version: str) -> dict:
+    """Merge patch putting the field and our annotations back exactly as they were."""
+    return {
+        "metadata": {"resourceVersion": resource_version, "annotations": dict(change.previous_annotations)},
+        "spec": {"trafficPolicy": {"drain": change.previous}},
+    }
+
+
+class RestoreDecision(str, enum.Enum):
+    RESTORE = "restore"
+    ALREADY = "already-at-previous-value"
+    OTHER_WRITER = "changed-by-another-writer"
+    GONE = "provider-deleted"
+
+
+def restore_decision(change: Change, *, written_generation: int, current: Mapping[str, Any] | None) -> RestoreDecision:
+    """Whether a provider this run changed may be put back.
+
+    Only when nobody changed its spec since our write: spec writes bump
+    ``metadata.generation`` (status writes by the operator do not), so an unchanged
+    generation and our value still in place mean the provider is as we left it.
+    """
+    if current is None:
+        return RestoreDecision.GONE
+    if raw_drain(current) == change.previous:
+        return RestoreDecision.ALREADY
+    gen = int(current.get("metadata", {}).get("generation") or 0)
+    if gen != written_generation or drain_of(current) != change.requested:
+        return RestoreDecision.OTHER_WRITER
+    return RestoreDecision.RESTORE
+
+
+@dataclasses.dataclass(frozen=True)
+class CapacityViolation:
+    consumer: str
+    group: str
+    admitted_now: int
+
+    def describe(self) -> str:
+        return (f"consumer {self.consumer}: selection group {self.group!r} would have no admitted provider "
+                f"(has {self.admitted_now} now)")
+
+
+def capacity_violations(overlays: Mapping[str, Overlay], selected: Iterable[str]) -> list[CapacityViolation]:
+    """Groups that have an admitted candidate now and would have none after draining ``selected``."""
+    chosen = set(selected)
+    out = []
+    for consumer, overlay in sorted(overlays.items()):
+        before = group_admitted_counts(overlay.candidates)
+        after_cands = [
+            dataclasses.replace(c, admission_state=EXISTING_ONLY) if c.provider in chosen and c.admission_state == ADMITTED else c
+            for c in overlay.candidates
+        ]
+        after = group_admitted_counts(after_cands)
+        for group, count in sorted(before.items()):
+            if count > 0 and after.get(group, 0) == 0:
+                out.append(CapacityViolation(consumer, group, count))
+    return out

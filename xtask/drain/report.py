@@ -1,0 +1,60 @@
+"""The drain report: everything a run did, as data, and the exit code it maps to. Pure."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from xtask.errors import ExitCode
+
+
+@dataclasses.dataclass
+class Report:
+    context: str | None
+    namespace: str
+    request: str  # drain | undrain
+    selector: str
+    dry_run: bool
+    operation: str | None = None
+    selection: list[str] = dataclasses.field(default_factory=list)
+    plan: list[dict] = dataclasses.field(default_factory=list)
+    refused: list[str] = dataclasses.field(default_factory=list)
+    dry_run_outcomes: list[dict] = dataclasses.field(default_factory=list)
+    outcomes: list[dict] = dataclasses.field(default_factory=list)
+    restorations: list[dict] = dataclasses.field(default_factory=list)
+    stored: dict[str, Any] | None = None
+    convergence: dict[str, Any] | None = None
+    interrupted: str | None = None
+    journal: str | None = None
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    exit_code: ExitCode = ExitCode.OK
+    summary: str = ""
+
+    def to_dict(self) -> dict:
+        data = dataclasses.asdict(self)
+        data["exit"] = {"code": int(self.exit_code), "name": self.exit_code.name.lower().replace("_", "-")}
+        del data["exit_code"]
+        return data
+
+
+def exit_code_for(
+    *, refused: bool, failed: int, interrupted_during_writes: bool, restorations: list[dict],
+    wait_state: str | None, stored_ok: bool | None,
+) -> ExitCode:
+    """The documented exit code for a finished run (see ``xtask.errors.ExitCode``)."""
+    if refused:
+        return ExitCode.REFUSED
+    if failed or interrupted_during_writes:
+        incomplete = any(r["outcome"] not in ("restored", "already-at-previous-value") for r in restorations)
+        if incomplete:
+            return ExitCode.NEEDS_INSPECTION
+        return ExitCode.INTERRUPTED if interrupted_during_writes else ExitCode.PARTIAL_RESTORED
+    if wait_state is not None:
+        return {
+            "converged": ExitCode.OK,
+            "not-eligible": ExitCode.NOT_ELIGIBLE,
+            "timeout": ExitCode.TIMEOUT,
+            "interrupted": ExitCode.INTERRUPTED,
+        }[wait_state]
+    if stored_ok is False:
+        return ExitCode.NEEDS_INSPECTION
+    return ExitCode.OK

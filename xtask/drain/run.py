@@ -1,0 +1,269 @@
+"""One ``provider-drain`` run, in order: select, plan, check targets, capacity guard,
+server-side dry run, journal, fan-out (restore on failure or interrupt), then read back
+(patch-only) or wait for convergence (with targets). Returns a :class:`Report`; only usage
+and connection problems raise.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import getpass
+import socket
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube, NotFound, context_namespace
+from agn.model import Overlay
+from agn.objects import consumer_view, network_view, provider_view
+from xtask.drain import apply as fanout
+from xtask.drain.converge import targets_problems
+from xtask.drain.journal import Journal, new_operation_id
+from xtask.drain.plan import Change, capacity_violations, drain_patch, plan_changes
+from xtask.drain.report import Report, exit_code_for
+from xtask.drain.selection import Selector, select
+from xtask.drain.signals import SignalLatch
+from xtask.drain.waiter import ConvergenceWaiter, read_back
+from xtask.errors import ExitCode, UsageError
+
+FIELD_MANAGER = "agn-xtask-provider-drain"
+MAX_CONCURRENCY = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class DrainRequest:
+    selector: Selector
+    drain: bool
+    context: str | None = None
+    kubeconfig: str | None = None
+    namespace: str | None = None
+    dry_run: bool = False
+    network: str | None = None
+    consumers: tuple[str, ...] = ()
+    concurrency: int = 8
+    qps: float | None = None
+    timeout: float = 120.0
+    reason: str | None = None
+    force: bool = False
+    journal_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        if bool(self.network) != bool(self.consumers):
+            raise UsageError("--network and --consumer go together: name the network and every consumer to wait for")
+        if not 1 <= self.concurrency <= MAX_CONCURRENCY:
+            raise UsageError(f"--concurrency must be between 1 and {MAX_CONCURRENCY}")
+        if self.reason and not self.drain:
+            raise UsageError("--reason records why a provider is drained; it does not apply to --undrain")
+
+
+class Reporter(Protocol):
+    def line(self, text: str) -> None: ...
+    def event(self, kind: str, provider: str, details: dict) -> None: ...
+
+
+def actor() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def run_drain(req: DrainRequest, *, reporter: Reporter) -> Report:
+    started = time.monotonic()
+    requested = req.drain
+    kube = Kube.from_kubeconfig(kubeconfig=req.kubeconfig, context=req.context, field_manager=FIELD_MANAGER,
+                                pool_size=req.concurrency + 4)
+    namespace = req.namespace or context_namespace(kubeconfig=req.kubeconfig, context=req.context)
+    report = Report(req.context, namespace, "drain" if requested else "undrain", req.selector.describe(), req.dry_run)
+    journal: Journal | None = None
+
+    def on_second_signal(signum: int) -> None:
+        changed = [n for n, e in (journal.data["providers"].items() if journal else []) if e["written"]]
+        sys.stderr.write(
+            "\nsecond signal: stopping at once. Providers changed by this run may need inspection: "
+            f"{', '.join(changed) or 'none recorded'}\n"
+            + (f"journal: {journal.path}\nrestore with: python -m xtask env drain-restore {journal.path}\n" if journal else "")
+        )
+        sys.stderr.flush()
+
+    try:
+        with SignalLatch(on_second=on_second_signal, second_exit_code=int(ExitCode.NEEDS_INSPECTION)) as latch:
+            items, _ = kube.list(PROVIDERS, namespace)
+            selected = select(items, req.selector, namespace=namespace)
+            report.selection = [p["metadata"]["name"] for p in selected]
+            reporter.line(f"selection ({req.selector.describe()}, namespace {namespace}): {', '.join(report.selection)}")
+            changes = plan_changes(selected, requested=requested)
+            report.plan = [
+                {"provider": c.provider, "current": c.current, "requested": c.requested, "alreadyInState": c.already}
+                for c in changes
+            ]
+            for c in changes:
+                reporter.event("plan", c.provider, report.plan[changes.index(c)])
+
+            refusal = _check_targets(kube, namespace, req, selected, changes)
+            if refusal:
+                report.refused = refusal
+                return _finish(report, started, summary="refused before writing: " + "; ".join(refusal))
+
+            operation = new_operation_id()
+            report.operation = operation
+            at = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            who = actor()
+
+            def patch_for(change: Change) -> dict:
+                return drain_patch(change, operation=operation, actor=who, at=at, reason=req.reason)
+
+            dry = fanout.server_dry_run(kube, namespace, changes, patch_for, concurrency=req.concurrency)
+            report.dry_run_outcomes = [o.to_dict() for o in dry]
+            rejected = [o for o in dry if o.outcome == "dry-run-rejected"]
+            for o in dry:
+                reporter.event("dry-run", o.provider, o.to_dict())
+            if rejected:
+                report.refused = [f"{o.provider}: {o.error}" for o in rejected]
+                return _finish(report, started, summary=f"server-side dry run rejected {len(rejected)} change(s); nothing written")
+            if req.dry_run:
+                todo = sum(1 for c in changes if not c.already)
+                return _finish(report, started, summary=f"dry run: {todo} change(s) accepted by the API server; nothing written")
+            if latch.interrupted.is_set():
+                report.interrupted = latch.name
+                return _finish(report, started, summary=f"interrupted by {latch.name} before any write", code=ExitCode.INTERRUPTED)
+
+            todo = [c for c in changes if not c.already]
+            t_apply = time.monotonic()
+            if todo:
+                journal = Journal.create(operation=operation, context=req.context, namespace=namespace, requested=requested,
+                                         changes=todo, reason=req.reason, folder=req.journal_dir)
+                report.journal = str(journal.path)
+                reporter.line(f"journal: {journal.path}")
+                outcomes = fanout.fan_out(kube, namespace, changes, patch_for, concurrency=req.concurrency, qps=req.qps,
+                                          stop=latch.interrupted, journal=journal, notify=reporter.event)
+            else:
+                reporter.line("every selected provider is already in the requested state; nothing to write")
+                outcomes = fanout.fan_out(kube, namespace, changes, patch_for, concurrency=1, qps=None,
+                                          stop=latch.interrupted, journal=None, notify=reporter.event)
+            report.outcomes = [o.to_dict() for o in outcomes]
+            report.timings["applySeconds"] = round(time.monotonic() - t_apply, 3)
+            failed = [o for o in outcomes if o.outcome == "failed"]
+            interrupted = latch.interrupted.is_set() and any(o.outcome == "not-attempted" for o in outcomes)
+            if interrupted or failed or (latch.interrupted.is_set() and journal is not None):
+                interrupted = interrupted or latch.interrupted.is_set()
+                if interrupted:
+                    report.interrupted = latch.name
+                why = f"interrupted by {latch.name}" if interrupted else f"{len(failed)} write(s) failed"
+                written = journal.written() if journal else []
+                reporter.line(f"{why}; restoring {len(written)} provider(s) this run changed")
+                if journal:
+                    journal.set_state("restoring")
+                report.restorations = [r.to_dict() for r in fanout.restore(kube, namespace, written, journal=journal,
+                                                                            notify=reporter.event)]
+                code = exit_code_for(refused=False, failed=len(failed), interrupted_during_writes=interrupted,
+                                     restorations=report.restorations, wait_state=None, stored_ok=None)
+                if journal:
+                    journal.set_state("restored" if code in (ExitCode.PARTIAL_RESTORED, ExitCode.INTERRUPTED) else "needs-inspection")
+                return _finish(report, started, summary=f"{why}; restoration: " + _restoration_summary(report.restorations),
+                               code=code)
+
+            names = report.selection
+            if not req.network:
+                stored = read_back(kube, namespace, names, drain=requested)
+                ok = all(v == requested for v in stored.values())
+                report.stored = {"ok": ok, "providers": stored}
+                if journal:
+                    journal.set_state("complete" if ok else "needs-inspection")
+                state = "drain" if requested else "undrain"
+                summary = (f"stored: spec.trafficPolicy.drain={str(requested).lower()} on {len(names)} provider(s) "
+                           f"(read back from the API; pass --network/--consumer to wait until it is serving)")
+                if not ok:
+                    summary = f"{state} not stored as requested: {stored}"
+                return _finish(report, started, summary=summary, code=ExitCode.OK if ok else ExitCode.NEEDS_INSPECTION)
+
+            if journal:
+                journal.set_state("waiting")
+            reporter.line(f"waiting for {', '.join(req.consumers)} to serve the change (timeout {req.timeout:.0f}s)")
+            waiter = ConvergenceWaiter(kube, namespace, providers=names, network=req.network, consumers=list(req.consumers),
+                                       drain=requested, notify=reporter.event)
+            result = waiter.wait(timeout=req.timeout, stop=latch.interrupted)
+            report.timings["waitSeconds"] = round(result.seconds, 3)
+            report.convergence = _convergence_dict(result)
+            if result.state == "interrupted":
+                report.interrupted = latch.name
+            if journal:
+                journal.set_state("complete" if result.state in ("converged", "not-eligible") else f"applied-{result.state}")
+            code = exit_code_for(refused=False, failed=0, interrupted_during_writes=False, restorations=[],
+                                 wait_state=result.state, stored_ok=None)
+            return _finish(report, started, summary=_wait_summary(result, req), code=code)
+    finally:
+        kube.close()
+
+
+def _check_targets(kube: Kube, namespace: str, req: DrainRequest, selected: list[dict], changes: list[Change]) -> list[str]:
+    if not req.network:
+        return []
+    try:
+        network = network_view(kube.get(NETWORKS, namespace, req.network))
+    except NotFound:
+        network = None
+    consumers = {}
+    for name in req.consumers:
+        try:
+            consumers[name] = consumer_view(kube.get(CONSUMERS, namespace, name))
+        except NotFound:
+            consumers[name] = None
+    problems = targets_problems(network=network, network_name=req.network, consumers=consumers,
+                                providers=[provider_view(p) for p in selected])
+    if problems or not req.drain or req.force:
+        return problems
+    overlays = {}
+    for name in req.consumers:
+        try:
+            overlays[name] = Overlay.from_spec(kube.get(OVERLAYS, namespace, name)["spec"])
+        except NotFound:
+            continue
+    to_drain = [c.provider for c in changes if not c.already]
+    violations = capacity_violations(overlays, to_drain)
+    return [f"capacity guard: {v.describe()} (use --force to drain anyway)" for v in violations]
+
+
+def _convergence_dict(result) -> dict:
+    verdict = result.verdict
+    out = {"state": result.state, "observations": result.observations, "seconds": round(result.seconds, 3)}
+    if verdict is not None:
+        out["lagging"] = list(verdict.lagging)
+        out["notEligible"] = list(verdict.not_eligible)
+        out["providers"] = [dataclasses.asdict(p) for p in verdict.providers]
+        out["consumers"] = [
+            {"consumer": s[0], "overlayRevision": s[1], "acceptedRevision": s[3], "servingRevision": s[4]}
+            for s in verdict.signature if isinstance(s, tuple) and len(s) == 5
+        ]
+    return out
+
+
+def _wait_summary(result, req: DrainRequest) -> str:
+    consumers = ", ".join(req.consumers)
+    verdict = result.verdict
+    if result.state == "converged":
+        return f"converged: {consumers} serve the change (two agreeing observations, {result.seconds:.2f}s)"
+    if result.state == "not-eligible":
+        return "undrain stored and served, but not eligible: " + "; ".join(verdict.not_eligible)
+    lag = "; ".join(verdict.lagging) if verdict and verdict.lagging else "no complete observation yet"
+    if result.state == "timeout":
+        return f"timed out after {req.timeout:.0f}s; lagging: {lag}"
+    return f"interrupted while waiting; the applied state is kept; not yet confirmed: {lag}"
+
+
+def _restoration_summary(restorations: list[dict]) -> str:
+    if not restorations:
+        return "nothing to restore"
+    return ", ".join(f"{r['provider']} {r['outcome']}" for r in restorations)
+
+
+def _finish(report: Report, started: float, *, summary: str, code: ExitCode | None = None) -> Report:
+    report.summary = summary
+    if code is None:
+        code = ExitCode.REFUSED if report.refused else ExitCode.OK
+    report.exit_code = code
+    report.timings["totalSeconds"] = round(time.monotonic() - started, 3)
+    return report

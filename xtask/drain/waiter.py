@@ -1,0 +1,205 @@
+"""The convergence waiter: watch-driven, with a deadline, two agreeing observations.
+
+Three list+watch followers (providers, consumers, overlays) keep a cache and wake the
+waiter on every event. When the cached view satisfies the predicate, a fresh direct read
+is taken as the next observation; completion needs the two to agree (DESIGN §5). Watches
+that end are resumed from the last resourceVersion; ``410 Gone`` triggers a re-list; other
+errors back off and retry. No fixed sleeps: the waiter blocks on events, re-checking about
+once a second because metrics staleness depends on the clock.
+"""
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+
+from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Gone, Kube, KubeError, NotFound, Resource
+from agn.model import Overlay
+from agn.objects import consumer_revisions, consumer_view, name_of, network_view, provider_view
+from xtask.drain.converge import Agreement, Observation, State, Verdict, evaluate
+
+Obj = dict
+Notify = Callable[[str, str, dict], None]
+
+
+def follow(
+    *,
+    list_fn: Callable[[], tuple[list[Obj], str]],
+    watch_fn: Callable[[str], Iterable[tuple[str, Obj]]],
+    on_snapshot: Callable[[list[Obj]], None],
+    on_event: Callable[[str, Obj], None],
+    stop: threading.Event,
+    backoff: Callable[[int], float] = lambda n: min(0.05 * 2**n, 2.0),
+) -> None:
+    """List, then watch from the list's resourceVersion until ``stop``; survive drops and 410."""
+    failures = 0
+    rv = None
+    while not stop.is_set():
+        try:
+            if rv is None:
+                items, rv = list_fn()
+                on_snapshot(items)
+            for kind, obj in watch_fn(rv):
+                failures = 0
+                new_rv = obj.get("metadata", {}).get("resourceVersion")
+                if new_rv:
+                    rv = new_rv
+                if kind != "BOOKMARK":
+                    on_event(kind, obj)
+                if stop.is_set():
+                    return
+        except Gone:
+            rv = None  # too old: re-list
+        except KubeError:
+            failures += 1
+            rv = None
+            if stop.wait(backoff(failures)):
+                return
+
+
+class _Cache:
+    def __init__(self, wake: "queue.Queue[str]", label: str) -> None:
+        self.items: dict[str, Obj] = {}
+        self.lock = threading.Lock()
+        self.wake = wake
+        self.label = label
+        self.synced = threading.Event()
+
+    def snapshot(self, items: list[Obj]) -> None:
+        with self.lock:
+            self.items = {name_of(o): o for o in items}
+        self.synced.set()
+        self.wake.put(self.label)
+
+    def event(self, kind: str, obj: Obj) -> None:
+        with self.lock:
+            if kind == "DELETED":
+                self.items.pop(name_of(obj), None)
+            else:
+                self.items[name_of(obj)] = obj
+        self.wake.put(self.label)
+
+    def get(self, name: str) -> Obj | None:
+        with self.lock:
+            return self.items.get(name)
+
+
+@dataclasses.dataclass
+class WaitResult:
+    state: str  # converged | not-eligible | timeout | interrupted
+    verdict: Verdict | None
+    observations: int
+    seconds: float
+
+
+class ConvergenceWaiter:
+    def __init__(
+        self, kube: Kube, namespace: str, *, providers: list[str], network: str, consumers: list[str], drain: bool,
+        notify: Notify,
+    ) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.providers = providers
+        self.network = network
+        self.consumers = consumers
+        self.drain = drain
+        self.notify = notify
+        self._wake: "queue.Queue[str]" = queue.Queue()
+        self._stop_watches = threading.Event()
+        self._caches = {r.plural: _Cache(self._wake, r.plural) for r in (PROVIDERS, CONSUMERS, OVERLAYS)}
+
+    def _start_followers(self) -> None:
+        for res in (PROVIDERS, CONSUMERS, OVERLAYS):
+            cache = self._caches[res.plural]
+            thread = threading.Thread(
+                target=follow,
+                kwargs=dict(
+                    list_fn=lambda res=res: self.kube.list(res, self.namespace),
+                    watch_fn=lambda rv, res=res: self.kube.watch(res, self.namespace, resource_version=rv, timeout_seconds=30),
+                    on_snapshot=cache.snapshot,
+                    on_event=cache.event,
+                    stop=self._stop_watches,
+                ),
+                name=f"watch-{res.plural}",
+                daemon=True,
+            )
+            thread.start()
+
+    def _observe(self, lookup: Callable[[Resource, str], Obj | None], network_obj: Obj) -> Observation:
+        provs = {}
+        for name in self.providers:
+            obj = lookup(PROVIDERS, name)
+            provs[name] = provider_view(obj) if obj else None
+        consumers, revisions, overlays = {}, {}, {}
+        for name in self.consumers:
+            c = lookup(CONSUMERS, name)
+            consumers[name] = consumer_view(c) if c else consumer_view({"metadata": {"name": name}, "spec": {"network": self.network}})
+            revisions[name] = consumer_revisions(c) if c else (None, None)
+            o = lookup(OVERLAYS, name)
+            overlays[name] = Overlay.from_spec(o["spec"]) if o and o.get("spec") else None
+        return Observation(provs, network_view(network_obj), consumers, revisions, overlays, time.time())
+
+    def _cached(self, res: Resource, name: str) -> Obj | None:
+        return self._caches[res.plural].get(name)
+
+    def _fresh(self, res: Resource, name: str) -> Obj | None:
+        try:
+            return self.kube.get(res, self.namespace, name)
+        except NotFound:
+            return None
+
+    def wait(self, *, timeout: float, stop: threading.Event) -> WaitResult:
+        start = time.monotonic()
+        deadline = start + timeout
+        agreement = Agreement()
+        network_obj = self.kube.get(NETWORKS, self.namespace, self.network)
+        self._start_followers()
+        verdict: Verdict | None = None
+        last_lagging: tuple[str, ...] = ()
+        try:
+            while True:
+                if stop.is_set():
+                    return WaitResult("interrupted", verdict, agreement.count, time.monotonic() - start)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return WaitResult("timeout", verdict, agreement.count, time.monotonic() - start)
+                try:
+                    self._wake.get(timeout=min(remaining, 1.0))
+                    while True:  # coalesce a burst of events into one observation
+                        self._wake.get_nowait()
+                except queue.Empty:
+                    pass
+                if not all(c.synced.is_set() for c in self._caches.values()):
+                    continue
+                verdict = evaluate(self._observe(self._cached, network_obj), drain=self.drain)
+                agreed = agreement.add(verdict)
+                if verdict.terminal and not agreed:
+                    # The cached view says done: confirm with a second, fresh observation.
+                    try:
+                        verdict = evaluate(self._observe(self._fresh, network_obj), drain=self.drain)
+                    except KubeError:
+                        continue
+                    agreed = agreement.add(verdict)
+                if verdict.lagging != last_lagging:
+                    last_lagging = verdict.lagging
+                    self.notify("observation", "", {"state": verdict.state.value, "lagging": list(verdict.lagging)})
+                if agreed:
+                    state = "converged" if verdict.state is State.CONVERGED else "not-eligible"
+                    return WaitResult(state, verdict, agreement.count, time.monotonic() - start)
+        finally:
+            self._stop_watches.set()
+
+
+def read_back(kube: Kube, namespace: str, providers: Iterable[str], *, drain: bool) -> dict[str, bool | None]:
+    """Patch-only mode: what the API now stores for each provider's drain field."""
+    from agn.objects import drain_of
+
+    out: dict[str, bool | None] = {}
+    for name in providers:
+        try:
+            out[name] = drain_of(kube.get(PROVIDERS, namespace, name))
+        except NotFound:
+            out[name] = None
+    return out

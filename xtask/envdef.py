@@ -1,0 +1,225 @@
+"""Environment definitions (``envs/<name>.yaml``): loading, validation, and rendering the
+AGN objects they describe. Pure apart from reading the file; errors name the file and the
+exact field that is wrong.
+
+The same definition feeds every runtime: the local runtime fills provider endpoints with
+the loopback ports of the fake providers it starts, the kind runtime with Service URLs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agn import GROUP, VERSION
+from xtask.errors import EnvDefinitionError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+ENVS_DIR = REPO_ROOT / "envs"
+_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProviderDef:
+    name: str
+    provider_gateway: str | None
+    selection_group: str
+    rank: int
+    labels: Mapping[str, str]
+    endpoint: str | None  # set: an external provider, no fake is started for it
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkDef:
+    name: str
+    spec: Mapping[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class ConsumerDef:
+    name: str
+    network: str
+    excluded_providers: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvDef:
+    name: str
+    namespace: str
+    networks: tuple[NetworkDef, ...]
+    consumers: tuple[ConsumerDef, ...]
+    providers: tuple[ProviderDef, ...]
+    source: Path
+
+    def provider_objects(self, endpoints: Mapping[str, str]) -> list[dict]:
+        """InferenceProvider objects; ``endpoints`` gives the URL of each fake provider.
+
+        The drain field is deliberately never rendered: applying an environment must not
+        reset an administrator's drain.
+        """
+        out = []
+        for p in self.providers:
+            spec: dict[str, Any] = {"endpoint": p.endpoint or endpoints[p.name], "selectionGroup": p.selection_group,
+                                    "rank": p.rank}
+            if p.provider_gateway:
+                spec["providerGateway"] = p.provider_gateway
+            out.append(_obj("InferenceProvider", p.name, self.namespace, spec, labels=dict(p.labels)))
+        return out
+
+    def network_objects(self) -> list[dict]:
+        return [_obj("InferenceNetwork", n.name, self.namespace, dict(n.spec)) for n in self.networks]
+
+    def consumer_objects(self) -> list[dict]:
+        out = []
+        for c in self.consumers:
+            spec: dict[str, Any] = {"network": c.network}
+            if c.excluded_providers:
+                spec["excludedProviders"] = list(c.excluded_providers)
+            out.append(_obj("InferenceConsumer", c.name, self.namespace, spec))
+        return out
+
+
+def _obj(kind: str, name: str, namespace: str, spec: dict, *, labels: dict | None = None) -> dict:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if labels:
+        meta["labels"] = labels
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": kind, "metadata": meta, "spec": spec}
+
+
+def available_envs(envs_dir: Path = ENVS_DIR) -> list[str]:
+    return sorted(p.stem for p in envs_dir.glob("*.yaml") if not p.name.startswith("kind"))
+
+
+def env_path(name: str, envs_dir: Path = ENVS_DIR) -> Path:
+    if not _DNS1123.match(name or ""):
+        raise EnvDefinitionError(f"invalid environment name {name!r}: use lowercase letters, digits and '-'")
+    path = envs_dir / f"{name}.yaml"
+    if not path.exists():
+        known = ", ".join(available_envs(envs_dir)) or "none"
+        raise EnvDefinitionError(f"unknown environment {name!r}: no file {path}", hint=f"known environments: {known}")
+    return path
+
+
+def load_env(name: str, *, envs_dir: Path = ENVS_DIR) -> EnvDef:
+    path = env_path(name, envs_dir)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise EnvDefinitionError(f"{path}: not valid YAML: {exc}") from exc
+    return parse_env(data, source=path, expected_name=name)
+
+
+class _Checker:
+    """Collects every problem in a definition so the user fixes them all in one go."""
+
+    def __init__(self, source: Path) -> None:
+        self.source = source
+        self.problems: list[str] = []
+
+    def fail(self, where: str, message: str) -> None:
+        self.problems.append(f"{where}: {message}")
+
+    def mapping(self, value: Any, where: str, *, allowed: set[str], required: set[str]) -> dict:
+        if not isinstance(value, dict):
+            self.fail(where, f"must be a mapping, got {type(value).__name__}")
+            return {}
+        for key in sorted(set(value) - allowed):
+            self.fail(f"{where}.{key}" if where else key, f"unknown field (allowed: {', '.join(sorted(allowed))})")
+        for key in sorted(required - set(value)):
+            self.fail(f"{where}.{key}" if where else key, "is required")
+        return value
+
+    def name(self, value: Any, where: str) -> str:
+        if not isinstance(value, str) or not _DNS1123.match(value) or len(value) > 63:
+            self.fail(where, f"must be a DNS-1123 label (lowercase letters, digits, '-'), got {value!r}")
+            return str(value)
+        return value
+
+    def string(self, value: Any, where: str) -> str:
+        if not isinstance(value, str) or not value:
+            self.fail(where, f"must be a non-empty string, got {value!r}")
+            return str(value)
+        return value
+
+    def items(self, value: Any, where: str, parse: Callable[[Any, str], Any]) -> list:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.fail(where, f"must be a list, got {type(value).__name__}")
+            return []
+        out = [parse(item, f"{where}[{i}]") for i, item in enumerate(value)]
+        names = [getattr(o, "name", None) for o in out]
+        for n in sorted({n for n in names if names.count(n) > 1 and n is not None}):
+            self.fail(where, f"duplicate name {n!r}")
+        return out
+
+
+def parse_env(data: Any, *, source: Path, expected_name: str | None = None) -> EnvDef:
+    c = _Checker(source)
+    top = c.mapping(data, "", allowed={"name", "namespace", "networks", "consumers", "providers"},
+                    required={"name", "namespace", "networks", "consumers", "providers"})
+    name = c.name(top.get("name", ""), "name") if "name" in top else ""
+    if expected_name and name and name != expected_name:
+        c.fail("name", f"is {name!r} but the file is for environment {expected_name!r}")
+    namespace = c.name(top.get("namespace", ""), "namespace") if "namespace" in top else ""
+
+    def network(item: Any, where: str) -> NetworkDef:
+        m = c.mapping(item, where, allowed={"name", "providerSelector", "trust", "metricsMaxAgeSeconds"}, required={"name"})
+        age = m.get("metricsMaxAgeSeconds", 45)
+        if not isinstance(age, int) or isinstance(age, bool) or age < 1:
+            c.fail(f"{where}.metricsMaxAgeSeconds", f"must be a positive integer, got {age!r}")
+        for key in ("providerSelector", "trust"):
+            if key in m and not isinstance(m[key], dict):
+                c.fail(f"{where}.{key}", "must be a mapping")
+        spec = {k: v for k, v in m.items() if k != "name"}
+        return NetworkDef(c.name(m.get("name"), f"{where}.name"), spec)
+
+    def consumer(item: Any, where: str) -> ConsumerDef:
+        m = c.mapping(item, where, allowed={"name", "network", "excludedProviders"}, required={"name", "network"})
+        excluded = m.get("excludedProviders") or []
+        if not isinstance(excluded, list):
+            c.fail(f"{where}.excludedProviders", "must be a list of provider names")
+            excluded = []
+        return ConsumerDef(c.name(m.get("name"), f"{where}.name"), str(m.get("network", "")),
+                           tuple(c.name(e, f"{where}.excludedProviders[{i}]") for i, e in enumerate(excluded)))
+
+    def provider(item: Any, where: str) -> ProviderDef:
+        m = c.mapping(item, where, allowed={"name", "providerGateway", "selectionGroup", "rank", "labels", "endpoint"},
+                      required={"name", "selectionGroup", "rank"})
+        rank = m.get("rank", 0)
+        if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
+            c.fail(f"{where}.rank", f"must be a non-negative integer, got {rank!r}")
+            rank = 0
+        labels = m.get("labels") or {}
+        if not isinstance(labels, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+            c.fail(f"{where}.labels", "must map strings to strings")
+            labels = {}
+        gateway = m.get("providerGateway")
+        if gateway is not None:
+            c.string(gateway, f"{where}.providerGateway")
+        endpoint = m.get("endpoint")
+        if endpoint is not None:
+            c.string(endpoint, f"{where}.endpoint")
+        return ProviderDef(c.name(m.get("name"), f"{where}.name"), gateway, c.string(m.get("selectionGroup"), f"{where}.selectionGroup"),
+                           rank, labels, endpoint)
+
+    networks = c.items(top.get("networks"), "networks", network)
+    consumers = c.items(top.get("consumers"), "consumers", consumer)
+    providers = c.items(top.get("providers"), "providers", provider)
+    network_names = {n.name for n in networks}
+    provider_names = {p.name for p in providers}
+    for i, cons in enumerate(consumers):
+        if cons.network and cons.network not in network_names:
+            c.fail(f"consumers[{i}].network", f"names unknown network {cons.network!r} (known: {', '.join(sorted(network_names)) or 'none'})")
+        for e in cons.excluded_providers:
+            if e not in provider_names:
+                c.fail(f"consumers[{i}].excludedProviders", f"names unknown provider {e!r}")
+    if c.problems:
+        raise EnvDefinitionError(
+            f"{source}: invalid environment definition:\n  " + "\n  ".join(c.problems)
+        )
+    return EnvDef(name, namespace, tuple(networks), tuple(consumers), tuple(providers), source)

@@ -1,0 +1,48 @@
+"""Reading an environment's AGN objects for ``env status`` (runtime-independent).
+
+Returns plain dicts ready for JSON; the CLI renders them as tables.
+"""
+from __future__ import annotations
+
+from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube
+from agn.objects import condition, drain_of, name_of
+
+
+def agn_objects(kube: Kube, namespace: str) -> dict:
+    providers, _ = kube.list(PROVIDERS, namespace)
+    consumers, _ = kube.list(CONSUMERS, namespace)
+    overlays, _ = kube.list(OVERLAYS, namespace)
+    networks, _ = kube.list(NETWORKS, namespace)
+    by_overlay = {name_of(o): o.get("spec") or {} for o in overlays}
+    out_providers = []
+    for p in sorted(providers, key=name_of):
+        spec = p.get("spec") or {}
+        avail = condition(p, "Available")
+        out_providers.append({
+            "name": name_of(p),
+            "providerGateway": spec.get("providerGateway"),
+            "drain": drain_of(p),
+            "available": (avail or {}).get("status", "Unknown"),
+            "availableReason": (avail or {}).get("reason"),
+            "endpoint": spec.get("endpoint"),
+            "selectionGroup": spec.get("selectionGroup"),
+            "rank": spec.get("rank"),
+            "candidateId": (p.get("status") or {}).get("candidateId"),
+            "load": (p.get("status") or {}).get("load"),
+        })
+    out_consumers = []
+    for c in sorted(consumers, key=name_of):
+        status = c.get("status") or {}
+        overlay = by_overlay.get(name_of(c))
+        out_consumers.append({
+            "name": name_of(c),
+            "network": (c.get("spec") or {}).get("network"),
+            "overlayRevision": overlay.get("revision") if overlay else None,
+            "acceptedRevision": status.get("acceptedRevision"),
+            "servingRevision": status.get("servingRevision"),
+            "address": status.get("address"),
+            "candidates": {
+                x["provider"]: x["admission_state"] for x in (overlay or {}).get("candidates", [])
+            },
+        })
+    return {"networks": sorted(name_of(n) for n in networks), "providers": out_providers, "consumers": out_consumers}
