@@ -1,0 +1,256 @@
+"""Unit tests for the drain's pure core: selection, planning, capacity guard, restoration
+decisions, the convergence predicate and exit-code mapping."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from agn.kube import Gone, KubeError
+from agn.model import ADMITTED, EXISTING_ONLY, Candidate, ConsumerView, NetworkView, Overlay, ProviderView
+from xtask.drain.converge import Agreement, Observation, State, evaluate, targets_problems
+from xtask.drain.plan import (
+    OPERATION,
+    REASON,
+    RestoreDecision,
+    capacity_violations,
+    drain_patch,
+    plan_changes,
+    restore_decision,
+    restore_patch,
+)
+from xtask.drain.report import exit_code_for
+from xtask.drain.selection import Selector, select
+from xtask.drain.waiter import follow
+from xtask.errors import ExitCode, RefusedError, UsageError
+
+
+def prov(name, gateway=None, drain=None, rv="1", gen=1, annotations=None):
+    spec = {"endpoint": f"http://127.0.0.1/{name}"}
+    if gateway:
+        spec["providerGateway"] = gateway
+    if drain is not None:
+        spec["trafficPolicy"] = {"drain": drain}
+    return {"metadata": {"name": name, "resourceVersion": rv, "generation": gen, "annotations": annotations or {}}, "spec": spec}
+
+
+PROVIDERS = [prov("p-c", "gw-a"), prov("p-a", "gw-a"), prov("p-b", "gw-b"), prov("p-d", "gw-a-extra")]
+
+
+class TestSelection:
+    def test_gateway_selects_exact_field_sorted(self):
+        got = [p["metadata"]["name"] for p in select(PROVIDERS, Selector(gateway="gw-a"), namespace="ns")]
+        assert got == ["p-a", "p-c"]  # not p-d, whose gateway merely starts with gw-a
+
+    def test_gateway_never_inferred_from_endpoint(self):
+        items = [{"metadata": {"name": "x"}, "spec": {"endpoint": "http://gw-a.example/"}}]
+        with pytest.raises(RefusedError):
+            select(items, Selector(gateway="gw-a"), namespace="ns")
+
+    def test_single_provider(self):
+        assert [p["metadata"]["name"] for p in select(PROVIDERS, Selector(provider="p-b"), namespace="ns")] == ["p-b"]
+
+    def test_missing_provider_is_refused(self):
+        with pytest.raises(RefusedError, match="not found"):
+            select(PROVIDERS, Selector(provider="nope"), namespace="ns")
+
+    def test_empty_gateway_names_known_gateways(self):
+        with pytest.raises(RefusedError) as exc:
+            select(PROVIDERS, Selector(gateway="gw-z"), namespace="ns")
+        assert "gw-a" in exc.value.hint
+
+    @pytest.mark.parametrize("kwargs", [{}, {"provider": "a", "gateway": "b"}, {"provider": ""}])
+    def test_exactly_one_selector(self, kwargs):
+        with pytest.raises(UsageError):
+            Selector(**kwargs)
+
+
+class TestPlan:
+    def test_plan_marks_already_in_state(self):
+        changes = plan_changes([prov("a", drain=True), prov("b"), prov("c", drain=False)], requested=True)
+        assert [(c.provider, c.previous, c.already) for c in changes] == [("a", True, True), ("b", None, False), ("c", False, False)]
+
+    def test_drain_patch_touches_only_the_field_and_our_annotations(self):
+        (change,) = plan_changes([prov("a", rv="42")], requested=True)
+        patch = drain_patch(change, operation="op1", actor="me@host", at="t", reason="kernel upgrade")
+        assert patch["spec"] == {"trafficPolicy": {"drain": True}}
+        assert patch["metadata"]["resourceVersion"] == "42"
+        assert patch["metadata"]["annotations"][REASON] == "kernel upgrade"
+        assert set(patch) == {"metadata", "spec"}
+
+    def test_undrain_clears_reason(self):
+        (change,) = plan_changes([prov("a", drain=True, annotations={REASON: "x"})], requested=False)
+        patch = drain_patch(change, operation="op2", actor="me", at="t", reason=None)
+        assert patch["metadata"]["annotations"][REASON] is None
+        assert patch["metadata"]["annotations"][OPERATION] == "op2"
+
+    def test_restore_patch_puts_back_omitted_field_as_omitted(self):
+        (change,) = plan_changes([prov("a")], requested=True)
+        patch = restore_patch(change, resource_version="9")
+        assert patch["spec"]["trafficPolicy"]["drain"] is None  # merge-patch null removes the field
+        assert patch["metadata"]["annotations"][REASON] is None
+
+
+class TestRestoreDecision:
+    def setup_method(self):
+        (self.change,) = plan_changes([prov("a", drain=False, gen=3)], requested=True)
+
+    def test_restore_when_untouched_since_our_write(self):
+        assert restore_decision(self.change, written_generation=4, current=prov("a", drain=True, gen=4)) is RestoreDecision.RESTORE
+
+    def test_other_writer_changed_spec(self):
+        # Someone else toggled the field and back: the generation moved past ours.
+        assert restore_decision(self.change, written_generation=4, current=prov("a", drain=True, gen=6)) is RestoreDecision.OTHER_WRITER
+
+    def test_already_back(self):
+        assert restore_decision(self.change, written_generation=4, current=prov("a", drain=False, gen=5)) is RestoreDecision.ALREADY
+
+    def test_deleted(self):
+        assert restore_decision(self.change, written_generation=4, current=None) is RestoreDecision.GONE
+
+
+def cand(cid, provider, group, state=ADMITTED, rank=0):
+    return Candidate(cid, provider, f"http://{provider}", group, rank, state)
+
+
+class TestCapacityGuard:
+    overlay = Overlay("net", "c1", 3, "d", (
+        cand("1", "one", "chat"), cand("2", "two", "embed"), cand("3", "three", "chat"), cand("4", "four", "embed"),
+    ))
+
+    def test_mixed_gateway_drain_is_allowed(self):
+        assert capacity_violations({"c1": self.overlay}, ["one", "two"]) == []
+
+    def test_emptying_a_group_is_refused_naming_group_and_consumer(self):
+        (v,) = capacity_violations({"c1": self.overlay}, ["one", "three"])
+        assert (v.consumer, v.group, v.admitted_now) == ("c1", "chat", 2)
+        assert "c1" in v.describe() and "chat" in v.describe()
+
+    def test_group_already_without_admitted_is_not_a_new_violation(self):
+        overlay = Overlay("net", "c1", 3, "d", (cand("1", "one", "chat", EXISTING_ONLY),))
+        assert capacity_violations({"c1": overlay}, ["one"]) == []
+
+
+def pview(name, drain, healthy=True):
+    return ProviderView(name=name, endpoint="http://127.0.0.1:1", candidate_id=f"id-{name}", selection_group="g",
+                        drain=drain, healthy=healthy, metrics_observed_at=1000.0)
+
+
+def observation(*, drain=True, state=EXISTING_ONLY, revision=5, accepted=5, serving=5, healthy=True, present=True):
+    cands = (cand("id-p", "p", "g", state),) if present else ()
+    return Observation(
+        providers={"p": pview("p", drain, healthy)},
+        network=NetworkView("net"),
+        consumers={"c": ConsumerView("c", "net")},
+        revisions={"c": (accepted, serving)},
+        overlays={"c": Overlay("net", "c", revision, f"d{revision}", cands)},
+        now=1001.0,
+    )
+
+
+class TestConvergence:
+    def test_drain_converged(self):
+        assert evaluate(observation(), drain=True).state is State.CONVERGED
+
+    def test_serving_older_revision_is_lagging_and_named(self):
+        v = evaluate(observation(serving=4), drain=True)
+        assert v.state is State.WAITING
+        assert any("consumer c" in lag and "serving 4" in lag for lag in v.lagging)
+
+    def test_passed_revision_counts(self):
+        assert evaluate(observation(accepted=7, serving=6), drain=True).state is State.CONVERGED
+
+    def test_still_admitted_is_waiting(self):
+        v = evaluate(observation(state=ADMITTED), drain=True)
+        assert v.state is State.WAITING and "want existing_only" in v.lagging[-1]
+
+    def test_spec_not_yet_stored_is_waiting(self):
+        assert evaluate(observation(drain=False), drain=True).state is State.WAITING
+
+    def test_drained_and_excluded_is_fine(self):
+        v = evaluate(observation(healthy=False, present=False), drain=True)
+        assert v.state is State.CONVERGED
+        assert v.providers[0].detail == "excluded: unavailable"
+
+    def test_undrain_of_unhealthy_is_not_eligible_never_converged(self):
+        v = evaluate(observation(drain=False, healthy=False, present=False), drain=False)
+        assert v.state is State.NOT_ELIGIBLE
+        assert "not eligible until healthy" in v.not_eligible[0]
+
+    def test_undrain_absent_without_hard_failure_is_waiting(self):
+        assert evaluate(observation(drain=False, present=False), drain=False).state is State.WAITING
+
+    def test_two_agreeing_observations_required(self):
+        agreement = Agreement()
+        assert not agreement.add(evaluate(observation(), drain=True))
+        assert agreement.add(evaluate(observation(), drain=True))
+
+    def test_disagreeing_observations_restart_the_count(self):
+        agreement = Agreement()
+        assert not agreement.add(evaluate(observation(revision=5), drain=True))
+        assert not agreement.add(evaluate(observation(revision=6, accepted=6, serving=6), drain=True))
+        assert agreement.add(evaluate(observation(revision=6, accepted=6, serving=6), drain=True))
+
+    def test_waiting_observations_never_agree(self):
+        agreement = Agreement()
+        agreement.add(evaluate(observation(serving=4), drain=True))
+        assert not agreement.add(evaluate(observation(serving=4), drain=True))
+
+    def test_target_problems(self):
+        probs = targets_problems(
+            network=NetworkView("net", match_labels={"x": "y"}), network_name="net",
+            consumers={"a": ConsumerView("a", "other"), "b": None}, providers=[pview("p", True)],
+        )
+        assert any("belongs to network 'other'" in p for p in probs)
+        assert any("consumer 'b' not found" in p for p in probs)
+        assert any("not selected by network" in p for p in probs)
+
+
+class TestExitCodes:
+    def base(self, **kw):
+        args = dict(refused=False, failed=0, interrupted_during_writes=False, restorations=[], wait_state=None, stored_ok=True)
+        args.update(kw)
+        return exit_code_for(**args)
+
+    def test_codes_are_distinct(self):
+        assert len({c.value for c in ExitCode}) == len(ExitCode)
+
+    def test_mapping(self):
+        assert self.base() is ExitCode.OK
+        assert self.base(refused=True) is ExitCode.REFUSED
+        assert self.base(failed=1, restorations=[{"outcome": "restored"}]) is ExitCode.PARTIAL_RESTORED
+        assert self.base(failed=1, restorations=[{"outcome": "changed-by-another-writer"}]) is ExitCode.NEEDS_INSPECTION
+        assert self.base(interrupted_during_writes=True, restorations=[{"outcome": "restored"}]) is ExitCode.INTERRUPTED
+        assert self.base(wait_state="timeout") is ExitCode.TIMEOUT
+        assert self.base(wait_state="not-eligible") is ExitCode.NOT_ELIGIBLE
+        assert self.base(wait_state="interrupted") is ExitCode.INTERRUPTED
+        assert self.base(wait_state="converged") is ExitCode.OK
+
+
+class TestFollow:
+    def test_relists_after_gone_and_errors_and_resumes_from_last_version(self):
+        stop = threading.Event()
+        lists, watches, seen = [], [], []
+
+        def list_fn():
+            lists.append(1)
+            return [{"metadata": {"name": f"snap{len(lists)}", "resourceVersion": "10"}}], "10"
+
+        def watch_fn(rv):
+            watches.append(rv)
+            n = len(watches)
+            if n == 1:
+                yield "ADDED", {"metadata": {"name": "a", "resourceVersion": "11"}}
+                return  # watch closed by the server: resume from 11
+            if n == 2:
+                raise Gone("too old", status=410)
+            if n == 3:
+                raise KubeError("connection reset")
+            yield "MODIFIED", {"metadata": {"name": "b", "resourceVersion": "12"}}
+            stop.set()
+
+        follow(list_fn=list_fn, watch_fn=watch_fn, on_snapshot=lambda items: seen.append(("snapshot", len(items))),
+               on_event=lambda kind, obj: seen.append((kind, obj["metadata"]["name"])), stop=stop, backoff=lambda n: 0)
+        assert watches == ["10", "11", "10", "10"]
+        assert len(lists) == 3  # initial, after 410, after the error
+        assert ("ADDED", "a") in seen and ("MODIFIED", "b") in seen

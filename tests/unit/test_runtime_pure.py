@@ -1,0 +1,57 @@
+from pathlib import Path
+
+import pytest
+
+from xtask.runtime import kubeconfig
+from xtask.runtime.steps import Step, run_steps
+
+
+def entry(name, server="https://127.0.0.1:1"):
+    return {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": name, "cluster": {"server": server}}],
+            "users": [{"name": name, "user": {}}], "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+            "current-context": name}
+
+
+def test_merge_keeps_other_entries_and_replaces_same_name():
+    cfg = kubeconfig.merged(entry("kind-x"), entry("local-example"))
+    cfg = kubeconfig.merged(cfg, entry("local-example", server="https://127.0.0.1:2"))
+    assert [c["name"] for c in cfg["clusters"]] == ["kind-x", "local-example"]
+    assert cfg["clusters"][1]["cluster"]["server"].endswith(":2")
+    assert cfg["current-context"] == "local-example"
+
+
+def test_remove_only_ours_and_unset_current():
+    cfg = kubeconfig.without(kubeconfig.merged(entry("kind-x"), entry("local-example")), "local-example")
+    assert [c["name"] for c in cfg["contexts"]] == ["kind-x"]
+    assert cfg["current-context"] == ""
+
+
+def test_file_roundtrip(tmp_path: Path):
+    path = tmp_path / "config"
+    kubeconfig.add_context(path, entry("local-a"))
+    kubeconfig.add_context(path, entry("local-b"))
+    assert kubeconfig.remove_context(path, "local-a")
+    assert not kubeconfig.remove_context(path, "local-a")
+    assert [c["name"] for c in kubeconfig.read(path)["contexts"]] == ["local-b"]
+
+
+def test_steps_roll_back_in_reverse_on_failure():
+    log = []
+
+    def boom():
+        raise RuntimeError("step 3 failed")
+
+    steps = [Step("one", lambda: log.append("run1"), lambda: log.append("undo1")),
+             Step("two", lambda: log.append("run2"), lambda: log.append("undo2")),
+             Step("three", boom, lambda: log.append("undo3"))]
+    with pytest.raises(RuntimeError):
+        run_steps(steps, progress=lambda m: None)
+    assert log == ["run1", "run2", "undo2", "undo1"]
+
+
+def test_steps_retain_skips_rollback():
+    log = []
+    steps = [Step("one", lambda: log.append("run1"), lambda: log.append("undo1")), Step("two", lambda: 1 / 0)]
+    with pytest.raises(ZeroDivisionError):
+        run_steps(steps, progress=lambda m: None, retain=True)
+    assert log == ["run1"]
