@@ -1,0 +1,98 @@
+"""``python -m agn.gateway``: run one consumer gateway.
+
+    python -m agn.gateway [--kubeconfig PATH] [--context CTX] [--namespace NS] --consumer NAME [--port N]
+
+Wiring only: bind the HTTP server, start the status writer and the overlay follower, wait for
+SIGTERM/SIGINT (the handlers only set an event), then stop everything in ``finally``.
+
+Exit codes: 0 stopped by a signal; 1 could not start (kubeconfig/context unusable, port
+taken); 2 usage error.
+"""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+from agn.gateway.follower import OverlayFollower
+from agn.gateway.log import LEVELS, JsonLog
+from agn.gateway.server import serve
+from agn.gateway.status import StatusWriter
+from agn.gateway.table import RoutingTable
+from agn.kube import Kube, KubeError, context_namespace
+
+EXIT_OK = 0
+EXIT_START_FAILED = 1
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m agn.gateway", description="Run one AGN consumer gateway.")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+    parser.add_argument("--context", help="kube context (default: the current one)")
+    parser.add_argument("--namespace", help="namespace of the consumer and its overlay (default: the context's)")
+    parser.add_argument("--consumer", required=True, help="InferenceConsumer name (its RoutingOverlay has the same name)")
+    parser.add_argument("--port", type=int, default=0, help="loopback port to serve on (0: pick a free one)")
+    parser.add_argument("--upstream-timeout", type=float, default=30.0, help="seconds to wait for a provider")
+    parser.add_argument("--log-level", choices=sorted(LEVELS, key=LEVELS.get), default="info")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    log = JsonLog(fields={"consumer": args.consumer}, level=args.log_level)
+    try:
+        namespace = args.namespace or context_namespace(kubeconfig=args.kubeconfig, context=args.context)
+        kube = Kube.from_kubeconfig(kubeconfig=args.kubeconfig, context=args.context, field_manager="agn-gateway")
+    except KubeError as exc:
+        log.error("start_failed", error=str(exc))
+        return EXIT_START_FAILED
+    log.fields["namespace"] = namespace
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:  # only sets a flag; shutdown happens in finally
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    table = RoutingTable()
+    try:
+        server = serve(table, consumer=args.consumer, log=log, port=args.port, upstream_timeout=args.upstream_timeout)
+    except OSError as exc:
+        log.error("start_failed", error=f"cannot listen on 127.0.0.1:{args.port}: {exc}")
+        kube.close()
+        return EXIT_START_FAILED
+    address = f"http://127.0.0.1:{server.server_address[1]}"
+
+    status = StatusWriter(kube, namespace=namespace, consumer=args.consumer, log=log)
+    follower = OverlayFollower(kube, namespace=namespace, consumer=args.consumer, table=table, status=status,
+                               log=log, stop=stop)
+    threads = [
+        threading.Thread(target=server.serve_forever, name="http", daemon=True),
+        threading.Thread(target=status.run, name="status", daemon=True),
+        # Daemon: a watch blocks until its server-side timeout; exiting must not wait for it.
+        threading.Thread(target=follower.run, name="follower", daemon=True),
+    ]
+    try:
+        for thread in threads:
+            thread.start()
+        status.submit({"address": address})
+        log.info("started", address=address, api_server=kube.host)
+        stop.wait()
+        log.info("stopping")
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+        status.close()
+        for thread in threads[:2]:
+            thread.join(timeout=5)
+        kube.close()
+        log.info("stopped")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""The gateway's HTTP server (127.0.0.1 only).
+
+- ``GET /healthz`` — 200 while the process runs (liveness).
+- ``GET /readyz`` — 200 once an overlay is being served, else 503.
+- ``GET /routes`` — JSON: consumer, serving revision, candidates, session affinities.
+- ``POST /v1/completions`` — route by :mod:`agn.gateway.routing` (headers ``x-session-id``
+  and optionally ``x-selection-group``) and proxy the body to the provider; the provider's
+  JSON plus ``routedBy``, ``candidateId``, ``admission_state``, and header ``x-agn-provider``.
+  503 JSON when no admitted candidate exists, 502 JSON when the provider fails.
+
+Handlers only read the routing table through :meth:`RoutingTable.route`/``snapshot``; they
+never talk to the Kubernetes API.
+"""
+from __future__ import annotations
+
+import json
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+from agn.gateway.log import JsonLog
+from agn.gateway.table import RoutingTable
+from agn.gateway.upstream import UpstreamError, post_completion
+
+MAX_BODY_BYTES = 1 << 20
+SESSION_HEADER = "x-session-id"
+GROUP_HEADER = "x-selection-group"
+PROVIDER_HEADER = "x-agn-provider"
+
+
+def make_handler(
+    table: RoutingTable, *, consumer: str, log: JsonLog, upstream_timeout: float
+) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "agn-gateway/0.1"
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, fmt: str, *args: Any) -> None:  # structured logs only
+            return
+
+        def _json(self, code: int, data: Any, *, headers: dict[str, str] | None = None) -> None:
+            body = json.dumps(data).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            path = urlsplit(self.path).path
+            if path == "/healthz":
+                self._json(200, {"status": "ok"})
+            elif path == "/readyz":
+                serving = table.serving
+                self._json(200 if serving else 503, {"servingRevision": serving.revision if serving else None})
+            elif path == "/routes":
+                self._json(200, {"consumer": consumer, **table.snapshot()})
+            else:
+                self._json(404, {"error": "not found"})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_BODY_BYTES:
+                self.close_connection = True
+                self._json(413, {"error": "request body too large"})
+                return
+            body = self.rfile.read(length) if length else b"{}"
+            if urlsplit(self.path).path != "/v1/completions":
+                self._json(404, {"error": "not found"})
+                return
+            try:
+                json.loads(body)
+            except ValueError:
+                self._json(400, {"error": "request body is not JSON", "routedBy": consumer})
+                return
+            self._complete(body)
+
+        def _complete(self, body: bytes) -> None:
+            session = self.headers.get(SESSION_HEADER) or None
+            group = self.headers.get(GROUP_HEADER) or None
+            decision = table.route(session, selection_group=group)
+            serving = table.serving
+            revision = serving.revision if serving else None
+            if decision.candidate is None:
+                log.warning("no_route", session=session, selection_group=group, serving_revision=revision)
+                self._json(503, {"error": "no admitted candidate", "routedBy": consumer, "reason": decision.reason,
+                                 "servingRevision": revision, "selectionGroup": group})
+                return
+            cand = decision.candidate
+            log.debug("routed", session=session, provider=cand.provider, candidate_id=cand.id,
+                      reason=decision.reason, previous_provider=decision.previous_provider)
+            try:
+                reply = post_completion(cand.endpoint, body, session=session, timeout=upstream_timeout)
+            except UpstreamError as exc:
+                log.warning("upstream_failed", provider=cand.provider, candidate_id=cand.id, error=str(exc))
+                self._json(502, {"error": str(exc), "routedBy": consumer, "provider": cand.provider,
+                                 "candidateId": cand.id}, headers={PROVIDER_HEADER: cand.provider})
+                return
+            reply.update({"routedBy": consumer, "candidateId": cand.id, "admission_state": cand.admission_state,
+                          "routing": decision.reason})
+            self._json(200, reply, headers={PROVIDER_HEADER: cand.provider})
+
+    return Handler
+
+
+def serve(table: RoutingTable, *, consumer: str, log: JsonLog, port: int, upstream_timeout: float) -> ThreadingHTTPServer:
+    """Bind 127.0.0.1:``port`` (0 picks one). The caller runs ``serve_forever``."""
+    handler = make_handler(table, consumer=consumer, log=log, upstream_timeout=upstream_timeout)
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    server.daemon_threads = True
+    return server

@@ -1,0 +1,198 @@
+"""The consumer gateway against a real API server and real fake providers (no operator).
+
+The tests play the operator themselves: they write RoutingOverlay objects and watch the
+gateway accept, serve and route by them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import urllib.error
+import urllib.request
+
+import pytest
+from agnprocs import http_json, wait_for
+
+from agn.kube import CONSUMERS, OVERLAYS, NotFound
+from agn.model import ADMITTED, EXISTING_ONLY, Candidate, overlay_digest
+
+pytestmark = pytest.mark.integration
+
+API_VERSION = "agn.dev/v1alpha1"
+
+
+def create_consumer(kube, namespace: str, name: str) -> None:
+    kube.create(CONSUMERS, namespace, {
+        "apiVersion": API_VERSION, "kind": "InferenceConsumer",
+        "metadata": {"name": name}, "spec": {"network": "net"},
+    })
+
+
+def write_overlay(kube, namespace: str, consumer: str, revision: int, candidates: list[Candidate], *,
+                  spec_consumer: str | None = None) -> None:
+    """Create or replace the overlay, as the operator would."""
+    cands = sorted(candidates)
+    body = {
+        "apiVersion": API_VERSION, "kind": "RoutingOverlay", "metadata": {"name": consumer},
+        "spec": {
+            "network": "net", "consumer": spec_consumer or consumer, "revision": revision,
+            "digest": overlay_digest(cands), "candidates": [c.to_dict() for c in cands],
+        },
+    }
+    try:
+        current = kube.get(OVERLAYS, namespace, consumer)
+    except NotFound:
+        kube.create(OVERLAYS, namespace, body)
+        return
+    body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+    kube.replace(OVERLAYS, namespace, consumer, body)
+
+
+def consumer_status(kube, namespace: str, name: str) -> dict:
+    return kube.get(CONSUMERS, namespace, name).get("status") or {}
+
+
+def wait_serving(kube, namespace: str, consumer: str, gateway: str, revision: int) -> dict:
+    """Both revisions reported, and the gateway really routing by that revision."""
+    def reached():
+        status = consumer_status(kube, namespace, consumer)
+        served = http_json(f"{gateway}/routes")["servingRevision"]
+        ok = status.get("acceptedRevision") == revision and status.get("servingRevision") == revision
+        return status if ok and served == revision else None
+    return wait_for(reached, what=f"{consumer} serving revision {revision}")
+
+
+def complete(gateway: str, *, session: str | None = None, group: str | None = None) -> tuple[int, dict, str | None]:
+    headers = {"Content-Type": "application/json"}
+    if session:
+        headers["x-session-id"] = session
+    if group:
+        headers["x-selection-group"] = group
+    req = urllib.request.Request(f"{gateway}/v1/completions", data=json.dumps({"prompt": "hi"}).encode(),
+                                 method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read()), resp.headers.get("x-agn-provider")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read()), exc.headers.get("x-agn-provider")
+
+
+def provider_of(gateway: str, session: str | None) -> str:
+    code, body, header = complete(gateway, session=session)
+    assert code == 200, body
+    assert body["provider"] == header
+    return header
+
+
+def test_revisions_follow_overlay_and_invalid_is_not_accepted(kube, namespace, agn):
+    create_consumer(kube, namespace, "c1")
+    gateway = agn.gateway("c1")  # before any overlay exists: it waits for one
+    wait_for(lambda: consumer_status(kube, namespace, "c1").get("address") == gateway, what="status.address")
+    assert http_json(f"{gateway}/routes")["servingRevision"] is None
+
+    p1 = agn.provider("p1")
+    p2 = agn.provider("p2")
+    one = Candidate("c-1", "p1", p1, "g", 0, ADMITTED)
+    two = Candidate("c-2", "p2", p2, "g", 1, ADMITTED)
+
+    write_overlay(kube, namespace, "c1", 1, [one])
+    status = wait_serving(kube, namespace, "c1", gateway, 1)
+    assert status["acceptedDigest"] == overlay_digest([one])
+    assert status["observedAt"]
+
+    write_overlay(kube, namespace, "c1", 2, [one, two])
+    status = wait_serving(kube, namespace, "c1", gateway, 2)
+    assert status["acceptedDigest"] == overlay_digest([one, two])
+    routes = http_json(f"{gateway}/routes")
+    assert [c["provider"] for c in routes["candidates"]] == ["p1", "p2"]
+
+    # Meant for another consumer: rejected with a message; revision 2 keeps serving.
+    write_overlay(kube, namespace, "c1", 3, [two], spec_consumer="someone-else")
+    status = wait_for(lambda: consumer_status(kube, namespace, "c1").get("message"), what="rejection message")
+    assert "revision 3" in status and "someone-else" in status
+    status = consumer_status(kube, namespace, "c1")
+    assert (status["acceptedRevision"], status["servingRevision"]) == (2, 2)
+    assert http_json(f"{gateway}/routes")["servingRevision"] == 2
+    assert provider_of(gateway, "s-new") == "p1"
+
+    # An invalid endpoint the schema lets through is rejected too.
+    bad = Candidate("c-3", "p3", "not-a-url", "g", 0, ADMITTED)
+    write_overlay(kube, namespace, "c1", 4, [one, bad])
+    wait_for(lambda: "revision 4" in (consumer_status(kube, namespace, "c1").get("message") or ""),
+             what="rejection of revision 4")
+    assert consumer_status(kube, namespace, "c1")["acceptedRevision"] == 2
+
+    # A valid revision is accepted again and clears the message.
+    write_overlay(kube, namespace, "c1", 5, [two])
+    status = wait_serving(kube, namespace, "c1", gateway, 5)
+    assert "message" not in status
+    assert provider_of(gateway, None) == "p2"
+
+
+def test_sticky_sessions_follow_drain_undrain_and_removal(kube, namespace, agn):
+    create_consumer(kube, namespace, "c2")
+    p1, p2 = agn.provider("p1"), agn.provider("p2")
+    admitted1 = Candidate("c-1", "p1", p1, "g", 0, ADMITTED)
+    drained1 = Candidate("c-1", "p1", p1, "g", 0, EXISTING_ONLY)
+    admitted2 = Candidate("c-2", "p2", p2, "g", 1, ADMITTED)
+    drained2 = Candidate("c-2", "p2", p2, "g", 1, EXISTING_ONLY)
+
+    write_overlay(kube, namespace, "c2", 1, [admitted1, admitted2])
+    gateway = agn.gateway("c2")  # overlay exists before the gateway starts
+    wait_serving(kube, namespace, "c2", gateway, 1)
+
+    code, body, header = complete(gateway, session="s1")
+    assert code == 200 and header == "p1"
+    assert body["provider"] == "p1" and body["session"] == "s1"
+    assert (body["routedBy"], body["candidateId"], body["admission_state"]) == ("c2", "c-1", ADMITTED)
+
+    # Drain p1: s1 stays on it, new sessions (and session-less requests) avoid it.
+    write_overlay(kube, namespace, "c2", 2, [drained1, admitted2])
+    wait_serving(kube, namespace, "c2", gateway, 2)
+    code, body, header = complete(gateway, session="s1")
+    assert (code, header, body["admission_state"]) == (200, "p1", EXISTING_ONLY)
+    assert provider_of(gateway, "s2") == "p2"
+    assert provider_of(gateway, None) == "p2"
+    assert http_json(f"{gateway}/routes")["affinities"] == {"s1": "p1", "s2": "p2"}
+
+    # Undrain p1: new sessions land on it again (best rank); existing ones keep their provider.
+    write_overlay(kube, namespace, "c2", 3, [admitted1, admitted2])
+    wait_serving(kube, namespace, "c2", gateway, 3)
+    assert provider_of(gateway, "s3") == "p1"
+    assert provider_of(gateway, "s2") == "p2"
+    assert provider_of(gateway, "s1") == "p1"
+
+    # Remove p1: its sessions are re-homed to an admitted candidate.
+    write_overlay(kube, namespace, "c2", 4, [admitted2])
+    wait_serving(kube, namespace, "c2", gateway, 4)
+    code, body, header = complete(gateway, session="s1")
+    assert (code, header, body["routing"]) == (200, "p2", "rehomed")
+
+    # Only an existing_only candidate left: sticky sessions continue, new ones get 503.
+    write_overlay(kube, namespace, "c2", 5, [drained2])
+    wait_serving(kube, namespace, "c2", gateway, 5)
+    assert provider_of(gateway, "s1") == "p2"
+    code, body, header = complete(gateway, session="s-new")
+    assert code == 503 and header is None
+    assert body["error"] == "no admitted candidate" and body["servingRevision"] == 5
+
+
+def test_overlay_deleted_keeps_serving_and_sigterm_stops_cleanly(kube, namespace, agn):
+    create_consumer(kube, namespace, "c3")
+    p1 = agn.provider("p1")
+    gateway = agn.gateway("c3")
+    write_overlay(kube, namespace, "c3", 1, [Candidate("c-1", "p1", p1, "g", 0, ADMITTED)])
+    wait_serving(kube, namespace, "c3", gateway, 1)
+
+    kube.delete(OVERLAYS, namespace, "c3")
+    wait_for(lambda: "not found" in (consumer_status(kube, namespace, "c3").get("message") or ""),
+             what="overlay-deleted message")
+    assert provider_of(gateway, "s1") == "p1"
+
+    rec = agn.sup.record("gateway-c3")
+    os.kill(rec.pid, signal.SIGTERM)
+    assert wait_for(lambda: agn.sup.exited(rec) is not None, timeout=15, what="gateway exit") is not None
+    assert agn.sup.exited(rec) == 0
+    events = [json.loads(line)["event"] for line in agn.log("gateway-c3").splitlines() if line.startswith("{")]
+    assert "stopping" in events and events[-1] == "stopped"

@@ -1,0 +1,183 @@
+"""The follower's accept -> swap -> serve order and the status writer, against a fake API boundary."""
+from __future__ import annotations
+
+import io
+import json
+import threading
+
+import pytest
+
+from agn.gateway.follower import OverlayFollower
+from agn.gateway.log import JsonLog
+from agn.gateway.status import StatusWriter
+from agn.gateway.table import RoutingTable
+from agn.kube import CONSUMERS, NotFound, Unreachable
+from agn.model import ADMITTED, Candidate, Overlay, overlay_digest
+
+
+class FakeKube:
+    """Records status patches (and what the table served at that moment); can fail the first N."""
+
+    def __init__(self, table: RoutingTable, *, failures: list[Exception] | None = None) -> None:
+        self.table = table
+        self.failures = list(failures or [])
+        self.patches: list[tuple[dict, int | None]] = []
+        self.lock = threading.Lock()
+
+    def merge_patch_status(self, res, namespace, name, patch):
+        assert (res, namespace, name) == (CONSUMERS, "ns", "c1")  # only its own consumer's status
+        assert set(patch) == {"status"}
+        with self.lock:
+            if self.failures:
+                raise self.failures.pop(0)
+            serving = self.table.serving
+            self.patches.append((patch["status"], serving.revision if serving else None))
+        return {}
+
+
+def overlay_obj(revision: int, *, consumer: str = "c1", providers: tuple[str, ...] = ("a",)) -> dict:
+    cands = tuple(Candidate(f"c-{p}", p, f"http://127.0.0.1:1/{p}", "g", 0, ADMITTED) for p in providers)
+    return {"metadata": {"name": "c1"}, "spec": Overlay("net", consumer, revision, overlay_digest(cands), cands).to_spec()}
+
+
+@pytest.fixture
+def rig():
+    table = RoutingTable()
+    log_stream = io.StringIO()
+    log = JsonLog(fields={"consumer": "c1"}, stream=log_stream)
+
+    def make(*, failures: list[Exception] | None = None, accept_write_timeout: float = 5.0):
+        kube = FakeKube(table, failures=failures)
+        status = StatusWriter(kube, namespace="ns", consumer="c1", log=log)
+        thread = threading.Thread(target=status.run, daemon=True)
+        thread.start()
+        follower = OverlayFollower(kube, namespace="ns", consumer="c1", table=table, status=status, log=log,
+                                   stop=threading.Event(), accept_write_timeout=accept_write_timeout)
+        made.append((status, thread))
+        return kube, status, follower
+
+    made: list = []
+    yield table, make, log_stream
+    for status, thread in made:
+        status.close()
+        thread.join(timeout=5)
+
+
+def drain(status: StatusWriter) -> None:
+    assert status.wait_written(status.submit({}), timeout=5)
+
+
+def test_accepted_is_written_before_swap_and_serving_after(rig):
+    table, make, _ = rig
+    kube, status, follower = make()
+    follower.observe(overlay_obj(1))
+    drain(status)
+    (accepted, served_then), (serving, served_later) = kube.patches[:2]
+    assert accepted["acceptedRevision"] == 1 and served_then is None  # written before the swap
+    assert accepted["acceptedDigest"] == overlay_obj(1)["spec"]["digest"] and accepted["observedAt"]
+    assert serving == {"servingRevision": 1} and served_later == 1
+    assert table.serving.revision == 1
+
+
+def test_invalid_overlay_reports_message_and_keeps_serving(rig):
+    table, make, _ = rig
+    kube, status, follower = make()
+    follower.observe(overlay_obj(1))
+    follower.observe(overlay_obj(2, consumer="other"))
+    drain(status)
+    assert table.serving.revision == 1
+    assert all(p.get("acceptedRevision") != 2 for p, _ in kube.patches)
+    assert "rejected overlay revision 2" in kube.patches[-1][0]["message"]
+
+
+def test_same_content_is_handled_once(rig):
+    _, make, _ = rig
+    kube, status, follower = make()
+    follower.observe(overlay_obj(1))
+    drain(status)
+    before = len(kube.patches)
+    follower.observe(overlay_obj(1))  # a re-list or metadata-only change
+    drain(status)
+    assert len(kube.patches) == before
+
+
+def test_failed_accepted_write_is_carried_with_serving(rig):
+    table, make, log_stream = rig
+    failures = [Unreachable("down"), NotFound("no consumer yet", status=404)]
+    kube, status, follower = make(failures=failures, accept_write_timeout=0.01)
+    follower.observe(overlay_obj(1))
+    drain(status)
+    assert table.serving.revision == 1
+    first = kube.patches[0][0]
+    # Accepted and serving land together: nobody ever sees serving ahead of accepted.
+    assert first["acceptedRevision"] == 1 and first["servingRevision"] == 1
+    events = [json.loads(line)["event"] for line in log_stream.getvalue().splitlines()]
+    assert "accepted_status_pending" in events and events.count("status_write_failed") == 2
+
+
+def test_deleted_overlay_keeps_serving_with_message(rig):
+    table, make, _ = rig
+    kube, status, follower = make()
+    follower.observe(overlay_obj(1))
+    follower.observe(None)
+    drain(status)
+    assert table.serving.revision == 1
+    assert "still serving revision 1" in kube.patches[-1][0]["message"]
+
+
+class FakeWatchKube(FakeKube):
+    """Scripted list/watch: each watch call plays the next script entry (an exception or events)."""
+
+    def __init__(self, table: RoutingTable, *, lists: list, watches: list, stop: threading.Event) -> None:
+        super().__init__(table)
+        self.lists = list(lists)
+        self.watches = list(watches)
+        self.stop = stop
+        self.list_calls = 0
+        self.watch_calls: list[tuple[str, str | None]] = []
+
+    def list(self, res, namespace, *, label_selector=None):
+        self.list_calls += 1
+        step = self.lists.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        return step
+
+    def watch(self, res, namespace, *, resource_version, timeout_seconds=60, field_selector=None):
+        self.watch_calls.append((resource_version, field_selector))
+        if not self.watches:
+            self.stop.set()
+            return
+        step = self.watches.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        yield from step
+
+
+def test_run_relists_on_gone_and_after_errors_and_rewatches_from_last_version():
+    from agn.kube import Gone
+
+    table, stop = RoutingTable(), threading.Event()
+    rev2 = overlay_obj(2)
+    rev2["metadata"]["resourceVersion"] = "20"
+    other = overlay_obj(9)
+    other["metadata"].update(name="someone-else", resourceVersion="21")
+    kube = FakeWatchKube(
+        table, stop=stop,
+        lists=[Unreachable("api down"), ([overlay_obj(1)], "10"), ([overlay_obj(1)], "15")],
+        watches=[Gone("too old", status=410), [("MODIFIED", rev2), ("ADDED", other)]],
+    )
+    log = JsonLog(stream=io.StringIO())
+    status = StatusWriter(kube, namespace="ns", consumer="c1", log=log)
+    writer = threading.Thread(target=status.run, daemon=True)
+    writer.start()
+    follower = OverlayFollower(kube, namespace="ns", consumer="c1", table=table, status=status, log=log, stop=stop)
+    runner = threading.Thread(target=follower.run, daemon=True)
+    runner.start()
+    runner.join(timeout=10)
+    status.close()
+    writer.join(timeout=5)
+    assert not runner.is_alive()
+    assert kube.list_calls == 3  # error -> re-list, Gone -> re-list
+    assert kube.watch_calls == [("10", "metadata.name=c1"), ("15", "metadata.name=c1"), ("21", "metadata.name=c1")]
+    assert table.serving.revision == 2  # the other object's event was ignored

@@ -1,0 +1,97 @@
+"""The gateway's HTTP surface in-process, routing to an in-process fake provider (loopback only)."""
+from __future__ import annotations
+
+import io
+import json
+import socket
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+
+from agn.gateway.log import JsonLog
+from agn.gateway.server import serve
+from agn.gateway.table import RoutingTable
+from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Overlay, overlay_digest
+from agn.provider.server import ProviderState
+from agn.provider.server import serve as serve_provider
+
+
+def overlay_of(revision: int, cands: list[Candidate]) -> Overlay:
+    return Overlay("net", "c1", revision, overlay_digest(cands), tuple(sorted(cands)))
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def rig():
+    servers = []
+
+    def start(server):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    provider = start(serve_provider(ProviderState(name="p1"), port=0))
+    table = RoutingTable()
+    gateway = start(serve(table, consumer="c1", log=JsonLog(stream=io.StringIO()), port=0, upstream_timeout=5))
+    yield table, gateway, provider
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def request(url: str, *, method: str = "GET", data: bytes | None = None, headers: dict | None = None):
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return resp.status, json.loads(resp.read()), resp.headers
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read()), exc.headers
+
+
+def test_health_and_readiness(rig):
+    table, gateway, provider = rig
+    assert request(f"{gateway}/healthz")[0] == 200
+    assert request(f"{gateway}/readyz")[0] == 503
+    table.swap(overlay_of(1, [Candidate("c-1", "p1", provider, "g", 0, ADMITTED)]))
+    assert request(f"{gateway}/readyz")[:2] == (200, {"servingRevision": 1})
+
+
+def test_completion_is_proxied_and_annotated(rig):
+    table, gateway, provider = rig
+    table.swap(overlay_of(1, [Candidate("c-1", "p1", provider, "g", 0, ADMITTED)]))
+    code, body, headers = request(f"{gateway}/v1/completions", method="POST", data=b'{"prompt": "hi"}',
+                                  headers={"x-session-id": "s1"})
+    assert code == 200 and headers["x-agn-provider"] == "p1"
+    assert body["provider"] == "p1" and body["session"] == "s1" and body["text"] == "[p1] hi"
+    assert (body["routedBy"], body["candidateId"], body["admission_state"]) == ("c1", "c-1", ADMITTED)
+    routes = request(f"{gateway}/routes")[1]
+    assert routes["consumer"] == "c1" and routes["servingRevision"] == 1 and routes["affinities"] == {"s1": "p1"}
+
+
+def test_no_admitted_candidate_is_503(rig):
+    table, gateway, provider = rig
+    assert request(f"{gateway}/v1/completions", method="POST", data=b"{}")[0] == 503  # nothing served yet
+    table.swap(overlay_of(1, [Candidate("c-1", "p1", provider, "g", 0, EXISTING_ONLY)]))
+    code, body, _ = request(f"{gateway}/v1/completions", method="POST", data=b"{}", headers={"x-session-id": "s9"})
+    assert code == 503 and body["error"] == "no admitted candidate" and body["servingRevision"] == 1
+
+
+def test_unreachable_provider_is_502(rig):
+    table, gateway, _ = rig
+    table.swap(overlay_of(1, [Candidate("c-1", "p1", f"http://127.0.0.1:{closed_port()}", "g", 0, ADMITTED)]))
+    code, body, headers = request(f"{gateway}/v1/completions", method="POST", data=b"{}")
+    assert code == 502 and body["provider"] == "p1" and headers["x-agn-provider"] == "p1"
+
+
+def test_bad_requests(rig):
+    _, gateway, _ = rig
+    assert request(f"{gateway}/v1/completions", method="POST", data=b"not json")[0] == 400
+    assert request(f"{gateway}/nope", method="POST", data=b"{}")[0] == 404
+    assert request(f"{gateway}/nope")[0] == 404
