@@ -21,8 +21,9 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     verbose = "-v" in args or "--verbose" in args
     try:
-        cli.main(args=args, prog_name="python -m xtask", standalone_mode=False)
-        return ExitCode.OK
+        # Without standalone mode click returns (not raises) the code of a ctx.exit()/Exit.
+        code = cli.main(args=args, prog_name="python -m xtask", standalone_mode=False)
+        return code if isinstance(code, int) else ExitCode.OK
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.ClickException as exc:

@@ -14,7 +14,8 @@ def fancy() -> bool:
 
 
 _err = Console(stderr=True, highlight=False, no_color=bool(os.environ.get("NO_COLOR")))
-_out = Console(highlight=False, no_color=bool(os.environ.get("NO_COLOR")), soft_wrap=True)
+# Off a terminal rich would assume 80 columns and squeeze tables; logs and pipes have room.
+_out = Console(highlight=False, no_color=bool(os.environ.get("NO_COLOR")), width=None if sys.stdout.isatty() else 200)
 
 
 def err_console() -> Console:

@@ -1,0 +1,153 @@
+"""A small AGN environment inside one test namespace, and a runner for the real CLI.
+
+Four providers in two provider gateways with mixed selection groups (like envs/example),
+one network, two consumers, the real operator and two real consumer gateways, all as
+processes tracked by pid. The CLI runs as ``python -m xtask`` in a subprocess, as a user would.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube, NotFound
+from agnprocs import AgnProcesses, http_json, wait_for
+
+LAYOUT = {  # name: (gateway, group, rank)
+    "p-one": ("gw-a", "chat", 0),
+    "p-two": ("gw-a", "embed", 0),
+    "p-three": ("gw-b", "chat", 1),
+    "p-four": ("gw-b", "embed", 1),
+}
+CONSUMER_NAMES = ("c-a", "c-b")
+
+
+class DrainEnv:
+    def __init__(self, kube: Kube, namespace: str, agn: AgnProcesses, control_plane, tmp: Path) -> None:
+        self.kube = kube
+        self.ns = namespace
+        self.agn = agn
+        self.cp = control_plane
+        self.tmp = tmp
+        self.urls: dict[str, str] = {}
+        self.journal_dir = tmp / "journal"
+
+    def up(self, *, providers: dict | None = None) -> "DrainEnv":
+        layout = providers or LAYOUT
+        self.kube.create(NETWORKS, self.ns, {
+            "apiVersion": "agn.dev/v1alpha1", "kind": "InferenceNetwork", "metadata": {"name": "net"},
+            "spec": {"providerSelector": {"matchLabels": {"net": "yes"}}, "metricsMaxAgeSeconds": 45},
+        })
+        for c in CONSUMER_NAMES:
+            self.kube.create(CONSUMERS, self.ns, {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceConsumer",
+                                                  "metadata": {"name": c}, "spec": {"network": "net"}})
+        for name, (gw, group, rank) in layout.items():
+            self.urls[name] = self.agn.provider(name)
+            self.add_provider(name, gw, group, rank, self.urls[name])
+        self.agn.operator()
+        for c in CONSUMER_NAMES:
+            self.agn.gateway(c)
+        wait_for(lambda: all(self.serving_all_admitted(c, len(layout)) for c in CONSUMER_NAMES), timeout=60,
+                 what="both consumers serving an overlay with every provider admitted")
+        return self
+
+    def add_provider(self, name: str, gw: str, group: str, rank: int, url: str, *, labels: dict | None = None) -> None:
+        self.kube.create(PROVIDERS, self.ns, {
+            "apiVersion": "agn.dev/v1alpha1", "kind": "InferenceProvider",
+            "metadata": {"name": name, "labels": {"net": "yes", **(labels or {})}},
+            "spec": {"endpoint": url, "providerGateway": gw, "selectionGroup": group, "rank": rank},
+        })
+
+    # -- observations -----------------------------------------------------------------------
+    def provider(self, name: str) -> dict:
+        return self.kube.get(PROVIDERS, self.ns, name)
+
+    def drain_value(self, name: str):
+        return ((self.provider(name).get("spec") or {}).get("trafficPolicy") or {}).get("drain")
+
+    def overlay(self, consumer: str) -> dict | None:
+        try:
+            return self.kube.get(OVERLAYS, self.ns, consumer)["spec"]
+        except NotFound:
+            return None
+
+    def states(self, consumer: str) -> dict[str, str]:
+        overlay = self.overlay(consumer) or {"candidates": []}
+        return {c["provider"]: c["admission_state"] for c in overlay["candidates"]}
+
+    def revisions(self, consumer: str) -> tuple:
+        status = self.kube.get(CONSUMERS, self.ns, consumer).get("status") or {}
+        return status.get("acceptedRevision"), status.get("servingRevision")
+
+    def serving_all_admitted(self, consumer: str, count: int) -> bool:
+        overlay = self.overlay(consumer)
+        if not overlay:
+            return False
+        states = self.states(consumer)
+        return (len(states) == count and set(states.values()) == {"admitted"}
+                and self.revisions(consumer) == (overlay["revision"], overlay["revision"]))
+
+    def set_health(self, provider: str, healthy: bool) -> None:
+        http_json(f"{self.urls[provider]}/admin/state", method="POST", body={"healthy": healthy})
+
+    # -- the CLI ------------------------------------------------------------------------------
+    def argv(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "xtask", "env", "provider-drain", "--context", self.cp.context,
+                "--namespace", self.ns, "--journal-dir", str(self.journal_dir), *args]
+
+    def env(self) -> dict[str, str]:
+        env = self.cp.env()
+        env["NO_COLOR"] = "1"
+        return env
+
+    def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run(self.argv(*args), capture_output=True, text=True, env=self.env(), timeout=timeout)
+
+    def run_json(self, *args: str, timeout: float = 120) -> tuple[int, dict]:
+        proc = self.run(*args, "--output", "json", timeout=timeout)
+        try:
+            return proc.returncode, json.loads(proc.stdout)
+        except ValueError as exc:
+            raise AssertionError(f"no JSON on stdout (exit {proc.returncode}): {proc.stdout!r} {proc.stderr!r}") from exc
+
+    def targets(self) -> list[str]:
+        return ["--network", "net", *sum((["--consumer", c] for c in CONSUMER_NAMES), [])]
+
+    def spawn(self, *args: str) -> "Running":
+        return Running(subprocess.Popen(self.argv(*args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                        env=self.env()))
+
+    def journals(self) -> list[dict]:
+        if not self.journal_dir.exists():
+            return []
+        return [json.loads(p.read_text()) for p in sorted(self.journal_dir.glob("drain-*.json"))]
+
+
+class Running:
+    """A CLI process whose output is collected line by line while it runs."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def signal(self, sig: int = signal.SIGINT) -> None:
+        os.kill(self.proc.pid, sig)
+
+    def wait(self, timeout: float = 60) -> int:
+        code = self.proc.wait(timeout=timeout)
+        self._reader.join(timeout=5)
+        return code

@@ -1,0 +1,205 @@
+"""The kind runtime's Kubernetes objects, rendered from an environment definition.
+
+``render(envdef)`` returns plain dicts in apply order: the Namespace, ServiceAccounts,
+least-privilege Roles and RoleBindings, a Service and a Deployment for the operator, for
+one gateway per consumer and for one fake provider per provider, then the env's own AGN
+objects. Those come from :class:`xtask.envdef.EnvDef` itself (with Service URLs as provider
+endpoints), so the kind and local runtimes share one source of truth.
+
+Pure: no API calls, no subprocesses, no clock. The only input besides the arguments are
+the static Role templates under ``manifests/rbac/`` (part of the program, read once). The
+CRDs are not rendered here; they live in ``manifests/crds/`` (:mod:`xtask.crds`).
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from xtask.envdef import EnvDef
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+RBAC_DIR = REPO_ROOT / "manifests" / "rbac"
+IMAGE = "agn:dev"
+PORT = 8080
+OPERATOR = "agn-operator"
+PROVIDER_DRAIN = "agn-provider-drain"
+# Matches the Dockerfile's USER: the pods refuse to start as root even if the image changed.
+RUN_AS = 10001
+
+Obj = dict[str, Any]
+
+
+def gateway_name(consumer: str) -> str:
+    """ServiceAccount, Role, RoleBinding, Deployment and Service name of one consumer gateway."""
+    return f"agn-gateway-{consumer}"
+
+
+def fake_provider_name(provider: str) -> str:
+    """Deployment name of one fake provider (its Service is named after the provider)."""
+    return f"fake-{provider}"
+
+
+def provider_endpoint(provider: str, namespace: str) -> str:
+    return f"http://{provider}.{namespace}.svc:{PORT}"
+
+
+def provider_endpoints(envdef: EnvDef) -> dict[str, str]:
+    """Service URL of every provider the env runs a fake for (external endpoints are left alone)."""
+    return {p.name: provider_endpoint(p.name, envdef.namespace) for p in envdef.providers if not p.endpoint}
+
+
+def env_objects(envdef: EnvDef) -> list[Obj]:
+    """The env's AGN objects exactly as :class:`EnvDef` renders them, with in-cluster endpoints."""
+    return envdef.network_objects() + envdef.consumer_objects() + envdef.provider_objects(provider_endpoints(envdef))
+
+
+def deployment_components(envdef: EnvDef) -> dict[str, str]:
+    """Deployment name -> component name as the local runtime names it (``operator``, ``gateway-<c>``, ``fake-<p>``)."""
+    out = {OPERATOR: "operator"}
+    out.update({gateway_name(c.name): f"gateway-{c.name}" for c in envdef.consumers})
+    out.update({fake_provider_name(p.name): f"fake-{p.name}" for p in envdef.providers if not p.endpoint})
+    return out
+
+
+def render(envdef: EnvDef, *, namespace: str | None = None, image: str = IMAGE, image_id: str | None = None) -> list[Obj]:
+    """Every object of the env in apply order. ``namespace`` overrides the env's (for tests).
+
+    ``image_id`` (the built image's digest) goes into each pod template, so a rebuilt
+    ``agn:dev`` rolls the Deployments even though the tag did not change.
+    """
+    if namespace:
+        envdef = dataclasses.replace(envdef, namespace=namespace)
+    ns = envdef.namespace
+    pod = _PodSpec(image=image, image_id=image_id)
+    consumers = [c.name for c in envdef.consumers]
+    fakes = [p.name for p in envdef.providers if not p.endpoint]
+
+    objects: list[Obj] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": _labels("namespace", ns)}}]
+    identities = [OPERATOR, *(gateway_name(c) for c in consumers), PROVIDER_DRAIN]
+    objects += [_service_account(name, ns) for name in identities]
+    roles = [_role("operator.yaml", ns), *(_role("gateway.yaml", ns, consumer=c) for c in consumers),
+             _role("provider-drain.yaml", ns)]
+    objects += roles
+    objects += [_role_binding(role["metadata"]["name"], ns) for role in roles]
+
+    objects.append(pod.deployment(OPERATOR, ns, component="operator", service_account=OPERATOR, http=False,
+                                  args=["agn.operator", "--namespace", ns]))
+    for c in consumers:
+        name = gateway_name(c)
+        objects.append(_service(name, ns, component="gateway"))
+        objects.append(pod.deployment(name, ns, component="gateway", service_account=name, ready_path="/readyz",
+                                      args=["agn.gateway", "--namespace", ns, "--consumer", c, "--host", "0.0.0.0",
+                                            "--port", str(PORT)]))
+    for p in fakes:
+        objects.append(_service(p, ns, component="provider", selector_name=fake_provider_name(p)))
+        objects.append(pod.deployment(fake_provider_name(p), ns, component="provider", service_account=None,
+                                      args=["agn.provider", "--name", p, "--host", "0.0.0.0", "--port", str(PORT)]))
+    return objects + env_objects(envdef)
+
+
+def deployment_names(objects: list[Obj]) -> list[str]:
+    return [o["metadata"]["name"] for o in objects if o["kind"] == "Deployment"]
+
+
+# -- pieces ------------------------------------------------------------------------------------
+
+
+def _labels(component: str, name: str) -> dict[str, str]:
+    return {"app.kubernetes.io/part-of": "agn", "app.kubernetes.io/component": component,
+            "app.kubernetes.io/name": name, "app.kubernetes.io/managed-by": "agn-xtask"}
+
+
+def _meta(name: str, namespace: str, component: str) -> Obj:
+    return {"name": name, "namespace": namespace, "labels": _labels(component, name)}
+
+
+def _service_account(name: str, namespace: str) -> Obj:
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(name, namespace, "rbac")}
+
+
+@functools.cache
+def _role_template(filename: str) -> Obj:
+    return yaml.safe_load((RBAC_DIR / filename).read_text())
+
+
+def _role(filename: str, namespace: str, *, consumer: str | None = None) -> Obj:
+    role = copy.deepcopy(_role_template(filename))
+    if consumer is not None:
+        role = _substitute(role, "{consumer}", consumer)
+    role["metadata"] = _meta(role["metadata"]["name"], namespace, "rbac")
+    return role
+
+
+def _substitute(value: Any, placeholder: str, text: str) -> Any:
+    if isinstance(value, str):
+        return value.replace(placeholder, text)
+    if isinstance(value, list):
+        return [_substitute(v, placeholder, text) for v in value]
+    if isinstance(value, dict):
+        return {k: _substitute(v, placeholder, text) for k, v in value.items()}
+    return value
+
+
+def _role_binding(name: str, namespace: str) -> Obj:
+    """Binds Role ``name`` to the ServiceAccount of the same name, and to nothing else."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(name, namespace, "rbac"),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+    }
+
+
+def _service(name: str, namespace: str, *, component: str, selector_name: str | None = None) -> Obj:
+    return {
+        "apiVersion": "v1", "kind": "Service", "metadata": _meta(name, namespace, component),
+        "spec": {"selector": {"app.kubernetes.io/name": selector_name or name},
+                 "ports": [{"name": "http", "port": PORT, "targetPort": "http", "protocol": "TCP"}]},
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class _PodSpec:
+    image: str
+    image_id: str | None
+
+    def deployment(
+        self, name: str, namespace: str, *, component: str, args: list[str], service_account: str | None,
+        http: bool = True, ready_path: str = "/healthz",
+    ) -> Obj:
+        container: Obj = {
+            "name": component, "image": self.image, "imagePullPolicy": "IfNotPresent",
+            "command": ["python", "-m"], "args": args,
+            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"]}},
+        }
+        if http:
+            # The operator has no HTTP endpoint; a crash ends its process and the kubelet restarts it.
+            container["ports"] = [{"name": "http", "containerPort": PORT, "protocol": "TCP"}]
+            container["readinessProbe"] = {"httpGet": {"path": ready_path, "port": "http"}, "periodSeconds": 2,
+                                           "failureThreshold": 3}
+            container["livenessProbe"] = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10,
+                                          "failureThreshold": 3}
+        template_meta: Obj = {"labels": {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "agn",
+                                         "app.kubernetes.io/component": component}}
+        if self.image_id:
+            template_meta["annotations"] = {"agn.dev/image-id": self.image_id}
+        pod: Obj = {
+            "automountServiceAccountToken": service_account is not None,
+            "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
+            "terminationGracePeriodSeconds": 10,
+            "containers": [container],
+        }
+        if service_account:
+            pod["serviceAccountName"] = service_account
+        return {
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(name, namespace, component),
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
+                     "template": {"metadata": template_meta, "spec": pod}},
+        }
