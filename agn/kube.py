@@ -7,6 +7,7 @@ what a caller asks for, no decisions about what to write.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import os
@@ -160,6 +161,9 @@ class Kube:
     ) -> "Kube":
         cfg = client.Configuration()
         path = kubeconfig_path(kubeconfig)
+        if not kubeconfig and not context and not os.path.exists(path) and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            # Inside a pod with no kubeconfig: use the pod's service account, as kubectl does.
+            return cls.in_cluster(field_manager=field_manager, pool_size=pool_size)
         try:
             config.load_kube_config(config_file=path, context=context, client_configuration=cfg, persist_config=False)
         except (ConfigException, OSError, TypeError) as exc:
@@ -167,6 +171,52 @@ class Kube:
         cfg.connection_pool_maxsize = pool_size
         cfg.retries = False
         return cls(client.ApiClient(cfg), field_manager=field_manager)
+
+    @classmethod
+    def in_cluster(cls, *, field_manager: str, pool_size: int = 16) -> "Kube":
+        """Connect with the pod's service account token (``KUBERNETES_SERVICE_HOST`` and the mounted token)."""
+        cfg = client.Configuration()
+        try:
+            config.load_incluster_config(client_configuration=cfg)
+        except ConfigException as exc:
+            raise ConfigError(f"cannot use the in-cluster service account: {exc}") from exc
+        cfg.connection_pool_maxsize = pool_size
+        cfg.retries = False
+        return cls(client.ApiClient(cfg), field_manager=field_manager)
+
+    def impersonating(self, user: str) -> "Kube":
+        """A new connection with the same credentials that acts as ``user`` (``Impersonate-User``).
+
+        The caller needs the ``impersonate`` verb (cluster admins have it). For a service
+        account user the API server adds the service-account groups itself. Close it when done.
+        """
+        api = client.ApiClient(copy.copy(self._api.configuration))
+        api.set_default_header("Impersonate-User", user)
+        return Kube(api, field_manager=self.field_manager)
+
+    def can_i(
+        self, user: str, verb: str, resource: str, namespace: str, *, subresource: str | None = None,
+        name: str | None = None, group: str = GROUP, groups: tuple[str, ...] | None = None,
+    ) -> bool:
+        """Whether ``user`` may ``verb`` ``resource`` (a SubjectAccessReview; the caller must be allowed to create one).
+
+        For ``system:serviceaccount:<ns>:<sa>`` users the service-account groups are filled in
+        unless ``groups`` is given, matching what the API server sees for a real token.
+        """
+        if groups is None:
+            groups = ()
+            if user.startswith("system:serviceaccount:"):
+                groups = ("system:serviceaccounts", f"system:serviceaccounts:{user.split(':')[2]}", "system:authenticated")
+        attributes: dict[str, Any] = {"verb": verb, "resource": resource, "group": group, "namespace": namespace}
+        if subresource:
+            attributes["subresource"] = subresource
+        if name:
+            attributes["name"] = name
+        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                "spec": {"user": user, "groups": list(groups), "resourceAttributes": attributes}}
+        with _api_errors:
+            review = client.AuthorizationV1Api(self._api).create_subject_access_review(body)
+        return bool(review.status and review.status.allowed)
 
     @property
     def host(self) -> str:
@@ -177,9 +227,17 @@ class Kube:
         with _api_errors:
             return self.custom.get_namespaced_custom_object(res.group, res.version, namespace, res.plural, name)
 
-    def list(self, res: Resource, namespace: str, *, label_selector: str | None = None) -> tuple[list[Obj], str]:
-        """Items and the list's resourceVersion (to start a watch from)."""
+    def list(
+        self, res: Resource, namespace: str, *, label_selector: str | None = None, field_selector: str | None = None
+    ) -> tuple[list[Obj], str]:
+        """Items and the list's resourceVersion (to start a watch from).
+
+        ``field_selector="metadata.name=X"`` lets a caller whose RBAC names only ``X``
+        (``resourceNames``) list it: the API server authorizes such a list as one for ``X``.
+        """
         kwargs = {"label_selector": label_selector} if label_selector else {}
+        if field_selector:
+            kwargs["field_selector"] = field_selector
         with _api_errors:
             out = self.custom.list_namespaced_custom_object(res.group, res.version, namespace, res.plural, **kwargs)
         return out.get("items", []), out.get("metadata", {}).get("resourceVersion", "")
@@ -273,6 +331,16 @@ class Kube:
                 raise
         conditions = (crd.status.conditions if crd.status else None) or []
         return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+    def delete_cluster_object(self, api_version: str, kind: str, name: str) -> None:
+        """Delete any cluster-scoped object by kind; a missing one is fine."""
+        resource = self._resource_for(api_version, kind)
+        with _api_errors:
+            try:
+                resource.delete(name=name)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
 
     def server_version(self) -> str:
         with _api_errors:
