@@ -8,6 +8,7 @@ the loopback ports of the fake providers it starts, the kind runtime with Servic
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -19,7 +20,7 @@ from agn import GROUP, VERSION
 from xtask.errors import EnvDefinitionError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-ENVS_DIR = REPO_ROOT / "envs"
+ENVS_DIR = Path(os.environ.get("AGN_XTASK_ENVS_DIR") or (REPO_ROOT / "envs"))
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 

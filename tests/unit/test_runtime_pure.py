@@ -46,7 +46,7 @@ def test_steps_roll_back_in_reverse_on_failure():
              Step("three", boom, lambda: log.append("undo3"))]
     with pytest.raises(RuntimeError):
         run_steps(steps, progress=lambda m: None)
-    assert log == ["run1", "run2", "undo2", "undo1"]
+    assert log == ["run1", "run2", "undo3", "undo2", "undo1"]
 
 
 def test_steps_retain_skips_rollback():

@@ -2,18 +2,21 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 
 from xtask.errors import CommandFailed
 from xtask.procs import CmdRunner, RealCmdRunner
 
 
-def kind_problems(runner: CmdRunner | None = None) -> list[str]:
+def kind_problems(runner: CmdRunner | None = None, *, which: Callable[[str], str | None] = shutil.which) -> list[str]:
     """What keeps the kind runtime from working here (empty when it can be used)."""
     runner = runner or RealCmdRunner()
     problems = []
-    if shutil.which("kind") is None:
+    if which("kind") is None:
         problems.append("`kind` is not on PATH")
-    if shutil.which("docker") is None:
+    if which("kubectl") is None:
+        problems.append("`kubectl` is not on PATH")
+    if which("docker") is None:
         problems.append("`docker` is not on PATH")
     else:
         try:

@@ -1,7 +1,9 @@
 """Bring-up as an ordered list of steps, each with an undo (kind's ``create`` + ``--retain``).
 
-If a step fails, the undos of the steps that already ran are executed in reverse order
-(unless ``retain``), every undo error is collected, and the original error is re-raised.
+If a step fails, its own undo (it may have done part of its work) and then the undos of the
+steps that already ran are executed in reverse order (unless ``retain``); undo errors are
+reported, never mask the original error, which is re-raised. Undos must therefore tolerate
+work that was only partly done.
 """
 from __future__ import annotations
 
@@ -24,8 +26,8 @@ def run_steps(steps: list[Step], *, progress: Progress, retain: bool = False) ->
     try:
         for step in steps:
             progress(step.title)
-            step.run()
             done.append(step)
+            step.run()
     except BaseException:
         if not retain:
             for step in reversed(done):

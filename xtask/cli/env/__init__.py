@@ -6,6 +6,7 @@ import click
 from xtask.cli.env.down import down
 from xtask.cli.env.drain_restore import drain_restore
 from xtask.cli.env.provider_drain import provider_drain
+from xtask.cli.env.render import render_cmd
 from xtask.cli.env.status import status
 from xtask.cli.env.up import up
 
@@ -20,3 +21,4 @@ env_group.add_command(status)
 env_group.add_command(down)
 env_group.add_command(provider_drain)
 env_group.add_command(drain_restore)
+env_group.add_command(render_cmd)

@@ -1,0 +1,27 @@
+"""``xtask env render``: print the Kubernetes objects an environment deploys, as YAML.
+
+Read-only: renders from ``envs/<env>.yaml`` and ``manifests/`` and writes nothing, so its
+output can be reviewed, diffed, or piped to ``kubectl apply --server-side -f -``.
+"""
+from __future__ import annotations
+
+import click
+import yaml
+
+from xtask.cli.env.options import env_option
+from xtask.crds import crd_documents
+from xtask.envdef import load_env
+from xtask.manifests import IMAGE, render
+
+
+@click.command(name="render")
+@env_option
+@click.option("--runtime", type=click.Choice(["kind"]), default="kind", show_default=True,
+              help="Runtime whose manifests to render (only kind deploys manifests; local runs processes).")
+@click.option("--namespace", default=None, metavar="NS", help="Override the env's namespace.")
+@click.option("--image", default=IMAGE, show_default=True, help="Image for the operator, gateways and fake providers.")
+@click.option("--crds/--no-crds", default=True, show_default=True, help="Include the AGN CRDs first.")
+def render_cmd(env_name: str, runtime: str, namespace: str | None, image: str, crds: bool) -> None:
+    """Print every object `env up --runtime kind` applies (CRDs, namespace, RBAC, workloads, AGN objects)."""
+    objects = (crd_documents() if crds else []) + render(load_env(env_name), namespace=namespace, image=image)
+    click.echo(yaml.safe_dump_all(objects, sort_keys=False), nl=False)
