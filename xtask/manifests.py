@@ -87,17 +87,24 @@ def render(envdef: EnvDef, *, namespace: str | None = None, image: str = IMAGE, 
     objects += roles
     objects += [_role_binding(role["metadata"]["name"], ns) for role in roles]
 
-    objects.append(pod.deployment(OPERATOR, ns, component="operator", service_account=OPERATOR, http=False,
+    # The operator has no HTTP endpoint: no port, no probes; if it crashes its process ends and
+    # the kubelet restarts it.
+    objects.append(pod.deployment(OPERATOR, ns, component="operator", service_account=OPERATOR,
                                   args=["agn.operator", "--namespace", ns]))
     for c in consumers:
         name = gateway_name(c)
         objects.append(_service(name, ns, component="gateway"))
-        objects.append(pod.deployment(name, ns, component="gateway", service_account=name, ready_path="/readyz",
+        # Ready once it serves an overlay (/readyz); alive while the process answers (/healthz).
+        objects.append(pod.deployment(name, ns, component="gateway", service_account=name,
+                                      probes=(_http_probe("/readyz"), _http_probe("/healthz", period=10)),
                                       args=["agn.gateway", "--namespace", ns, "--consumer", c, "--host", "0.0.0.0",
                                             "--port", str(PORT)]))
     for p in fakes:
         objects.append(_service(p, ns, component="provider", selector_name=fake_provider_name(p)))
+        # Liveness is a TCP check, not /healthz: a fake provider made unhealthy on purpose must
+        # stay unhealthy for the operator to see, not be restarted back to healthy.
         objects.append(pod.deployment(fake_provider_name(p), ns, component="provider", service_account=None,
+                                      probes=(_http_probe("/healthz"), {"tcpSocket": {"port": "http"}, "periodSeconds": 10}),
                                       args=["agn.provider", "--name", p, "--host", "0.0.0.0", "--port", str(PORT)]))
     return objects + env_objects(envdef)
 
@@ -154,6 +161,10 @@ def _role_binding(name: str, namespace: str) -> Obj:
     }
 
 
+def _http_probe(path: str, *, period: int = 2) -> Obj:
+    return {"httpGet": {"path": path, "port": "http"}, "periodSeconds": period, "failureThreshold": 3}
+
+
 def _service(name: str, namespace: str, *, component: str, selector_name: str | None = None) -> Obj:
     return {
         "apiVersion": "v1", "kind": "Service", "metadata": _meta(name, namespace, component),
@@ -169,8 +180,9 @@ class _PodSpec:
 
     def deployment(
         self, name: str, namespace: str, *, component: str, args: list[str], service_account: str | None,
-        http: bool = True, ready_path: str = "/healthz",
+        probes: tuple[Obj, Obj] | None = None,
     ) -> Obj:
+        """One Deployment of one container; ``probes`` = (readiness, liveness) for a component serving HTTP on PORT."""
         container: Obj = {
             "name": component, "image": self.image, "imagePullPolicy": "IfNotPresent",
             "command": ["python", "-m"], "args": args,
@@ -178,13 +190,9 @@ class _PodSpec:
             "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                 "capabilities": {"drop": ["ALL"]}},
         }
-        if http:
-            # The operator has no HTTP endpoint; a crash ends its process and the kubelet restarts it.
+        if probes:
             container["ports"] = [{"name": "http", "containerPort": PORT, "protocol": "TCP"}]
-            container["readinessProbe"] = {"httpGet": {"path": ready_path, "port": "http"}, "periodSeconds": 2,
-                                           "failureThreshold": 3}
-            container["livenessProbe"] = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10,
-                                          "failureThreshold": 3}
+            container["readinessProbe"], container["livenessProbe"] = probes
         template_meta: Obj = {"labels": {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "agn",
                                          "app.kubernetes.io/component": component}}
         if self.image_id:

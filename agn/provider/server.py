@@ -8,7 +8,10 @@ Endpoints:
 - ``GET|POST /admin/state`` — loopback-only switches for tests: ``healthy``, ``metrics``,
   ``exportWaiting``, ``waiting``. They drive hard failures for real, over HTTP.
 
-It listens on 127.0.0.1 only.
+Any path prefix is accepted (``/pool/p17/healthz`` is ``/healthz``), so one process can stand
+in for many providers in scale benchmarks, each with its own endpoint URL.
+
+It listens on 127.0.0.1 unless given ``--host`` (in a pod: ``0.0.0.0``, so its Service reaches it).
 """
 from __future__ import annotations
 
@@ -70,6 +73,8 @@ class ProviderState:
 
 
 def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
+    routes = ("/healthz", "/metrics", "/admin/state", "/v1/completions")
+
     class Handler(BaseHTTPRequestHandler):
         server_version = "agn-fake-provider/0.1"
         protocol_version = "HTTP/1.1"
@@ -92,16 +97,21 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b""
             return json.loads(raw) if raw else {}
 
+        @property
+        def route(self) -> str:
+            path = self.path.split("?", 1)[0]
+            return next((r for r in routes if path == r or path.endswith(r)), path)
+
         def do_GET(self) -> None:
-            if self.path == "/healthz":
+            if self.route == "/healthz":
                 healthy = state.snapshot()["healthy"]
                 self._send(200 if healthy else 503, b"ok\n" if healthy else b"unhealthy\n")
-            elif self.path == "/metrics":
+            elif self.route == "/metrics":
                 if state.snapshot()["metrics"]:
                     self._send(200, state.metrics_text().encode(), "text/plain; version=0.0.4")
                 else:
                     self._send(404, b"metrics export disabled\n")
-            elif self.path == "/admin/state":
+            elif self.route == "/admin/state":
                 self._admin_get()
             else:
                 self._send(404, b"not found\n")
@@ -118,7 +128,7 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 self._json(400, {"error": "body is not JSON"})
                 return
-            if self.path == "/admin/state":
+            if self.route == "/admin/state":
                 if self.client_address[0] != "127.0.0.1":
                     self._send(403, b"admin is loopback-only\n")
                     return
@@ -128,7 +138,7 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
                     self._json(400, {"error": str(exc)})
                     return
                 self._json(200, state.snapshot())
-            elif self.path == "/v1/completions":
+            elif self.route == "/v1/completions":
                 with state.lock:
                     state.running += 1
                 try:
@@ -149,8 +159,8 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def serve(state: ProviderState, *, port: int) -> ThreadingHTTPServer:
-    """Bind to 127.0.0.1:port (0 picks one). The caller runs ``serve_forever``."""
-    server = ThreadingHTTPServer(("127.0.0.1", port), make_handler(state))
+def serve(state: ProviderState, *, port: int, host: str = "127.0.0.1") -> ThreadingHTTPServer:
+    """Bind to host:port (loopback unless told otherwise; 0 picks a port). The caller runs ``serve_forever``."""
+    server = ThreadingHTTPServer((host, port), make_handler(state))
     server.daemon_threads = True
     return server

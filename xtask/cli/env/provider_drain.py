@@ -15,6 +15,7 @@ from xtask.errors import ExitCode, UsageError
 
 EPILOG = "\b\nExit codes:\n" + "\n".join([
     "  0  done: stored (patch-only) or converged on every named consumer",
+    "  1  error: kubeconfig/context unusable or API server unreachable (message says which)",
     "  2  usage error; nothing was read or written",
     "  3  refused before any write: unknown provider/gateway/target, server-side dry-run rejection, capacity guard",
     "  4  some writes failed; everything this run changed was restored",
@@ -26,19 +27,19 @@ EPILOG = "\b\nExit codes:\n" + "\n".join([
 
 
 @click.command(name="provider-drain", epilog=EPILOG)
-@click.option("--context", help="Kube context (default: the kubeconfig's current context), e.g. local-example or kind-example.")
+@click.option("--context", metavar="CTX", help="Kube context (default: the kubeconfig's current context), e.g. local-example or kind-example.")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")
-@click.option("--provider", help="Select one InferenceProvider by name.")
-@click.option("--gateway", help="Select every InferenceProvider whose spec.providerGateway equals this, exactly.")
+@click.option("--provider", metavar="NAME", help="Select one InferenceProvider by name.")
+@click.option("--gateway", metavar="GW", help="Select every InferenceProvider whose spec.providerGateway equals this, exactly.")
 @click.option("--undrain", is_flag=True, help="Clear the drain (the operator re-evaluates health and metrics).")
 @click.option("--dry-run", is_flag=True, help="Print the selection and plan, check each patch with a server-side dry run; write nothing.")
-@click.option("--network", help="Network of the consumers to wait for (with --consumer).")
-@click.option("--consumer", "consumers", multiple=True, help="Consumer that must serve the change (repeatable; with --network).")
-@click.option("--namespace", "-n", help="Namespace (default: the context's namespace).")
-@click.option("--concurrency", type=int, default=8, show_default=True, help=f"Patch requests in flight at most (1-{MAX_CONCURRENCY}).")
-@click.option("--qps", type=click.FloatRange(min=0.1), help="Limit patch requests per second (default: no limit).")
-@click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True, help="Seconds to wait for convergence.")
-@click.option("--reason", help="Why (recorded with who and when as annotations on each drained provider).")
+@click.option("--network", metavar="NET", help="Network of the consumers to wait for (with --consumer).")
+@click.option("--consumer", "consumers", metavar="NAME", multiple=True, help="Consumer that must serve the change (repeatable; with --network).")
+@click.option("--namespace", "-n", metavar="NS", help="Namespace (default: the context's namespace).")
+@click.option("--concurrency", type=int, metavar="N", default=8, show_default=True, help=f"Patch requests in flight at most (1-{MAX_CONCURRENCY}).")
+@click.option("--qps", type=click.FloatRange(min=0.1), metavar="QPS", help="Limit patch requests per second (default: no limit).")
+@click.option("--timeout", type=click.FloatRange(min=1), metavar="SECONDS", default=120.0, show_default=True, help="Seconds to wait for convergence.")
+@click.option("--reason", metavar="TEXT", help="Why (recorded with who and when as annotations on each drained provider).")
 @click.option("--force", is_flag=True, help="Drain even if a named consumer's selection group would lose its last admitted provider.")
 @click.option("--journal-dir", type=click.Path(file_okay=False, path_type=Path), help="Where to write the operation journal "
               "(default: $AGN_XTASK_JOURNAL_DIR or ~/.local/state/agn-xtask/journal).")
