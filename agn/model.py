@@ -173,7 +173,8 @@ def endpoint_trusted(network: NetworkView, endpoint: str) -> bool:
     parts = urlsplit(endpoint)
     if network.allowed_schemes and parts.scheme not in network.allowed_schemes:
         return False
-    if network.allowed_hosts and (parts.hostname or "") not in network.allowed_hosts:
+    # Host names are case-insensitive; urlsplit already lower-cases the endpoint's.
+    if network.allowed_hosts and (parts.hostname or "") not in {h.lower() for h in network.allowed_hosts}:
         return False
     return True
 

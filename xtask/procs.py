@@ -83,6 +83,8 @@ class Supervisor:
         self.run_dir = run_dir
         self.log_dir = log_dir
         self._children: dict[int, subprocess.Popen] = {}
+        # Exit statuses of children this supervisor started and stopped (tests read them).
+        self.exit_codes: dict[str, int | None] = {}
 
     def pid_file(self, name: str) -> Path:
         return self.run_dir / f"{name}.pid.json"
@@ -150,7 +152,13 @@ class Supervisor:
         rec = self.record(name)
         stopped = False
         if rec is not None:
-            stopped = stop_pid(rec, grace=grace, reap=self._children.pop(rec.pid, None))
+            child = self._children.pop(rec.pid, None)
+            stopped = stop_pid(rec, grace=grace, reap=child)
+            if child is not None:
+                try:
+                    self.exit_codes[name] = child.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self.exit_codes[name] = None
         self.pid_file(name).unlink(missing_ok=True)
         return stopped
 

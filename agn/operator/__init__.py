@@ -1,0 +1,15 @@
+"""The AGN operator: watches providers, networks and consumers, probes providers, publishes overlays.
+
+Modules:
+- :mod:`.informer` — list+watch caches of the AGN objects (one thread per resource).
+- :mod:`.workqueue` — the coalescing queue of consumer names that need a reconcile.
+- :mod:`.prometheus` — parsing the providers' Prometheus text (pure).
+- :mod:`.status` — provider status and conditions from probe outcomes (pure).
+- :mod:`.prober` — the probe scheduler and the only writer of provider status.
+- :mod:`.reconcile` — the overlay plan for one consumer (pure).
+- :mod:`.controller` — wires the pieces together and is the only writer of overlays.
+- :mod:`.logs` — structured JSON log lines.
+
+The operator is never on the request path, never writes provider spec, and talks to the
+API only through :class:`agn.kube.Kube`.
+"""

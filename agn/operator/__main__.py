@@ -1,0 +1,80 @@
+"""``python -m agn.operator``: run the AGN operator for one namespace until SIGTERM/SIGINT.
+
+Parses flags, connects, runs :class:`agn.operator.controller.Operator`, and maps failures
+to exit codes in this one place: 0 after a clean stop, 2 for usage or kubeconfig errors,
+1 for anything unexpected. The signal handlers only set an event.
+"""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+from agn.kube import ConfigError, Kube
+from agn.operator.controller import Operator, Settings
+from agn.operator.logs import JsonLog
+
+EXIT_OK = 0
+EXIT_UNEXPECTED = 1
+EXIT_USAGE = 2
+
+
+def _positive(value: str) -> float:
+    number = float(value)
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return number
+
+
+def _non_negative(value: str) -> float:
+    number = float(value)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return number
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m agn.operator", description="Run the AGN operator.")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+    parser.add_argument("--context", help="kube context (default: the current one)")
+    parser.add_argument("--namespace", required=True, help="namespace to operate in")
+    parser.add_argument("--probe-interval", type=_positive, default=1.0, metavar="SECONDS")
+    parser.add_argument("--probe-timeout", type=_positive, default=1.0, metavar="SECONDS")
+    parser.add_argument("--resync", type=_positive, default=5.0, metavar="SECONDS")
+    parser.add_argument("--coalesce-window", type=_non_negative, default=0.1, metavar="SECONDS",
+                        help="quiet period that closes a batch of changes (a batch waits at most 5x this)")
+    parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    log = JsonLog(component="operator", level=args.log_level, fields={"namespace": args.namespace})
+    stop = threading.Event()
+
+    def on_signal(signum, frame) -> None:  # noqa: ANN001 - only sets the event; shutdown runs in main
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        kube = Kube.from_kubeconfig(kubeconfig=args.kubeconfig, context=args.context, field_manager="agn-operator",
+                                    pool_size=32)
+    except ConfigError as exc:
+        log.error("cannot connect", error=str(exc))
+        return EXIT_USAGE
+    settings = Settings(probe_interval=args.probe_interval, probe_timeout=args.probe_timeout, resync=args.resync,
+                        coalesce_window=args.coalesce_window)
+    try:
+        Operator(kube, args.namespace, settings=settings, log=log, stop=stop).run()
+    except Exception as exc:  # noqa: BLE001 - the one place that turns a crash into an exit code
+        log.error("operator crashed", error=repr(exc))
+        return EXIT_UNEXPECTED
+    finally:
+        kube.close()
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""List+watch caches of one AGN resource in one namespace, each kept by its own thread.
+
+An :class:`Informer` lists, then watches from the list's resourceVersion, re-watches from
+the last version it saw when a watch ends, re-lists on ``Gone`` (410) and, with bounded
+backoff, on any other error. Every change is reported to a callback; reconciles are
+level-triggered, so the callback only needs to know *that* something changed.
+
+This module reads only; it must not write to the API or decide anything about overlays.
+"""
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from agn.kube import Gone, Kube, KubeError, Resource
+from agn.operator.logs import JsonLog
+
+Obj = dict[str, Any]
+OnChange = Callable[[str, Obj | None], None]  # (event type, object or None for a re-list)
+
+INITIAL_BACKOFF = 0.2
+MAX_BACKOFF = 5.0
+
+
+def _rv(obj: Obj) -> int | None:
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion", ""))
+    except ValueError:
+        return None
+
+
+class Store:
+    """Objects by name. Thread-safe; hands out deep copies so callers cannot corrupt the cache."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[str, Obj] = {}
+
+    def replace(self, items: list[Obj]) -> None:
+        with self._lock:
+            self._items = {i["metadata"]["name"]: i for i in items}
+
+    def upsert(self, obj: Obj) -> None:
+        """Store ``obj`` unless the cache already holds a newer version of it.
+
+        The controller also stores its own writes' responses, which can overtake the watch
+        event of an earlier write; resourceVersions (integers in practice) keep the newest.
+        """
+        name = obj["metadata"]["name"]
+        with self._lock:
+            old = self._items.get(name)
+            new_rv, old_rv = _rv(obj), _rv(old) if old else None
+            if old is not None and new_rv is not None and old_rv is not None and new_rv < old_rv:
+                return
+            self._items[name] = obj
+
+    def remove(self, name: str) -> None:
+        with self._lock:
+            self._items.pop(name, None)
+
+    def get(self, name: str) -> Obj | None:
+        with self._lock:
+            obj = self._items.get(name)
+            return copy.deepcopy(obj) if obj is not None else None
+
+    def list(self) -> list[Obj]:
+        with self._lock:
+            return [copy.deepcopy(o) for o in self._items.values()]
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return sorted(self._items)
+
+
+class Informer:
+    """Keeps a :class:`Store` of one resource in sync by list+watch, on a daemon thread."""
+
+    def __init__(
+        self, kube: Kube, resource: Resource, namespace: str, *, on_change: OnChange, log: JsonLog,
+        stop: threading.Event, watch_timeout: int = 30,
+    ) -> None:
+        self.kube = kube
+        self.resource = resource
+        self.namespace = namespace
+        self.store = Store()
+        self.synced = threading.Event()
+        self._on_change = on_change
+        self._log = log
+        self._stop = stop
+        self._watch_timeout = watch_timeout
+        self._thread = threading.Thread(target=self._run, name=f"informer-{resource.plural}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        backoff = INITIAL_BACKOFF
+        while not self._stop.is_set():
+            try:
+                version = self._list()
+                backoff = INITIAL_BACKOFF
+                self._watch_from(version)
+            except Gone:
+                self._log.info("watch expired; re-listing", resource=self.resource.plural)
+            except KubeError as exc:
+                self._log.warning("list/watch failed; re-listing after backoff", resource=self.resource.plural,
+                                  error=str(exc), status=exc.status, backoff=backoff)
+                self._stop.wait(backoff)
+                backoff = min(MAX_BACKOFF, backoff * 2)
+            except Exception as exc:  # noqa: BLE001 - a cache thread must survive anything and retry
+                self._log.error("informer error; re-listing after backoff", resource=self.resource.plural,
+                                error=repr(exc), backoff=backoff)
+                self._stop.wait(backoff)
+                backoff = min(MAX_BACKOFF, backoff * 2)
+
+    def _list(self) -> str:
+        items, version = self.kube.list(self.resource, self.namespace)
+        self.store.replace(items)
+        first = not self.synced.is_set()
+        self.synced.set()
+        self._log.debug("listed", resource=self.resource.plural, count=len(items), resource_version=version)
+        if not first or items:
+            self._on_change("RELIST", None)
+        return version
+
+    def _watch_from(self, version: str) -> None:
+        """Watch until stopped; each server-side end of the watch resumes from the last version seen."""
+        while not self._stop.is_set():
+            for kind, obj in self.kube.watch(
+                self.resource, self.namespace, resource_version=version, timeout_seconds=self._watch_timeout
+            ):
+                if self._stop.is_set():
+                    return
+                version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                if kind == "BOOKMARK":
+                    continue
+                if kind == "DELETED":
+                    self.store.remove(obj["metadata"]["name"])
+                else:
+                    self.store.upsert(obj)
+                self._on_change(kind, obj)

@@ -1,0 +1,227 @@
+"""Probing providers and writing their status: the only writer of InferenceProvider status.
+
+A scheduler thread submits one probe per provider every ``interval`` seconds to a thread
+pool (never two at once for the same provider). A probe GETs ``{endpoint}/healthz`` and
+``{endpoint}/metrics`` with a timeout, exactly at the endpoint as given: no redirects, no
+proxies, and an invalid endpoint is not dialled at all. The result becomes a status (see
+:mod:`.status`) that is written with a merge patch on the status subresource only when its
+meaning changed or the last write is getting old.
+
+This module must never write provider spec, and never decides overlay membership.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from agn.kube import PROVIDERS, Kube, KubeError, NotFound
+from agn.model import endpoint_valid
+from agn.objects import network_view, parse_time
+from agn.operator.informer import Store
+from agn.operator.logs import JsonLog
+from agn.operator.prometheus import MetricsParseError, load_reading
+from agn.operator.status import (
+    ProbeOutcome,
+    merge_patch,
+    metrics_max_age,
+    next_status,
+    refresh_seconds,
+    selecting_networks,
+    semantic_key,
+    should_write,
+)
+
+Obj = dict[str, Any]
+MAX_BODY_BYTES = 1 << 20
+SCHEDULER_TICK = 0.05
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Probes go to the endpoint as given; a redirect is an answer, not an instruction."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001 - urllib's signature
+        return None
+
+
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+
+
+def http_get(url: str, *, timeout: float) -> tuple[int, bytes]:
+    """(status, body) of a GET; raises OSError-family errors when there is no HTTP answer."""
+    try:
+        with _OPENER.open(urllib.request.Request(url, method="GET"), timeout=timeout) as resp:
+            return resp.status, resp.read(MAX_BODY_BYTES)
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, b""
+
+
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, urllib.error.URLError) and exc.reason is not None:
+        exc = exc.reason if isinstance(exc.reason, BaseException) else exc
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    return str(exc) or type(exc).__name__
+
+
+def probe_endpoint(endpoint: str, *, timeout: float, now: float) -> ProbeOutcome:
+    """One probe round against ``endpoint``; never raises."""
+    if not endpoint_valid(endpoint):
+        return ProbeOutcome(observed_at=now, probed=False, health_error="endpoint is invalid; not probed",
+                            metrics_error="endpoint is invalid; not scraped")
+    base = endpoint.rstrip("/")
+    try:
+        code, _ = http_get(f"{base}/healthz", timeout=timeout)
+        healthy, health_error = 200 <= code < 300, (None if 200 <= code < 300 else f"GET /healthz: HTTP {code}")
+    except (OSError, ValueError) as exc:
+        healthy, health_error = False, f"GET /healthz: {_error_text(exc)}"
+    try:
+        code, body = http_get(f"{base}/metrics", timeout=timeout)
+        if not 200 <= code < 300:
+            return ProbeOutcome(now, True, healthy, health_error, metrics_error=f"GET /metrics: HTTP {code}")
+        reading = load_reading(body.decode("utf-8", errors="replace"))
+        return ProbeOutcome(now, True, healthy, health_error, metrics_ok=True, load=reading)
+    except MetricsParseError as exc:
+        return ProbeOutcome(now, True, healthy, health_error, metrics_error=f"GET /metrics: {exc}")
+    except (OSError, ValueError) as exc:
+        return ProbeOutcome(now, True, healthy, health_error, metrics_error=f"GET /metrics: {_error_text(exc)}")
+
+
+@dataclasses.dataclass
+class _Memory:
+    """What the prober knows about one provider between probes: its last written status."""
+
+    uid: str
+    status: Obj
+    written_at: float | None  # unix seconds of the last write (or its best guess after a restart)
+
+
+class Prober:
+    """Schedules probes and writes provider status. ``start``/``stop`` are called from the controller."""
+
+    def __init__(
+        self, kube: Kube, namespace: str, *, providers: Store, networks: Store, interval: float, timeout: float,
+        log: JsonLog, stop: threading.Event, workers: int = 16,
+    ) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.providers = providers
+        self.networks = networks
+        self.interval = interval
+        self.timeout = timeout
+        self._log = log
+        self._stop = stop
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="probe")
+        self._lock = threading.Lock()
+        self._in_flight: set[str] = set()
+        self._due: dict[str, float] = {}
+        self._memory: dict[str, _Memory] = {}
+        # Set once every provider known at start has been probed (and its status written if needed),
+        # so the first reconcile after a restart does not act on statuses that went stale while
+        # no operator was running.
+        self.first_round = threading.Event()
+        self._first_round_left: set[str] | None = None
+        self._thread = threading.Thread(target=self._schedule, name="prober", daemon=True)
+
+    def start(self) -> None:
+        with self._lock:
+            self._first_round_left = set(self.providers.names())
+            self._note_first_round_locked(())
+        self._thread.start()
+
+    def _note_first_round_locked(self, done: Iterable[str]) -> None:
+        if self._first_round_left is None:
+            return
+        self._first_round_left.difference_update(done)
+        if not self._first_round_left:
+            self._first_round_left = None
+            self.first_round.set()
+
+    def stop(self, *, timeout: float) -> None:
+        self._thread.join(timeout)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _schedule(self) -> None:
+        while not self._stop.wait(SCHEDULER_TICK):
+            now = time.monotonic()
+            names = set(self.providers.names())
+            with self._lock:
+                for gone in set(self._due) - names:
+                    self._due.pop(gone, None)
+                    self._memory.pop(gone, None)
+                self._note_first_round_locked(set(self._first_round_left or ()) - names)
+                ready = [n for n in sorted(names) if n not in self._in_flight and now >= self._due.get(n, 0.0)]
+                for name in ready:
+                    self._in_flight.add(name)
+                    self._due[name] = now + self.interval
+            for name in ready:
+                try:
+                    self._pool.submit(self._probe_one, name)
+                except RuntimeError:  # the pool is shutting down
+                    return
+
+    def _probe_one(self, name: str) -> None:
+        try:
+            obj = self.providers.get(name)
+            if obj is not None and not self._stop.is_set():
+                self._probe_and_record(obj)
+        except Exception as exc:  # noqa: BLE001 - one provider's failure must not stop the others
+            self._log.error("probe failed unexpectedly", provider=name, error=repr(exc))
+        finally:
+            with self._lock:
+                self._in_flight.discard(name)
+                self._note_first_round_locked((name,))
+
+    def _remembered(self, obj: Obj) -> _Memory:
+        meta = obj["metadata"]
+        with self._lock:
+            mem = self._memory.get(meta["name"])
+            if mem is None or mem.uid != meta.get("uid"):
+                # After a restart the cached status is our predecessor's last write; its probe time
+                # is the best guess of when that write happened.
+                status = dict(obj.get("status") or {})
+                written = parse_time((status.get("probe") or {}).get("healthObservedAt"))
+                mem = _Memory(uid=meta.get("uid", ""), status=status, written_at=written)
+                self._memory[meta["name"]] = mem
+            return mem
+
+    def _probe_and_record(self, obj: Obj) -> None:
+        meta = obj["metadata"]
+        name = meta["name"]
+        endpoint = str((obj.get("spec") or {}).get("endpoint", ""))
+        networks = selecting_networks(meta.get("labels") or {}, [network_view(n) for n in self.networks.list()])
+        outcome = probe_endpoint(endpoint, timeout=self.timeout, now=time.time())
+        mem = self._remembered(obj)
+        desired = next_status(mem.status, outcome, uid=meta.get("uid", ""), generation=meta.get("generation"),
+                              endpoint=endpoint, networks=networks)
+        now = time.time()
+        if not should_write(mem.status, desired, last_write_at=mem.written_at, now=now,
+                            refresh=refresh_seconds(metrics_max_age(networks))):
+            return
+        changed = semantic_key(mem.status) != semantic_key(desired)
+        try:
+            written = self.kube.merge_patch_status(PROVIDERS, self.namespace, name,
+                                                   {"status": merge_patch(mem.status, desired)})
+        except NotFound:
+            return  # deleted meanwhile; the informer will drop it
+        except KubeError as exc:
+            self._log.warning("provider status write failed", provider=name, error=str(exc), status=exc.status)
+            return
+        mem.status = dict(written.get("status") or desired)
+        mem.written_at = now
+        # The watch will deliver this too; storing it now lets a reconcile see it without waiting.
+        self.providers.upsert(written)
+        if changed:
+            probe = desired["probe"]
+            self._log.info(
+                "provider status changed", provider=name, healthy=probe.get("healthy"),
+                health_error=probe.get("healthError"), metrics_error=probe.get("metricsError"),
+                load=desired.get("load"),
+                conditions={c["type"]: c["status"] for c in desired["conditions"]},
+            )

@@ -1,0 +1,209 @@
+"""Provider status from probe outcomes: the status document, its conditions, and when to write it.
+
+Pure: no I/O, no clock (callers pass times). The prober owns the writes; this module only
+says what the status should be and whether writing it is worth an API call. The overlay
+model reads ``probe.healthy`` and ``probe.metricsObservedAt``; the conditions are for humans
+and tools (``kubectl get`` shows ``Available``).
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agn.model import (
+    DEFAULT_METRICS_MAX_AGE_SECONDS,
+    NetworkView,
+    candidate_id,
+    endpoint_trusted,
+    endpoint_valid,
+    selects,
+)
+from agn.objects import parse_time, rfc3339
+from agn.operator.prometheus import LoadReading
+
+VALID = "Valid"
+AVAILABLE = "Available"
+METRICS_FRESH = "MetricsFresh"
+TRUSTED = "Trusted"
+CONDITION_TYPES = (VALID, AVAILABLE, METRICS_FRESH, TRUSTED)
+REFRESH_CAP_SECONDS = 10.0
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeOutcome:
+    """What one probe round saw. ``probed`` is False when the endpoint is invalid (nothing was dialled)."""
+
+    observed_at: float
+    probed: bool
+    healthy: bool | None = None
+    health_error: str | None = None
+    metrics_ok: bool = False
+    metrics_error: str | None = None
+    load: LoadReading | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ConditionState:
+    type: str
+    status: str  # "True", "False", "Unknown"
+    reason: str
+    message: str
+
+
+def selecting_networks(labels: Mapping[str, str], networks: Sequence[NetworkView]) -> list[NetworkView]:
+    return [n for n in networks if selects(n, labels)]
+
+
+def metrics_max_age(networks: Sequence[NetworkView]) -> int:
+    """The strictest staleness bound among the networks that select a provider."""
+    return min((n.metrics_max_age_seconds for n in networks), default=DEFAULT_METRICS_MAX_AGE_SECONDS)
+
+
+def refresh_seconds(max_age: float) -> float:
+    """How old the last status write may get before it is refreshed even without a semantic change.
+
+    A third of the staleness bound, so a healthy provider's ``metricsObservedAt`` never ages
+    past the bound between two writes, and at most :data:`REFRESH_CAP_SECONDS`.
+    """
+    return min(REFRESH_CAP_SECONDS, max_age / 3.0)
+
+
+def desired_conditions(
+    *, endpoint: str, outcome: ProbeOutcome, metrics_observed_at: float | None, networks: Sequence[NetworkView]
+) -> list[ConditionState]:
+    """The four conditions, given the networks that select the provider."""
+    valid = endpoint_valid(endpoint)
+    out = [
+        ConditionState(VALID, "True", "EndpointValid", "endpoint is an http(s) URL with a host")
+        if valid
+        else ConditionState(VALID, "False", "InvalidEndpoint", f"endpoint {endpoint!r} is not an http(s) URL with a host")
+    ]
+    if not outcome.probed:
+        out.append(ConditionState(AVAILABLE, "Unknown", "NotProbed", "the endpoint is invalid, so it is not probed"))
+    elif outcome.healthy:
+        out.append(ConditionState(AVAILABLE, "True", "HealthCheckPassed", "GET /healthz succeeded"))
+    else:
+        out.append(ConditionState(AVAILABLE, "False", "HealthCheckFailed", outcome.health_error or "GET /healthz failed"))
+
+    max_age = metrics_max_age(networks)
+    error = f": {outcome.metrics_error}" if outcome.metrics_error else ""
+    if metrics_observed_at is None:
+        out.append(ConditionState(METRICS_FRESH, "False", "NoMetrics", f"no successful metrics scrape yet{error}"))
+    elif outcome.observed_at - metrics_observed_at <= max_age:
+        out.append(ConditionState(METRICS_FRESH, "True", "MetricsFresh", f"last successful scrape within {max_age}s"))
+    else:
+        out.append(ConditionState(METRICS_FRESH, "False", "MetricsStale", f"no successful scrape within {max_age}s{error}"))
+
+    if not valid:
+        out.append(ConditionState(TRUSTED, "Unknown", "InvalidEndpoint", "trust is not evaluated for an invalid endpoint"))
+    elif not networks:
+        out.append(ConditionState(TRUSTED, "True", "NoNetwork", "no network selects this provider"))
+    else:
+        untrusted = sorted(n.name for n in networks if not endpoint_trusted(n, endpoint))
+        if untrusted:
+            out.append(ConditionState(TRUSTED, "False", "Untrusted", f"endpoint not allowed by network(s) {', '.join(untrusted)}"))
+        else:
+            out.append(ConditionState(TRUSTED, "True", "Trusted", "endpoint allowed by every network that selects it"))
+    return out
+
+
+def merge_conditions(previous: Sequence[Mapping[str, Any]], desired: Sequence[ConditionState], *, now: float) -> list[dict]:
+    """Desired conditions as API dicts; ``lastTransitionTime`` moves only when a status flips."""
+    before = {c.get("type"): c for c in previous or ()}
+    out = []
+    for cond in desired:
+        old = before.get(cond.type)
+        since = old.get("lastTransitionTime") if old and old.get("status") == cond.status else None
+        out.append({
+            "type": cond.type, "status": cond.status, "reason": cond.reason, "message": cond.message,
+            "lastTransitionTime": since or rfc3339(now),
+        })
+    return out
+
+
+def next_status(
+    previous: Mapping[str, Any], outcome: ProbeOutcome, *, uid: str, generation: int | None, endpoint: str,
+    networks: Sequence[NetworkView],
+) -> dict[str, Any]:
+    """The complete status after ``outcome``, carrying over what a failed scrape cannot tell.
+
+    ``metricsObservedAt`` is the time of the last *successful* scrape and the load is the last
+    reading, so both survive a failed scrape. Metrics a provider does not export are absent.
+    """
+    prev_probe = previous.get("probe") or {}
+    probe: dict[str, Any] = {"healthObservedAt": rfc3339(outcome.observed_at)}
+    if outcome.healthy is not None:
+        probe["healthy"] = outcome.healthy
+    if outcome.health_error:
+        probe["healthError"] = outcome.health_error
+    if outcome.metrics_ok:
+        metrics_at: float | None = outcome.observed_at
+        probe["metricsObservedAt"] = rfc3339(outcome.observed_at)
+        load: dict[str, Any] = {"observedAt": rfc3339(outcome.observed_at)}
+        if outcome.load is not None and outcome.load.running is not None:
+            load["running"] = outcome.load.running
+        if outcome.load is not None and outcome.load.waiting is not None:
+            load["waiting"] = outcome.load.waiting
+    else:
+        metrics_at = parse_time(prev_probe.get("metricsObservedAt"))
+        if metrics_at is not None:
+            probe["metricsObservedAt"] = prev_probe["metricsObservedAt"]
+        load = dict(previous.get("load") or {})
+    if outcome.metrics_error:
+        probe["metricsError"] = outcome.metrics_error
+
+    conditions = desired_conditions(endpoint=endpoint, outcome=outcome, metrics_observed_at=metrics_at, networks=networks)
+    status: dict[str, Any] = {
+        "candidateId": candidate_id(uid),
+        "probe": probe,
+        "conditions": merge_conditions(previous.get("conditions") or (), conditions, now=outcome.observed_at),
+    }
+    if generation is not None:
+        status["observedGeneration"] = generation
+    if load:
+        status["load"] = load
+    return status
+
+
+def semantic_key(status: Mapping[str, Any]) -> tuple:
+    """What a status means, without the timestamps that change on every probe."""
+    probe = status.get("probe") or {}
+    load = status.get("load") or {}
+    conditions = tuple(
+        (c.get("type"), c.get("status"), c.get("reason"), c.get("message")) for c in status.get("conditions") or ()
+    )
+    return (
+        status.get("candidateId"), status.get("observedGeneration"), probe.get("healthy"), probe.get("healthError"),
+        probe.get("metricsError"), "metricsObservedAt" in probe, load.get("running"), load.get("waiting"), conditions,
+    )
+
+
+def should_write(
+    previous: Mapping[str, Any], desired: Mapping[str, Any], *, last_write_at: float | None, now: float, refresh: float
+) -> bool:
+    """Write when the meaning changed, or when the last write is too old to keep metrics looking fresh."""
+    if semantic_key(previous) != semantic_key(desired):
+        return True
+    return last_write_at is None or now - last_write_at >= refresh
+
+
+def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON merge patch (RFC 7386) that turns ``old`` into ``new``.
+
+    Keys that disappeared are explicitly nulled — a merge patch otherwise leaves them in place.
+    Lists are replaced whole, as merge patch does.
+    """
+    patch: dict[str, Any] = {}
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            sub = merge_patch(before, value)
+            if sub:
+                patch[key] = sub
+        elif key not in old or before != value:
+            patch[key] = value
+    for key in old:
+        if key not in new:
+            patch[key] = None
+    return patch

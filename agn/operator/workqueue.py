@@ -1,0 +1,136 @@
+"""The coalescing work queue of consumer names that need a reconcile.
+
+Events mark keys dirty; a batch becomes ready once no new key has been added for
+``window`` seconds (quiet period), or at the latest ``max_window`` seconds after the first
+dirty key of the batch. A burst of 200 provider patches therefore yields a handful of
+batches, not 200. Keys can also be scheduled for later (``add_after``): the reconcile asks
+for one when a candidate's metrics are about to go stale, and on errors (backoff).
+
+This module knows nothing about Kubernetes or overlays and does no I/O; the clock is
+injectable so the coalescing rules are unit-tested without sleeping.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+
+class CoalescingQueue:
+    """A set of dirty keys handed out in coalesced batches. Thread-safe; one consumer."""
+
+    def __init__(
+        self, *, window: float = 0.1, max_window: float | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        if window < 0:
+            raise ValueError("window must be >= 0")
+        self.window = window
+        self.max_window = max(window, max_window if max_window is not None else 5 * window)
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._dirty: set[str] = set()
+        self._first_at: float | None = None
+        self._last_at: float | None = None
+        self._delayed: dict[str, float] = {}
+        self._closed = False
+
+    # -- producers ---------------------------------------------------------------------
+    def add(self, *keys: str) -> None:
+        """Mark keys dirty now."""
+        self.add_all(keys)
+
+    def add_all(self, keys: Iterable[str]) -> None:
+        keys = [k for k in keys if k]
+        if not keys:
+            return
+        with self._cond:
+            now = self._clock()
+            self._mark(keys, now)
+            self._cond.notify_all()
+
+    def add_after(self, key: str, delay: float) -> None:
+        """Mark ``key`` dirty ``delay`` seconds from now; an earlier pending schedule wins."""
+        with self._cond:
+            due = self._clock() + max(0.0, delay)
+            if key not in self._delayed or due < self._delayed[key]:
+                self._delayed[key] = due
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        """Wake the consumer for good; ``wait_batch`` returns None from now on."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    # -- the consumer --------------------------------------------------------------------
+    def take_ready(self) -> set[str]:
+        """The ready batch at the current time (empty when nothing is ready yet). Non-blocking."""
+        with self._cond:
+            return self._take_ready_locked(self._clock())
+
+    def ready_in(self) -> float | None:
+        """Seconds until a batch could be ready (0 if now), or None when nothing is pending."""
+        with self._cond:
+            return self._ready_in_locked(self._clock())
+
+    def wait_batch(self, *, timeout: float | None = None) -> set[str] | None:
+        """Block until a batch is ready (returned), ``timeout`` passes (empty set) or the queue closes (None)."""
+        deadline = None if timeout is None else self._clock() + timeout
+        with self._cond:
+            while True:
+                if self._closed:
+                    return None
+                now = self._clock()
+                batch = self._take_ready_locked(now)
+                if batch:
+                    return batch
+                waits = [w for w in (self._ready_in_locked(now), None if deadline is None else deadline - now) if w is not None]
+                if deadline is not None and now >= deadline:
+                    return set()
+                # Bounded waits keep a stalled notify (or a clock that jumps) from hanging the worker.
+                self._cond.wait(min([*waits, 1.0]))
+
+    def pending(self) -> set[str]:
+        with self._cond:
+            return set(self._dirty) | set(self._delayed)
+
+    # -- internals -----------------------------------------------------------------------
+    def _mark(self, keys: Iterable[str], now: float) -> None:
+        # Every mark, even of a key already dirty, extends the quiet period: the burst goes on.
+        self._dirty.update(keys)
+        if self._first_at is None:
+            self._first_at = now
+        self._last_at = now
+
+    def _promote_due(self, now: float) -> None:
+        due = [k for k, at in self._delayed.items() if at <= now]
+        for key in due:
+            del self._delayed[key]
+        if due:
+            self._mark(due, now)
+
+    def _batch_ready_at(self) -> float | None:
+        if not self._dirty or self._first_at is None or self._last_at is None:
+            return None
+        return min(self._last_at + self.window, self._first_at + self.max_window)
+
+    def _take_ready_locked(self, now: float) -> set[str]:
+        self._promote_due(now)
+        ready_at = self._batch_ready_at()
+        if ready_at is None or now < ready_at:
+            return set()
+        batch, self._dirty = self._dirty, set()
+        self._first_at = self._last_at = None
+        return batch
+
+    def _ready_in_locked(self, now: float) -> float | None:
+        candidates = []
+        ready_at = self._batch_ready_at()
+        if ready_at is not None:
+            candidates.append(ready_at)
+        if self._delayed:
+            # A delayed key becomes dirty at its due time and then waits out the quiet period.
+            candidates.append(min(self._delayed.values()))
+        if not candidates:
+            return None
+        return max(0.0, min(candidates) - now)

@@ -1,0 +1,85 @@
+"""Probing one endpoint over real loopback HTTP: health, metrics, redirects, invalid endpoints."""
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from agn.operator.prober import probe_endpoint
+from agn.provider.server import ProviderState, serve
+
+
+@pytest.fixture
+def fake_provider():
+    state = ProviderState(name="p1")
+    server = serve(state, port=0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield state, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def redirector(fake_provider):
+    _, target = fake_provider
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            return
+
+        def do_GET(self):
+            self.send_response(302)
+            self.send_header("Location", target + self.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_healthy_provider_with_load(fake_provider):
+    state, url = fake_provider
+    state.update({"waiting": 4})
+    out = probe_endpoint(url + "/", timeout=2, now=1.0)
+    assert (out.probed, out.healthy, out.health_error, out.metrics_ok) == (True, True, None, True)
+    assert (out.load.running, out.load.waiting) == (0, 4)
+
+
+def test_unhealthy_and_metrics_off(fake_provider):
+    state, url = fake_provider
+    state.update({"healthy": False, "metrics": False})
+    out = probe_endpoint(url, timeout=2, now=1.0)
+    assert out.healthy is False and "503" in out.health_error
+    assert not out.metrics_ok and "404" in out.metrics_error and out.load is None
+
+
+def test_waiting_not_exported_is_absent(fake_provider):
+    state, url = fake_provider
+    state.update({"exportWaiting": False})
+    out = probe_endpoint(url, timeout=2, now=1.0)
+    assert out.metrics_ok and out.load.waiting is None and out.load.running == 0
+
+
+def test_redirects_are_not_followed(redirector):
+    out = probe_endpoint(redirector, timeout=2, now=1.0)
+    assert out.healthy is False and "302" in out.health_error
+    assert not out.metrics_ok and "302" in out.metrics_error
+
+
+@pytest.mark.parametrize("endpoint", ["", "ftp://127.0.0.1:1", "http://", "127.0.0.1:80"])
+def test_invalid_endpoint_is_not_probed(endpoint):
+    out = probe_endpoint(endpoint, timeout=2, now=1.0)
+    assert not out.probed and out.healthy is None and not out.metrics_ok
+
+
+def test_connection_refused_is_unhealthy():
+    from xtask.runtime.controlplane import free_port
+
+    out = probe_endpoint(f"http://127.0.0.1:{free_port()}", timeout=1, now=1.0)
+    assert out.healthy is False and out.health_error.startswith("GET /healthz:")
+    assert not out.metrics_ok

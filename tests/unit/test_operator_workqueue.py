@@ -1,0 +1,108 @@
+"""The coalescing work queue, driven by a fake clock (no sleeps)."""
+from __future__ import annotations
+
+import threading
+
+from agn.operator.workqueue import CoalescingQueue
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def make(window: float = 0.1, max_window: float = 0.5) -> tuple[CoalescingQueue, FakeClock]:
+    clock = FakeClock()
+    return CoalescingQueue(window=window, max_window=max_window, clock=clock), clock
+
+
+def test_batch_waits_for_the_quiet_period():
+    q, clock = make()
+    q.add("a")
+    assert q.take_ready() == set()
+    clock.advance(0.05)
+    q.add("b")
+    clock.advance(0.09)
+    assert q.take_ready() == set()  # "b" extended the quiet period
+    clock.advance(0.02)
+    assert q.take_ready() == {"a", "b"}
+    assert q.take_ready() == set()
+
+
+def test_burst_is_capped_by_max_window():
+    """200 events, one every 10 ms, give a handful of batches, not 200."""
+    q, clock = make()
+    batches = []
+    for i in range(200):
+        q.add("c1", "c2")
+        clock.advance(0.01)
+        batch = q.take_ready()
+        if batch:
+            batches.append(batch)
+    clock.advance(1)
+    last = q.take_ready()
+    if last:
+        batches.append(last)
+    assert 2 <= len(batches) <= 6  # 2 s of events, at most 0.5 s per batch
+    assert all(b == {"c1", "c2"} for b in batches)
+
+
+def test_ready_in_reports_time_to_next_batch():
+    q, clock = make()
+    assert q.ready_in() is None
+    q.add("a")
+    assert abs(q.ready_in() - 0.1) < 1e-9
+    clock.advance(0.4)
+    q.add("a")
+    assert abs(q.ready_in() - 0.1) < 1e-9  # first event at 0, cap at 0.5, quiet until 0.5
+    clock.advance(0.05)
+    q.add("a")
+    assert abs(q.ready_in() - 0.05) < 1e-9  # capped by max_window
+
+
+def test_add_after_schedules_and_earliest_wins():
+    q, clock = make()
+    q.add_after("a", 5)
+    q.add_after("a", 2)
+    q.add_after("a", 9)
+    assert abs(q.ready_in() - 2) < 1e-9
+    clock.advance(1.9)
+    assert q.take_ready() == set()
+    clock.advance(0.2)
+    assert q.take_ready() == set()  # now dirty, waiting out its quiet period
+    clock.advance(0.1)
+    assert q.take_ready() == {"a"}
+    assert q.pending() == set()
+
+
+def test_empty_keys_are_ignored():
+    q, _ = make()
+    q.add("")
+    q.add_all([])
+    assert q.pending() == set()
+
+
+def test_wait_batch_returns_none_once_closed_and_empty_on_timeout():
+    q = CoalescingQueue(window=0.0)
+    assert q.wait_batch(timeout=0.0) == set()
+    q.add("x")
+    assert q.wait_batch(timeout=1.0) == {"x"}
+    done = threading.Event()
+    result = []
+
+    def consumer():
+        result.append(q.wait_batch())
+        done.set()
+
+    t = threading.Thread(target=consumer)
+    t.start()
+    q.close()
+    assert done.wait(5)
+    assert result == [None]
+    t.join()
