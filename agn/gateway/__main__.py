@@ -1,6 +1,6 @@
 """``python -m agn.gateway``: run one consumer gateway.
 
-    python -m agn.gateway [--kubeconfig PATH] [--context CTX] [--namespace NS] --consumer NAME [--port N]
+    python -m agn.gateway [--kubeconfig PATH] [--context CTX] [--namespace NS] --consumer NAME [--port N] [--host ADDR]
 
 Wiring only: bind the HTTP server, start the status writer and the overlay follower, wait for
 SIGTERM/SIGINT (the handlers only set an event), then stop everything in ``finally``.
@@ -16,7 +16,7 @@ import sys
 import threading
 
 from agn.gateway.follower import OverlayFollower
-from agn.gateway.log import LEVELS, JsonLog
+from agn.logs import LEVELS, JsonLog
 from agn.gateway.server import serve
 from agn.gateway.status import StatusWriter
 from agn.gateway.table import RoutingTable
@@ -32,7 +32,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--context", help="kube context (default: the current one)")
     parser.add_argument("--namespace", help="namespace of the consumer and its overlay (default: the context's)")
     parser.add_argument("--consumer", required=True, help="InferenceConsumer name (its RoutingOverlay has the same name)")
-    parser.add_argument("--port", type=int, default=0, help="loopback port to serve on (0: pick a free one)")
+    parser.add_argument("--port", type=int, default=0, help="port to serve on (0: pick a free one)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (in a pod: 0.0.0.0)")
     parser.add_argument("--upstream-timeout", type=float, default=30.0, help="seconds to wait for a provider")
     parser.add_argument("--log-level", choices=sorted(LEVELS, key=LEVELS.get), default="info")
     return parser.parse_args(argv)
@@ -40,7 +41,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    log = JsonLog(fields={"consumer": args.consumer}, level=args.log_level)
+    log = JsonLog(component="gateway", fields={"consumer": args.consumer}, level=args.log_level)
     try:
         namespace = args.namespace or context_namespace(kubeconfig=args.kubeconfig, context=args.context)
         kube = Kube.from_kubeconfig(kubeconfig=args.kubeconfig, context=args.context, field_manager="agn-gateway")
@@ -59,12 +60,13 @@ def main(argv: list[str] | None = None) -> int:
 
     table = RoutingTable()
     try:
-        server = serve(table, consumer=args.consumer, log=log, port=args.port, upstream_timeout=args.upstream_timeout)
+        server = serve(table, consumer=args.consumer, log=log, port=args.port, upstream_timeout=args.upstream_timeout,
+                        host=args.host)
     except OSError as exc:
-        log.error("start_failed", error=f"cannot listen on 127.0.0.1:{args.port}: {exc}")
+        log.error("start_failed", error=f"cannot listen on {args.host}:{args.port}: {exc}")
         kube.close()
         return EXIT_START_FAILED
-    address = f"http://127.0.0.1:{server.server_address[1]}"
+    address = f"http://{args.host}:{server.server_address[1]}"
 
     status = StatusWriter(kube, namespace=namespace, consumer=args.consumer, log=log)
     follower = OverlayFollower(kube, namespace=namespace, consumer=args.consumer, table=table, status=status,

@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from agn.gateway.log import JsonLog
+from agn.logs import JsonLog
 from agn.gateway.status import StatusWriter
 from agn.gateway.table import RoutingTable
 from agn.gateway.validation import InvalidOverlay, digest_matches, validate_overlay
@@ -87,7 +87,8 @@ class OverlayFollower:
                 backoff = min(backoff * 2, MAX_BACKOFF)
 
     def _list(self) -> str:
-        items, resource_version = self._kube.list(OVERLAYS, self._namespace)
+        # Listing by name keeps the gateway within RBAC that names only its own overlay.
+        items, resource_version = self._kube.list(OVERLAYS, self._namespace, field_selector=f"metadata.name={self._consumer}")
         mine = next((o for o in items if o.get("metadata", {}).get("name") == self._consumer), None)
         self.observe(mine)
         return resource_version

@@ -1,4 +1,4 @@
-"""The gateway's HTTP server (127.0.0.1 only).
+"""The gateway's HTTP server (127.0.0.1 unless given ``--host``; in a pod ``0.0.0.0``).
 
 - ``GET /healthz`` — 200 while the process runs (liveness).
 - ``GET /readyz`` — 200 once an overlay is being served, else 503.
@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from agn.gateway.log import JsonLog
+from agn.logs import JsonLog
 from agn.gateway.table import RoutingTable
 from agn.gateway.upstream import UpstreamError, post_completion
 
@@ -105,9 +105,11 @@ def make_handler(
     return Handler
 
 
-def serve(table: RoutingTable, *, consumer: str, log: JsonLog, port: int, upstream_timeout: float) -> ThreadingHTTPServer:
-    """Bind 127.0.0.1:``port`` (0 picks one). The caller runs ``serve_forever``."""
+def serve(
+    table: RoutingTable, *, consumer: str, log: JsonLog, port: int, upstream_timeout: float, host: str = "127.0.0.1"
+) -> ThreadingHTTPServer:
+    """Bind ``host``:``port`` (loopback unless told otherwise; 0 picks a port). The caller runs ``serve_forever``."""
     handler = make_handler(table, consumer=consumer, log=log, upstream_timeout=upstream_timeout)
-    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    server = ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
     return server

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from agn.gateway.log import JsonLog
+from agn.logs import JsonLog
 from agn.kube import CONSUMERS, Kube, KubeError, NotFound
 
 INITIAL_BACKOFF = 0.2

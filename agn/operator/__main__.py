@@ -13,7 +13,7 @@ import threading
 
 from agn.kube import ConfigError, Kube
 from agn.operator.controller import Operator, Settings
-from agn.operator.logs import JsonLog
+from agn.logs import JsonLog
 
 EXIT_OK = 0
 EXIT_UNEXPECTED = 1

@@ -20,7 +20,7 @@ from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Conflict, Kube, K
 from agn.model import Overlay, ProviderView
 from agn.objects import consumer_view, network_view, provider_view
 from agn.operator.informer import Informer, Obj
-from agn.operator.logs import JsonLog
+from agn.logs import JsonLog
 from agn.operator.prober import Prober
 from agn.operator.reconcile import plan_overlay
 from agn.operator.workqueue import CoalescingQueue

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agn.kube import Gone, Kube, KubeError, Resource
-from agn.operator.logs import JsonLog
+from agn.logs import JsonLog
 
 Obj = dict[str, Any]
 OnChange = Callable[[str, Obj | None], None]  # (event type, object or None for a re-list)

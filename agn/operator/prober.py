@@ -24,7 +24,7 @@ from agn.kube import PROVIDERS, Kube, KubeError, NotFound
 from agn.model import endpoint_valid
 from agn.objects import network_view, parse_time
 from agn.operator.informer import Store
-from agn.operator.logs import JsonLog
+from agn.logs import JsonLog
 from agn.operator.prometheus import MetricsParseError, load_reading
 from agn.operator.status import (
     ProbeOutcome,

@@ -194,5 +194,5 @@ def test_overlay_deleted_keeps_serving_and_sigterm_stops_cleanly(kube, namespace
     os.kill(rec.pid, signal.SIGTERM)
     assert wait_for(lambda: agn.sup.exited(rec) is not None, timeout=15, what="gateway exit") is not None
     assert agn.sup.exited(rec) == 0
-    events = [json.loads(line)["event"] for line in agn.log("gateway-c3").splitlines() if line.startswith("{")]
+    events = [json.loads(line)["msg"] for line in agn.log("gateway-c3").splitlines() if line.startswith("{")]
     assert "stopping" in events and events[-1] == "stopped"

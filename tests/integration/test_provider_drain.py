@@ -139,6 +139,9 @@ def test_undrain_of_unhealthy_provider_is_not_eligible_until_healthy(env: DrainE
     assert any("not eligible until healthy (unavailable)" in m for m in report["convergence"]["notEligible"])
     assert env.drain_value("p-one") is False  # the undrain is stored
     env.set_health("p-one", True)
+    # Eligibility follows what the operator has observed: wait for its probe to see recovery.
+    wait_for(lambda: (env.provider("p-one").get("status") or {}).get("probe", {}).get("healthy") is True,
+             what="the operator to observe p-one healthy again")
     code, report = env.run_json("--provider", "p-one", "--undrain", *env.targets())
     assert code == 0, report
     assert all(env.states(c)["p-one"] == "admitted" for c in CONSUMER_NAMES)

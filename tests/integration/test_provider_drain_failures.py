@@ -158,3 +158,22 @@ def test_kill_9_then_journal_restore(env: DrainEnv):
     again = subprocess.run([sys.executable, "-m", "xtask", "env", "drain-restore", str(journal_path)],
                            capture_output=True, text=True, env=env.env(), timeout=60)
     assert again.returncode == 0 and "nothing to restore" in again.stdout
+
+
+def test_second_signal_stops_at_once_and_points_at_the_journal(env: DrainEnv):
+    run = env.spawn("--gateway", "gw-big", "--concurrency", "1", "--qps", "2")
+    wait_for(lambda: any(any(e["written"] for e in j["providers"].values()) for j in env.journals()), timeout=30,
+             what="first write recorded in the journal")
+    run.signal(signal.SIGINT)
+    run.signal(signal.SIGINT)
+    code = run.wait(timeout=30)
+    assert code == 5, run.output
+    journal_path = str(sorted(env.journal_dir.glob("drain-*.json"))[-1])
+    assert "second signal: stopping at once" in run.output
+    assert f"journal: {journal_path}" in run.output
+    assert f"python -m xtask env drain-restore {journal_path}" in run.output
+    # What it left behind is recoverable from the journal.
+    restore = subprocess.run([sys.executable, "-m", "xtask", "env", "drain-restore", journal_path],
+                             capture_output=True, text=True, env=env.env(), timeout=60)
+    assert restore.returncode == 0, restore.stdout + restore.stderr
+    assert all(env.drain_value(n) is None for n in BIG)

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from agn.gateway.follower import OverlayFollower
-from agn.gateway.log import JsonLog
+from agn.logs import JsonLog
 from agn.gateway.status import StatusWriter
 from agn.gateway.table import RoutingTable
 from agn.kube import CONSUMERS, NotFound, Unreachable
@@ -44,7 +44,7 @@ def overlay_obj(revision: int, *, consumer: str = "c1", providers: tuple[str, ..
 def rig():
     table = RoutingTable()
     log_stream = io.StringIO()
-    log = JsonLog(fields={"consumer": "c1"}, stream=log_stream)
+    log = JsonLog(component="gateway", fields={"consumer": "c1"}, stream=log_stream)
 
     def make(*, failures: list[Exception] | None = None, accept_write_timeout: float = 5.0):
         kube = FakeKube(table, failures=failures)
@@ -111,7 +111,7 @@ def test_failed_accepted_write_is_carried_with_serving(rig):
     first = kube.patches[0][0]
     # Accepted and serving land together: nobody ever sees serving ahead of accepted.
     assert first["acceptedRevision"] == 1 and first["servingRevision"] == 1
-    events = [json.loads(line)["event"] for line in log_stream.getvalue().splitlines()]
+    events = [json.loads(line)["msg"] for line in log_stream.getvalue().splitlines()]
     assert "accepted_status_pending" in events and events.count("status_write_failed") == 2
 
 
@@ -136,7 +136,7 @@ class FakeWatchKube(FakeKube):
         self.list_calls = 0
         self.watch_calls: list[tuple[str, str | None]] = []
 
-    def list(self, res, namespace, *, label_selector=None):
+    def list(self, res, namespace, *, label_selector=None, field_selector=None):
         self.list_calls += 1
         step = self.lists.pop(0)
         if isinstance(step, Exception):
@@ -167,7 +167,7 @@ def test_run_relists_on_gone_and_after_errors_and_rewatches_from_last_version():
         lists=[Unreachable("api down"), ([overlay_obj(1)], "10"), ([overlay_obj(1)], "15")],
         watches=[Gone("too old", status=410), [("MODIFIED", rev2), ("ADDED", other)]],
     )
-    log = JsonLog(stream=io.StringIO())
+    log = JsonLog(component="gateway", stream=io.StringIO())
     status = StatusWriter(kube, namespace="ns", consumer="c1", log=log)
     writer = threading.Thread(target=status.run, daemon=True)
     writer.start()

@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from agn.gateway.log import JsonLog
+from agn.logs import JsonLog
 from agn.gateway.server import serve
 from agn.gateway.table import RoutingTable
 from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Overlay, overlay_digest
@@ -39,7 +39,7 @@ def rig():
 
     provider = start(serve_provider(ProviderState(name="p1"), port=0))
     table = RoutingTable()
-    gateway = start(serve(table, consumer="c1", log=JsonLog(stream=io.StringIO()), port=0, upstream_timeout=5))
+    gateway = start(serve(table, consumer="c1", log=JsonLog(component="gateway", stream=io.StringIO()), port=0, upstream_timeout=5))
     yield table, gateway, provider
     for server in servers:
         server.shutdown()

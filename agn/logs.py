@@ -1,4 +1,4 @@
-"""Structured logs for the operator: one JSON object per line on stderr.
+"""Structured logs for the AGN processes (operator, gateway): one JSON object per line on stderr.
 
 Every line has ``ts`` (RFC 3339, UTC), ``level``, ``component``, ``msg`` and then the
 caller's fields, flat. This module only formats and writes lines; it must not decide
@@ -22,7 +22,7 @@ class JsonLog:
     """A thread-safe writer of JSON log lines, with fields bound at construction."""
 
     def __init__(
-        self, *, component: str = "operator", level: str = "info", fields: dict[str, Any] | None = None,
+        self, *, component: str, level: str = "info", fields: dict[str, Any] | None = None,
         stream: TextIO | None = None,
     ) -> None:
         self.component = component
@@ -45,7 +45,7 @@ class JsonLog:
                 stream.write(line + "\n")
                 stream.flush()
             except (OSError, ValueError):
-                pass  # a closed or broken stderr must not take the operator down
+                pass  # a closed or broken stderr must not take the process down
 
     def debug(self, msg: str, **fields: Any) -> None:
         self._emit("debug", msg, fields)

@@ -1,0 +1,175 @@
+"""Least privilege, verified on the real API server.
+
+The rendered ServiceAccounts, Roles and RoleBindings are created for real in the test's
+namespace. Every allowed *and* every denied verb is then checked with a SubjectAccessReview
+(the API server's own RBAC authorizer decides), and the decisive ones once more with real
+requests made as the service account (impersonation): a denial that is not enforced fails.
+
+Found on this API server (and relied upon by the gateway): ``resourceNames`` restricts
+``list`` and ``watch`` too, because a list/watch with the field selector
+``metadata.name=<name>`` is authorized as a request for ``<name>``; without that selector (or
+with another name) it is Forbidden.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from agn.kube import CONSUMERS, OVERLAYS, PROVIDERS, Forbidden
+from xtask.envdef import load_env
+from xtask.manifests import env_objects, render
+
+pytestmark = pytest.mark.integration
+
+ENVDEF = load_env("example")
+READ = ("get", "list", "watch")
+WRITE = ("create", "update", "patch", "delete")
+
+
+def sa(namespace: str, name: str) -> str:
+    return f"system:serviceaccount:{namespace}:{name}"
+
+
+@pytest.fixture
+def rbac(kube, namespace):
+    """Create the env's identities for real in ``namespace``; returns a check(identity, verb, resource, ...) -> bool."""
+    for obj in render(ENVDEF, namespace=namespace):
+        if obj["kind"] in ("ServiceAccount", "Role", "RoleBinding"):
+            kube.apply(obj)
+
+    def check(identity: str, verb: str, resource: str, *, subresource: str | None = None, name: str | None = None,
+              group: str = "agn.dev") -> bool:
+        return kube.can_i(sa(namespace, identity), verb, resource, namespace, subresource=subresource, name=name,
+                          group=group)
+
+    return check
+
+
+def expect(check, identity, allowed, denied):
+    """``allowed``/``denied``: (verb, resource, subresource, name) tuples; every one must come out as stated."""
+    wrong = [("should be allowed", *a) for a in allowed if not check(identity, a[0], a[1], subresource=a[2], name=a[3])]
+    wrong += [("should be denied", *d) for d in denied if check(identity, d[0], d[1], subresource=d[2], name=d[3])]
+    assert not wrong, f"{identity}: {wrong}"
+
+
+AGN_PLURALS = ("inferenceproviders", "inferencenetworks", "inferenceconsumers", "routingoverlays")
+
+
+def test_operator_reads_everything_writes_overlays_and_provider_status_never_provider_spec(rbac):
+    allowed = [(v, r, None, None) for r in AGN_PLURALS for v in READ]
+    allowed += [(v, "routingoverlays", None, None) for v in ("create", "update", "patch")]
+    allowed += [(v, "inferenceproviders", "status", "provider-one") for v in ("get", "update", "patch")]
+    denied = [(v, "inferenceproviders", None, "provider-one") for v in WRITE]
+    denied += [(v, r, None, None) for r in ("inferencenetworks", "inferenceconsumers") for v in WRITE]
+    denied += [("delete", "routingoverlays", None, "consumer-a"), ("deletecollection", "routingoverlays", None, None)]
+    denied += [(v, "inferenceconsumers", "status", "consumer-a") for v in ("update", "patch")]
+    expect(rbac, "agn-operator", allowed, denied)
+    assert not rbac("agn-operator", "get", "secrets", group="")
+    assert not rbac("agn-operator", "list", "pods", group="")
+
+
+@pytest.mark.parametrize("consumer, other", [("consumer-a", "consumer-b"), ("consumer-b", "consumer-a")])
+def test_gateway_reads_only_its_overlay_and_writes_only_its_status(rbac, consumer, other):
+    allowed = [(v, "routingoverlays", None, consumer) for v in READ]
+    allowed += [(v, "inferenceconsumers", "status", consumer) for v in ("get", "update", "patch")]
+    denied = [(v, "routingoverlays", None, other) for v in READ]
+    denied += [(v, "routingoverlays", None, None) for v in ("list", "watch")]  # all overlays: no
+    denied += [(v, "routingoverlays", None, consumer) for v in WRITE]
+    denied += [(v, "inferenceconsumers", "status", other) for v in ("get", "update", "patch")]
+    denied += [(v, "inferenceconsumers", None, consumer) for v in ("get", "update", "patch")]  # its spec: no
+    denied += [(v, r, None, None) for r in ("inferenceproviders", "inferencenetworks") for v in READ]
+    expect(rbac, f"agn-gateway-{consumer}", allowed, denied)
+
+
+def test_provider_drain_reads_and_patches_providers_reads_the_rest_nothing_else(rbac):
+    allowed = [(v, "inferenceproviders", None, None) for v in (*READ, "patch")]
+    allowed += [(v, r, None, None) for r in ("routingoverlays", "inferenceconsumers", "inferencenetworks") for v in READ]
+    denied = [(v, "inferenceproviders", None, "provider-one") for v in ("create", "update", "delete")]
+    denied += [(v, "inferenceproviders", "status", "provider-one") for v in ("update", "patch")]
+    denied += [(v, r, None, None) for r in ("routingoverlays", "inferenceconsumers", "inferencenetworks") for v in WRITE]
+    denied += [("patch", "inferenceconsumers", "status", "consumer-a")]
+    expect(rbac, "agn-provider-drain", allowed, denied)
+    assert not rbac("agn-provider-drain", "get", "secrets", group="")
+
+
+def test_the_namespace_default_account_gets_nothing(rbac):
+    assert not any(rbac("default", v, r) for r in AGN_PLURALS for v in (*READ, *WRITE))
+
+
+# -- real requests, made as the service accounts -------------------------------------------------
+
+
+def _seed(kube, namespace: str) -> None:
+    for obj in env_objects(dataclasses.replace(ENVDEF, namespace=namespace)):
+        kube.apply(obj)
+    for c in ENVDEF.consumers:
+        kube.create(OVERLAYS, namespace, {
+            "apiVersion": "agn.dev/v1alpha1", "kind": "RoutingOverlay", "metadata": {"name": c.name},
+            "spec": {"network": c.network, "consumer": c.name, "revision": 1, "digest": "d", "candidates": []}})
+
+
+@pytest.fixture
+def as_sa(kube, namespace, rbac):
+    _seed(kube, namespace)
+    opened = []
+
+    def connect(identity: str):
+        k = kube.impersonating(sa(namespace, identity))
+        opened.append(k)
+        return k
+
+    yield connect
+    for k in opened:
+        k.close()
+
+
+def test_operator_cannot_write_provider_spec_but_can_write_its_status(as_sa, kube, namespace):
+    operator = as_sa("agn-operator")
+    with pytest.raises(Forbidden):
+        operator.merge_patch(PROVIDERS, namespace, "provider-one", {"spec": {"trafficPolicy": {"drain": True}}})
+    assert "trafficPolicy" not in kube.get(PROVIDERS, namespace, "provider-one")["spec"]
+    operator.merge_patch_status(PROVIDERS, namespace, "provider-one", {"status": {"candidateId": "c1"}})
+    operator.merge_patch(OVERLAYS, namespace, "consumer-a", {"spec": {"revision": 2}})
+    assert kube.get(OVERLAYS, namespace, "consumer-a")["spec"]["revision"] == 2
+
+
+def test_gateway_lists_and_watches_its_overlay_by_name_only(as_sa, namespace):
+    gateway = as_sa("agn-gateway-consumer-a")
+    items, version = gateway.list(OVERLAYS, namespace, field_selector="metadata.name=consumer-a")
+    assert [o["metadata"]["name"] for o in items] == ["consumer-a"]
+    events = list(gateway.watch(OVERLAYS, namespace, resource_version=version, timeout_seconds=1,
+                                field_selector="metadata.name=consumer-a"))
+    assert all(obj["metadata"].get("name") in (None, "consumer-a") for _, obj in events)
+    assert gateway.get(OVERLAYS, namespace, "consumer-a")["spec"]["consumer"] == "consumer-a"
+    with pytest.raises(Forbidden):
+        gateway.list(OVERLAYS, namespace)
+    with pytest.raises(Forbidden):
+        gateway.list(OVERLAYS, namespace, field_selector="metadata.name=consumer-b")
+    with pytest.raises(Forbidden):
+        gateway.get(OVERLAYS, namespace, "consumer-b")
+
+
+def test_gateway_writes_only_its_own_consumer_status(as_sa, kube, namespace):
+    gateway = as_sa("agn-gateway-consumer-a")
+    gateway.merge_patch_status(CONSUMERS, namespace, "consumer-a", {"status": {"servingRevision": 1}})
+    assert kube.get(CONSUMERS, namespace, "consumer-a")["status"]["servingRevision"] == 1
+    with pytest.raises(Forbidden):
+        gateway.merge_patch_status(CONSUMERS, namespace, "consumer-b", {"status": {"servingRevision": 1}})
+    with pytest.raises(Forbidden):
+        gateway.merge_patch(CONSUMERS, namespace, "consumer-a", {"spec": {"excludedProviders": ["provider-one"]}})
+    with pytest.raises(Forbidden):
+        gateway.merge_patch(OVERLAYS, namespace, "consumer-a", {"spec": {"revision": 9}})
+
+
+def test_provider_drain_patches_spec_but_not_status_or_overlays(as_sa, kube, namespace):
+    drain = as_sa("agn-provider-drain")
+    drain.merge_patch(PROVIDERS, namespace, "provider-one", {"spec": {"trafficPolicy": {"drain": True}}})
+    assert kube.get(PROVIDERS, namespace, "provider-one")["spec"]["trafficPolicy"] == {"drain": True}
+    assert [o["metadata"]["name"] for o in drain.list(OVERLAYS, namespace)[0]] == ["consumer-a", "consumer-b"]
+    with pytest.raises(Forbidden):
+        drain.merge_patch_status(PROVIDERS, namespace, "provider-one", {"status": {"candidateId": "x"}})
+    with pytest.raises(Forbidden):
+        drain.merge_patch(OVERLAYS, namespace, "consumer-a", {"spec": {"revision": 9}})
+    with pytest.raises(Forbidden):
+        drain.delete(PROVIDERS, namespace, "provider-two")
