@@ -87,10 +87,11 @@ def render(envdef: EnvDef, *, namespace: str | None = None, image: str = IMAGE, 
     objects += roles
     objects += [_role_binding(role["metadata"]["name"], ns) for role in roles]
 
-    # The operator has no HTTP endpoint: no port, no probes; if it crashes its process ends and
-    # the kubelet restarts it.
+    # /healthz answers 200 once every cache is synced and the reconcile worker runs.
     objects.append(pod.deployment(OPERATOR, ns, component="operator", service_account=OPERATOR,
-                                  args=["agn.operator", "--namespace", ns]))
+                                  probes=(_http_probe("/healthz"), _http_probe("/healthz", period=10)),
+                                  args=["agn.operator", "--namespace", ns, "--health-host", "0.0.0.0",
+                                        "--health-port", str(PORT)]))
     for c in consumers:
         name = gateway_name(c)
         objects.append(_service(name, ns, component="gateway"))

@@ -13,6 +13,7 @@ import threading
 
 from agn.kube import ConfigError, Kube
 from agn.operator.controller import Operator, Settings
+from agn.operator.health import serve_health
 from agn.logs import JsonLog
 
 EXIT_OK = 0
@@ -45,6 +46,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--coalesce-window", type=_non_negative, default=0.1, metavar="SECONDS",
                         help="quiet period that closes a batch of changes (a batch waits at most 5x this)")
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    parser.add_argument("--health-port", type=int, metavar="PORT",
+                        help="serve /healthz on this port (default: no health endpoint)")
+    parser.add_argument("--health-host", default="127.0.0.1", help="address for /healthz (in a pod: 0.0.0.0)")
     return parser.parse_args(argv)
 
 
@@ -66,12 +70,25 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     settings = Settings(probe_interval=args.probe_interval, probe_timeout=args.probe_timeout, resync=args.resync,
                         coalesce_window=args.coalesce_window)
+    operator = Operator(kube, args.namespace, settings=settings, log=log, stop=stop)
+    health = None
+    if args.health_port is not None:
+        try:
+            health = serve_health(operator.healthy, host=args.health_host, port=args.health_port)
+        except OSError as exc:
+            log.error("cannot serve /healthz", error=str(exc), port=args.health_port)
+            kube.close()
+            return EXIT_UNEXPECTED
+        threading.Thread(target=health.serve_forever, name="healthz", daemon=True).start()
     try:
-        Operator(kube, args.namespace, settings=settings, log=log, stop=stop).run()
+        operator.run()
     except Exception as exc:  # noqa: BLE001 - the one place that turns a crash into an exit code
         log.error("operator crashed", error=repr(exc))
         return EXIT_UNEXPECTED
     finally:
+        if health is not None:
+            health.shutdown()
+            health.server_close()
         kube.close()
     return EXIT_OK
 

@@ -84,6 +84,15 @@ class Operator:
             self.queue.add(obj["metadata"]["name"])
 
     # -- lifecycle -----------------------------------------------------------------------
+    def healthy(self) -> tuple[bool, str]:
+        """For ``/healthz``: every cache synced and the reconcile worker alive."""
+        unsynced = [i.resource.plural for i in self._all() if not i.synced.is_set()]
+        if unsynced:
+            return False, f"caches not synced: {', '.join(unsynced)}"
+        if not self._worker.is_alive():
+            return False, "reconcile worker not running"
+        return True, "ok"
+
     def run(self) -> None:
         self.log.info("operator starting", namespace=self.namespace, **dataclasses.asdict(self.settings))
         for informer in self._all():

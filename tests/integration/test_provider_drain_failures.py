@@ -164,8 +164,9 @@ def test_second_signal_stops_at_once_and_points_at_the_journal(env: DrainEnv):
     run = env.spawn("--gateway", "gw-big", "--concurrency", "1", "--qps", "2")
     wait_for(lambda: any(any(e["written"] for e in j["providers"].values()) for j in env.journals()), timeout=30,
              what="first write recorded in the journal")
+    # Two different signals: identical standard signals sent back to back merge into one.
     run.signal(signal.SIGINT)
-    run.signal(signal.SIGINT)
+    run.signal(signal.SIGTERM)
     code = run.wait(timeout=30)
     assert code == 5, run.output
     journal_path = str(sorted(env.journal_dir.glob("drain-*.json"))[-1])

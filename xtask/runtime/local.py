@@ -126,7 +126,9 @@ class LocalEnv:
                 kube.apply(obj, namespace=envdef.namespace)
 
         def operator() -> None:
-            if self._python("operator", "agn.operator", kube_args, ready_url=None):
+            port = self._port_for("operator")
+            if self._python("operator", "agn.operator", [*kube_args, "--health-port", str(port)],
+                            ready_url=f"http://127.0.0.1:{port}/healthz"):
                 started.append("operator")
 
         def gateways() -> None:

@@ -1,0 +1,32 @@
+"""The operator's ``/healthz``: a tiny HTTP endpoint for liveness/readiness probes and
+``env status``. It only reports; it never changes the operator's behaviour.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def serve_health(check: Callable[[], tuple[bool, str]], *, host: str, port: int) -> ThreadingHTTPServer:
+    """Bind ``host:port``; the caller runs ``serve_forever`` in a thread and ``shutdown`` at stop."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, fmt: str, *args: Any) -> None:
+            return
+
+        def do_GET(self) -> None:
+            if self.path != "/healthz":
+                self.send_error(404)
+                return
+            ok, detail = check()
+            body = (detail + "\n").encode()
+            self.send_response(200 if ok else 503)
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    return server
