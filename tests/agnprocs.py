@@ -6,7 +6,6 @@ Every process goes through :class:`xtask.procs.Supervisor` — tracked by pid, s
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 import urllib.error

@@ -2,11 +2,8 @@
 driven through the real CLI in a subprocess."""
 from __future__ import annotations
 
-import signal
-
 import pytest
 
-from agn.kube import PROVIDERS
 from agnprocs import wait_for
 from drainenv import CONSUMER_NAMES, LAYOUT, DrainEnv
 from xtask.drain.plan import OPERATION, REASON

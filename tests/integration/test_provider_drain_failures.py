@@ -10,10 +10,10 @@ import uuid
 
 import pytest
 
-from agn.kube import PROVIDERS, Invalid, KubeError
+from agn.kube import PROVIDERS, Invalid
 from agnprocs import wait_for
-from drainenv import CONSUMER_NAMES, DrainEnv
-from xtask.drain.plan import OPERATION, REASON
+from drainenv import DrainEnv
+from xtask.drain.plan import REASON
 
 pytestmark = pytest.mark.integration
 

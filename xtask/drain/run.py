@@ -11,7 +11,6 @@ import getpass
 import socket
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 

@@ -13,7 +13,7 @@ import dataclasses
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Gone, Kube, KubeError, NotFound, Resource
 from agn.model import Overlay

@@ -12,7 +12,6 @@ import dataclasses
 import json
 import socket
 import ssl
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path

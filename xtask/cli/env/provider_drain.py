@@ -1,14 +1,13 @@
 """``xtask env provider-drain``."""
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import click
 
 from xtask.cli.env.drain_view import PlainReporter, RichReporter, plain_final, render_final
-from xtask.cli.output import emit_json, err_console, fancy, out_console
+from xtask.cli.output import emit_json, fancy, out_console
 from xtask.drain.run import MAX_CONCURRENCY, DrainRequest, run_drain
 from xtask.drain.selection import Selector
 from xtask.errors import ExitCode, UsageError
