@@ -44,7 +44,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--probe-timeout", type=_positive, default=1.0, metavar="SECONDS")
     parser.add_argument("--resync", type=_positive, default=5.0, metavar="SECONDS")
     parser.add_argument("--coalesce-window", type=_non_negative, default=0.1, metavar="SECONDS",
-                        help="quiet period that closes a batch of changes (a batch waits at most 5x this)")
+                        help="quiet period that closes a batch of changes")
+    parser.add_argument("--max-batch-wait", type=_non_negative, default=1.0, metavar="SECONDS",
+                        help="longest a batch stays open while changes keep arriving")
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
     parser.add_argument("--health-port", type=int, metavar="PORT",
                         help="serve /healthz on this port (default: no health endpoint)")
@@ -69,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("cannot connect", error=str(exc))
         return EXIT_USAGE
     settings = Settings(probe_interval=args.probe_interval, probe_timeout=args.probe_timeout, resync=args.resync,
-                        coalesce_window=args.coalesce_window)
+                        coalesce_window=args.coalesce_window, max_batch_wait=args.max_batch_wait)
     operator = Operator(kube, args.namespace, settings=settings, log=log, stop=stop)
     health = None
     if args.health_port is not None:

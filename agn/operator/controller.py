@@ -35,6 +35,9 @@ class Settings:
     probe_timeout: float = 1.0
     resync: float = 5.0
     coalesce_window: float = 0.1
+    # During a long burst (a gateway-wide drain of hundreds of providers) no quiet period comes;
+    # this caps how long a change waits, trading a few revisions for bounded latency.
+    max_batch_wait: float = 1.0
 
 
 def overlay_body(overlay: Overlay) -> dict[str, Any]:
@@ -53,7 +56,7 @@ class Operator:
         self.settings = settings
         self.log = log
         self.stop = stop
-        self.queue = CoalescingQueue(window=settings.coalesce_window)
+        self.queue = CoalescingQueue(window=settings.coalesce_window, max_window=settings.max_batch_wait)
         self.providers = self._informer(PROVIDERS, self._on_all_consumers)
         self.networks = self._informer(NETWORKS, self._on_all_consumers)
         self.consumers = self._informer(CONSUMERS, self._on_named)

@@ -100,7 +100,8 @@ class Bench:
                                                    "selectionGroup": f"g{g}", "rank": 1000}})
         base = [sys.executable, "-m"]
         args = ["--kubeconfig", str(self.kubeconfig), "--context", CTX, "--namespace", self.ns]
-        self.sup.start("operator", [*base, "agn.operator", *args, "--coalesce-window", str(coalesce)], env=self.env)
+        self.sup.start("operator", [*base, "agn.operator", *args, "--coalesce-window", str(coalesce),
+                                    "--max-batch-wait", str(max(coalesce, 1.0 if coalesce else 0.0))], env=self.env)
         for c in ("c-a", "c-b"):
             self.sup.start(f"gateway-{c}", [*base, "agn.gateway", *args, "--consumer", c, "--port", "0"], env=self.env)
         wait(lambda: all(self._admitted(c) == self.n + 4 and self._served(c) for c in ("c-a", "c-b")), timeout=180,
@@ -163,7 +164,7 @@ def main() -> int:
 
             targets = ["--network", "net", "--consumer", "c-a", "--consumer", "c-b"]
             results = {}
-            for label, window in (("coalesce window 0 (baseline)", 0.0), ("coalesce window 0.1s (default)", 0.1)):
+            for label, window in (("coalesce window 0 (baseline)", 0.0), ("coalesce 0.1s, batches <= 1s (default)", 0.1)):
                 bench.scenario(f"conv-{int(window * 1000)}", coalesce=window)
                 before = {c: bench.revision(c) for c in ("c-a", "c-b")}
                 secs, report = bench.drain("--gateway", "gw-big", "--concurrency", "8", *targets)
