@@ -7,7 +7,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 scripts/setup.sh
 xtask() { .venv/bin/python -m xtask "$@"; }
-run() { echo; echo "\$ python -m xtask $*"; xtask "$@"; }
+run() { echo; printf '$ python -m xtask'; printf ' %q' "$@"; echo; xtask "$@"; }
 
 run env up --env example --runtime local
 run env status --env example

@@ -87,8 +87,8 @@ class RichReporter(PlainReporter):
                 self.progress.advance(self.task)
             self._update()
         elif kind == "observation" and self.progress is not None:
-            lag = "; ".join(details["lagging"]) or "confirming"
-            self.progress.update(self.task, description=f"waiting: {lag}"[:150])
+            lag = "; ".join(details["lagging"]) or "all targets agree (confirmed by a second, fresh observation)"
+            self.progress.update(self.task, description=f"{details['state']}: {lag}"[:150])
         elif kind in ("dry-run", "restored"):
             self._stop_progress()
             super().event(kind, provider, details)
@@ -110,11 +110,15 @@ def render_final(report: Report, console: Console) -> None:
             table.add_row(o["provider"], o["outcome"], o.get("error") or o.get("note") or "")
         console.print(table)
     if report.convergence and report.convergence.get("consumers"):
+        states: dict[tuple[str, str], str] = {}
+        for p in report.convergence.get("providers", []):
+            states[(p["consumer"], p["provider"])] = p["state"] + (f" ({p['detail']})" if p.get("detail") else "")
         table = Table(title="consumers", title_justify="left")
-        for col in ("consumer", "overlay", "accepted", "serving"):
+        for col in ("consumer", "overlay", "accepted", "serving", *report.selection):
             table.add_column(col)
         for c in report.convergence["consumers"]:
-            table.add_row(c["consumer"], str(c["overlayRevision"]), str(c["acceptedRevision"]), str(c["servingRevision"]))
+            table.add_row(c["consumer"], str(c["overlayRevision"]), str(c["acceptedRevision"]), str(c["servingRevision"]),
+                          *(states.get((c["consumer"], name), "-") for name in report.selection))
         console.print(table)
 
 
