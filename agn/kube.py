@@ -71,7 +71,7 @@ class Forbidden(KubeError):
 
 
 class Invalid(KubeError):
-    """422: the API server rejected the object (validation or admission)."""
+    """422 or 400: the API server rejected the object (validation, admission, strict decoding)."""
 
 
 class Unreachable(KubeError):
@@ -82,7 +82,7 @@ class ConfigError(KubeError):
     """The kubeconfig or context cannot be used."""
 
 
-_BY_STATUS: dict[int, type[KubeError]] = {404: NotFound, 409: Conflict, 410: Gone, 403: Forbidden, 422: Invalid}
+_BY_STATUS: dict[int, type[KubeError]] = {400: Invalid, 404: NotFound, 409: Conflict, 410: Gone, 403: Forbidden, 422: Invalid}
 
 
 def _convert(exc: ApiException) -> KubeError:
@@ -242,8 +242,13 @@ class Kube:
             out = self.custom.list_namespaced_custom_object(res.group, res.version, namespace, res.plural, **kwargs)
         return out.get("items", []), out.get("metadata", {}).get("resourceVersion", "")
 
-    def create(self, res: Resource, namespace: str, body: Obj, *, dry_run: bool = False) -> Obj:
-        kwargs = {"dry_run": "All"} if dry_run else {}
+    def create(
+        self, res: Resource, namespace: str, body: Obj, *, dry_run: bool = False, field_validation: str | None = None
+    ) -> Obj:
+        """Create; ``field_validation="Strict"`` makes unknown fields an error instead of pruned."""
+        kwargs: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
+        if field_validation:
+            kwargs["field_validation"] = field_validation
         with _api_errors:
             return self.custom.create_namespaced_custom_object(
                 res.group, res.version, namespace, res.plural, body, field_manager=self.field_manager, **kwargs

@@ -1,0 +1,79 @@
+"""The AGN CRDs' schemas, enforced by the real API server: bad objects are rejected, unknown
+fields are pruned (or rejected under strict validation), status is a subresource."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Invalid
+
+pytestmark = pytest.mark.integration
+
+PROVIDER = {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceProvider", "metadata": {"name": "p"},
+            "spec": {"endpoint": "http://127.0.0.1:1", "providerGateway": "gw", "selectionGroup": "chat", "rank": 0,
+                     "trafficPolicy": {"drain": False}}}
+
+
+def provider_with(**spec_changes):
+    obj = copy.deepcopy(PROVIDER)
+    for key, value in spec_changes.items():
+        if value is None:
+            obj["spec"].pop(key)
+        else:
+            obj["spec"][key] = value
+    return obj
+
+
+@pytest.mark.parametrize("body, field", [
+    (provider_with(endpoint=None), "spec.endpoint"),
+    (provider_with(endpoint=""), "spec.endpoint"),
+    (provider_with(trafficPolicy={"drain": "yes"}), "spec.trafficPolicy.drain"),
+    (provider_with(rank=-1), "spec.rank"),
+    (provider_with(rank="first"), "spec.rank"),
+])
+def test_invalid_providers_are_rejected_naming_the_field(kube, namespace, body, field):
+    with pytest.raises(Invalid) as exc:
+        kube.create(PROVIDERS, namespace, body)
+    assert field in str(exc.value)
+
+
+def test_valid_provider_is_accepted(kube, namespace):
+    assert kube.create(PROVIDERS, namespace, PROVIDER)["spec"]["trafficPolicy"] == {"drain": False}
+
+
+def test_unknown_fields_are_pruned_or_rejected_when_strict(kube, namespace):
+    body = provider_with(colour="red")
+    stored = kube.create(PROVIDERS, namespace, body)
+    assert "colour" not in stored["spec"]
+    strict = provider_with(colour="red")
+    strict["metadata"]["name"] = "p-strict"
+    with pytest.raises(Invalid, match="colour"):
+        kube.create(PROVIDERS, namespace, strict, field_validation="Strict")
+
+
+def test_status_is_a_subresource(kube, namespace):
+    body = copy.deepcopy(PROVIDER)
+    body["status"] = {"candidateId": "c-forged"}
+    stored = kube.create(PROVIDERS, namespace, body)
+    assert "status" not in stored  # status sent with the main resource is ignored
+    patched = kube.merge_patch_status(PROVIDERS, namespace, "p", {"status": {"candidateId": "c-real"}})
+    assert patched["status"]["candidateId"] == "c-real"
+    assert patched["metadata"]["generation"] == stored["metadata"]["generation"]  # status writes don't bump it
+
+
+def test_other_kinds_reject_bad_objects(kube, namespace):
+    with pytest.raises(Invalid, match="spec.network"):
+        kube.create(CONSUMERS, namespace, {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceConsumer",
+                                           "metadata": {"name": "c"}, "spec": {}})
+    with pytest.raises(Invalid, match="metricsMaxAgeSeconds"):
+        kube.create(NETWORKS, namespace, {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceNetwork",
+                                          "metadata": {"name": "n"}, "spec": {"metricsMaxAgeSeconds": 0}})
+    network = kube.create(NETWORKS, namespace, {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceNetwork",
+                                                "metadata": {"name": "n2"}, "spec": {}})
+    assert network["spec"]["metricsMaxAgeSeconds"] == 45  # the documented default
+    with pytest.raises(Invalid, match="admission_state"):
+        kube.create(OVERLAYS, namespace, {"apiVersion": "agn.dev/v1alpha1", "kind": "RoutingOverlay", "metadata": {"name": "o"},
+                                          "spec": {"network": "n", "consumer": "c", "revision": 1, "digest": "d",
+                                                   "candidates": [{"id": "x", "provider": "p", "endpoint": "e",
+                                                                   "admission_state": "maybe"}]}})
