@@ -31,6 +31,16 @@ def env(kube, namespace, agn, control_plane, tmp_path) -> DrainEnv:
 @pytest.fixture
 def reject_real_writes(kube, namespace):
     """Deny non-dry-run updates of providers labelled ``reject-writes=<token>`` in this namespace."""
+    yield from _admission_policy(kube, namespace, expression="request.dryRun == true")
+
+
+@pytest.fixture
+def reject_all_writes(kube, namespace):
+    """Deny every update (dry run included) of providers labelled ``reject-writes=<token>``."""
+    yield from _admission_policy(kube, namespace, expression="false")
+
+
+def _admission_policy(kube, namespace, *, expression: str):
     token = uuid.uuid4().hex[:8]
     name = f"agn-test-reject-{token}"
     kube.apply({
@@ -40,7 +50,7 @@ def reject_real_writes(kube, namespace):
             "failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": [{"apiGroups": ["agn.dev"], "apiVersions": ["*"],
                                                     "operations": ["UPDATE"], "resources": ["inferenceproviders"]}]},
-            "validations": [{"expression": "request.dryRun == true",
+            "validations": [{"expression": expression,
                              "message": "writes to this provider are frozen (test admission policy)"}],
         },
     })
@@ -60,15 +70,29 @@ def label(env: DrainEnv, provider: str, key: str, value: str) -> None:
     env.kube.merge_patch(PROVIDERS, env.ns, provider, {"metadata": {"labels": {key: value}}})
 
 
-def wait_policy_active(env: DrainEnv, provider: str) -> None:
+def wait_policy_active(env: DrainEnv, provider: str, *, dry_run: bool = False) -> None:
     def rejected() -> bool:
         try:
-            env.kube.merge_patch(PROVIDERS, env.ns, provider, {"metadata": {"annotations": {"probe": uuid.uuid4().hex}}})
+            env.kube.merge_patch(PROVIDERS, env.ns, provider, {"metadata": {"annotations": {"probe": uuid.uuid4().hex}}},
+                                 dry_run=dry_run)
         except Invalid:
             return True
         return False
 
     wait_for(rejected, timeout=30, interval=0.2, what="admission policy to take effect")
+
+
+def test_server_side_dry_run_rejection_refuses_before_any_write(env: DrainEnv, reject_all_writes):
+    label(env, "p3", "reject-writes", reject_all_writes)
+    wait_policy_active(env, "p3", dry_run=True)
+    generations = {n: env.provider(n)["metadata"]["generation"] for n in BIG}
+    for extra in ((), ("--dry-run",)):
+        code, report = env.run_json("--gateway", "gw-big", *extra)
+        assert code == 3, report
+        rejected = [o for o in report["dry_run_outcomes"] if o["outcome"] == "dry-run-rejected"]
+        assert [o["provider"] for o in rejected] == ["p3"] and "frozen" in rejected[0]["error"]
+        assert report["outcomes"] == [] and report["journal"] is None
+    assert {n: env.provider(n)["metadata"]["generation"] for n in BIG} == generations
 
 
 def test_real_rejection_mid_fan_out_restores_the_others(env: DrainEnv, reject_real_writes):
