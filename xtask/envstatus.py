@@ -22,6 +22,7 @@ def agn_objects(kube: Kube, namespace: str) -> dict:
             "name": name_of(p),
             "providerGateway": spec.get("providerGateway"),
             "drain": drain_of(p),
+            "drainReason": (p.get("metadata", {}).get("annotations") or {}).get("agn.dev/drain-reason"),
             "available": (avail or {}).get("status", "Unknown"),
             "availableReason": (avail or {}).get("reason"),
             "endpoint": spec.get("endpoint"),

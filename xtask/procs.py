@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -212,6 +213,17 @@ class CmdRunner(Protocol):
 
 class RealCmdRunner:
     """Runs a command with list arguments (never a shell string) and captures its output."""
+
+    def run_visible(self, argv: Sequence[str], *, timeout: float | None = None) -> None:
+        """Run a long command whose progress the user should see: its output goes to our stderr."""
+        try:
+            proc = subprocess.run(list(argv), stdout=sys.stderr, stderr=sys.stderr, timeout=timeout)
+        except FileNotFoundError as exc:
+            raise CommandFailed(list(argv), 127, f"{argv[0]}: not found") from exc
+        except subprocess.TimeoutExpired as exc:
+            raise CommandFailed(list(argv), 124, f"timed out after {timeout}s") from exc
+        if proc.returncode != 0:
+            raise CommandFailed(list(argv), proc.returncode, "see the output above")
 
     def run(
         self, argv: Sequence[str], *, check: bool = True, env: Mapping[str, str] | None = None, input: str | None = None,

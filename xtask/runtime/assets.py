@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from xtask.errors import RuntimeUnavailable
@@ -59,7 +60,9 @@ def ensure_assets(*, build: bool = True) -> Path:
     )
     if not build or shutil.which("go") is None:
         raise RuntimeUnavailable("local control-plane binaries are missing and cannot be built here", hint=hint)
-    RealCmdRunner().run(["bash", str(INSTALL_SCRIPT)], timeout=3600)
+    print(f"control-plane binaries not found; building them into {cache_dir()} "
+          "(once per version, about 5 minutes on 2 cores)", file=sys.stderr, flush=True)
+    RealCmdRunner().run_visible(["bash", str(INSTALL_SCRIPT)], timeout=3600)
     found = find_assets()
     if found is None:
         raise RuntimeUnavailable("building the control-plane binaries did not produce them", hint=hint)

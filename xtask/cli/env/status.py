@@ -73,7 +73,8 @@ def status(env_name: str, output: str) -> None:
     for col in ("name", "gateway", "drain", "available", "group", "rank", "endpoint"):
         provs.add_column(col)
     for p in objs["providers"]:
-        provs.add_row(p["name"], p["providerGateway"] or "-", str(p["drain"]).lower(), p["available"],
+        drain = str(p["drain"]).lower() + (f" ({p['drainReason']})" if p["drain"] and p.get("drainReason") else "")
+        provs.add_row(p["name"], p["providerGateway"] or "-", drain, p["available"],
                       p["selectionGroup"] or "-", str(p["rank"]), p["endpoint"] or "")
     con.print(provs)
     names = [p["name"] for p in objs["providers"]]
