@@ -71,15 +71,42 @@ def actor() -> str:
 
 
 def run_drain(req: DrainRequest, *, reporter: Reporter) -> Report:
-    started = time.monotonic()
-    requested = req.drain
+    """Run one drain or undrain from start to finish; the report carries the exit code."""
     kube = Kube.from_kubeconfig(kubeconfig=req.kubeconfig, context=req.context, field_manager=FIELD_MANAGER,
                                 pool_size=req.concurrency + 4)
-    namespace = req.namespace or context_namespace(kubeconfig=req.kubeconfig, context=req.context)
-    report = Report(req.context, namespace, "drain" if requested else "undrain", req.selector.describe(), req.dry_run)
-    journal: Journal | None = None
+    try:
+        namespace = req.namespace or context_namespace(kubeconfig=req.kubeconfig, context=req.context)
+        run = _DrainRun(req, kube, namespace, reporter)
+        with SignalLatch(on_second=run.on_second_signal, second_exit_code=int(ExitCode.NEEDS_INSPECTION)) as latch:
+            return run.execute(latch)
+    finally:
+        kube.close()
 
-    def on_second_signal(signum: int) -> None:
+
+class _DrainRun:
+    """The phases of one run, in order; each returns a finished :class:`Report` to stop early."""
+
+    def __init__(self, req: DrainRequest, kube: Kube, namespace: str, reporter: Reporter) -> None:
+        self.req = req
+        self.kube = kube
+        self.namespace = namespace
+        self.reporter = reporter
+        self.started = time.monotonic()
+        self.report = Report(req.context, namespace, "drain" if req.drain else "undrain", req.selector.describe(),
+                             req.dry_run)
+        self.journal: Journal | None = None
+        self.operation = new_operation_id()
+        self._at = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self._actor = actor()
+
+    def patch_for(self, change: Change) -> dict:
+        return drain_patch(change, operation=self.operation, actor=self._actor, at=self._at, reason=self.req.reason)
+
+    def finish(self, summary: str, *, code: ExitCode | None = None) -> Report:
+        return _finish(self.report, self.started, summary=summary, code=code)
+
+    def on_second_signal(self, signum: int) -> None:
+        journal = self.journal
         changed = [n for n, e in (journal.data["providers"].items() if journal else []) if e["written"]]
         sys.stderr.write(
             "\nsecond signal: stopping at once. Providers changed by this run may need inspection: "
@@ -88,114 +115,121 @@ def run_drain(req: DrainRequest, *, reporter: Reporter) -> Report:
         )
         sys.stderr.flush()
 
-    try:
-        with SignalLatch(on_second=on_second_signal, second_exit_code=int(ExitCode.NEEDS_INSPECTION)) as latch:
-            items, _ = kube.list(PROVIDERS, namespace)
-            selected = select(items, req.selector, namespace=namespace)
-            report.selection = [p["metadata"]["name"] for p in selected]
-            reporter.line(f"selection ({req.selector.describe()}, namespace {namespace}): {', '.join(report.selection)}")
-            changes = plan_changes(selected, requested=requested)
-            report.plan = [
-                {"provider": c.provider, "current": c.current, "requested": c.requested, "alreadyInState": c.already}
-                for c in changes
-            ]
-            for c in changes:
-                reporter.event("plan", c.provider, report.plan[changes.index(c)])
+    def execute(self, latch: SignalLatch) -> Report:
+        changes, done = self.prepare()
+        if done is not None:
+            return done
+        if latch.interrupted.is_set():
+            self.report.interrupted = latch.name
+            return self.finish(f"interrupted by {latch.name} before any write", code=ExitCode.INTERRUPTED)
+        done = self.apply(changes, latch)
+        if done is not None:
+            return done
+        if not self.req.network:
+            return self.read_back()
+        return self.wait(latch)
 
-            refusal = _check_targets(kube, namespace, req, selected, changes)
-            if refusal:
-                report.refused = refusal
-                return _finish(report, started, summary="refused before writing: " + "; ".join(refusal))
+    # -- 1. select, plan, check targets and capacity, server-side dry run --------------------
+    def prepare(self) -> tuple[list[Change], Report | None]:
+        req, report = self.req, self.report
+        items, _ = self.kube.list(PROVIDERS, self.namespace)
+        selected = select(items, req.selector, namespace=self.namespace)
+        report.selection = [p["metadata"]["name"] for p in selected]
+        self.reporter.line(f"selection ({req.selector.describe()}, namespace {self.namespace}): {', '.join(report.selection)}")
+        changes = plan_changes(selected, requested=req.drain)
+        for c in changes:
+            entry = {"provider": c.provider, "current": c.current, "requested": c.requested, "alreadyInState": c.already}
+            report.plan.append(entry)
+            self.reporter.event("plan", c.provider, entry)
 
-            operation = new_operation_id()
-            report.operation = operation
-            at = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-            who = actor()
+        refusal = _check_targets(self.kube, self.namespace, req, selected, changes)
+        if refusal:
+            report.refused = refusal
+            return changes, self.finish("refused before writing: " + "; ".join(refusal))
 
-            def patch_for(change: Change) -> dict:
-                return drain_patch(change, operation=operation, actor=who, at=at, reason=req.reason)
+        report.operation = self.operation
+        dry = fanout.server_dry_run(self.kube, self.namespace, changes, self.patch_for, concurrency=req.concurrency)
+        report.dry_run_outcomes = [o.to_dict() for o in dry]
+        for o in dry:
+            self.reporter.event("dry-run", o.provider, o.to_dict())
+        rejected = [o for o in dry if o.outcome == "dry-run-rejected"]
+        if rejected:
+            report.refused = [f"{o.provider}: {o.error}" for o in rejected]
+            return changes, self.finish(f"server-side dry run rejected {len(rejected)} change(s); nothing written")
+        if req.dry_run:
+            todo = sum(1 for c in changes if not c.already)
+            return changes, self.finish(f"dry run: {todo} change(s) accepted by the API server; nothing written")
+        return changes, None
 
-            dry = fanout.server_dry_run(kube, namespace, changes, patch_for, concurrency=req.concurrency)
-            report.dry_run_outcomes = [o.to_dict() for o in dry]
-            rejected = [o for o in dry if o.outcome == "dry-run-rejected"]
-            for o in dry:
-                reporter.event("dry-run", o.provider, o.to_dict())
-            if rejected:
-                report.refused = [f"{o.provider}: {o.error}" for o in rejected]
-                return _finish(report, started, summary=f"server-side dry run rejected {len(rejected)} change(s); nothing written")
-            if req.dry_run:
-                todo = sum(1 for c in changes if not c.already)
-                return _finish(report, started, summary=f"dry run: {todo} change(s) accepted by the API server; nothing written")
-            if latch.interrupted.is_set():
-                report.interrupted = latch.name
-                return _finish(report, started, summary=f"interrupted by {latch.name} before any write", code=ExitCode.INTERRUPTED)
+    # -- 2. journal, fan-out, restoration on failure or interrupt ------------------------------
+    def apply(self, changes: list[Change], latch: SignalLatch) -> Report | None:
+        req, report = self.req, self.report
+        todo = [c for c in changes if not c.already]
+        t_apply = time.monotonic()
+        if todo:
+            self.journal = Journal.create(operation=self.operation, context=req.context, namespace=self.namespace,
+                                          requested=req.drain, changes=todo, reason=req.reason, folder=req.journal_dir)
+            report.journal = str(self.journal.path)
+            self.reporter.line(f"journal: {self.journal.path}")
+        else:
+            self.reporter.line("every selected provider is already in the requested state; nothing to write")
+        outcomes = fanout.fan_out(self.kube, self.namespace, changes, self.patch_for, concurrency=req.concurrency,
+                                  qps=req.qps, stop=latch.interrupted, journal=self.journal, notify=self.reporter.event)
+        report.outcomes = [o.to_dict() for o in outcomes]
+        report.timings["applySeconds"] = round(time.monotonic() - t_apply, 3)
+        failed = [o for o in outcomes if o.outcome == "failed"]
+        # A signal that lands while this run has written anything counts as "during the fan-out".
+        interrupted = latch.interrupted.is_set() and (
+            self.journal is not None or any(o.outcome == "not-attempted" for o in outcomes))
+        if not (failed or interrupted):
+            return None
+        if interrupted:
+            report.interrupted = latch.name
+        why = f"interrupted by {latch.name}" if interrupted else f"{len(failed)} write(s) failed"
+        written = self.journal.written() if self.journal else []
+        self.reporter.line(f"{why}; restoring {len(written)} provider(s) this run changed")
+        if self.journal:
+            self.journal.set_state("restoring")
+        restored = fanout.restore(self.kube, self.namespace, written, journal=self.journal, notify=self.reporter.event)
+        report.restorations = [r.to_dict() for r in restored]
+        code = exit_code_for(refused=False, failed=len(failed), interrupted_during_writes=interrupted,
+                             restorations=report.restorations, wait_state=None, stored_ok=None)
+        if self.journal:
+            clean = code in (ExitCode.PARTIAL_RESTORED, ExitCode.INTERRUPTED)
+            self.journal.set_state("restored" if clean else "needs-inspection")
+        return self.finish(f"{why}; restoration: " + _restoration_summary(report.restorations), code=code)
 
-            todo = [c for c in changes if not c.already]
-            t_apply = time.monotonic()
-            if todo:
-                journal = Journal.create(operation=operation, context=req.context, namespace=namespace, requested=requested,
-                                         changes=todo, reason=req.reason, folder=req.journal_dir)
-                report.journal = str(journal.path)
-                reporter.line(f"journal: {journal.path}")
-                outcomes = fanout.fan_out(kube, namespace, changes, patch_for, concurrency=req.concurrency, qps=req.qps,
-                                          stop=latch.interrupted, journal=journal, notify=reporter.event)
-            else:
-                reporter.line("every selected provider is already in the requested state; nothing to write")
-                outcomes = fanout.fan_out(kube, namespace, changes, patch_for, concurrency=1, qps=None,
-                                          stop=latch.interrupted, journal=None, notify=reporter.event)
-            report.outcomes = [o.to_dict() for o in outcomes]
-            report.timings["applySeconds"] = round(time.monotonic() - t_apply, 3)
-            failed = [o for o in outcomes if o.outcome == "failed"]
-            interrupted = latch.interrupted.is_set() and any(o.outcome == "not-attempted" for o in outcomes)
-            if interrupted or failed or (latch.interrupted.is_set() and journal is not None):
-                interrupted = interrupted or latch.interrupted.is_set()
-                if interrupted:
-                    report.interrupted = latch.name
-                why = f"interrupted by {latch.name}" if interrupted else f"{len(failed)} write(s) failed"
-                written = journal.written() if journal else []
-                reporter.line(f"{why}; restoring {len(written)} provider(s) this run changed")
-                if journal:
-                    journal.set_state("restoring")
-                report.restorations = [r.to_dict() for r in fanout.restore(kube, namespace, written, journal=journal,
-                                                                            notify=reporter.event)]
-                code = exit_code_for(refused=False, failed=len(failed), interrupted_during_writes=interrupted,
-                                     restorations=report.restorations, wait_state=None, stored_ok=None)
-                if journal:
-                    journal.set_state("restored" if code in (ExitCode.PARTIAL_RESTORED, ExitCode.INTERRUPTED) else "needs-inspection")
-                return _finish(report, started, summary=f"{why}; restoration: " + _restoration_summary(report.restorations),
-                               code=code)
+    # -- 3a. patch-only: read the stored state back -----------------------------------------------
+    def read_back(self) -> Report:
+        req, names = self.req, self.report.selection
+        stored = read_back(self.kube, self.namespace, names, drain=req.drain)
+        ok = all(v == req.drain for v in stored.values())
+        self.report.stored = {"ok": ok, "providers": stored}
+        if self.journal:
+            self.journal.set_state("complete" if ok else "needs-inspection")
+        if not ok:
+            return self.finish(f"{self.report.request} not stored as requested: {stored}", code=ExitCode.NEEDS_INSPECTION)
+        return self.finish(f"stored: spec.trafficPolicy.drain={str(req.drain).lower()} on {len(names)} provider(s) "
+                           "(read back from the API; pass --network/--consumer to wait until it is serving)")
 
-            names = report.selection
-            if not req.network:
-                stored = read_back(kube, namespace, names, drain=requested)
-                ok = all(v == requested for v in stored.values())
-                report.stored = {"ok": ok, "providers": stored}
-                if journal:
-                    journal.set_state("complete" if ok else "needs-inspection")
-                state = "drain" if requested else "undrain"
-                summary = (f"stored: spec.trafficPolicy.drain={str(requested).lower()} on {len(names)} provider(s) "
-                           f"(read back from the API; pass --network/--consumer to wait until it is serving)")
-                if not ok:
-                    summary = f"{state} not stored as requested: {stored}"
-                return _finish(report, started, summary=summary, code=ExitCode.OK if ok else ExitCode.NEEDS_INSPECTION)
-
-            if journal:
-                journal.set_state("waiting")
-            reporter.line(f"waiting for {', '.join(req.consumers)} to serve the change (timeout {req.timeout:.0f}s)")
-            waiter = ConvergenceWaiter(kube, namespace, providers=names, network=req.network, consumers=list(req.consumers),
-                                       drain=requested, notify=reporter.event)
-            result = waiter.wait(timeout=req.timeout, stop=latch.interrupted)
-            report.timings["waitSeconds"] = round(result.seconds, 3)
-            report.convergence = _convergence_dict(result)
-            if result.state == "interrupted":
-                report.interrupted = latch.name
-            if journal:
-                journal.set_state("complete" if result.state in ("converged", "not-eligible") else f"applied-{result.state}")
-            code = exit_code_for(refused=False, failed=0, interrupted_during_writes=False, restorations=[],
-                                 wait_state=result.state, stored_ok=None)
-            return _finish(report, started, summary=_wait_summary(result, req), code=code)
-    finally:
-        kube.close()
+    # -- 3b. with targets: wait until every consumer serves it ----------------------------------
+    def wait(self, latch: SignalLatch) -> Report:
+        req, report = self.req, self.report
+        if self.journal:
+            self.journal.set_state("waiting")
+        self.reporter.line(f"waiting for {', '.join(req.consumers)} to serve the change (timeout {req.timeout:.0f}s)")
+        waiter = ConvergenceWaiter(self.kube, self.namespace, providers=report.selection, network=req.network,
+                                   consumers=list(req.consumers), drain=req.drain, notify=self.reporter.event)
+        result = waiter.wait(timeout=req.timeout, stop=latch.interrupted)
+        report.timings["waitSeconds"] = round(result.seconds, 3)
+        report.convergence = _convergence_dict(result)
+        if result.state == "interrupted":
+            report.interrupted = latch.name
+        if self.journal:
+            self.journal.set_state("complete" if result.state in ("converged", "not-eligible") else f"applied-{result.state}")
+        code = exit_code_for(refused=False, failed=0, interrupted_during_writes=False, restorations=[],
+                             wait_state=result.state, stored_ok=None)
+        return self.finish(_wait_summary(result, req), code=code)
 
 
 def _check_targets(kube: Kube, namespace: str, req: DrainRequest, selected: list[dict], changes: list[Change]) -> list[str]:
