@@ -202,7 +202,7 @@ class _DrainRun:
     # -- 3a. patch-only: read the stored state back -----------------------------------------------
     def read_back(self) -> Report:
         req, names = self.req, self.report.selection
-        stored = read_back(self.kube, self.namespace, names, drain=req.drain)
+        stored = read_back(self.kube, self.namespace, names)
         ok = all(v == req.drain for v in stored.values())
         self.report.stored = {"ok": ok, "providers": stored}
         if self.journal:

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Gone, Kube, KubeError, NotFound, Resource
+from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Gone, Kube, KubeError, Resource
 from agn.model import Overlay
 from agn.objects import consumer_revisions, consumer_view, name_of, network_view, provider_view
 from xtask.drain.converge import Agreement, Observation, State, Verdict, evaluate
@@ -144,11 +144,11 @@ class ConvergenceWaiter:
     def _cached(self, res: Resource, name: str) -> Obj | None:
         return self._caches[res.plural].get(name)
 
-    def _fresh(self, res: Resource, name: str) -> Obj | None:
-        try:
-            return self.kube.get(res, self.namespace, name)
-        except NotFound:
-            return None
+    def _fresh(self) -> Callable[[Resource, str], Obj | None]:
+        """A lookup over one fresh read of each kind: three LISTs, however many providers."""
+        snapshot = {res.plural: {name_of(o): o for o in self.kube.list(res, self.namespace)[0]}
+                    for res in (PROVIDERS, CONSUMERS, OVERLAYS)}
+        return lambda res, name: snapshot[res.plural].get(name)
 
     def wait(self, *, timeout: float, stop: threading.Event) -> WaitResult:
         start = time.monotonic()
@@ -178,7 +178,7 @@ class ConvergenceWaiter:
                 if verdict.terminal and not agreed:
                     # The cached view says done: confirm with a second, fresh observation.
                     try:
-                        verdict = evaluate(self._observe(self._fresh, network_obj), drain=self.drain)
+                        verdict = evaluate(self._observe(self._fresh(), network_obj), drain=self.drain)
                     except KubeError:
                         continue
                     agreed = agreement.add(verdict)
@@ -192,14 +192,13 @@ class ConvergenceWaiter:
             self._stop_watches.set()
 
 
-def read_back(kube: Kube, namespace: str, providers: Iterable[str], *, drain: bool) -> dict[str, bool | None]:
-    """Patch-only mode: what the API now stores for each provider's drain field."""
+def read_back(kube: Kube, namespace: str, providers: Iterable[str]) -> dict[str, bool | None]:
+    """Patch-only mode: what the API now stores for each provider's drain field (one LIST).
+
+    A provider that no longer exists reads as None.
+    """
     from agn.objects import drain_of
 
-    out: dict[str, bool | None] = {}
-    for name in providers:
-        try:
-            out[name] = drain_of(kube.get(PROVIDERS, namespace, name))
-        except NotFound:
-            out[name] = None
-    return out
+    items, _ = kube.list(PROVIDERS, namespace)
+    stored = {name_of(o): drain_of(o) for o in items}
+    return {name: stored.get(name) for name in providers}
