@@ -13,7 +13,7 @@ from xtask.state import EnvRecord
 @click.command()
 @env_option
 @click.option("--runtime", type=click.Choice(["auto", "kind", "local"]), default="auto", show_default=True,
-              help="auto: kind when Docker and kind work, else the embedded local control plane.")
+              help="auto: kind when Docker, kind and kubectl work, else the embedded local control plane.")
 @click.option("--retain", is_flag=True, help="On failure, keep what was started (for debugging) instead of rolling back.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=90.0, show_default=True,
               help="Seconds to wait for consumers to serve their first overlays.")
