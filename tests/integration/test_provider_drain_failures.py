@@ -150,12 +150,13 @@ def test_signal_mid_fan_out_restores_and_exits_interrupted(env: DrainEnv, sig):
     assert all(env.drain_value(n) is None for n in BIG)
 
 
-def test_signal_mid_wait_keeps_applied_state_and_names_the_unconfirmed(env: DrainEnv):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_mid_wait_keeps_applied_state_and_names_the_unconfirmed(env: DrainEnv, sig):
     env.agn.stop("gateway-c-b")
     run = env.spawn("--provider", "p1", "--timeout", "120", *env.targets())
     wait_for(lambda: any(line.startswith("waiting for") for line in run.lines), timeout=30, what="the wait to start")
     wait_for(lambda: any("consumer c-b" in line for line in run.lines), timeout=30, what="c-b reported lagging")
-    run.signal(signal.SIGTERM)
+    run.signal(sig)
     code = run.wait(timeout=30)
     assert code == 8, run.output
     assert "the applied state is kept" in run.output and "consumer c-b" in run.output.splitlines()[-1]
