@@ -1,7 +1,7 @@
 """Follows this consumer's RoutingOverlay and moves it into the routing table.
 
-List + watch (field selector on the name), re-watching when the server ends a watch,
-re-listing on 410 Gone and after errors (with capped exponential backoff). For each new
+List + watch by name through the shared loop (:func:`agn.watching.follow`: re-watch when the
+server ends a watch, re-list on 410 Gone and, with capped backoff, after errors). For each new
 overlay content the order is fixed:
 
 1. validate it — an invalid overlay is reported in ``status.message`` and *not* accepted;
@@ -30,6 +30,7 @@ from agn.gateway.validation import InvalidOverlay, digest_matches, validate_over
 from agn.kube import OVERLAYS, Gone, Kube, KubeError
 from agn.model import ADMITTED, EXISTING_ONLY, Overlay
 from agn.objects import rfc3339
+from agn.watching import capped_backoff, follow
 
 INITIAL_BACKOFF = 0.5
 MAX_BACKOFF = 10.0
@@ -64,49 +65,30 @@ class OverlayFollower:
     # -- the watch loop -----------------------------------------------------------------------
     def run(self) -> None:
         """Thread target: follow the overlay until ``stop`` is set."""
-        backoff = INITIAL_BACKOFF
-        resource_version: str | None = None
-        while not self._stop.is_set():
-            try:
-                if resource_version is None:
-                    resource_version = self._list()
-                resource_version = self._watch(resource_version)
-                backoff = INITIAL_BACKOFF
-            except Gone:
-                self._log.info("watch_expired_relisting")
-                resource_version = None
-            except KubeError as exc:
-                self._log.warning("overlay_follow_error", error=str(exc), status=exc.status, retry_in=backoff)
-                resource_version = None
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF)
-            except Exception as exc:  # noqa: BLE001 — the follower must outlive surprises; they are logged
-                self._log.error("overlay_follow_crash", error=repr(exc), retry_in=backoff)
-                resource_version = None
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF)
-
-    def _list(self) -> str:
-        # Listing by name keeps the gateway within RBAC that names only its own overlay.
-        items, resource_version = self._kube.list(OVERLAYS, self._namespace, field_selector=f"metadata.name={self._consumer}")
-        mine = next((o for o in items if o.get("metadata", {}).get("name") == self._consumer), None)
-        self.observe(mine)
-        return resource_version
-
-    def _watch(self, resource_version: str) -> str:
-        """One watch; returns the resourceVersion to continue from when the server ends it."""
-        events = self._kube.watch(
-            OVERLAYS, self._namespace, resource_version=resource_version,
-            timeout_seconds=self._watch_timeout, field_selector=f"metadata.name={self._consumer}",
+        # Listing and watching by name keeps the gateway within RBAC that names only its own overlay.
+        by_name = f"metadata.name={self._consumer}"
+        follow(
+            list_fn=lambda: self._kube.list(OVERLAYS, self._namespace, field_selector=by_name),
+            watch_fn=lambda version: self._kube.watch(OVERLAYS, self._namespace, resource_version=version,
+                                                      timeout_seconds=self._watch_timeout, field_selector=by_name),
+            on_snapshot=self._snapshot, on_event=self._event, stop=self._stop,
+            backoff=capped_backoff(INITIAL_BACKOFF, MAX_BACKOFF), on_error=self._log_error,
         )
-        for kind, obj in events:
-            resource_version = obj.get("metadata", {}).get("resourceVersion") or resource_version
-            if self._stop.is_set():
-                break
-            if kind == "BOOKMARK" or obj.get("metadata", {}).get("name") != self._consumer:
-                continue
+
+    def _log_error(self, exc: Exception, delay: float) -> None:
+        if isinstance(exc, Gone):
+            self._log.info("watch_expired_relisting")
+        elif isinstance(exc, KubeError):
+            self._log.warning("overlay_follow_error", error=str(exc), status=exc.status, retry_in=delay)
+        else:
+            self._log.error("overlay_follow_crash", error=repr(exc), retry_in=delay)
+
+    def _snapshot(self, items: list[dict]) -> None:
+        self.observe(next((o for o in items if o.get("metadata", {}).get("name") == self._consumer), None))
+
+    def _event(self, kind: str, obj: dict) -> None:
+        if obj.get("metadata", {}).get("name") == self._consumer:
             self.observe(None if kind == "DELETED" else obj)
-        return resource_version
 
     # -- handling one observation ---------------------------------------------------------------
     def observe(self, obj: Mapping[str, Any] | None) -> None:

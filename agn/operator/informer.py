@@ -1,8 +1,8 @@
 """List+watch caches of one AGN resource in one namespace, each kept by its own thread.
 
-An :class:`Informer` lists, then watches from the list's resourceVersion, re-watches from
-the last version it saw when a watch ends, re-lists on ``Gone`` (410) and, with bounded
-backoff, on any other error. Every change is reported to a callback; reconciles are
+An :class:`Informer` runs the shared list+watch loop (:func:`agn.watching.follow`: resume
+after a watch ends, re-list on ``Gone`` (410), bounded backoff on any other error) into a
+:class:`Store`. Every change is reported to a callback; reconciles are
 level-triggered, so the callback only needs to know *that* something changed.
 
 This module reads only; it must not write to the API or decide anything about overlays.
@@ -16,6 +16,7 @@ from typing import Any
 
 from agn.kube import Gone, Kube, KubeError, Resource
 from agn.logs import JsonLog
+from agn.watching import capped_backoff, follow
 
 Obj = dict[str, Any]
 OnChange = Callable[[str, Obj | None], None]  # (event type, object or None for a re-list)
@@ -99,48 +100,35 @@ class Informer:
         self._thread.join(timeout)
 
     def _run(self) -> None:
-        backoff = INITIAL_BACKOFF
-        while not self._stop.is_set():
-            try:
-                version = self._list()
-                backoff = INITIAL_BACKOFF
-                self._watch_from(version)
-            except Gone:
-                self._log.info("watch expired; re-listing", resource=self.resource.plural)
-            except KubeError as exc:
-                self._log.warning("list/watch failed; re-listing after backoff", resource=self.resource.plural,
-                                  error=str(exc), status=exc.status, backoff=backoff)
-                self._stop.wait(backoff)
-                backoff = min(MAX_BACKOFF, backoff * 2)
-            except Exception as exc:  # noqa: BLE001 - a cache thread must survive anything and retry
-                self._log.error("informer error; re-listing after backoff", resource=self.resource.plural,
-                                error=repr(exc), backoff=backoff)
-                self._stop.wait(backoff)
-                backoff = min(MAX_BACKOFF, backoff * 2)
+        follow(
+            list_fn=lambda: self.kube.list(self.resource, self.namespace),
+            watch_fn=lambda version: self.kube.watch(self.resource, self.namespace, resource_version=version,
+                                                     timeout_seconds=self._watch_timeout),
+            on_snapshot=self._snapshot, on_event=self._event, stop=self._stop,
+            backoff=capped_backoff(INITIAL_BACKOFF, MAX_BACKOFF), on_error=self._log_error,
+        )
 
-    def _list(self) -> str:
-        items, version = self.kube.list(self.resource, self.namespace)
+    def _log_error(self, exc: Exception, delay: float) -> None:
+        if isinstance(exc, Gone):
+            self._log.info("watch expired; re-listing", resource=self.resource.plural)
+        elif isinstance(exc, KubeError):
+            self._log.warning("list/watch failed; re-listing after backoff", resource=self.resource.plural,
+                              error=str(exc), status=exc.status, backoff=delay)
+        else:
+            self._log.error("informer error; re-listing after backoff", resource=self.resource.plural,
+                            error=repr(exc), backoff=delay)
+
+    def _snapshot(self, items: list[Obj]) -> None:
         self.store.replace(items)
         first = not self.synced.is_set()
         self.synced.set()
-        self._log.debug("listed", resource=self.resource.plural, count=len(items), resource_version=version)
+        self._log.debug("listed", resource=self.resource.plural, count=len(items))
         if not first or items:
             self._on_change("RELIST", None)
-        return version
 
-    def _watch_from(self, version: str) -> None:
-        """Watch until stopped; each server-side end of the watch resumes from the last version seen."""
-        while not self._stop.is_set():
-            for kind, obj in self.kube.watch(
-                self.resource, self.namespace, resource_version=version, timeout_seconds=self._watch_timeout
-            ):
-                if self._stop.is_set():
-                    return
-                version = (obj.get("metadata") or {}).get("resourceVersion") or version
-                if kind == "BOOKMARK":
-                    continue
-                if kind == "DELETED":
-                    self.store.remove(obj["metadata"]["name"])
-                else:
-                    self.store.upsert(obj)
-                self._on_change(kind, obj)
+    def _event(self, kind: str, obj: Obj) -> None:
+        if kind == "DELETED":
+            self.store.remove(obj["metadata"]["name"])
+        else:
+            self.store.upsert(obj)
+        self._on_change(kind, obj)

@@ -2,11 +2,8 @@
 decisions, the convergence predicate and exit-code mapping."""
 from __future__ import annotations
 
-import threading
-
 import pytest
 
-from agn.kube import Gone, KubeError
 from agn.model import ADMITTED, EXISTING_ONLY, Candidate, ConsumerView, NetworkView, Overlay, ProviderView
 from xtask.drain.converge import Agreement, Observation, State, evaluate, targets_problems
 from xtask.drain.plan import (
@@ -21,7 +18,6 @@ from xtask.drain.plan import (
 )
 from xtask.drain.report import exit_code_for
 from xtask.drain.selection import Selector, select
-from xtask.drain.waiter import follow
 from xtask.errors import ExitCode, RefusedError, UsageError
 
 
@@ -225,32 +221,3 @@ class TestExitCodes:
         assert self.base(wait_state="not-eligible") is ExitCode.NOT_ELIGIBLE
         assert self.base(wait_state="interrupted") is ExitCode.INTERRUPTED
         assert self.base(wait_state="converged") is ExitCode.OK
-
-
-class TestFollow:
-    def test_relists_after_gone_and_errors_and_resumes_from_last_version(self):
-        stop = threading.Event()
-        lists, watches, seen = [], [], []
-
-        def list_fn():
-            lists.append(1)
-            return [{"metadata": {"name": f"snap{len(lists)}", "resourceVersion": "10"}}], "10"
-
-        def watch_fn(rv):
-            watches.append(rv)
-            n = len(watches)
-            if n == 1:
-                yield "ADDED", {"metadata": {"name": "a", "resourceVersion": "11"}}
-                return  # watch closed by the server: resume from 11
-            if n == 2:
-                raise Gone("too old", status=410)
-            if n == 3:
-                raise KubeError("connection reset")
-            yield "MODIFIED", {"metadata": {"name": "b", "resourceVersion": "12"}}
-            stop.set()
-
-        follow(list_fn=list_fn, watch_fn=watch_fn, on_snapshot=lambda items: seen.append(("snapshot", len(items))),
-               on_event=lambda kind, obj: seen.append((kind, obj["metadata"]["name"])), stop=stop, backoff=lambda n: 0)
-        assert watches == ["10", "11", "10", "10"]
-        assert len(lists) == 3  # initial, after 410, after the error
-        assert ("ADDED", "a") in seen and ("MODIFIED", "b") in seen

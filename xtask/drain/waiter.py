@@ -1,7 +1,7 @@
 """The convergence waiter: watch-driven, with a deadline, two agreeing observations.
 
-Three list+watch followers (providers, consumers, overlays) keep a cache and wake the
-waiter on every event. When the cached view satisfies the predicate, a fresh direct read
+Three list+watch followers (:func:`agn.watching.follow`: providers, consumers, overlays)
+keep a cache and wake the waiter on every event. When the cached view satisfies the predicate, a fresh direct read
 is taken as the next observation; completion needs the two to agree (DESIGN §5). Watches
 that end are resumed from the last resourceVersion; ``410 Gone`` triggers a re-list; other
 errors back off and retry. No fixed sleeps: the waiter blocks on events, re-checking about
@@ -15,48 +15,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Gone, Kube, KubeError, Resource
+from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube, KubeError, Resource
 from agn.model import Overlay
+from agn.watching import follow
 from agn.objects import consumer_revisions, consumer_view, name_of, network_view, provider_view
 from xtask.drain.converge import Agreement, Observation, State, Verdict, evaluate
 
 Obj = dict
 Notify = Callable[[str, str, dict], None]
-
-
-def follow(
-    *,
-    list_fn: Callable[[], tuple[list[Obj], str]],
-    watch_fn: Callable[[str], Iterable[tuple[str, Obj]]],
-    on_snapshot: Callable[[list[Obj]], None],
-    on_event: Callable[[str, Obj], None],
-    stop: threading.Event,
-    backoff: Callable[[int], float] = lambda n: min(0.05 * 2**n, 2.0),
-) -> None:
-    """List, then watch from the list's resourceVersion until ``stop``; survive drops and 410."""
-    failures = 0
-    rv = None
-    while not stop.is_set():
-        try:
-            if rv is None:
-                items, rv = list_fn()
-                on_snapshot(items)
-            for kind, obj in watch_fn(rv):
-                failures = 0
-                new_rv = obj.get("metadata", {}).get("resourceVersion")
-                if new_rv:
-                    rv = new_rv
-                if kind != "BOOKMARK":
-                    on_event(kind, obj)
-                if stop.is_set():
-                    return
-        except Gone:
-            rv = None  # too old: re-list
-        except KubeError:
-            failures += 1
-            rv = None
-            if stop.wait(backoff(failures)):
-                return
 
 
 class _Cache:

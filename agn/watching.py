@@ -1,0 +1,67 @@
+"""The one list+watch loop that every AGN watcher runs (operator caches, the gateway's overlay
+follower, the xtask's convergence waiter).
+
+List, then watch from the list's resourceVersion; when the server ends a watch, resume from
+the last resourceVersion seen (BOOKMARK events carry one too); on ``410 Gone`` re-list at
+once; on any other error back off (capped exponential) and re-list. It never decides what an
+object means and never writes: callers get whole snapshots and single events.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from agn.kube import Gone
+
+Obj = dict[str, Any]
+
+
+def capped_backoff(initial: float, maximum: float) -> Callable[[int], float]:
+    """Delay before retry ``n`` (1-based): initial, doubling, never above maximum."""
+    return lambda n: min(initial * 2 ** (n - 1), maximum)
+
+
+def follow(
+    *,
+    list_fn: Callable[[], tuple[list[Obj], str]],
+    watch_fn: Callable[[str], Iterable[tuple[str, Obj]]],
+    on_snapshot: Callable[[list[Obj]], None],
+    on_event: Callable[[str, Obj], None],
+    stop: threading.Event,
+    backoff: Callable[[int], float] = capped_backoff(0.05, 2.0),
+    on_error: Callable[[Exception, float], None] | None = None,
+) -> None:
+    """Keep a caller in sync with one resource until ``stop`` is set.
+
+    ``on_error(exc, delay)`` is told about every failure before the retry (``delay`` is 0 for
+    ``Gone``, which re-lists at once). Any exception — API errors and surprises in the
+    callbacks alike — leads to a backed-off re-list, so a watcher thread never dies silently.
+    """
+    failures = 0
+    rv: str | None = None
+    while not stop.is_set():
+        try:
+            if rv is None:
+                items, rv = list_fn()
+                failures = 0
+                on_snapshot(items)
+            for kind, obj in watch_fn(rv):
+                failures = 0
+                rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                if stop.is_set():
+                    return
+                if kind != "BOOKMARK":
+                    on_event(kind, obj)
+        except Gone as exc:
+            rv = None  # too old: re-list
+            if on_error is not None:
+                on_error(exc, 0.0)
+        except Exception as exc:  # noqa: BLE001 - see the docstring: log, back off, re-list
+            failures += 1
+            rv = None
+            delay = backoff(failures)
+            if on_error is not None:
+                on_error(exc, delay)
+            if stop.wait(delay):
+                return
