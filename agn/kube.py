@@ -4,23 +4,28 @@ Everything else talks to the API through :class:`Kube` and sees the project's ow
 types (:class:`KubeError` and subclasses), which keep the client's exception as their cause.
 Objects cross this boundary as plain dicts. This module holds no policy: no retries beyond
 what a caller asks for, no decisions about what to write.
+
+Importing this module does not import ``kubernetes``: the client package costs about half a
+second of CPU to import (its kubeconfig loader pulls in requests, oauthlib and pydantic), and
+``--help``, usage errors and ``render`` must not pay for it. The error types and resource
+names below are plain Python; the client is imported on the first call that needs it, and
+only the API classes a command uses are constructed.
 """
 from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 import os
 import threading
 from collections.abc import Iterator
-from typing import Any
-
-import urllib3
-from kubernetes import client, config, watch
-from kubernetes.client.rest import ApiException
-from kubernetes.config.config_exception import ConfigException
+from typing import TYPE_CHECKING, Any
 
 from agn import GROUP, VERSION
+
+if TYPE_CHECKING:
+    from kubernetes import client
 
 Obj = dict[str, Any]
 
@@ -85,7 +90,8 @@ class ConfigError(KubeError):
 _BY_STATUS: dict[int, type[KubeError]] = {400: Invalid, 404: NotFound, 409: Conflict, 410: Gone, 403: Forbidden, 422: Invalid}
 
 
-def _convert(exc: ApiException) -> KubeError:
+def _convert(exc: Any) -> KubeError:
+    """A client ``ApiException`` as the project's error type (the cause is kept)."""
     message = exc.reason or ""
     reason = ""
     try:
@@ -107,8 +113,11 @@ class _Converting:
         return None
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        if exc is None:
+        if exc is None or isinstance(exc, KubeError):
             return False
+        import urllib3
+        from kubernetes.client.rest import ApiException
+
         if isinstance(exc, ApiException):
             raise _convert(exc) from exc
         if isinstance(exc, (urllib3.exceptions.HTTPError, OSError)):
@@ -131,6 +140,9 @@ def kubeconfig_path(explicit: str | None = None) -> str:
 
 def context_namespace(*, kubeconfig: str | None, context: str | None) -> str:
     """The namespace a kube context names, or ``default``."""
+    from kubernetes import config
+    from kubernetes.config.config_exception import ConfigException
+
     try:
         contexts, active = config.list_kube_config_contexts(config_file=kubeconfig_path(kubeconfig))
     except (ConfigException, OSError) as exc:
@@ -146,19 +158,39 @@ def context_namespace(*, kubeconfig: str | None, context: str | None) -> str:
 class Kube:
     """A connection to one cluster. Thread-safe; share one per process."""
 
-    def __init__(self, api_client: client.ApiClient, *, field_manager: str) -> None:
+    def __init__(self, api_client: "client.ApiClient", *, field_manager: str) -> None:
         self._api = api_client
         self.field_manager = field_manager
-        self.custom = client.CustomObjectsApi(api_client)
-        self.core = client.CoreV1Api(api_client)
-        self.ext = client.ApiextensionsV1Api(api_client)
         self._dynamic = None
         self._dynamic_lock = threading.Lock()
+
+    # The API classes are built on first use: CoreV1Api alone loads ~250 generated modules,
+    # and a drain only ever needs CustomObjectsApi.
+    @functools.cached_property
+    def custom(self) -> "client.CustomObjectsApi":
+        from kubernetes.client import CustomObjectsApi
+
+        return CustomObjectsApi(self._api)
+
+    @functools.cached_property
+    def core(self) -> "client.CoreV1Api":
+        from kubernetes.client import CoreV1Api
+
+        return CoreV1Api(self._api)
+
+    @functools.cached_property
+    def ext(self) -> "client.ApiextensionsV1Api":
+        from kubernetes.client import ApiextensionsV1Api
+
+        return ApiextensionsV1Api(self._api)
 
     @classmethod
     def from_kubeconfig(
         cls, *, kubeconfig: str | None = None, context: str | None = None, field_manager: str, pool_size: int = 16
     ) -> "Kube":
+        from kubernetes import client, config
+        from kubernetes.config.config_exception import ConfigException
+
         cfg = client.Configuration()
         path = kubeconfig_path(kubeconfig)
         if not kubeconfig and not context and not os.path.exists(path) and os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -175,6 +207,9 @@ class Kube:
     @classmethod
     def in_cluster(cls, *, field_manager: str, pool_size: int = 16) -> "Kube":
         """Connect with the pod's service account token (``KUBERNETES_SERVICE_HOST`` and the mounted token)."""
+        from kubernetes import client, config
+        from kubernetes.config.config_exception import ConfigException
+
         cfg = client.Configuration()
         try:
             config.load_incluster_config(client_configuration=cfg)
@@ -190,7 +225,9 @@ class Kube:
         The caller needs the ``impersonate`` verb (cluster admins have it). For a service
         account user the API server adds the service-account groups itself. Close it when done.
         """
-        api = client.ApiClient(copy.copy(self._api.configuration))
+        from kubernetes.client import ApiClient
+
+        api = ApiClient(copy.copy(self._api.configuration))
         api.set_default_header("Impersonate-User", user)
         return Kube(api, field_manager=self.field_manager)
 
@@ -214,8 +251,10 @@ class Kube:
             attributes["name"] = name
         body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
                 "spec": {"user": user, "groups": list(groups), "resourceAttributes": attributes}}
+        from kubernetes.client import AuthorizationV1Api
+
         with _api_errors:
-            review = client.AuthorizationV1Api(self._api).create_subject_access_review(body)
+            review = AuthorizationV1Api(self._api).create_subject_access_review(body)
         return bool(review.status and review.status.allowed)
 
     @property
@@ -295,6 +334,8 @@ class Kube:
         }
         if field_selector:
             kwargs["field_selector"] = field_selector
+        from kubernetes import watch
+
         w = watch.Watch()
         with _api_errors:
             for event in w.stream(
@@ -311,6 +352,8 @@ class Kube:
 
     # -- core and CRDs ----------------------------------------------------------------------
     def ensure_namespace(self, name: str) -> None:
+        from kubernetes.client.rest import ApiException
+
         with _api_errors:
             try:
                 self.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
@@ -319,6 +362,8 @@ class Kube:
                     raise
 
     def delete_namespace(self, name: str) -> None:
+        from kubernetes.client.rest import ApiException
+
         with _api_errors:
             try:
                 self.core.delete_namespace(name)
@@ -327,6 +372,8 @@ class Kube:
                     raise
 
     def crd_established(self, name: str) -> bool:
+        from kubernetes.client.rest import ApiException
+
         with _api_errors:
             try:
                 crd = self.ext.read_custom_resource_definition(name)
@@ -339,6 +386,8 @@ class Kube:
 
     def delete_cluster_object(self, api_version: str, kind: str, name: str) -> None:
         """Delete any cluster-scoped object by kind; a missing one is fine."""
+        from kubernetes.client.rest import ApiException
+
         resource = self._resource_for(api_version, kind)
         with _api_errors:
             try:
@@ -348,8 +397,10 @@ class Kube:
                     raise
 
     def server_version(self) -> str:
+        from kubernetes.client import VersionApi
+
         with _api_errors:
-            return client.VersionApi(self._api).get_code().git_version
+            return VersionApi(self._api).get_code().git_version
 
     def apply(self, body: Obj, *, namespace: str | None = None, dry_run: bool = False) -> Obj:
         """Server-side apply of any object (CRDs, RBAC, Deployments, AGN objects) as ``field_manager``.

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube, NotFound
 from agnprocs import AgnProcesses, http_json, wait_for
+from xtask.drain.journal import read_journal
 
 LAYOUT = {  # name: (gateway, group, rank)
     "p-one": ("gw-a", "chat", 0),
@@ -121,10 +122,12 @@ class DrainEnv:
         return Running(subprocess.Popen(self.argv(*args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                         env=self.env()))
 
+    def journal_paths(self) -> list[Path]:
+        return sorted(self.journal_dir.glob("drain-*.jsonl")) if self.journal_dir.exists() else []
+
     def journals(self) -> list[dict]:
-        if not self.journal_dir.exists():
-            return []
-        return [json.loads(p.read_text()) for p in sorted(self.journal_dir.glob("drain-*.json"))]
+        """Each journal replayed into its summary (state, and per provider write/written/restored)."""
+        return [read_journal(p).to_dict() for p in self.journal_paths()]
 
 
 class Running:

@@ -170,7 +170,7 @@ def test_kill_9_then_journal_restore(env: DrainEnv):
              what="two writes recorded")
     run.signal(signal.SIGKILL)
     assert run.wait(timeout=10) == -signal.SIGKILL
-    journal_path = sorted(env.journal_dir.glob("drain-*.json"))[-1]
+    journal_path = env.journal_paths()[-1]
     written = [n for n, e in env.journals()[-1]["providers"].items() if e["written"]]
     assert all(env.drain_value(n) is True for n in written)
     restore = subprocess.run([sys.executable, "-m", "xtask", "env", "drain-restore", str(journal_path)],
@@ -194,7 +194,7 @@ def test_second_signal_stops_at_once_and_points_at_the_journal(env: DrainEnv):
     run.signal(signal.SIGTERM)
     code = run.wait(timeout=30)
     assert code == 5, run.output
-    journal_path = str(sorted(env.journal_dir.glob("drain-*.json"))[-1])
+    journal_path = str(env.journal_paths()[-1])
     assert "second signal: stopping at once" in run.output
     assert f"journal: {journal_path}" in run.output
     assert f"python -m xtask env drain-restore {journal_path}" in run.output

@@ -87,22 +87,35 @@ class TestPlan:
         assert patch["metadata"]["annotations"][REASON] is None
 
 
+OURS = {OPERATION: "op-1"}
+
+
 class TestRestoreDecision:
     def setup_method(self):
         (self.change,) = plan_changes([prov("a", drain=False, gen=3)], requested=True)
 
+    def decide(self, current):
+        return restore_decision(self.change, operation="op-1", written_generation=4, current=current)
+
     def test_restore_when_untouched_since_our_write(self):
-        assert restore_decision(self.change, written_generation=4, current=prov("a", drain=True, gen=4)) is RestoreDecision.RESTORE
+        assert self.decide(prov("a", drain=True, gen=4, annotations=OURS)) is RestoreDecision.RESTORE
 
     def test_other_writer_changed_spec(self):
         # Someone else toggled the field and back: the generation moved past ours.
-        assert restore_decision(self.change, written_generation=4, current=prov("a", drain=True, gen=6)) is RestoreDecision.OTHER_WRITER
+        assert self.decide(prov("a", drain=True, gen=6, annotations=OURS)) is RestoreDecision.OTHER_WRITER
+
+    def test_another_operation_stamped_it(self):
+        # Same value and generation, but another drain run's write: not ours to undo.
+        assert self.decide(prov("a", drain=True, gen=4, annotations={OPERATION: "op-2"})) is RestoreDecision.OTHER_WRITER
 
     def test_already_back(self):
-        assert restore_decision(self.change, written_generation=4, current=prov("a", drain=False, gen=5)) is RestoreDecision.ALREADY
+        assert self.decide(prov("a", drain=False, gen=5)) is RestoreDecision.ALREADY
+
+    def test_a_write_that_never_landed_is_already_at_the_previous_value(self):
+        assert self.decide(prov("a", drain=False, gen=3)) is RestoreDecision.ALREADY
 
     def test_deleted(self):
-        assert restore_decision(self.change, written_generation=4, current=None) is RestoreDecision.GONE
+        assert self.decide(None) is RestoreDecision.GONE
 
 
 def cand(cid, provider, group, state=ADMITTED, rank=0):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-import agn.kube
+import kubernetes.config
 from agn.kube import ConfigError, Kube
 
 
@@ -15,7 +15,7 @@ def fake_incluster(monkeypatch):
         calls.append(client_configuration)
         client_configuration.host = "https://10.96.0.1:443"
 
-    monkeypatch.setattr(agn.kube.config, "load_incluster_config", load_incluster_config)
+    monkeypatch.setattr(kubernetes.config, "load_incluster_config", load_incluster_config)
     return calls
 
 

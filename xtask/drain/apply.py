@@ -7,6 +7,7 @@ re-reading and re-planning, never by overwriting.
 """
 from __future__ import annotations
 
+import collections
 import concurrent.futures as cf
 import dataclasses
 import threading
@@ -40,7 +41,7 @@ class Outcome:
 def _retrying_conflicts() -> Retrying:
     return Retrying(
         retry=retry_if_exception_type(Conflict),
-        stop=stop_after_attempt(6),
+        stop=stop_after_attempt(5),
         wait=wait_exponential(multiplier=0.02, max=0.5),
         reraise=True,
     )
@@ -50,115 +51,166 @@ def _failed(name: str, exc: KubeError, *, outcome: str = "failed") -> Outcome:
     return Outcome(name, outcome, error=str(exc), reason=exc.reason or None, status=exc.status or None)
 
 
-def _write_one(kube: Kube, namespace: str, change: Change, patch_for: PatchFor, *, dry_run: bool) -> tuple[Outcome, Change]:
-    current = change
+OnReplan = Callable[[Change], None]
+
+
+def _write_one(
+    kube: Kube, namespace: str, change: Change, patch_for: PatchFor, *, dry_run: bool, on_replan: OnReplan | None = None,
+) -> tuple[Outcome, Change]:
+    """One conditional PATCH. The common case is one request; only a 409 builds a retry loop."""
+    done = "dry-run-ok" if dry_run else "changed"
     try:
+        try:
+            obj = kube.merge_patch(PROVIDERS, namespace, change.provider, patch_for(change), dry_run=dry_run)
+            return Outcome(change.provider, done, generation=_generation(obj)), change
+        except Conflict:
+            pass
+        current = change
         for attempt in _retrying_conflicts():
             with attempt:
-                if attempt.retry_state.attempt_number > 1:
-                    # Someone wrote the object since we read it: decide again from what is there now.
-                    current = plan_changes([kube.get(PROVIDERS, namespace, change.provider)], requested=change.requested)[0]
-                    if current.already:
-                        return Outcome(change.provider, "unchanged", note="already in requested state (set by another writer)"), current
+                # Someone wrote the object since we read it: decide again from what is there now.
+                current = plan_changes([kube.get(PROVIDERS, namespace, change.provider)], requested=change.requested)[0]
+                if current.already:
+                    return Outcome(change.provider, "unchanged", note="already in requested state (set by another writer)"), current
+                if on_replan is not None:
+                    on_replan(current)
                 obj = kube.merge_patch(PROVIDERS, namespace, change.provider, patch_for(current), dry_run=dry_run)
-        gen = int(obj.get("metadata", {}).get("generation") or 0)
-        return Outcome(change.provider, "dry-run-ok" if dry_run else "changed", generation=gen), current
+        return Outcome(change.provider, done, generation=_generation(obj)), current
     except KubeError as exc:
-        return _failed(change.provider, exc, outcome="dry-run-rejected" if dry_run else "failed"), current
+        return _failed(change.provider, exc, outcome="dry-run-rejected" if dry_run else "failed"), change
 
 
-def server_dry_run(kube: Kube, namespace: str, changes: Sequence[Change], patch_for: PatchFor, *, concurrency: int) -> list[Outcome]:
+def _generation(obj: dict) -> int:
+    return int(obj.get("metadata", {}).get("generation") or 0)
+
+
+def server_dry_run(kube: Kube, namespace: str, changes: Sequence[Change], patch_for: PatchFor, *, pool: cf.Executor) -> list[Outcome]:
     """Send every planned patch with ``dryRun=All``: admission, validation and RBAC answer now."""
     todo = [c for c in changes if not c.already]
-    with cf.ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="dry-run") as pool:
-        results = list(pool.map(lambda c: _write_one(kube, namespace, c, patch_for, dry_run=True)[0], todo))
-    return results
+    return list(pool.map(lambda c: _write_one(kube, namespace, c, patch_for, dry_run=True)[0], todo))
 
 
 def fan_out(
-    kube: Kube, namespace: str, changes: Sequence[Change], patch_for: PatchFor, *, concurrency: int, qps: float | None,
-    stop: threading.Event, journal: Journal | None, notify: Notify,
+    kube: Kube, namespace: str, changes: Sequence[Change], patch_for: PatchFor, *, pool: cf.Executor, concurrency: int,
+    qps: float | None, stop: threading.Event, journal: Journal | None, notify: Notify,
 ) -> list[Outcome]:
-    """Apply ``changes`` with at most ``concurrency`` requests in flight; one outcome per provider."""
+    """Apply ``changes`` with at most ``concurrency`` requests in flight; one outcome per provider.
+
+    Write-ahead: the intents of every request about to be sent are appended to the journal
+    and synced once (group commit) before any of them is sent. Outcomes are appended as they
+    arrive and made durable by the next batch's sync and by a final one before returning.
+    """
     outcomes: dict[str, Outcome] = {}
     for c in changes:
         if c.already:
             outcomes[c.provider] = Outcome(c.provider, "unchanged", note="already in requested state")
-    pending = [c for c in changes if not c.already]
+    queue = collections.deque(c for c in changes if not c.already)
     min_interval = 1.0 / qps if qps else 0.0
     last_submit = 0.0
 
+    def replanned(change: Change) -> None:
+        if journal is not None:
+            journal.intents([change], replanned=True)
+
     def task(change: Change) -> Outcome:
-        outcome, final = _write_one(kube, namespace, change, patch_for, dry_run=False)
-        if outcome.outcome == "changed" and journal is not None:
-            journal.record_write(final.provider, generation=outcome.generation or 0, change=final)
+        outcome, final = _write_one(kube, namespace, change, patch_for, dry_run=False, on_replan=replanned)
+        if journal is not None:
+            if outcome.outcome == "changed":
+                journal.done(final.provider, generation=outcome.generation or 0)
+            elif outcome.outcome == "failed":
+                journal.failed(final.provider, status=outcome.status or 0)
         return outcome
 
-    with cf.ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="drain") as pool:
-        in_flight: dict[cf.Future, str] = {}
-        queue = list(pending)
+    in_flight: dict[cf.Future, str] = {}
+    try:
         while queue or in_flight:
-            while queue and len(in_flight) < concurrency and not stop.is_set():
-                wait = last_submit + min_interval - time.monotonic()
-                if wait > 0:
-                    if stop.wait(wait):
-                        break
-                change = queue.pop(0)
-                last_submit = time.monotonic()
-                notify("write-started", change.provider, {})
-                in_flight[pool.submit(task, change)] = change.provider
+            batch: list[Change] = []
+            while queue and len(in_flight) + len(batch) < concurrency and not stop.is_set():
+                if min_interval:
+                    wait = last_submit + min_interval - time.monotonic()
+                    if wait > 0 and (batch or stop.wait(wait)):
+                        break  # send what is batched now; pace the rest (or stop on a signal)
+                    last_submit = time.monotonic()
+                batch.append(queue.popleft())
+            if batch:
+                if journal is not None:
+                    journal.intents(batch)
+                for change in batch:
+                    notify("write-started", change.provider, {})
+                    in_flight[pool.submit(task, change)] = change.provider
             if stop.is_set():
                 for change in queue:
                     outcomes[change.provider] = Outcome(change.provider, "not-attempted", note="interrupted before write")
-                queue = []
+                queue.clear()
             if not in_flight:
                 continue
-            done, _ = cf.wait(list(in_flight), timeout=0.1, return_when=cf.FIRST_COMPLETED)
-            for fut in done:
+            finished, _ = cf.wait(list(in_flight), timeout=0.1, return_when=cf.FIRST_COMPLETED)
+            for fut in finished:
                 name = in_flight.pop(fut)
                 outcomes[name] = fut.result()
                 notify("write-finished", name, outcomes[name].to_dict())
+    finally:
+        if journal is not None:
+            journal.sync()
     return [outcomes[c.provider] for c in changes]
 
 
 @dataclasses.dataclass
 class Restoration:
     provider: str
-    outcome: str  # restored | already-at-previous-value | changed-by-another-writer | provider-deleted | failed
+    outcome: str  # restored | would-restore | already-at-previous-value | changed-by-another-writer | provider-deleted | failed
     error: str | None = None
 
     def to_dict(self) -> dict:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
+RESTORE_OK = frozenset({"restored", "already-at-previous-value", "would-restore"})
+
+
 def restore(
-    kube: Kube, namespace: str, written: Sequence[tuple[Change, int]], *, journal: Journal | None, notify: Notify,
-    concurrency: int = 4,
+    kube: Kube, namespace: str, written: Sequence[tuple[Change, int]], *, operation: str, pool: cf.Executor,
+    journal: Journal | None, notify: Notify, dry_run: bool = False,
 ) -> list[Restoration]:
-    """Put back what this run changed, only where nobody changed it since. Best effort, per provider."""
+    """Put back what ``operation`` changed, only where nobody changed it since. Best effort, per provider.
+
+    With ``dry_run`` every decision is made from the live objects exactly as for real and each
+    restoring patch is sent with ``dryRun=All``; ``restored`` then reads ``would-restore``.
+    """
 
     def one(item: tuple[Change, int]) -> Restoration:
         change, written_generation = item
-        try:
-            for attempt in _retrying_conflicts():
-                with attempt:
-                    try:
-                        current = kube.get(PROVIDERS, namespace, change.provider)
-                    except NotFound:
-                        current = None
-                    decision = restore_decision(change, written_generation=written_generation, current=current)
-                    if decision is not RestoreDecision.RESTORE:
-                        return Restoration(change.provider, decision.value)
-                    rv = current["metadata"]["resourceVersion"]
-                    kube.merge_patch(PROVIDERS, namespace, change.provider, restore_patch(change, resource_version=rv))
-            return Restoration(change.provider, "restored")
-        except KubeError as exc:
-            return Restoration(change.provider, "failed", error=str(exc))
-
-    with cf.ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="restore") as pool:
-        results = list(pool.map(one, written))
-    for r in results:
+        result = _restore_one(kube, namespace, change, operation=operation, written_generation=written_generation,
+                              dry_run=dry_run)
         if journal is not None:
-            journal.record_restore(r.provider, r.outcome)
-        notify("restored", r.provider, r.to_dict())
-    return results
+            journal.restored(result.provider, result.outcome)
+        notify("restored", result.provider, result.to_dict())
+        return result
+
+    try:
+        return list(pool.map(one, written))
+    finally:
+        if journal is not None:
+            journal.sync()
+
+
+def _restore_one(
+    kube: Kube, namespace: str, change: Change, *, operation: str, written_generation: int, dry_run: bool,
+) -> Restoration:
+    try:
+        for attempt in _retrying_conflicts():
+            with attempt:
+                try:
+                    current = kube.get(PROVIDERS, namespace, change.provider)
+                except NotFound:
+                    current = None
+                decision = restore_decision(change, operation=operation, written_generation=written_generation,
+                                            current=current)
+                if decision is not RestoreDecision.RESTORE:
+                    return Restoration(change.provider, decision.value)
+                rv = current["metadata"]["resourceVersion"]
+                kube.merge_patch(PROVIDERS, namespace, change.provider, restore_patch(change, resource_version=rv),
+                                 dry_run=dry_run)
+        return Restoration(change.provider, "would-restore" if dry_run else "restored")
+    except KubeError as exc:
+        return Restoration(change.provider, "failed", error=str(exc))

@@ -1,18 +1,54 @@
-"""The operation journal: a JSON file recording what a drain run is about to change and has
-changed, rewritten atomically after every write, so that after a crash or ``kill -9`` an
-operator can see what happened and undo it with ``python -m xtask env drain-restore JOURNAL``.
+"""The drain journal: a write-ahead log of one ``provider-drain`` run, as JSON Lines.
+
+It exists so that after a crash, ``kill -9`` or a lost host an operator can see what a run
+changed and undo it with ``python -m xtask env drain-restore JOURNAL``. One record per line:
+
+``header``   first line, once: format, operation id, context, namespace, request, reason, and
+             the plan (per provider: previous value and annotations, resourceVersion, generation)
+``intent``   before each PATCH: the resourceVersion and generation the patch is conditional on
+             (plus the re-read previous value when a 409 made the run plan that provider again)
+``done``     after a PATCH succeeded: the generation it produced
+``failed``   after a PATCH was answered with an error: the HTTP status
+``restore``  one restoration outcome (by the run itself or by ``drain-restore``)
+``state``    the run's state: applying, restoring, restored, waiting, complete, needs-inspection, …
+
+Appends are O(1) and never block one another longer than one ``write(2)``. Durability: the
+fan-out appends the intents of every request it is about to send and syncs once before
+sending them (group commit), which also makes every earlier line durable; the run syncs again
+before it reports any outcome. The folder is synced once when the file is created.
+
+:func:`replay` folds the lines into one :class:`Entry` per provider. An intent without a
+``done`` or a definite ``failed`` means "may have been written": restoration then decides from
+the object itself (our ``agn.dev/drain-operation`` annotation, the generation our write would
+have produced, and the value). A torn last line (a crash mid-append) is ignored; a bad line
+anywhere else is an error. The single-JSON-object format of earlier versions is still read.
+
+This module does file I/O only; it never talks to the API server.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
 import threading
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from xtask.drain.plan import Change
+from xtask.drain.plan import OUR_ANNOTATIONS, Change
+from xtask.errors import XtaskError
+
+FORMAT = "agn.dev/drain-journal/v2"
+SUFFIX = ".jsonl"
+
+# Restoration outcomes after which nothing is left to undo for a provider.
+SETTLED = frozenset({"restored", "already-at-previous-value"})
+
+
+class JournalError(XtaskError):
+    """A journal that cannot be read or written; the message names the file and the problem."""
 
 
 def journal_dir() -> Path:
@@ -27,13 +63,235 @@ def new_operation_id() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
 
 
-class Journal:
-    """One run's journal file. Thread-safe: fan-out workers record their writes concurrently."""
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat()
 
-    def __init__(self, path: Path, data: dict[str, Any]) -> None:
+
+# -- the pure part: records and their replay ------------------------------------------------------
+@dataclasses.dataclass
+class Entry:
+    """What the journal says about one provider."""
+
+    change: Change  # the plan as of the last intent (a 409 re-plan updates it)
+    write: str = "planned"  # planned | intended | written | failed
+    written_generation: int | None = None
+    restored: str | None = None
+
+    @property
+    def maybe_written(self) -> bool:
+        """Whether our PATCH may have landed: it was sent and not answered with a definite error."""
+        return self.write in ("intended", "written")
+
+    @property
+    def expected_generation(self) -> int:
+        """The generation our write produced (or would have): the spec changes exactly once per write."""
+        if self.written_generation is not None:
+            return self.written_generation
+        return self.change.generation + 1
+
+
+@dataclasses.dataclass
+class JournalState:
+    operation: str
+    context: str | None
+    namespace: str
+    requested: bool
+    reason: str | None
+    started_at: str
+    entries: dict[str, Entry]
+    state: str = "applying"
+    torn_tail: bool = False
+    legacy: bool = False  # the single-object JSON format of earlier versions
+
+    @property
+    def request(self) -> str:
+        return "drain" if self.requested else "undrain"
+
+    def to_restore(self) -> list[tuple[Change, int]]:
+        """Providers this run may have changed and that are not yet put back, sorted by name."""
+        return [(e.change, e.expected_generation) for name, e in sorted(self.entries.items())
+                if e.maybe_written and e.restored not in SETTLED]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A summary (also the single-object format of earlier versions, which is written back as such)."""
+        return {
+            "operation": self.operation, "context": self.context, "namespace": self.namespace,
+            "request": self.request, "reason": self.reason, "state": self.state, "startedAt": self.started_at,
+            "providers": {
+                name: {"previous": e.change.previous, "previousAnnotations": dict(e.change.previous_annotations),
+                       "resourceVersion": e.change.resource_version, "generation": e.change.generation,
+                       "write": e.write, "written": e.write == "written", "writtenGeneration": e.written_generation,
+                       "restored": e.restored}
+                for name, e in sorted(self.entries.items())
+            },
+        }
+
+
+def _change_from(provider: str, requested: bool, rec: Mapping[str, Any]) -> Change:
+    annotations = rec.get("previousAnnotations") or {}
+    if not isinstance(annotations, Mapping):
+        raise ValueError("previousAnnotations must be an object")
+    previous = rec.get("previous")
+    if previous is not None and not isinstance(previous, bool):
+        raise ValueError("previous must be true, false or null")
+    return Change(
+        provider=provider, previous=previous, requested=requested, resource_version=str(rec.get("resourceVersion") or ""),
+        generation=int(rec.get("generation") or 0),
+        previous_annotations={k: annotations.get(k) for k in OUR_ANNOTATIONS},
+    )
+
+
+def header_record(*, operation: str, context: str | None, namespace: str, requested: bool, reason: str | None,
+                  changes: list[Change]) -> dict[str, Any]:
+    return {
+        "type": "header", "format": FORMAT, "operation": operation, "context": context, "namespace": namespace,
+        "request": "drain" if requested else "undrain", "reason": reason, "startedAt": _now(),
+        "plan": [_plan_item(c) for c in changes],
+    }
+
+
+def _plan_item(c: Change) -> dict[str, Any]:
+    return {"provider": c.provider, "previous": c.previous, "previousAnnotations": dict(c.previous_annotations),
+            "resourceVersion": c.resource_version, "generation": c.generation}
+
+
+def intent_record(change: Change, *, replanned: bool = False) -> dict[str, Any]:
+    if replanned:
+        return {"type": "intent", **_plan_item(change)}
+    return {"type": "intent", "provider": change.provider, "resourceVersion": change.resource_version,
+            "generation": change.generation}
+
+
+def state_from_header(rec: Mapping[str, Any]) -> JournalState:
+    if rec.get("type") != "header" or rec.get("format") != FORMAT:
+        raise ValueError(f"the first line is not a {FORMAT} header")
+    if rec.get("request") not in ("drain", "undrain"):
+        raise ValueError("header.request must be drain or undrain")
+    requested = rec["request"] == "drain"
+    plan = rec.get("plan")
+    if not isinstance(plan, list):
+        raise ValueError("header.plan must be a list")
+    entries = {}
+    for item in plan:
+        if not isinstance(item, Mapping) or not isinstance(item.get("provider"), str):
+            raise ValueError("every header.plan item needs a provider name")
+        entries[item["provider"]] = Entry(_change_from(item["provider"], requested, item))
+    for key in ("operation", "namespace"):
+        if not isinstance(rec.get(key), str) or not rec[key]:
+            raise ValueError(f"header.{key} must be a non-empty string")
+    return JournalState(operation=rec["operation"], context=rec.get("context"), namespace=rec["namespace"],
+                        requested=requested, reason=rec.get("reason"), started_at=str(rec.get("startedAt") or ""),
+                        entries=entries)
+
+
+def apply_record(state: JournalState, rec: Mapping[str, Any]) -> None:
+    """Fold one non-header record into ``state`` (used by replay and by the live writer alike)."""
+    kind = rec.get("type")
+    if kind == "state":
+        state.state = str(rec["state"])
+        return
+    name = rec.get("provider")
+    entry = state.entries.get(name) if isinstance(name, str) else None
+    if entry is None:
+        raise ValueError(f"a {kind} record names provider {name!r}, which is not in the plan")
+    if kind == "intent":
+        if "previous" in rec:
+            entry.change = _change_from(name, state.requested, rec)
+        else:
+            entry.change = dataclasses.replace(entry.change, resource_version=str(rec.get("resourceVersion") or ""),
+                                               generation=int(rec.get("generation") or 0))
+        entry.write, entry.written_generation = "intended", None
+    elif kind == "done":
+        entry.write, entry.written_generation = "written", int(rec["generation"])
+    elif kind == "failed":
+        # An answer in 400..499 means the API server refused the write: it did not land. Anything
+        # else (no answer, a 5xx) may have landed; the intent stands.
+        if 400 <= int(rec.get("status") or 0) < 500:
+            entry.write = "failed"
+    elif kind == "restore":
+        entry.restored = str(rec["outcome"])
+    else:
+        raise ValueError(f"unknown record type {kind!r}")
+
+
+def replay(text: str, *, source: str) -> JournalState:
+    """The state a journal's text describes. Raises :class:`JournalError` naming ``source``."""
+    try:
+        whole = json.loads(text)
+    except ValueError:
+        whole = None  # JSON Lines (or garbage): read line by line below
+    if whole is not None and not isinstance(whole, Mapping):
+        raise JournalError(f"{source}: not a drain journal: expected JSON lines starting with a header object")
+    if isinstance(whole, Mapping) and whole.get("type") != "header":
+        return _legacy_state(whole, source=source)
+    lines = text.split("\n")
+    complete, tail = lines[:-1], lines[-1]
+    state: JournalState | None = None
+    for number, line in enumerate(complete, start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            if not isinstance(rec, Mapping):
+                raise ValueError("not a JSON object")
+            if state is None:
+                state = state_from_header(rec)
+            else:
+                apply_record(state, rec)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise JournalError(f"{source}: not a drain journal: line {number}: {exc}") from exc
+    if state is None:
+        raise JournalError(f"{source}: not a drain journal: no complete header line")
+    if tail.strip():
+        # The last append was cut short (the process or host died mid-write). Everything before
+        # it is intact; the torn record is at most one intent whose PATCH was never sent.
+        state.torn_tail = True
+    return state
+
+
+def _legacy_state(obj: Mapping[str, Any], *, source: str) -> JournalState:
+    """Read the single-object JSON journal written by earlier versions."""
+    try:
+        if obj.get("request") not in ("drain", "undrain") or not isinstance(obj.get("providers"), Mapping):
+            raise ValueError("needs request (drain|undrain) and a providers object")
+        requested = obj["request"] == "drain"
+        entries = {}
+        for name, e in obj["providers"].items():
+            if not isinstance(e, Mapping):
+                raise ValueError(f"providers.{name} must be an object")
+            entry = Entry(_change_from(name, requested, e))
+            if e.get("written"):
+                entry.write, entry.written_generation = "written", int(e.get("writtenGeneration") or 0)
+            entry.restored = e.get("restored")
+            entries[name] = entry
+        if not isinstance(obj.get("namespace"), str) or not isinstance(obj.get("operation"), str):
+            raise ValueError("needs operation and namespace strings")
+        return JournalState(operation=obj["operation"], context=obj.get("context"), namespace=obj["namespace"],
+                            requested=requested, reason=obj.get("reason"), started_at=str(obj.get("startedAt") or ""),
+                            entries=entries, state=str(obj.get("state") or "applying"), legacy=True)
+    except (ValueError, TypeError) as exc:
+        raise JournalError(f"{source}: not a drain journal (JSON format of earlier versions): {exc}") from exc
+
+
+# -- the file --------------------------------------------------------------------------------------
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Journal:
+    """One run's journal file, appended to by the fan-out's workers concurrently."""
+
+    def __init__(self, path: Path, state: JournalState, fd: int | None) -> None:
         self.path = path
-        self.data = data
-        self._lock = threading.Lock()
+        self.state = state
+        self._fd = fd  # None: a legacy JSON journal, rewritten whole (drain-restore only)
+        self._lock = threading.Lock()  # held for one state update + one write(2)
+        self._sync_lock = threading.Lock()
+        self.bytes_written = 0
 
     @classmethod
     def create(
@@ -41,70 +299,110 @@ class Journal:
         reason: str | None, folder: Path | None = None,
     ) -> "Journal":
         folder = folder or journal_dir()
-        folder.mkdir(parents=True, exist_ok=True)
-        data = {
-            "operation": operation,
-            "context": context,
-            "namespace": namespace,
-            "request": "drain" if requested else "undrain",
-            "reason": reason,
-            "state": "applying",
-            "startedAt": dt.datetime.now(dt.timezone.utc).isoformat(),
-            "providers": {
-                c.provider: {
-                    "previous": c.previous,
-                    "previousAnnotations": dict(c.previous_annotations),
-                    "resourceVersion": c.resource_version,
-                    "generation": c.generation,
-                    "written": False,
-                    "writtenGeneration": None,
-                    "restored": None,
-                }
-                for c in changes
-            },
-        }
-        journal = cls(folder / f"drain-{operation}.json", data)
-        journal._flush()
+        path = folder / f"drain-{operation}{SUFFIX}"
+        header = header_record(operation=operation, context=context, namespace=namespace, requested=requested,
+                               reason=reason, changes=changes)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise JournalError(f"cannot create the drain journal in {folder}: {exc.strerror or exc}",
+                               hint="choose a writable folder with --journal-dir or AGN_XTASK_JOURNAL_DIR") from exc
+        journal = cls(path, state_from_header(header), fd)
+        journal._write_line(header)
+        journal.sync()
+        _fsync_dir(folder)
         return journal
 
     @classmethod
-    def load(cls, path: Path) -> "Journal":
-        return cls(path, json.loads(path.read_text()))
+    def open(cls, path: Path) -> "Journal":
+        """An existing journal, replayed, ready for ``drain-restore`` to append its outcomes."""
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise JournalError(f"{path}: cannot read the drain journal: {exc.strerror or exc}") from exc
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise JournalError(f"{path}: not a drain journal: not UTF-8 text") from exc
+        state = replay(text, source=str(path))
+        if state.legacy:
+            return cls(path, state, None)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        except OSError as exc:
+            raise JournalError(f"{path}: cannot append to the drain journal: {exc.strerror or exc}") from exc
+        if state.torn_tail:
+            # Drop the torn record so the next append starts on a line of its own.
+            os.ftruncate(fd, text.rfind("\n") + 1 if "\n" in text else 0)
+        return cls(path, state, fd)
 
-    def _flush(self) -> None:
+    # -- appends ---------------------------------------------------------------------------------
+    def _write_line(self, rec: Mapping[str, Any]) -> None:
+        data = (json.dumps(rec, separators=(",", ":")) + "\n").encode()
+        os.write(self._fd, data)
+        self.bytes_written += len(data)
+
+    def _append(self, rec: Mapping[str, Any]) -> None:
+        with self._lock:
+            apply_record(self.state, rec)
+            if self._fd is not None:
+                self._write_line(rec)
+            else:
+                self._rewrite_legacy()
+
+    def _rewrite_legacy(self) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(self.data, indent=2))
+        tmp.write_text(json.dumps(self.state.to_dict(), indent=2))
         os.replace(tmp, self.path)
 
-    def record_write(self, provider: str, *, generation: int, change: Change | None = None) -> None:
-        """Record a successful write; ``change`` updates the previous value if a re-read changed it."""
-        with self._lock:
-            entry = self.data["providers"][provider]
-            entry["written"] = True
-            if change is not None:
-                entry["previous"] = change.previous
-                entry["previousAnnotations"] = dict(change.previous_annotations)
-                entry["resourceVersion"] = change.resource_version
-            entry["writtenGeneration"] = generation
-            self._flush()
+    def intents(self, changes: list[Change], *, replanned: bool = False) -> None:
+        """Record that PATCHes for ``changes`` are about to be sent, and make it durable."""
+        for change in changes:
+            self._append(intent_record(change, replanned=replanned))
+        self.sync()
 
-    def record_restore(self, provider: str, outcome: str) -> None:
-        with self._lock:
-            self.data["providers"][provider]["restored"] = outcome
-            self._flush()
+    def done(self, provider: str, *, generation: int) -> None:
+        self._append({"type": "done", "provider": provider, "generation": generation})
 
-    def set_state(self, state: str, **extra: Any) -> None:
-        with self._lock:
-            self.data["state"] = state
-            self.data.update(extra)
-            self._flush()
+    def failed(self, provider: str, *, status: int) -> None:
+        self._append({"type": "failed", "provider": provider, "status": status})
 
-    def written(self) -> list[tuple[Change, int]]:
-        """The changes this run actually made, with the generation each write produced."""
-        out = []
-        requested = self.data["request"] == "drain"
-        for name, e in sorted(self.data["providers"].items()):
-            if e["written"] and e.get("restored") not in ("restored", "already-at-previous-value"):
-                out.append((Change(name, e["previous"], requested, e["resourceVersion"], e["generation"],
-                                   e["previousAnnotations"]), int(e["writtenGeneration"] or 0)))
-        return out
+    def restored(self, provider: str, outcome: str) -> None:
+        self._append({"type": "restore", "provider": provider, "outcome": outcome, "at": _now()})
+
+    def set_state(self, state: str) -> None:
+        self._append({"type": "state", "state": state, "at": _now()})
+        self.sync()
+
+    def sync(self) -> None:
+        """Make every appended line durable (one fsync covers all of them)."""
+        if self._fd is None:
+            return
+        with self._sync_lock:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            self.sync()
+            os.close(self._fd)
+            self._fd = None
+
+    # -- reading -----------------------------------------------------------------------------------
+    def to_restore(self) -> list[tuple[Change, int]]:
+        with self._lock:
+            return self.state.to_restore()
+
+    def changed_names(self) -> list[str]:
+        """Providers this run may have changed (for messages after a second signal)."""
+        with self._lock:
+            return sorted(n for n, e in self.state.entries.items() if e.maybe_written)
+
+
+def read_journal(path: Path) -> JournalState:
+    """Replay a journal file without opening it for writing."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise JournalError(f"{path}: cannot read the drain journal: {exc}") from exc
+    return replay(text, source=str(path))

@@ -11,7 +11,6 @@ from typing import Any
 from agn.model import ADMITTED, EXISTING_ONLY, Overlay, group_admitted_counts
 from agn.objects import drain_of
 
-ANNOTATION_PREFIX = "agn.dev/drain-"
 REASON = "agn.dev/drain-reason"
 BY = "agn.dev/drain-by"
 AT = "agn.dev/drain-at"
@@ -94,19 +93,26 @@ class RestoreDecision(str, enum.Enum):
     GONE = "provider-deleted"
 
 
-def restore_decision(change: Change, *, written_generation: int, current: Mapping[str, Any] | None) -> RestoreDecision:
-    """Whether a provider this run changed may be put back.
+def restore_decision(
+    change: Change, *, operation: str, written_generation: int, current: Mapping[str, Any] | None,
+) -> RestoreDecision:
+    """Whether a provider this run (``operation``) changed, or may have changed, may be put back.
 
     Only when nobody changed its spec since our write: spec writes bump
-    ``metadata.generation`` (status writes by the operator do not), so an unchanged
-    generation and our value still in place mean the provider is as we left it.
+    ``metadata.generation`` (status writes by the operator do not), so the generation our
+    write produced, our value still in place and our operation id still stamped on it mean
+    the provider is as we left it. For a write whose answer was never recorded (a crash
+    between PATCH and journal), ``written_generation`` is the one such a write would have
+    produced, and the operation annotation tells whether it landed at all.
     """
     if current is None:
         return RestoreDecision.GONE
     if raw_drain(current) == change.previous:
         return RestoreDecision.ALREADY
-    gen = int(current.get("metadata", {}).get("generation") or 0)
-    if gen != written_generation or drain_of(current) != change.requested:
+    meta = current.get("metadata", {})
+    gen = int(meta.get("generation") or 0)
+    ours = (meta.get("annotations") or {}).get(OPERATION) == operation
+    if gen != written_generation or drain_of(current) != change.requested or not ours:
         return RestoreDecision.OTHER_WRITER
     return RestoreDecision.RESTORE
 

@@ -5,6 +5,7 @@ and connection problems raise.
 """
 from __future__ import annotations
 
+import concurrent.futures as cf
 import dataclasses
 import datetime as dt
 import getpass
@@ -16,7 +17,7 @@ from typing import Protocol
 
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube, NotFound, context_namespace
 from agn.model import Overlay
-from agn.objects import consumer_view, network_view, provider_view
+from agn.objects import consumer_view, name_of, network_view, provider_view
 from xtask.drain import apply as fanout
 from xtask.drain.converge import targets_problems
 from xtask.drain.journal import Journal, new_operation_id
@@ -76,9 +77,15 @@ def run_drain(req: DrainRequest, *, reporter: Reporter) -> Report:
                                 pool_size=req.concurrency + 4)
     try:
         namespace = req.namespace or context_namespace(kubeconfig=req.kubeconfig, context=req.context)
-        run = _DrainRun(req, kube, namespace, reporter)
-        with SignalLatch(on_second=run.on_second_signal, second_exit_code=int(ExitCode.NEEDS_INSPECTION)) as latch:
-            return run.execute(latch)
+        # One pool for the dry run, the writes and any restoration, sized like the HTTP pool.
+        with cf.ThreadPoolExecutor(max_workers=req.concurrency, thread_name_prefix="drain") as pool:
+            run = _DrainRun(req, kube, namespace, reporter, pool)
+            with SignalLatch(on_second=run.on_second_signal, second_exit_code=int(ExitCode.NEEDS_INSPECTION)) as latch:
+                try:
+                    return run.execute(latch)
+                finally:
+                    if run.journal is not None:
+                        run.journal.close()
     finally:
         kube.close()
 
@@ -86,8 +93,9 @@ def run_drain(req: DrainRequest, *, reporter: Reporter) -> Report:
 class _DrainRun:
     """The phases of one run, in order; each returns a finished :class:`Report` to stop early."""
 
-    def __init__(self, req: DrainRequest, kube: Kube, namespace: str, reporter: Reporter) -> None:
+    def __init__(self, req: DrainRequest, kube: Kube, namespace: str, reporter: Reporter, pool: cf.Executor) -> None:
         self.req = req
+        self.pool = pool
         self.kube = kube
         self.namespace = namespace
         self.reporter = reporter
@@ -95,6 +103,7 @@ class _DrainRun:
         self.report = Report(req.context, namespace, "drain" if req.drain else "undrain", req.selector.describe(),
                              req.dry_run)
         self.journal: Journal | None = None
+        self.waiter: ConvergenceWaiter | None = None
         self.operation = new_operation_id()
         self._at = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         self._actor = actor()
@@ -107,7 +116,7 @@ class _DrainRun:
 
     def on_second_signal(self, signum: int) -> None:
         journal = self.journal
-        changed = [n for n, e in (journal.data["providers"].items() if journal else []) if e["written"]]
+        changed = journal.changed_names() if journal else []
         sys.stderr.write(
             "\nsecond signal: stopping at once. Providers changed by this run may need inspection: "
             f"{', '.join(changed) or 'none recorded'}\n"
@@ -122,16 +131,28 @@ class _DrainRun:
         if latch.interrupted.is_set():
             self.report.interrupted = latch.name
             return self.finish(f"interrupted by {latch.name} before any write", code=ExitCode.INTERRUPTED)
-        done = self.apply(changes, latch)
-        if done is not None:
-            return done
-        if not self.req.network:
-            return self.read_back()
-        return self.wait(latch)
+        if self.req.network:
+            # Watch before writing: the followers list and sync while the writes go out.
+            self.waiter = ConvergenceWaiter(self.kube, self.namespace, providers=self.report.selection,
+                                            network=self.req.network, consumers=list(self.req.consumers),
+                                            drain=self.req.drain, notify=self.reporter.event)
+            self.waiter.start()
+        try:
+            done = self.apply(changes, latch)
+            if done is not None:
+                return done
+            if self.waiter is None:
+                return self.read_back()
+            return self.wait(self.waiter, latch)
+        finally:
+            if self.waiter is not None:
+                self.waiter.close()
 
     # -- 1. select, plan, check targets and capacity, server-side dry run --------------------
     def prepare(self) -> tuple[list[Change], Report | None]:
         req, report = self.req, self.report
+        # The targets are read while the providers are listed: two round trips become one.
+        targets = self.pool.submit(_read_targets, self.kube, self.namespace, req) if req.network else None
         items, _ = self.kube.list(PROVIDERS, self.namespace)
         selected = select(items, req.selector, namespace=self.namespace)
         report.selection = [p["metadata"]["name"] for p in selected]
@@ -142,13 +163,13 @@ class _DrainRun:
             report.plan.append(entry)
             self.reporter.event("plan", c.provider, entry)
 
-        refusal = _check_targets(self.kube, self.namespace, req, selected, changes)
+        refusal = _target_refusals(targets.result(), req, selected, changes) if targets else []
         if refusal:
             report.refused = refusal
             return changes, self.finish("refused before writing: " + "; ".join(refusal))
 
         report.operation = self.operation
-        dry = fanout.server_dry_run(self.kube, self.namespace, changes, self.patch_for, concurrency=req.concurrency)
+        dry = fanout.server_dry_run(self.kube, self.namespace, changes, self.patch_for, pool=self.pool)
         report.dry_run_outcomes = [o.to_dict() for o in dry]
         for o in dry:
             self.reporter.event("dry-run", o.provider, o.to_dict())
@@ -173,8 +194,9 @@ class _DrainRun:
             self.reporter.line(f"journal: {self.journal.path}")
         else:
             self.reporter.line("every selected provider is already in the requested state; nothing to write")
-        outcomes = fanout.fan_out(self.kube, self.namespace, changes, self.patch_for, concurrency=req.concurrency,
-                                  qps=req.qps, stop=latch.interrupted, journal=self.journal, notify=self.reporter.event)
+        outcomes = fanout.fan_out(self.kube, self.namespace, changes, self.patch_for, pool=self.pool,
+                                  concurrency=req.concurrency, qps=req.qps, stop=latch.interrupted, journal=self.journal,
+                                  notify=self.reporter.event)
         report.outcomes = [o.to_dict() for o in outcomes]
         report.timings["applySeconds"] = round(time.monotonic() - t_apply, 3)
         failed = [o for o in outcomes if o.outcome == "failed"]
@@ -186,11 +208,12 @@ class _DrainRun:
         if interrupted:
             report.interrupted = latch.name
         why = f"interrupted by {latch.name}" if interrupted else f"{len(failed)} write(s) failed"
-        written = self.journal.written() if self.journal else []
+        written = self.journal.to_restore() if self.journal else []
         self.reporter.line(f"{why}; restoring {len(written)} provider(s) this run changed")
         if self.journal:
             self.journal.set_state("restoring")
-        restored = fanout.restore(self.kube, self.namespace, written, journal=self.journal, notify=self.reporter.event)
+        restored = fanout.restore(self.kube, self.namespace, written, operation=self.operation, pool=self.pool,
+                                  journal=self.journal, notify=self.reporter.event)
         report.restorations = [r.to_dict() for r in restored]
         code = exit_code_for(refused=False, failed=len(failed), interrupted_during_writes=interrupted,
                              restorations=report.restorations, wait_state=None, stored_ok=None)
@@ -213,13 +236,11 @@ class _DrainRun:
                            "(read back from the API; pass --network/--consumer to wait until it is serving)")
 
     # -- 3b. with targets: wait until every consumer serves it ----------------------------------
-    def wait(self, latch: SignalLatch) -> Report:
+    def wait(self, waiter: ConvergenceWaiter, latch: SignalLatch) -> Report:
         req, report = self.req, self.report
         if self.journal:
             self.journal.set_state("waiting")
         self.reporter.line(f"waiting for {', '.join(req.consumers)} to serve the change (timeout {req.timeout:.0f}s)")
-        waiter = ConvergenceWaiter(self.kube, self.namespace, providers=report.selection, network=req.network,
-                                   consumers=list(req.consumers), drain=req.drain, notify=self.reporter.event)
         result = waiter.wait(timeout=req.timeout, stop=latch.interrupted)
         report.timings["waitSeconds"] = round(result.seconds, 3)
         report.convergence = _convergence_dict(result)
@@ -232,29 +253,34 @@ class _DrainRun:
         return self.finish(_wait_summary(result, req), code=code)
 
 
-def _check_targets(kube: Kube, namespace: str, req: DrainRequest, selected: list[dict], changes: list[Change]) -> list[str]:
-    if not req.network:
-        return []
+@dataclasses.dataclass(frozen=True)
+class _Targets:
+    network: dict | None
+    consumers: dict[str, dict]
+    overlays: dict[str, dict]
+
+
+def _read_targets(kube: Kube, namespace: str, req: DrainRequest) -> _Targets:
+    """The named network, and every consumer and overlay of the namespace (two LISTs, not 2N GETs)."""
     try:
-        network = network_view(kube.get(NETWORKS, namespace, req.network))
+        network = kube.get(NETWORKS, namespace, req.network)
     except NotFound:
         network = None
-    consumers = {}
-    for name in req.consumers:
-        try:
-            consumers[name] = consumer_view(kube.get(CONSUMERS, namespace, name))
-        except NotFound:
-            consumers[name] = None
+    consumers = {name_of(o): o for o in kube.list(CONSUMERS, namespace)[0]}
+    overlays = {name_of(o): o for o in kube.list(OVERLAYS, namespace)[0]}
+    return _Targets(network, consumers, overlays)
+
+
+def _target_refusals(targets: _Targets, req: DrainRequest, selected: list[dict], changes: list[Change]) -> list[str]:
+    network = network_view(targets.network) if targets.network else None
+    consumers = {name: consumer_view(targets.consumers[name]) if name in targets.consumers else None
+                 for name in req.consumers}
     problems = targets_problems(network=network, network_name=req.network, consumers=consumers,
                                 providers=[provider_view(p) for p in selected])
     if problems or not req.drain or req.force:
         return problems
-    overlays = {}
-    for name in req.consumers:
-        try:
-            overlays[name] = Overlay.from_spec(kube.get(OVERLAYS, namespace, name)["spec"])
-        except NotFound:
-            continue
+    overlays = {name: Overlay.from_spec(targets.overlays[name]["spec"])
+                for name in req.consumers if name in targets.overlays and targets.overlays[name].get("spec")}
     to_drain = [c.provider for c in changes if not c.already]
     violations = capacity_violations(overlays, to_drain)
     return [f"capacity guard: {v.describe()} (use --force to drain anyway)" for v in violations]

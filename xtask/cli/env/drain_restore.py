@@ -1,6 +1,7 @@
 """``xtask env drain-restore JOURNAL``: undo what an interrupted or crashed drain run changed."""
 from __future__ import annotations
 
+import concurrent.futures as cf
 import sys
 from pathlib import Path
 
@@ -9,51 +10,58 @@ import click
 from agn.kube import Kube
 from xtask.cli.output import emit_json
 from xtask.drain import apply as fanout
-from xtask.drain.journal import Journal
-from xtask.drain.run import FIELD_MANAGER
-from xtask.errors import ExitCode, XtaskError
+from xtask.drain.journal import Journal, read_journal
+from xtask.drain.run import FIELD_MANAGER, MAX_CONCURRENCY
+from xtask.errors import ExitCode
 
 
 @click.command(name="drain-restore")
 @click.argument("journal_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="JOURNAL")
 @click.option("--context", help="Kube context (default: the one recorded in the journal).")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig file.")
-@click.option("--dry-run", is_flag=True, help="Show what would be restored; write nothing.")
+@click.option("--dry-run", is_flag=True, help="Decide as the real run would (read each provider, server-side dry-run "
+              "each restoring patch) and show it; write nothing, not even to the journal.")
+@click.option("--concurrency", type=click.IntRange(1, MAX_CONCURRENCY), metavar="N", default=8, show_default=True,
+              help=f"Restore requests in flight at most (1-{MAX_CONCURRENCY}).")
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def drain_restore(journal_path: Path, context, kubeconfig, dry_run: bool, output: str) -> None:
+def drain_restore(journal_path: Path, context, kubeconfig, dry_run: bool, concurrency: int, output: str) -> None:
     """Put back every provider a provider-drain run changed, where nobody changed it since.
 
-    Exit 0 when everything is restored (or nothing needed it), 5 when some provider was
-    changed by another writer or could not be restored.
+    JOURNAL is the file a run printed (drain-<operation>.jsonl; the .json journals of
+    earlier versions are read too). A write the journal shows as sent but not answered is
+    treated as "may have been written" and decided from the provider itself. Exit 0 when
+    everything is restored (or nothing needed it), 5 when some provider was changed by
+    another writer or could not be restored.
     """
+    # A dry run reads the journal without opening it for writing; the real run appends to it.
+    journal = None if dry_run else Journal.open(journal_path)
+    state = journal.state if journal else read_journal(journal_path)
+    written = state.to_restore()
+    kube = Kube.from_kubeconfig(kubeconfig=kubeconfig, context=context or state.context, field_manager=FIELD_MANAGER,
+                                pool_size=concurrency + 2)
     try:
-        journal = Journal.load(journal_path)
-    except (OSError, ValueError, KeyError) as exc:
-        raise XtaskError(f"{journal_path}: not a readable drain journal: {exc}") from exc
-    written = journal.written()
-    ctx = context or journal.data.get("context")
-    namespace = journal.data["namespace"]
-    if dry_run:
-        data = {"journal": str(journal_path), "wouldRestore": [c.provider for c, _ in written]}
-        if output == "json":
-            emit_json(data)
-        else:
-            print(f"would restore: {', '.join(data['wouldRestore']) or 'nothing'}")
-        return
-    kube = Kube.from_kubeconfig(kubeconfig=kubeconfig, context=ctx, field_manager=FIELD_MANAGER)
-    try:
-        results = fanout.restore(kube, namespace, written, journal=journal, notify=lambda *a: None)
+        with cf.ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="restore") as pool:
+            results = fanout.restore(kube, state.namespace, written, operation=state.operation, pool=pool,
+                                     journal=journal, notify=lambda *a: None, dry_run=dry_run)
     finally:
         kube.close()
-    bad = [r for r in results if r.outcome not in ("restored", "already-at-previous-value")]
-    journal.set_state("restored" if not bad else "needs-inspection")
+    bad = [r for r in results if r.outcome not in fanout.RESTORE_OK]
+    if journal is not None:
+        journal.set_state("restored" if not bad else "needs-inspection")
+        journal.close()
+    code = ExitCode.NEEDS_INSPECTION if bad else ExitCode.OK
     if output == "json":
-        emit_json({"journal": str(journal_path), "restorations": [r.to_dict() for r in results],
-                   "exit": int(ExitCode.NEEDS_INSPECTION if bad else ExitCode.OK)})
+        emit_json({"journal": str(journal_path), "operation": state.operation, "dryRun": dry_run,
+                   "restorations": [r.to_dict() for r in results], "exit": int(code)})
     else:
         for r in results:
             print(f"  {r.provider}: {r.outcome}{': ' + r.error if r.error else ''}")
-        print("nothing to restore" if not results else ("restored" if not bad else "some providers need inspection"))
+        if not results:
+            print("nothing to restore")
+        elif dry_run:
+            print("dry run: nothing written" + ("; some providers need inspection" if bad else ""))
+        else:
+            print("restored" if not bad else "some providers need inspection")
     sys.stdout.flush()
     if bad:
-        raise click.exceptions.Exit(int(ExitCode.NEEDS_INSPECTION))
+        raise click.exceptions.Exit(int(code))

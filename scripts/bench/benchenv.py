@@ -1,0 +1,168 @@
+"""The environment every benchmark runs in: the real local control plane (etcd +
+kube-apiserver, the same code as the local runtime), one fake-provider process standing in
+for any number of providers (each its own endpoint path, ``/pool/<name>``), the real
+operator and two real consumer gateways, all tracked by pid and stopped by pid.
+
+Benchmarks import :class:`Bench`; nothing here measures anything.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube, NotFound  # noqa: E402
+from xtask.crds import install_crds  # noqa: E402
+from xtask.procs import Supervisor  # noqa: E402
+from xtask.runtime import kubeconfig  # noqa: E402
+from xtask.runtime.assets import ensure_assets  # noqa: E402
+from xtask.runtime.controlplane import ControlPlane, free_port  # noqa: E402
+
+CTX = "local-bench"
+CONSUMER_NAMES = ("c-a", "c-b")
+TARGETS = ("--network", "net", "--consumer", "c-a", "--consumer", "c-b")
+
+
+def wait(pred, *, timeout: float, what: str, interval: float = 0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(interval)
+    raise SystemExit(f"benchmark setup failed: timed out waiting for {what}")
+
+
+def provider_body(name: str, endpoint: str, *, gateway: str, group: str, rank: int) -> dict:
+    return {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceProvider", "metadata": {"name": name},
+            "spec": {"endpoint": endpoint, "providerGateway": gateway, "selectionGroup": group, "rank": rank}}
+
+
+class Bench:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.assets = ensure_assets(build=False)
+        self.cp = ControlPlane(root / "cp", self.assets)
+        self.sup = Supervisor(root / "run", root / "logs")
+        self.kubeconfig = root / "kubeconfig"
+        self.journal_dir = root / "journal"
+        self.env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PYTHONPATH": str(REPO), "NO_COLOR": "1",
+                    "AGN_XTASK_JOURNAL_DIR": str(self.journal_dir)}
+        self.ns = ""
+        self.kube: Kube | None = None
+        self.pool = ""
+
+    @property
+    def kubectl(self) -> str:
+        return str(self.assets / "kubectl")
+
+    def start(self) -> None:
+        self.cp.start()
+        c = self.cp.certs
+        kubeconfig.add_context(self.kubeconfig, kubeconfig.context_entries(
+            name=CTX, server=self.cp.server, ca_cert=c.ca_cert, client_cert=c.admin_cert, client_key=c.admin_key,
+            namespace="default"))
+        self.kube = Kube.from_kubeconfig(kubeconfig=str(self.kubeconfig), context=CTX, field_manager="bench",
+                                         pool_size=32)
+        install_crds(self.kube)
+        port = free_port()
+        self.sup.start("fake-pool", [sys.executable, "-m", "agn.provider", "--name", "pool", "--port", str(port)], env=self.env)
+        self.pool = f"http://127.0.0.1:{port}"
+
+    def scenario(self, name: str, *, providers: int, coalesce: float = 0.1, components: bool = True) -> None:
+        """A fresh namespace: ``providers`` providers p000… in gateway gw-big plus one spare per
+        selection group in gw-spare (so draining all of gw-big passes the capacity guard), one
+        network, consumers c-a and c-b; with ``components``, the operator and both gateways,
+        waited on until every provider is admitted and served."""
+        for proc in ("operator", *(f"gateway-{c}" for c in CONSUMER_NAMES)):
+            self.sup.stop(proc)
+        self.ns = name
+        k = self.kube
+        k.ensure_namespace(self.ns)
+        k.create(NETWORKS, self.ns, {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceNetwork",
+                                     "metadata": {"name": "net"}, "spec": {}})
+        for c in CONSUMER_NAMES:
+            k.create(CONSUMERS, self.ns, {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceConsumer",
+                                          "metadata": {"name": c}, "spec": {"network": "net"}})
+        bodies = [provider_body(f"p{i:03d}", f"{self.pool}/pool/p{i:03d}", gateway="gw-big", group=f"g{i % 4}", rank=i)
+                  for i in range(providers)]
+        bodies += [provider_body(f"spare{g}", f"{self.pool}/pool/spare{g}", gateway="gw-spare", group=f"g{g}", rank=1000)
+                   for g in range(4)]
+        import concurrent.futures as cf
+
+        with cf.ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda b: k.create(PROVIDERS, self.ns, b), bodies))
+        self.total = len(bodies)
+        if not components:
+            return
+        base = [sys.executable, "-m"]
+        args = ["--kubeconfig", str(self.kubeconfig), "--context", CTX, "--namespace", self.ns]
+        self.sup.start("operator", [*base, "agn.operator", *args, "--coalesce-window", str(coalesce),
+                                    "--max-batch-wait", str(max(coalesce, 1.0 if coalesce else 0.0))], env=self.env)
+        for c in CONSUMER_NAMES:
+            self.sup.start(f"gateway-{c}", [*base, "agn.gateway", *args, "--consumer", c, "--port", "0"], env=self.env)
+        self.wait_all_admitted_and_served()
+
+    def wait_all_admitted_and_served(self, *, timeout: float = 300) -> None:
+        wait(lambda: all(self.admitted(c) == self.total and self.served(c) for c in CONSUMER_NAMES), timeout=timeout,
+             what="every provider admitted and served", interval=0.05)
+
+    # -- observations ----------------------------------------------------------------------
+    def overlay(self, consumer: str) -> dict | None:
+        try:
+            return self.kube.get(OVERLAYS, self.ns, consumer)["spec"]
+        except NotFound:
+            return None
+
+    def admitted(self, consumer: str) -> int:
+        o = self.overlay(consumer)
+        return sum(1 for c in (o or {}).get("candidates", []) if c["admission_state"] == "admitted")
+
+    def served(self, consumer: str) -> bool:
+        o = self.overlay(consumer)
+        status = self.kube.get(CONSUMERS, self.ns, consumer).get("status") or {}
+        return bool(o) and status.get("servingRevision") == o["revision"]
+
+    def revision(self, consumer: str) -> int:
+        return self.overlay(consumer)["revision"]
+
+    # -- actions ---------------------------------------------------------------------------
+    def xtask(self, *args: str) -> tuple[float, dict]:
+        """Run ``python -m xtask env provider-drain`` as a user would; wall time and its JSON report."""
+        argv = [sys.executable, "-m", "xtask", "env", "provider-drain", "--context", CTX, "--namespace", self.ns,
+                "--output", "json", *args]
+        t0 = time.monotonic()
+        proc = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=900)
+        elapsed = time.monotonic() - t0
+        if proc.returncode != 0:
+            raise SystemExit(f"drain failed ({proc.returncode}): {proc.stdout[-2000:]} {proc.stderr[-2000:]}")
+        return elapsed, json.loads(proc.stdout)
+
+    def timed(self, argv: list[str]) -> float:
+        t0 = time.monotonic()
+        proc = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=900)
+        elapsed = time.monotonic() - t0
+        if proc.returncode != 0:
+            raise SystemExit(f"command failed ({proc.returncode}): {argv[:6]} {proc.stdout[-1000:]} {proc.stderr[-1000:]}")
+        return elapsed
+
+    def set_drain(self, names: list[str], value: bool | None) -> None:
+        """Reset providers directly (not measured)."""
+        import concurrent.futures as cf
+
+        patch = {"spec": {"trafficPolicy": {"drain": value}}}
+        with cf.ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda n: self.kube.merge_patch(PROVIDERS, self.ns, n, patch), names))
+
+    def stop(self) -> None:
+        for rec in self.sup.records():
+            self.sup.stop(rec.name)
+        if self.kube:
+            self.kube.close()
+        self.cp.stop()

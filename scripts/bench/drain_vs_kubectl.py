@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""provider-drain against what a user would run instead, in one run on one machine.
+
+Environment: ``benchenv.py`` (real etcd + kube-apiserver, the real operator and two real
+consumer gateways, providers served by one fake-provider process). Baselines use the kubectl
+built with the control plane and the official Python client. Every command is timed wall-clock
+as a user would see it (process start included).
+
+1. Single converged drain (median of ``--repeat`` runs, each from a freshly served state):
+   ``kubectl patch`` + ``kubectl wait --for=jsonpath=…`` on both consumers' overlays, vs
+   ``xtask env provider-drain --provider … --network … --consumer … --consumer …`` (which also
+   waits for both consumers' accepted and serving revisions, over two observations).
+2. Patch-only drain of a whole gateway of ``--providers`` providers: a sequential
+   ``kubectl patch`` loop, a raw client thread pool doing only the writes at the same
+   concurrency, and ``xtask`` (selection, plan, server-side dry run, journal, writes, read-back).
+3. The same gateway drain with convergence targets: overlay revisions per consumer.
+4. Journal bytes for the gateway drain and for a ``--fleet``-provider patch-only drain.
+
+Prints one table. Speed is shown here and never asserted in tests.
+Usage: python scripts/bench/drain_vs_kubectl.py [--providers 200] [--fleet 1000] [--repeat 7]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from benchenv import CONSUMER_NAMES, CTX, TARGETS, Bench
+from rich.console import Console
+from rich.table import Table
+
+RAW_POOL = """
+import concurrent.futures as cf, sys
+from kubernetes import client, config
+context, namespace, workers, value, names = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "true", sys.argv[5:]
+cfg = client.Configuration()
+config.load_kube_config(context=context, client_configuration=cfg)
+cfg.connection_pool_maxsize = workers
+api = client.CustomObjectsApi(client.ApiClient(cfg))
+body = {"spec": {"trafficPolicy": {"drain": value}}}
+with cf.ThreadPoolExecutor(workers) as pool:
+    list(pool.map(lambda n: api.patch_namespaced_custom_object("agn.dev", "v1alpha1", namespace, "inferenceproviders", n, body), names))
+"""
+
+
+def kubectl_patch(bench: Bench, name: str, value: bool) -> list[str]:
+    body = '{"spec":{"trafficPolicy":{"drain":%s}}}' % str(value).lower()
+    return [bench.kubectl, "--context", CTX, "-n", bench.ns, "patch", "inferenceprovider", name, "--type", "merge",
+            "-p", body]
+
+
+def kubectl_wait(bench: Bench, consumer: str, provider: str, state: str) -> list[str]:
+    path = '{.spec.candidates[?(@.provider=="%s")].admission_state}' % provider
+    return [bench.kubectl, "--context", CTX, "-n", bench.ns, "wait", f"routingoverlay/{consumer}",
+            f"--for=jsonpath={path}={state}", "--timeout=60s"]
+
+
+def reset(bench: Bench, names: list[str]) -> None:
+    bench.set_drain(names, None)
+    bench.wait_all_admitted_and_served(timeout=120)
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--providers", type=int, default=200, help="providers in the drained gateway (default 200)")
+    parser.add_argument("--fleet", type=int, default=1000, help="providers for the journal-size run (default 1000)")
+    parser.add_argument("--repeat", type=int, default=7, help="runs per single-drain measurement (default 7)")
+    parser.add_argument("--concurrency", type=int, default=8)
+    args = parser.parse_args()
+    conc = str(args.concurrency)
+    rows: list[tuple[str, str, str, str]] = []
+    with tempfile.TemporaryDirectory(prefix="agn-bench-") as tmp:
+        bench = Bench(Path(tmp))
+        try:
+            bench.start()
+
+            # 1. single converged drain, small env (4 providers + 4 spares, like the example)
+            bench.scenario("single", providers=4)
+            kubectl_s, xtask_s, xtask_wait = [], [], []
+            for _ in range(args.repeat):
+                reset(bench, ["p000"])
+                kubectl_s.append(bench.timed(kubectl_patch(bench, "p000", True))
+                                 + sum(bench.timed(kubectl_wait(bench, c, "p000", "existing_only")) for c in CONSUMER_NAMES))
+                reset(bench, ["p000"])
+                secs, report = bench.xtask("--provider", "p000", *TARGETS)
+                assert report["convergence"]["state"] == "converged", report
+                xtask_s.append(secs)
+                xtask_wait.append(report["timings"]["waitSeconds"])
+            base = median(kubectl_s)
+            rows.append(("single converged drain: kubectl patch + 2x kubectl wait (overlays only)",
+                         f"median {base:.2f}s", f"min {min(kubectl_s):.2f}s max {max(kubectl_s):.2f}s", "baseline"))
+            rows.append(("single converged drain: xtask provider-drain --provider + targets (accepted+serving, 2 obs.)",
+                         f"median {median(xtask_s):.2f}s", f"min {min(xtask_s):.2f}s max {max(xtask_s):.2f}s",
+                         f"x{median(xtask_s) / base:.2f} of kubectl (wait {median(xtask_wait):.2f}s)"))
+
+            # 2. patch-only gateway drain
+            bench.scenario("gateway", providers=args.providers)
+            names = [f"p{i:03d}" for i in range(args.providers)]
+            loop = 0.0
+            for name in names:
+                loop += bench.timed(kubectl_patch(bench, name, True))
+            reset(bench, names)
+            raw = []
+            for _ in range(3):
+                raw.append(bench.timed([sys.executable, "-c", RAW_POOL, CTX, bench.ns, conc, "true", *names]))
+                reset(bench, names)
+            ours, journal_bytes = [], 0
+            for _ in range(3):
+                secs, report = bench.xtask("--gateway", "gw-big", "--concurrency", conc)
+                assert report["stored"]["ok"], report
+                ours.append(secs)
+                journal_bytes = Path(report["journal"]).stat().st_size
+                reset(bench, names)
+            n = args.providers
+            rows.append((f"patch-only drain of {n}: sequential kubectl patch loop", f"{loop:.2f}s", "1 run", "baseline"))
+            rows.append((f"patch-only drain of {n}: raw client thread pool ({conc}), writes only",
+                         f"median {median(raw):.2f}s", "3 runs", f"x{loop / median(raw):.1f} faster than the loop"))
+            rows.append((f"patch-only drain of {n}: xtask --gateway --concurrency {conc} (dry run+journal+read-back)",
+                         f"median {median(ours):.2f}s", "3 runs",
+                         f"x{loop / median(ours):.1f} faster than the loop, x{median(ours) / median(raw):.2f} of the pool"))
+
+            # 3. the same drain with targets: burst coalescing in the operator
+            before = {c: bench.revision(c) for c in CONSUMER_NAMES}
+            secs, report = bench.xtask("--gateway", "gw-big", "--concurrency", conc, *TARGETS)
+            revs = max(bench.revision(c) - before[c] for c in CONSUMER_NAMES)
+            rows.append((f"drain of {n} with targets (converged on both consumers)", f"{secs:.2f}s",
+                         f"wait {report['timings']['waitSeconds']:.2f}s", f"{revs} overlay revisions per consumer"))
+
+            # 4. journal size, linear in N
+            bench.scenario("fleet", providers=args.fleet, components=False)
+            fleet_names = [f"p{i:03d}" for i in range(args.fleet)]
+            raw_fleet = bench.timed([sys.executable, "-c", RAW_POOL, CTX, bench.ns, conc, "true", *fleet_names])
+            bench.set_drain(fleet_names, None)
+            secs, report = bench.xtask("--gateway", "gw-big", "--concurrency", conc)
+            fleet_bytes = Path(report["journal"]).stat().st_size
+            rows.append((f"journal of the {n}-provider drain", f"{journal_bytes / 1024:.1f} KiB",
+                         f"{journal_bytes / n:.0f} B/provider", "append-only, fsync per batch"))
+            rows.append((f"patch-only drain of {args.fleet} (no operator): xtask vs raw pool ({conc})", f"{secs:.2f}s",
+                         f"raw pool {raw_fleet:.2f}s",
+                         f"journal {fleet_bytes / 1024:.1f} KiB ({fleet_bytes / args.fleet:.0f} B/provider)"))
+        finally:
+            bench.stop()
+    title = (f"provider-drain vs kubectl / raw client — {dt.date.today()}, {platform.node()}, "
+             f"{os.cpu_count()} cores, Python {platform.python_version()}")
+    table = Table(title=title)
+    for col in ("scenario", "result", "spread", "comparison"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*row)
+    Console(width=200).print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""The drain journal as a write-ahead log: records, replay, torn tails, legacy files, cost."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from xtask.drain.journal import Journal, JournalError, read_journal, replay
+from xtask.drain.plan import OPERATION, plan_changes
+
+
+def provider(name: str, *, gen: int = 3, rv: str = "10", drain=None) -> dict:
+    spec = {"endpoint": "http://127.0.0.1/x"}
+    if drain is not None:
+        spec["trafficPolicy"] = {"drain": drain}
+    return {"metadata": {"name": name, "generation": gen, "resourceVersion": rv, "annotations": {OPERATION: "older"}},
+            "spec": spec}
+
+
+def new_journal(tmp_path: Path, names=("a", "b", "c")) -> Journal:
+    changes = plan_changes([provider(n) for n in names], requested=True)
+    return Journal.create(operation="op-1", context="ctx", namespace="ns", requested=True, changes=changes,
+                          reason="rack move", folder=tmp_path)
+
+
+def test_replay_follows_intent_done_failed_and_restore(tmp_path):
+    j = new_journal(tmp_path)
+    changes = {c.provider: c for c in plan_changes([provider(n) for n in "abc"], requested=True)}
+    j.intents([changes["a"], changes["b"], changes["c"]])
+    j.done("a", generation=4)
+    j.failed("b", status=422)  # refused by the API server: did not land
+    # c: intent only (the process died before the answer was recorded)
+    j.set_state("restoring")
+    j.restored("a", "restored")
+    j.close()
+    state = read_journal(j.path)
+    assert state.operation == "op-1" and state.namespace == "ns" and state.reason == "rack move"
+    assert {n: e.write for n, e in state.entries.items()} == {"a": "written", "b": "failed", "c": "intended"}
+    assert state.state == "restoring"
+    # a is settled; b never landed; c may have landed: its expected generation is the plan's + 1.
+    assert [(c.provider, gen) for c, gen in state.to_restore()] == [("c", 4)]
+
+
+def test_a_failure_without_an_answer_may_have_landed(tmp_path):
+    j = new_journal(tmp_path, names=("a",))
+    (change,) = plan_changes([provider("a")], requested=True)
+    j.intents([change])
+    j.failed("a", status=0)  # connection dropped: the PATCH may have been applied
+    assert [c.provider for c, _ in j.to_restore()] == ["a"]
+
+
+def test_a_replanned_intent_replaces_the_previous_value(tmp_path):
+    j = new_journal(tmp_path, names=("a",))
+    (replanned,) = plan_changes([provider("a", gen=7, rv="99", drain=False)], requested=True)
+    j.intents([replanned], replanned=True)
+    j.done("a", generation=8)
+    (entry,) = read_journal(j.path).entries.values()
+    assert entry.change.previous is False and entry.change.resource_version == "99" and entry.expected_generation == 8
+
+
+def test_every_record_is_one_appended_line(tmp_path):
+    j = new_journal(tmp_path)
+    before = j.path.read_bytes()
+    (change,) = plan_changes([provider("a")], requested=True)
+    j.intents([change])
+    after = j.path.read_bytes()
+    assert after.startswith(before) and after[len(before):].count(b"\n") == 1
+    assert [json.loads(line)["type"] for line in after.decode().splitlines()] == ["header", "intent"]
+
+
+def test_journal_size_is_linear_in_the_number_of_providers(tmp_path):
+    sizes = {}
+    for n in (100, 1000):
+        names = [f"provider-{i:05d}" for i in range(n)]
+        changes = plan_changes([provider(x) for x in names], requested=True)
+        j = Journal.create(operation=f"op-{n}", context="ctx", namespace="ns", requested=True, changes=changes,
+                           reason=None, folder=tmp_path)
+        for start in range(0, n, 8):
+            j.intents(changes[start:start + 8])
+            for c in changes[start:start + 8]:
+                j.done(c.provider, generation=4)
+        j.set_state("complete")
+        j.close()
+        sizes[n] = j.path.stat().st_size
+        assert j.bytes_written == sizes[n]
+    assert sizes[1000] < 1024 * 1024
+    assert 9 <= sizes[1000] / sizes[100] <= 11
+
+
+def test_a_torn_last_line_is_ignored_and_dropped_before_appending(tmp_path):
+    j = new_journal(tmp_path, names=("a", "b"))
+    changes = plan_changes([provider("a"), provider("b")], requested=True)
+    j.intents(changes)
+    j.done("a", generation=4)
+    j.close()
+    with j.path.open("ab") as f:
+        f.write(b'{"type":"done","provider":"b","gen')  # the host died mid-append
+    state = read_journal(j.path)
+    assert state.torn_tail and state.entries["b"].write == "intended"
+    reopened = Journal.open(j.path)
+    reopened.restored("b", "restored")
+    reopened.close()
+    lines = j.path.read_text().splitlines()
+    assert all(json.loads(line) for line in lines)  # no torn record left in the middle
+    assert read_journal(j.path).entries["b"].restored == "restored"
+
+
+def test_a_bad_line_in_the_middle_is_an_error_naming_the_line(tmp_path):
+    j = new_journal(tmp_path, names=("a",))
+    j.close()
+    with j.path.open("a") as f:
+        f.write("not json\n")
+        f.write('{"type":"state","state":"complete"}\n')
+    with pytest.raises(JournalError, match=r"line 2"):
+        read_journal(j.path)
+
+
+@pytest.mark.parametrize("text,message", [
+    ("[]", "expected JSON lines"),
+    ("{}", "earlier versions"),
+    ('{"request": "drain", "providers": []}', "providers object"),
+    ('{"request": "drain", "namespace": "ns", "operation": "o", "providers": {"a": {"previous": "yes"}}}', "previous"),
+    ("", "no complete header"),
+    ('{"type":"header","format":"agn.dev/drain-journal/v2","operation":"o","namespace":"ns","request":"sideways","plan":[]}\n',
+     "request"),
+    ('{"type":"header","format":"agn.dev/drain-journal/v2","operation":"o","namespace":"ns","request":"drain","plan":[]}\n'
+     '{"type":"done","provider":"ghost","generation":2}\n', "not in the plan"),
+])
+def test_json_that_is_not_a_journal_is_refused_with_the_file_named(tmp_path, text, message):
+    path = tmp_path / "drain-x.jsonl"
+    path.write_text(text)
+    with pytest.raises(JournalError, match=message) as info:
+        read_journal(path)
+    assert str(path) in str(info.value)
+
+
+def test_legacy_json_journal_is_read_and_written_back_in_its_own_format(tmp_path):
+    legacy = {
+        "operation": "20261201T000000Z-abcdef", "context": "local-example", "namespace": "agn-example",
+        "request": "drain", "reason": None, "state": "applying", "startedAt": "2026-12-01T00:00:00+00:00",
+        "providers": {
+            "p1": {"previous": None, "previousAnnotations": {}, "resourceVersion": "5", "generation": 1,
+                   "written": True, "writtenGeneration": 2, "restored": None},
+            "p2": {"previous": None, "previousAnnotations": {}, "resourceVersion": "6", "generation": 1,
+                   "written": False, "writtenGeneration": None, "restored": None},
+        },
+    }
+    path = tmp_path / "drain-20261201T000000Z-abcdef.json"
+    path.write_text(json.dumps(legacy, indent=2))
+    j = Journal.open(path)
+    assert [(c.provider, gen) for c, gen in j.to_restore()] == [("p1", 2)]
+    j.restored("p1", "restored")
+    j.set_state("restored")
+    j.close()
+    again = json.loads(path.read_text())
+    assert again["state"] == "restored" and again["providers"]["p1"]["restored"] == "restored"
+    assert read_journal(path).to_restore() == []
+
+
+def test_replay_of_text_is_the_same_as_of_the_file(tmp_path):
+    j = new_journal(tmp_path, names=("a",))
+    j.set_state("complete")
+    j.close()
+    assert replay(j.path.read_text(), source="x").to_dict() == read_journal(j.path).to_dict()
