@@ -1,35 +1,43 @@
-"""Terminal output: rich on a terminal, plain lines otherwise (pipes, CI, ``NO_COLOR``)."""
+"""Terminal output: rich on a terminal, plain lines otherwise (pipes, CI, ``NO_COLOR``).
+
+rich is imported on first use only: a command that prints JSON or plain lines does not pay
+for it at start-up.
+"""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def fancy() -> bool:
     return sys.stderr.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
 
-_err = Console(stderr=True, highlight=False, no_color=bool(os.environ.get("NO_COLOR")))
-# Off a terminal rich would assume 80 columns and squeeze tables; logs and pipes have room.
-_out = Console(highlight=False, no_color=bool(os.environ.get("NO_COLOR")), width=None if sys.stdout.isatty() else 200)
+@functools.cache
+def err_console() -> "Console":
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, no_color=bool(os.environ.get("NO_COLOR")))
 
 
-def err_console() -> Console:
-    return _err
+@functools.cache
+def out_console() -> "Console":
+    from rich.console import Console
 
-
-def out_console() -> Console:
-    return _out
+    # Off a terminal rich would assume 80 columns and squeeze tables; logs and pipes have room.
+    return Console(highlight=False, no_color=bool(os.environ.get("NO_COLOR")), width=None if sys.stdout.isatty() else 200)
 
 
 def progress(message: str) -> None:
     """One progress line on stderr (stdout stays clean for results and JSON)."""
     if fancy():
-        _err.print(f"[cyan]•[/cyan] {message}")
+        err_console().print(f"[cyan]•[/cyan] {message}")
     else:
         print(f"- {message}", file=sys.stderr, flush=True)
 

@@ -1,24 +1,43 @@
-"""``xtask env``: environment commands, one per module."""
+"""``xtask env``: environment commands, one per module, each imported only when it runs.
+
+A command's module imports what that command needs (the Kubernetes client, rich, the
+runtimes); loading them all for every invocation would make ``provider-drain`` pay for
+``up`` and ``status``. ``env --help`` imports them all to show their one-line help.
+"""
 from __future__ import annotations
+
+import importlib
 
 import click
 
-from xtask.cli.env.down import down
-from xtask.cli.env.drain_restore import drain_restore
-from xtask.cli.env.provider_drain import provider_drain
-from xtask.cli.env.render import render_cmd
-from xtask.cli.env.status import status
-from xtask.cli.env.up import up
+COMMANDS = {  # name: "module:attribute"
+    "up": "xtask.cli.env.up:up",
+    "status": "xtask.cli.env.status:status",
+    "down": "xtask.cli.env.down:down",
+    "provider-drain": "xtask.cli.env.provider_drain:provider_drain",
+    "drain-restore": "xtask.cli.env.drain_restore:drain_restore",
+    "render": "xtask.cli.env.render:render_cmd",
+}
 
 
-@click.group(name="env")
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use (click's documented pattern)."""
+
+    def __init__(self, *args, lazy: dict[str, str], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self._lazy) + [n for n in super().list_commands(ctx) if n not in self._lazy]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = self._lazy.get(cmd_name)
+        if target is None:
+            return super().get_command(ctx, cmd_name)
+        module, attr = target.split(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+@click.group(name="env", cls=LazyGroup, lazy=COMMANDS)
 def env_group() -> None:
     """Bring up, inspect and operate AGN environments (kind or the embedded local control plane)."""
-
-
-env_group.add_command(up)
-env_group.add_command(status)
-env_group.add_command(down)
-env_group.add_command(provider_drain)
-env_group.add_command(drain_restore)
-env_group.add_command(render_cmd)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from xtask.cli.env.drain_view import PlainReporter, RichReporter, plain_final, render_final
+from xtask.cli.env.drain_view import PlainReporter, plain_final
 from xtask.cli.output import emit_json, fancy, out_console
 from xtask.drain.run import MAX_CONCURRENCY, DrainRequest, run_drain
 from xtask.drain.selection import Selector
@@ -62,21 +62,22 @@ def provider_drain(context, kubeconfig, provider, gateway, undrain, dry_run, net
         namespace=namespace, dry_run=dry_run, network=network, consumers=tuple(consumers), concurrency=concurrency, qps=qps,
         timeout=timeout, reason=reason, force=force, journal_dir=journal_dir,
     )
-    if output == "json":
-        reporter = PlainReporter(sys.stderr)
-    elif fancy() and sys.stdout.isatty():
-        reporter = RichReporter(out_console())
+    live = output != "json" and fancy() and sys.stdout.isatty()
+    if live:
+        from xtask.cli.env.drain_live import RichReporter, render_final
+
+        reporter: PlainReporter = RichReporter(out_console())
     else:
-        reporter = PlainReporter(sys.stdout)
+        reporter = PlainReporter(sys.stderr if output == "json" else sys.stdout)
     try:
         report = run_drain(request, reporter=reporter)
     finally:
-        if isinstance(reporter, RichReporter):
+        if live:
             reporter.close()
     if output == "json":
         emit_json(report.to_dict())
     else:
-        if isinstance(reporter, RichReporter):
+        if live:
             render_final(report, out_console())
         else:
             plain_final(report, sys.stdout)

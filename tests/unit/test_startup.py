@@ -1,0 +1,39 @@
+"""Start-up cost: commands that do not talk to a cluster never import the Kubernetes client."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+PROBE = """
+import contextlib, io, sys
+from xtask.__main__ import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    code = main(sys.argv[1:])
+loaded = sorted(m for m in sys.modules if m == "kubernetes" or m.startswith("kubernetes."))
+print(code, ",".join(loaded))
+"""
+
+
+@pytest.mark.parametrize("argv,code", [
+    (["--help"], 0),
+    (["env", "--help"], 0),
+    (["env", "provider-drain", "--help"], 0),
+    (["env", "render"], 0),
+    (["env", "provider-drain", "--context", "x"], 2),  # usage error: neither --provider nor --gateway
+    (["env", "provider-drain", "--provider", "a", "--gateway", "b"], 2),
+])
+def test_no_kubernetes_import(argv, code):
+    out = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    got_code, loaded = out.stdout.strip().split(" ", 1) if " " in out.stdout.strip() else (out.stdout.strip(), "")
+    assert int(got_code) == code
+    assert loaded == "", f"imported {loaded}"
+
+
+def test_the_probe_can_see_an_import():
+    # The probe itself must be able to fail: a command that connects imports the client.
+    out = subprocess.run([sys.executable, "-c", PROBE, "env", "provider-drain", "--provider", "a", "--kubeconfig",
+                          "/nonexistent/kubeconfig"], capture_output=True, text=True, timeout=60)
+    assert "kubernetes.client" in out.stdout

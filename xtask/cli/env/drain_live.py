@@ -1,0 +1,98 @@
+"""The live rich view of a drain run on a terminal: a progress bar for the writes, a spinner
+for the wait, and final tables. Imported only when stdout is a terminal."""
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from xtask.cli.env.drain_view import PlainReporter
+from xtask.drain.report import Report
+
+
+class RichReporter(PlainReporter):
+    """Live view: a progress bar for writes (done / in flight / failed), a spinner for the wait."""
+
+    def __init__(self, console: Console) -> None:
+        super().__init__(sys.stdout)
+        self.console = console
+        self.progress: Progress | None = None
+        self.task = None
+        self.in_flight = 0
+        self.failed = 0
+        self.total = 0
+        self.planned = 0
+
+    def line(self, text: str) -> None:
+        self._stop_progress()
+        if text.startswith("waiting for"):
+            self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                                     console=self.console, transient=False)
+            self.progress.start()
+            self.task = self.progress.add_task(text, total=None)
+            return
+        self.console.print(text)
+
+    def _stop_progress(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+    def event(self, kind: str, provider: str, details: dict) -> None:
+        if kind == "plan":
+            self.planned += 0 if details["alreadyInState"] else 1
+            mark = "[dim]already in requested state[/dim]" if details["alreadyInState"] else "[yellow]will change[/yellow]"
+            self.console.print(f"  {provider}: drain {str(details['current']).lower()} -> "
+                               f"{str(details['requested']).lower()}  {mark}")
+        elif kind == "write-started":
+            if self.progress is None:
+                self.progress = Progress(TextColumn("writes"), BarColumn(), MofNCompleteColumn(),
+                                         TextColumn("{task.fields[detail]}"), console=self.console)
+                self.progress.start()
+                self.task = self.progress.add_task("writes", total=self.planned or None, detail="")
+            self.in_flight += 1
+            self._update()
+        elif kind == "write-finished":
+            self.in_flight -= 1
+            if details["outcome"] == "failed":
+                self.failed += 1
+                self.console.print(f"  [red]{provider}: failed[/red]: {details.get('error')}")
+            if self.progress is not None:
+                self.progress.advance(self.task)
+            self._update()
+        elif kind == "observation" and self.progress is not None:
+            lag = "; ".join(details["lagging"]) or "all targets agree (confirmed by a second, fresh observation)"
+            self.progress.update(self.task, description=f"{details['state']}: {lag}"[:150])
+        elif kind in ("dry-run", "restored"):
+            self._stop_progress()
+            super().event(kind, provider, details)
+
+    def _update(self) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, detail=f"in flight {self.in_flight}  failed {self.failed}")
+
+    def close(self) -> None:
+        self._stop_progress()
+
+
+def render_final(report: Report, console: Console) -> None:
+    if report.outcomes and any(o["outcome"] != "unchanged" for o in report.outcomes):
+        table = Table(title="outcomes", title_justify="left")
+        for col in ("provider", "outcome", "detail"):
+            table.add_column(col)
+        for o in report.outcomes:
+            table.add_row(o["provider"], o["outcome"], o.get("error") or o.get("note") or "")
+        console.print(table)
+    if report.convergence and report.convergence.get("consumers"):
+        states: dict[tuple[str, str], str] = {}
+        for p in report.convergence.get("providers", []):
+            states[(p["consumer"], p["provider"])] = p["state"] + (f" ({p['detail']})" if p.get("detail") else "")
+        table = Table(title="consumers", title_justify="left")
+        for col in ("consumer", "overlay", "accepted", "serving", *report.selection):
+            table.add_column(col)
+        for c in report.convergence["consumers"]:
+            table.add_row(c["consumer"], str(c["overlayRevision"]), str(c["acceptedRevision"]), str(c["servingRevision"]),
+                          *(states.get((c["consumer"], name), "-") for name in report.selection))
+        console.print(table)
