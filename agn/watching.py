@@ -9,12 +9,50 @@ object means and never writes: callers get whole snapshots and single events.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from agn.kube import Gone
 
 Obj = dict[str, Any]
+
+# How long a watch may keep failing before its process reports itself unhealthy (and ``env up``
+# or a kubelet liveness probe restarts it). Short outages, such as an API server restart on the
+# same address, heal within it by themselves.
+WATCH_FAILURE_BOUND = 30.0
+
+
+class WatchHealth:
+    """Whether one follower's list+watch is live, for ``/healthz``. Thread-safe enough: one writer."""
+
+    def __init__(self, name: str, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.name = name
+        self._clock = clock
+        self.synced = False
+        self.failing_since: float | None = None
+        self.last_error = ""
+
+    def ok(self) -> None:
+        self.synced = True
+        self.failing_since = None
+
+    def failed(self, exc: BaseException) -> None:
+        if self.failing_since is None:
+            self.failing_since = self._clock()
+        self.last_error = str(exc) or type(exc).__name__
+
+    def failing_for(self) -> float:
+        return 0.0 if self.failing_since is None else self._clock() - self.failing_since
+
+    def live(self, bound: float = WATCH_FAILURE_BOUND) -> bool:
+        return self.failing_for() < bound
+
+    def to_dict(self, bound: float = WATCH_FAILURE_BOUND) -> dict[str, Any]:
+        out: dict[str, Any] = {"synced": self.synced, "live": self.live(bound)}
+        if self.failing_since is not None:
+            out.update(failingForSeconds=round(self.failing_for(), 1), lastError=self.last_error)
+        return out
 
 
 def capped_backoff(initial: float, maximum: float) -> Callable[[int], float]:
@@ -31,12 +69,14 @@ def follow(
     stop: threading.Event,
     backoff: Callable[[int], float] = capped_backoff(0.05, 2.0),
     on_error: Callable[[Exception, float], None] | None = None,
+    health: WatchHealth | None = None,
 ) -> None:
     """Keep a caller in sync with one resource until ``stop`` is set.
 
     ``on_error(exc, delay)`` is told about every failure before the retry (``delay`` is 0 for
     ``Gone``, which re-lists at once). Any exception — API errors and surprises in the
     callbacks alike — leads to a backed-off re-list, so a watcher thread never dies silently.
+    ``health`` (optional) records when the loop last worked and since when it has been failing.
     """
     failures = 0
     rv: str | None = None
@@ -46,8 +86,12 @@ def follow(
                 items, rv = list_fn()
                 failures = 0
                 on_snapshot(items)
+                if health is not None:
+                    health.ok()
             for kind, obj in watch_fn(rv):
                 failures = 0
+                if health is not None:
+                    health.ok()
                 rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
                 if stop.is_set():
                     return
@@ -61,6 +105,8 @@ def follow(
             failures += 1
             rv = None
             delay = backoff(failures)
+            if health is not None:
+                health.failed(exc)
             if on_error is not None:
                 on_error(exc, delay)
             if stop.wait(delay):

@@ -59,18 +59,18 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
 
     table = RoutingTable()
+    status = StatusWriter(kube, namespace=namespace, consumer=args.consumer, log=log)
+    follower = OverlayFollower(kube, namespace=namespace, consumer=args.consumer, table=table, status=status,
+                               log=log, stop=stop)
     try:
         server = serve(table, consumer=args.consumer, log=log, port=args.port, upstream_timeout=args.upstream_timeout,
-                        host=args.host)
+                       host=args.host, health=follower.health_report)
     except OSError as exc:
         log.error("start_failed", error=f"cannot listen on {args.host}:{args.port}: {exc}")
         kube.close()
         return EXIT_START_FAILED
     address = f"http://{args.host}:{server.server_address[1]}"
 
-    status = StatusWriter(kube, namespace=namespace, consumer=args.consumer, log=log)
-    follower = OverlayFollower(kube, namespace=namespace, consumer=args.consumer, table=table, status=status,
-                               log=log, stop=stop)
     threads = [
         threading.Thread(target=server.serve_forever, name="http", daemon=True),
         threading.Thread(target=status.run, name="status", daemon=True),

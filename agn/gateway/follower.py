@@ -30,7 +30,7 @@ from agn.gateway.validation import InvalidOverlay, digest_matches, validate_over
 from agn.kube import OVERLAYS, Gone, Kube, KubeError
 from agn.model import ADMITTED, EXISTING_ONLY, Overlay
 from agn.objects import rfc3339
-from agn.watching import capped_backoff, follow
+from agn.watching import WatchHealth, capped_backoff, follow
 
 INITIAL_BACKOFF = 0.5
 MAX_BACKOFF = 10.0
@@ -61,6 +61,8 @@ class OverlayFollower:
         self._watch_timeout = watch_timeout_seconds
         self._accept_write_timeout = accept_write_timeout
         self._last_seen: Any = None  # canonical form of the last spec handled (or ABSENT)
+        self.health = WatchHealth("routingoverlays")
+        self.latest_revision: int | None = None  # the newest valid overlay revision seen
 
     # -- the watch loop -----------------------------------------------------------------------
     def run(self) -> None:
@@ -72,7 +74,7 @@ class OverlayFollower:
             watch_fn=lambda version: self._kube.watch(OVERLAYS, self._namespace, resource_version=version,
                                                       timeout_seconds=self._watch_timeout, field_selector=by_name),
             on_snapshot=self._snapshot, on_event=self._event, stop=self._stop,
-            backoff=capped_backoff(INITIAL_BACKOFF, MAX_BACKOFF), on_error=self._log_error,
+            backoff=capped_backoff(INITIAL_BACKOFF, MAX_BACKOFF), on_error=self._log_error, health=self.health,
         )
 
     def _log_error(self, exc: Exception, delay: float) -> None:
@@ -123,7 +125,22 @@ class OverlayFollower:
             # Only a recreated overlay can go backwards; serving it beats wedging on the old one.
             self._log.warning("overlay_revision_regressed", revision=overlay.revision,
                               serving_revision=serving.revision)
+        self.latest_revision = overlay.revision
         self._accept_and_serve(overlay)
+
+    def health_report(self) -> tuple[bool, dict[str, Any]]:
+        """For ``/healthz``: unhealthy only when the overlay watch has failed past its bound;
+        ``servesLatest`` says whether the newest valid overlay seen is the one being served."""
+        serving = self._table.serving
+        live = self.health.live()
+        return live, {
+            "status": "ok" if live else "unhealthy: the overlay watch keeps failing",
+            "server": self._kube.host,
+            "watches": {self.health.name: self.health.to_dict()},
+            "servingRevision": serving.revision if serving else None,
+            "latestRevision": self.latest_revision,
+            "servesLatest": serving is not None and serving.revision == self.latest_revision,
+        }
 
     def _accept_and_serve(self, overlay: Overlay) -> None:
         ticket = self._status.submit({

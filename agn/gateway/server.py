@@ -1,6 +1,8 @@
 """The gateway's HTTP server (127.0.0.1 unless given ``--host``; in a pod ``0.0.0.0``).
 
-- ``GET /healthz`` — 200 while the process runs (liveness).
+- ``GET /healthz`` — JSON: the API server in use, whether the overlay watch is live, the
+  serving and the newest seen overlay revision; 503 once the watch has failed past its bound
+  (liveness: a restart reconnects).
 - ``GET /readyz`` — 200 once an overlay is being served, else 503.
 - ``GET /routes`` — JSON: consumer, serving revision, candidates, session affinities.
 - ``POST /v1/completions`` — route by :mod:`agn.gateway.routing` (headers ``x-session-id``
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import json
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -28,8 +31,11 @@ GROUP_HEADER = "x-selection-group"
 PROVIDER_HEADER = "x-agn-provider"
 
 
+Health = Callable[[], tuple[bool, dict[str, Any]]]
+
+
 def make_handler(
-    table: RoutingTable, *, consumer: str, log: JsonLog, upstream_timeout: float
+    table: RoutingTable, *, consumer: str, log: JsonLog, upstream_timeout: float, health: Health | None = None,
 ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "agn-gateway/0.1"
@@ -51,7 +57,8 @@ def make_handler(
         def do_GET(self) -> None:
             path = urlsplit(self.path).path
             if path == "/healthz":
-                self._json(200, {"status": "ok"})
+                ok, report = health() if health is not None else (True, {"status": "ok"})
+                self._json(200 if ok else 503, report)
             elif path == "/readyz":
                 serving = table.serving
                 self._json(200 if serving else 503, {"servingRevision": serving.revision if serving else None})
@@ -106,10 +113,11 @@ def make_handler(
 
 
 def serve(
-    table: RoutingTable, *, consumer: str, log: JsonLog, port: int, upstream_timeout: float, host: str = "127.0.0.1"
+    table: RoutingTable, *, consumer: str, log: JsonLog, port: int, upstream_timeout: float, host: str = "127.0.0.1",
+    health: Health | None = None,
 ) -> ThreadingHTTPServer:
     """Bind ``host``:``port`` (loopback unless told otherwise; 0 picks a port). The caller runs ``serve_forever``."""
-    handler = make_handler(table, consumer=consumer, log=log, upstream_timeout=upstream_timeout)
+    handler = make_handler(table, consumer=consumer, log=log, upstream_timeout=upstream_timeout, health=health)
     server = ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
     return server

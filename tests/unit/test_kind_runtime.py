@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
-from agn.kube import CONSUMERS, OVERLAYS
+from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS
+from agn.model import compute_candidates, next_overlay
+from agn.objects import consumer_view, network_view, provider_view, rfc3339
 from xtask.crds import crd_documents
 from xtask.envdef import ENVS_DIR, load_env
 from xtask.errors import CommandFailed, RuntimeUnavailable, XtaskError
@@ -18,7 +21,9 @@ ENV = "example"
 
 
 class FakeKube:
-    """Records applied objects; every consumer already serves overlay revision 1 with all providers admitted."""
+    """Records applied objects. Reads show the env as the real operator and gateways would leave
+    it: every provider probed healthy, every consumer serving overlay revision 1, computed by
+    the operator's own model."""
 
     def __init__(self, envdef) -> None:
         self.envdef = envdef
@@ -32,12 +37,34 @@ class FakeKube:
     def crd_established(self, name):
         return True
 
-    def get(self, res, namespace, name):
-        if res is OVERLAYS:
-            candidates = [{"provider": p.name, "admission_state": "admitted"} for p in self.envdef.providers]
-            return {"spec": {"revision": 1, "candidates": candidates}}
-        assert res is CONSUMERS
-        return {"status": {"servingRevision": 1}}
+    def ensure_namespace(self, name):
+        pass
+
+    def list(self, res, namespace, **_):
+        now = time.time()
+        providers = self.envdef.provider_objects({p.name: f"http://{p.name}.svc:8000" for p in self.envdef.providers})
+        for p in providers:
+            p["status"] = {"probe": {"healthy": True, "metricsObservedAt": rfc3339(now)}}
+        networks = self.envdef.network_objects()
+        consumers = self.envdef.consumer_objects()
+        for c in consumers:
+            c["status"] = {"acceptedRevision": 1, "servingRevision": 1}
+        if res is PROVIDERS:
+            return providers, "1"
+        if res is NETWORKS:
+            return networks, "1"
+        if res is CONSUMERS:
+            return consumers, "1"
+        assert res is OVERLAYS
+        views = [provider_view(p) for p in providers]
+        overlays = []
+        for c in consumers:
+            view = consumer_view(c)
+            network = next(network_view(n) for n in networks if n["metadata"]["name"] == view.network)
+            overlay = next_overlay(None, compute_candidates(views, network, view, now=now), network=network.name,
+                                   consumer=view.name)
+            overlays.append({"metadata": {"name": view.name}, "spec": overlay.to_spec()})
+        return overlays, "1"
 
     def close(self):
         self.closed = True
@@ -130,7 +157,7 @@ def test_existing_cluster_is_reused_not_created(home, envdef):
     kind, runner, _ = make(envdef, clusters=["other", ENV], deployments=deployments)
     result, lines = up(kind, envdef)
     assert not any(argv[:2] == ["kind", "create"] for argv in runner.calls)
-    assert lines[0] == f"reuse kind cluster {ENV}"
+    assert lines[0] == f"create kind cluster {ENV}: already done"
     assert result["started"] == []  # the CLI reports "already up; nothing started"
     assert EnvRecord.load(ENV).runtime == "kind"
 

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from xtask.runtime import kubeconfig
-from xtask.runtime.steps import Step, run_steps
+from xtask.runtime.steps import Step, UpContext, run_steps
 
 
 def entry(name, server="https://127.0.0.1:1"):
@@ -35,23 +35,36 @@ def test_file_roundtrip(tmp_path: Path):
     assert [c["name"] for c in kubeconfig.read(path)["contexts"]] == ["local-b"]
 
 
+def ctx() -> UpContext:
+    return UpContext(env="e", envdef=None, context="local-e", kubeconfig=Path("/dev/null"), fresh=True, wait_timeout=1)
+
+
 def test_steps_roll_back_in_reverse_on_failure():
     log = []
 
-    def boom():
+    def boom(_):
         raise RuntimeError("step 3 failed")
 
-    steps = [Step("one", lambda: log.append("run1"), lambda: log.append("undo1")),
-             Step("two", lambda: log.append("run2"), lambda: log.append("undo2")),
-             Step("three", boom, lambda: log.append("undo3"))]
+    steps = [Step("one", lambda _: log.append("run1"), lambda _: log.append("undo1")),
+             Step("two", lambda _: log.append("run2"), lambda _: log.append("undo2")),
+             Step("three", boom, lambda _: log.append("undo3"))]
     with pytest.raises(RuntimeError):
-        run_steps(steps, progress=lambda m: None)
+        run_steps(steps, ctx(), progress=lambda m: None)
     assert log == ["run1", "run2", "undo3", "undo2", "undo1"]
 
 
 def test_steps_retain_skips_rollback():
     log = []
-    steps = [Step("one", lambda: log.append("run1"), lambda: log.append("undo1")), Step("two", lambda: 1 / 0)]
+    steps = [Step("one", lambda _: log.append("run1"), lambda _: log.append("undo1")), Step("two", lambda _: 1 / 0)]
     with pytest.raises(ZeroDivisionError):
-        run_steps(steps, progress=lambda m: None, retain=True)
+        run_steps(steps, ctx(), progress=lambda m: None, retain=True)
     assert log == ["run1"]
+
+
+def test_a_step_whose_check_passes_is_skipped_and_not_undone():
+    log, lines = [], []
+    steps = [Step("one", lambda _: log.append("run1"), lambda _: log.append("undo1"), check=lambda _: True),
+             Step("two", lambda _: 1 / 0, lambda _: log.append("undo2"))]
+    with pytest.raises(ZeroDivisionError):
+        run_steps(steps, ctx(), progress=lines.append)
+    assert log == ["undo2"] and lines == ["one: already done", "two"]

@@ -51,6 +51,19 @@ class Verdict:
         return self.state is not State.WAITING
 
 
+def serving_lag(consumer: str, overlay: Overlay | None, accepted: int | None, serving: int | None) -> str | None:
+    """Why ``consumer`` is not serving ``overlay`` (the operator's latest), or None when it is.
+
+    The one definition of "a gateway serves its overlay", shared by the drain's waiter and
+    ``env up``'s readiness.
+    """
+    if overlay is None:
+        return f"consumer {consumer}: no overlay published yet"
+    if (accepted or 0) < overlay.revision or (serving or 0) < overlay.revision:
+        return f"consumer {consumer}: overlay revision {overlay.revision}, accepted {accepted}, serving {serving}"
+    return None
+
+
 def evaluate(obs: Observation, *, drain: bool) -> Verdict:
     lagging: list[str] = []
     not_eligible: list[str] = []
@@ -66,14 +79,12 @@ def evaluate(obs: Observation, *, drain: bool) -> Verdict:
         consumer = obs.consumers[consumer_name]
         overlay = obs.overlays.get(consumer_name)
         accepted, serving = obs.revisions.get(consumer_name, (None, None))
+        lag = serving_lag(consumer_name, overlay, accepted, serving)
+        if lag:
+            lagging.append(lag)
         if overlay is None:
-            lagging.append(f"consumer {consumer_name}: no overlay published yet")
             signature.append((consumer_name, None))
             continue
-        if (accepted or 0) < overlay.revision or (serving or 0) < overlay.revision:
-            lagging.append(
-                f"consumer {consumer_name}: overlay revision {overlay.revision}, accepted {accepted}, serving {serving}"
-            )
         for name, p in sorted(obs.providers.items()):
             cand = overlay.candidate_for(name)
             state = cand.admission_state if cand else "absent"

@@ -33,7 +33,11 @@ def free_port() -> int:
 
 
 def port_free(port: int) -> bool:
+    """Whether a server could listen on ``port`` now. SO_REUSEADDR as Go's (and Python's) servers
+    set it: connections of a killed server in TIME_WAIT must not make its port look taken, or a
+    restarted kube-apiserver would move and strand every client on the old address."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:

@@ -26,9 +26,8 @@ from xtask.envdef import ENVS_DIR, EnvDef
 from xtask.errors import CommandFailed, RuntimeUnavailable, XtaskError
 from xtask.manifests import IMAGE, deployment_names, render
 from xtask.procs import CmdRunner, RealCmdRunner
-from xtask.runtime.local import wait_first_overlays
 from xtask.runtime.select import kind_problems
-from xtask.runtime.steps import Progress, Step, run_steps
+from xtask.runtime.steps import Progress, Step, UpContext, install_crds_step, readiness_step, run_steps
 from xtask.state import REPO_ROOT, EnvRecord, env_dir
 
 RUNTIME = "kind"
@@ -95,80 +94,75 @@ class KindEnv:
                 "the kind runtime cannot be used here: " + "; ".join(problems),
                 hint=f"use the embedded control plane instead: python -m xtask env up --runtime local --env {self.env}",
             )
-        kubeconfig = str(Path(kubeconfig_path()))
+        ctx = UpContext(env=self.env, envdef=envdef, context=self.context, kubeconfig=Path(kubeconfig_path()),
+                        fresh=record is None, wait_timeout=wait_timeout)
         exists = self.env in self.clusters()
-        started: list[str] = []
-        state: dict = {}
+        built: dict[str, object] = {}
 
-        def create_cluster() -> None:
-            if exists:
-                return
-            argv = ["kind", "create", "cluster", "--name", self.env, "--kubeconfig", kubeconfig, "--wait", "120s"]
+        def create_cluster(ctx: UpContext) -> None:
+            argv = ["kind", "create", "cluster", "--name", self.env, "--kubeconfig", str(ctx.kubeconfig), "--wait", "120s"]
             config = kind_config_path(self.env, envs_dir=self._envs_dir)
             if config.exists():
                 argv += ["--config", str(config)]
             if retain:
                 argv.append("--retain")  # kind keeps its own half-created nodes for debugging too
             self.runner.run(argv, timeout=900)
-            started.append(f"kind cluster {self.env}")
+            ctx.started.append(f"kind cluster {self.env}")
 
-        def delete_created_cluster() -> None:
+        def delete_created_cluster(ctx: UpContext) -> None:
             if exists:
                 return  # a reused cluster predates this run; a failed repair must not destroy it
-            self.runner.run(["kind", "delete", "cluster", "--name", self.env, "--kubeconfig", kubeconfig], timeout=300)
+            self.runner.run(["kind", "delete", "cluster", "--name", self.env, "--kubeconfig", str(ctx.kubeconfig)],
+                            timeout=300)
             shutil.rmtree(env_dir(self.env), ignore_errors=True)
 
-        def write_context() -> None:
-            self.runner.run(["kind", "export", "kubeconfig", "--name", self.env, "--kubeconfig", kubeconfig], timeout=60)
-            EnvRecord(self.env, RUNTIME, self.context, kubeconfig, envdef.namespace).save()
+        def write_context(ctx: UpContext) -> None:
+            self.runner.run(["kind", "export", "kubeconfig", "--name", self.env, "--kubeconfig", str(ctx.kubeconfig)],
+                            timeout=60)
+            EnvRecord(self.env, RUNTIME, self.context, str(ctx.kubeconfig), envdef.namespace).save()
+            ctx.kube = self._kube_factory(str(ctx.kubeconfig), self.context)
 
-        def build_image() -> None:
+        def build_image(ctx: UpContext) -> None:
             self.runner.run(["docker", "build", "-t", self.image, str(self._build_context)], timeout=1800)
             image_id = self.runner.run(["docker", "image", "inspect", "--format", "{{.Id}}", self.image], timeout=60)
-            state["image_id"] = image_id.stdout.strip() or None
+            built["image_id"] = image_id.stdout.strip() or None
 
-        def load_image() -> None:
+        def load_image(ctx: UpContext) -> None:
             self.runner.run(["kind", "load", "docker-image", self.image, "--name", self.env], timeout=600)
 
-        def crds() -> None:
-            state["kube"] = self._kube_factory(kubeconfig, self.context)
-            install_crds(state["kube"])
-
-        def apply_manifests() -> None:
-            objects = render(envdef, image=self.image, image_id=state.get("image_id"))
-            before = {d["metadata"]["name"] for d in self.deployments(kubeconfig, envdef.namespace)}
+        def apply_manifests(ctx: UpContext) -> None:
+            objects = render(envdef, image=self.image, image_id=built.get("image_id"))
+            before = {d["metadata"]["name"] for d in self.deployments(str(ctx.kubeconfig), envdef.namespace)}
             for obj in objects:
-                state["kube"].apply(obj)
-            state["deployments"] = deployment_names(objects)
-            started.extend(f"deployment {name}" for name in state["deployments"] if name not in before)
+                ctx.connected().apply(obj)
+            built["deployments"] = deployment_names(objects)
+            ctx.started.extend(f"deployment {name}" for name in built["deployments"] if name not in before)
 
-        def rollouts() -> None:
-            for name in state["deployments"]:
+        def rollouts(ctx: UpContext) -> None:
+            for name in built["deployments"]:
                 self.runner.run(
-                    self._kubectl(kubeconfig, envdef.namespace, "rollout", "status", f"deployment/{name}",
+                    self._kubectl(str(ctx.kubeconfig), envdef.namespace, "rollout", "status", f"deployment/{name}",
                                   f"--timeout={int(wait_timeout)}s"),
                     timeout=wait_timeout + 30,
                 )
 
-        def wait_served() -> None:
-            state["served"] = wait_first_overlays(state["kube"], envdef, timeout=wait_timeout)
-
         steps = [
-            Step(f"{'reuse' if exists else 'create'} kind cluster {self.env}", create_cluster, delete_created_cluster),
-            Step(f"write kube context {self.context} to {kubeconfig}", write_context),
+            Step(f"create kind cluster {self.env}", create_cluster, undo=delete_created_cluster,
+                 check=lambda ctx: exists),
+            Step(f"write kube context {self.context} to {ctx.kubeconfig}", write_context),
             Step(f"build image {self.image}", build_image),
             Step(f"load image {self.image} into kind cluster {self.env}", load_image),
-            Step("install AGN CRDs", crds),
+            install_crds_step(),
             Step(f"apply manifests (namespace {envdef.namespace}, RBAC, deployments, AGN objects)", apply_manifests),
             Step("wait for every deployment to roll out", rollouts),
-            Step("wait for every consumer to serve its first overlay", wait_served),
+            readiness_step(diagnose=lambda: [f"{c['name']}: {c.get('replicas', 'not ready')} ready"
+                                             for c in self.components() if not c["healthy"]]),
         ]
         try:
-            run_steps(steps, progress=progress, retain=retain)
+            run_steps(steps, ctx, progress=progress, retain=retain)
         finally:
-            if "kube" in state:
-                state["kube"].close()
-        return {"started": started, "context": self.context, "kubeconfig": kubeconfig, "served": state.get("served", {})}
+            ctx.close()
+        return ctx.summary()
 
     # -- down -------------------------------------------------------------------------------
     def down(self, *, progress: Progress) -> dict:

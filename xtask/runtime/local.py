@@ -15,15 +15,17 @@ import sys
 import time
 from pathlib import Path
 
-from agn.kube import CONSUMERS, OVERLAYS, Kube, KubeError, kubeconfig_path
-from xtask.crds import install_crds
+from agn.kube import Kube, kubeconfig_path
 from xtask.envdef import EnvDef
 from xtask.errors import ComponentFailed, XtaskError
 from xtask.procs import Supervisor, log_tail
 from xtask.runtime import kubeconfig
 from xtask.runtime.assets import ensure_assets
 from xtask.runtime.controlplane import ControlPlane, free_port, port_free
-from xtask.runtime.steps import Progress, Step, run_steps
+from xtask.runtime.health import component_health, component_problem
+from xtask.runtime.steps import (
+    Progress, Step, UpContext, apply_objects_step, install_crds_step, readiness_step, run_steps,
+)
 from xtask.state import REPO_ROOT, EnvRecord, env_dir
 
 RUNTIME = "local"
@@ -42,6 +44,7 @@ class LocalEnv:
         self.dir = env_dir(env)
         self.supervisor = Supervisor(self.dir / "run", self.dir / "logs")
         self._ports_file = self.dir / "ports.json"
+        self._server_file = self.dir / "server"  # the API server address components were started against
 
     # -- helpers ----------------------------------------------------------------------------
     def _ports(self) -> dict[str, int]:
@@ -78,95 +81,109 @@ class LocalEnv:
 
     # -- up -------------------------------------------------------------------------------
     def up(self, envdef: EnvDef, *, progress: Progress, retain: bool = False, wait_timeout: float = 60.0) -> dict:
-        """Bring the environment up (or repair it). Returns what was started."""
+        """Bring the environment up, or repair it: start what is dead, restart what lost its API server."""
         record = EnvRecord.load(self.env)
         if record is not None and record.runtime != RUNTIME:
             raise XtaskError(f"environment {self.env} is up on the {record.runtime} runtime", hint=f"run `env down --env {self.env}` first")
-        kubeconfig_file = Path(kubeconfig_path())
-        context = context_name(self.env)
-        started: list[str] = []
-        state: dict = {}
-
-        assets = ensure_assets()
-        cp = ControlPlane(self.dir, assets)
-        kube_args = ["--kubeconfig", str(kubeconfig_file), "--context", context, "--namespace", envdef.namespace]
-        fresh = record is None
-
-        def start_control_plane() -> None:
-            started.extend(cp.start())
-            EnvRecord(self.env, RUNTIME, context, str(kubeconfig_file), envdef.namespace).save()
-
-        def write_context() -> None:
-            kubeconfig.add_context(
-                kubeconfig_file,
-                kubeconfig.context_entries(
-                    name=context, server=cp.server, ca_cert=cp.certs.ca_cert, client_cert=cp.certs.admin_cert,
-                    client_key=cp.certs.admin_key, namespace=envdef.namespace,
-                ),
-            )
-            state["kube"] = Kube.from_kubeconfig(kubeconfig=str(kubeconfig_file), context=context, field_manager=FIELD_MANAGER)
-
-        def crds() -> None:
-            install_crds(state["kube"])
-            state["kube"].ensure_namespace(envdef.namespace)
-
-        def providers() -> None:
-            endpoints = {}
-            for p in envdef.providers:
-                if p.endpoint:
-                    continue
-                name = f"fake-{p.name}"
-                port = self._port_for(name)
-                url = f"http://127.0.0.1:{port}"
-                if self._python(name, "agn.provider", ["--name", p.name, "--port", str(port)], ready_url=f"{url}/healthz"):
-                    started.append(name)
-                endpoints[p.name] = url
-            kube: Kube = state["kube"]
-            for obj in envdef.network_objects() + envdef.consumer_objects() + envdef.provider_objects(endpoints):
-                kube.apply(obj, namespace=envdef.namespace)
-
-        def operator() -> None:
-            port = self._port_for("operator")
-            if self._python("operator", "agn.operator", [*kube_args, "--health-port", str(port)],
-                            ready_url=f"http://127.0.0.1:{port}/healthz"):
-                started.append("operator")
-
-        def gateways() -> None:
-            for c in envdef.consumers:
-                name = f"gateway-{c.name}"
-                port = self._port_for(name)
-                if self._python(name, "agn.gateway", [*kube_args, "--consumer", c.name, "--port", str(port)],
-                                ready_url=f"http://127.0.0.1:{port}/healthz"):
-                    started.append(name)
-
-        def wait_served() -> None:
-            state["served"] = wait_first_overlays(state["kube"], envdef, timeout=wait_timeout)
-
-        def undo_all() -> None:
-            # Only a fresh bring-up is rolled back whole; a repair keeps what was running before.
-            for name in reversed(started):
-                if name not in ("etcd", "kube-apiserver"):
-                    self.supervisor.stop(name)
-            if fresh:
-                cp.stop()
-                kubeconfig.remove_context(kubeconfig_file, context)
-                shutil.rmtree(self.dir, ignore_errors=True)
-
+        ctx = UpContext(env=self.env, envdef=envdef, context=context_name(self.env), kubeconfig=Path(kubeconfig_path()),
+                        fresh=record is None, wait_timeout=wait_timeout)
+        cp = ControlPlane(self.dir, ensure_assets())
         steps = [
-            Step("start etcd and kube-apiserver", start_control_plane, undo_all),
-            Step(f"write kube context {context} to {kubeconfig_file}", write_context),
-            Step("install AGN CRDs", crds),
-            Step("start fake providers and apply the environment's objects", providers),
-            Step("start the AGN operator", operator),
-            Step("start consumer gateways", gateways),
-            Step("wait for every consumer to serve its first overlay", wait_served),
+            Step("start etcd and kube-apiserver", lambda c: self._start_control_plane(c, cp),
+                 undo=lambda c: self._remove_if_fresh(c, cp)),
+            Step(f"write kube context {ctx.context} to {ctx.kubeconfig}", lambda c: self._connect(c, cp)),
+            install_crds_step(),
+            Step("start fake providers", self._start_providers, undo=self._stop_started),
+            apply_objects_step(),
+            Step("start the AGN operator", self._start_operator, undo=self._stop_started),
+            Step("start consumer gateways", self._start_gateways, undo=self._stop_started),
+            readiness_step(diagnose=self.diagnose),
         ]
         try:
-            run_steps(steps, progress=progress, retain=retain)
+            run_steps(steps, ctx, progress=progress, retain=retain)
         finally:
-            if "kube" in state:
-                state["kube"].close()
-        return {"started": started, "context": context, "kubeconfig": str(kubeconfig_file), "served": state.get("served", {})}
+            ctx.close()
+        return ctx.summary()
+
+    def _start_control_plane(self, ctx: UpContext, cp: ControlPlane) -> None:
+        ctx.started.extend(cp.start())
+        EnvRecord(self.env, RUNTIME, ctx.context, str(ctx.kubeconfig), ctx.envdef.namespace).save()
+        self._server_file.write_text(cp.server)
+
+    def _remove_if_fresh(self, ctx: UpContext, cp: ControlPlane) -> None:
+        # Only a fresh bring-up is rolled back whole; a repair keeps what was running before.
+        if ctx.fresh:
+            cp.stop()
+            kubeconfig.remove_context(ctx.kubeconfig, ctx.context)
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _connect(self, ctx: UpContext, cp: ControlPlane) -> None:
+        kubeconfig.add_context(ctx.kubeconfig, kubeconfig.context_entries(
+            name=ctx.context, server=cp.server, ca_cert=cp.certs.ca_cert, client_cert=cp.certs.admin_cert,
+            client_key=cp.certs.admin_key, namespace=ctx.envdef.namespace))
+        ctx.kube = Kube.from_kubeconfig(kubeconfig=str(ctx.kubeconfig), context=ctx.context, field_manager=FIELD_MANAGER)
+
+    def _kube_args(self, ctx: UpContext) -> list[str]:
+        return ["--kubeconfig", str(ctx.kubeconfig), "--context", ctx.context, "--namespace", ctx.envdef.namespace]
+
+    def _start_providers(self, ctx: UpContext) -> None:
+        for p in ctx.envdef.providers:
+            if p.endpoint:
+                continue
+            name = f"fake-{p.name}"
+            port = self._port_for(name)
+            url = f"http://127.0.0.1:{port}"
+            if self._python(name, "agn.provider", ["--name", p.name, "--port", str(port)], ready_url=f"{url}/healthz"):
+                ctx.started.append(name)
+            ctx.endpoints[p.name] = url
+
+    def _start_operator(self, ctx: UpContext) -> None:
+        port = self._port_for("operator")
+        self._restart_if_stale("operator", port, ctx)
+        if self._python("operator", "agn.operator", [*self._kube_args(ctx), "--health-port", str(port)],
+                        ready_url=f"http://127.0.0.1:{port}/healthz"):
+            ctx.started.append("operator")
+
+    def _start_gateways(self, ctx: UpContext) -> None:
+        for c in ctx.envdef.consumers:
+            name = f"gateway-{c.name}"
+            port = self._port_for(name)
+            self._restart_if_stale(name, port, ctx)
+            if self._python(name, "agn.gateway", [*self._kube_args(ctx), "--consumer", c.name, "--port", str(port)],
+                            ready_url=f"http://127.0.0.1:{port}/healthz"):
+                ctx.started.append(name)
+
+    def _restart_if_stale(self, name: str, port: int, ctx: UpContext) -> None:
+        """Stop a running component whose health endpoint says it lost the API server (its watches
+        have failed past their bound, or it talks to another address); the caller starts it again."""
+        if not self.supervisor.running(name):
+            return
+        why = component_problem(f"http://127.0.0.1:{port}/healthz", server=self.server())
+        if why:
+            ctx.started.append(f"{name} (restarted: {why})")
+            self.supervisor.stop(name)
+
+    def _stop_started(self, ctx: UpContext) -> None:
+        for name in reversed(ctx.started):
+            if name not in ("etcd", "kube-apiserver") and self.supervisor.record(name) is not None:
+                self.supervisor.stop(name)
+
+    def server(self) -> str | None:
+        try:
+            return self._server_file.read_text().strip() or None
+        except OSError:
+            return None
+
+    def diagnose(self) -> list[str]:
+        """What the processes say about a failed readiness wait: who is not running or not healthy."""
+        out = []
+        for c in self.components():
+            if not c["running"]:
+                rec = self.supervisor.record(c["name"])
+                out.append(f"{c['name']} is not running" + (f" (log: {rec.log})" if rec else ""))
+            elif not c["healthy"]:
+                out.append(f"{c['name']} is unhealthy: {c.get('detail') or 'no detail'}")
+        return out
 
     # -- down -----------------------------------------------------------------------------
     def down(self, *, progress: Progress) -> dict:
@@ -205,47 +222,21 @@ class LocalEnv:
         for h in cp.health():
             out.append({"name": h.name, "pid": h.pid, "running": h.running, "healthy": h.healthy})
         ports = self._ports()
+        server = self.server()
         for rec in self.supervisor.records():
             if rec.name in ("etcd", "kube-apiserver"):
                 continue
             running = self.supervisor.running(rec.name) is not None
             port = ports.get(rec.name)
-            healthy = running and (port is None or _http_ok(f"http://127.0.0.1:{port}/healthz"))
-            entry = {"name": rec.name, "pid": rec.pid, "running": running, "healthy": healthy}
+            entry: dict = {"name": rec.name, "pid": rec.pid, "running": running, "healthy": running}
             if port:
                 entry["address"] = f"http://127.0.0.1:{port}"
+                if running:
+                    # Fake providers answer plain 200; the operator and gateways say whether
+                    # their watches are live and which API server and overlay they use.
+                    entry["healthy"], entry["detail"] = component_health(f"{entry['address']}/healthz", server=server)
             out.append(entry)
         return out
-
-
-def wait_first_overlays(kube: Kube, envdef: EnvDef, *, timeout: float) -> dict[str, int]:
-    """Wait until every consumer serves an overlay revision; returns consumer -> revision."""
-    deadline = time.monotonic() + timeout
-    last: dict[str, str] = {}
-    while True:
-        served: dict[str, int] = {}
-        for c in envdef.consumers:
-            try:
-                overlay = kube.get(OVERLAYS, envdef.namespace, c.name)
-                consumer = kube.get(CONSUMERS, envdef.namespace, c.name)
-            except KubeError as exc:
-                last[c.name] = str(exc)
-                continue
-            revision = overlay.get("spec", {}).get("revision")
-            serving = (consumer.get("status") or {}).get("servingRevision")
-            expected = len(envdef.providers)
-            admitted = sum(1 for x in overlay["spec"].get("candidates", []) if x.get("admission_state") == "admitted")
-            if revision and serving == revision and admitted >= expected - len(c.excluded_providers):
-                served[c.name] = revision
-            else:
-                last[c.name] = f"overlay revision {revision}, serving {serving}, {admitted} admitted"
-        if len(served) == len(envdef.consumers):
-            return served
-        if time.monotonic() > deadline:
-            lagging = {k: v for k, v in last.items() if k not in served}
-            raise XtaskError(f"consumers did not serve their first overlay within {timeout:.0f}s: "
-                             + "; ".join(f"{k}: {v}" for k, v in sorted(lagging.items())))
-        time.sleep(0.2)
 
 
 def _http_ok(url: str) -> bool:

@@ -1,41 +1,123 @@
-"""Bring-up as an ordered list of steps, each with an undo (kind's ``create`` + ``--retain``).
+"""Bring-up as an ordered list of small named steps over one typed context (kind's
+``create`` actions + ``--retain``, envtest's ``Start``).
 
-If a step fails, its own undo (it may have done part of its work) and then the undos of the
-steps that already ran are executed in reverse order (unless ``retain``); undo errors are
-reported, never mask the original error, which is re-raised. Undos must therefore tolerate
-work that was only partly done.
+Each :class:`Step` owns its check ("already fine?" — a step whose check passes is skipped
+and reported as such), its action, and its undo. If a step fails, its own undo (it may have
+done part of its work) and then the undos of the steps that ran are executed in reverse
+order, unless ``retain``; undo errors are reported and never mask the original error, which
+is re-raised. Undos must therefore tolerate work that was only partly done.
+
+The steps both runtimes share — CRDs, the env's namespace and objects, readiness — are
+defined once here; each runtime adds its own (processes, or cluster + image + manifests).
 """
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agn.kube import Kube
+    from xtask.envdef import EnvDef
 
 Progress = Callable[[str], None]
 
 
 @dataclasses.dataclass
+class UpContext:
+    """Everything one ``env up`` run knows and produces; steps read and fill it."""
+
+    env: str
+    envdef: "EnvDef"
+    context: str
+    kubeconfig: Path
+    fresh: bool  # no record of this env existed: a failure rolls back everything
+    wait_timeout: float
+    kube: "Kube | None" = None
+    started: list[str] = dataclasses.field(default_factory=list)
+    served: dict[str, int] = dataclasses.field(default_factory=dict)
+    excluded: list[str] = dataclasses.field(default_factory=list)
+    endpoints: dict[str, str] = dataclasses.field(default_factory=dict)  # provider -> URL of its fake
+
+    def connected(self) -> "Kube":
+        assert self.kube is not None, "a step that needs the API ran before the connect step"
+        return self.kube
+
+    def close(self) -> None:
+        if self.kube is not None:
+            self.kube.close()
+            self.kube = None
+
+    def summary(self) -> dict:
+        return {"started": self.started, "context": self.context, "kubeconfig": str(self.kubeconfig),
+                "served": self.served, "excluded": self.excluded}
+
+
+Action = Callable[[UpContext], object]
+
+
+@dataclasses.dataclass
 class Step:
     title: str
-    run: Callable[[], object]
-    undo: Callable[[], object] | None = None
+    run: Action
+    undo: Action | None = None
+    check: Callable[[UpContext], bool] | None = None  # True: already fine, skip
 
 
-def run_steps(steps: list[Step], *, progress: Progress, retain: bool = False) -> list[str]:
+def run_steps(steps: list[Step], ctx: UpContext, *, progress: Progress, retain: bool = False) -> list[str]:
     """Run ``steps`` in order; returns the titles of those that ran. Rolls back on failure."""
     done: list[Step] = []
     try:
         for step in steps:
+            if step.check is not None and step.check(ctx):
+                progress(f"{step.title}: already done")
+                continue
             progress(step.title)
             done.append(step)
-            step.run()
+            step.run(ctx)
     except BaseException:
         if not retain:
             for step in reversed(done):
                 if step.undo is None:
                     continue
                 try:
-                    step.undo()
+                    step.undo(ctx)
                 except Exception as exc:  # collected, never masks the original failure
                     progress(f"rollback of {step.title!r} failed: {exc}")
         raise
     return [s.title for s in done]
+
+
+# -- steps both runtimes share ------------------------------------------------------------------
+def _install_crds(ctx: UpContext) -> None:
+    from xtask.crds import install_crds
+
+    install_crds(ctx.connected())
+    ctx.connected().ensure_namespace(ctx.envdef.namespace)
+
+
+def _apply_objects(ctx: UpContext) -> None:
+    kube, envdef = ctx.connected(), ctx.envdef
+    for obj in envdef.network_objects() + envdef.consumer_objects() + envdef.provider_objects(ctx.endpoints):
+        kube.apply(obj, namespace=envdef.namespace)
+
+
+def _wait_ready(ctx: UpContext, diagnose: Callable[[], list[str]]) -> None:
+    from xtask.readiness import wait_ready
+
+    result = wait_ready(ctx.connected(), ctx.envdef, timeout=ctx.wait_timeout, diagnose=diagnose)
+    ctx.served, ctx.excluded = dict(result.served), list(result.excluded)
+
+
+def install_crds_step() -> Step:
+    return Step("install AGN CRDs and the env's namespace", _install_crds)
+
+
+def apply_objects_step() -> Step:
+    return Step("apply the environment's networks, consumers and providers", _apply_objects)
+
+
+def readiness_step(diagnose: Callable[[], list[str]]) -> Step:
+    """Every provider probed, every overlay current, every gateway serving its overlay's revision."""
+    return Step("wait until every consumer's gateway serves its current overlay", lambda ctx: _wait_ready(ctx, diagnose))

@@ -60,10 +60,11 @@ def status(env_name: str, output: str) -> None:
               f"context={data['context']}  namespace={data['namespace']}")
     con.print(f"kubeconfig: {data['kubeconfig']}")
     comps = Table(title="components", title_justify="left")
-    for col in ("name", "pid", "running", "healthy", "address"):
+    for col in ("name", "pid", "running", "healthy", "address", "detail"):
         comps.add_column(col)
     for c in data["components"]:
-        comps.add_row(c["name"], str(c.get("pid") or "-"), _yes(c["running"]), _yes(c["healthy"]), c.get("address", ""))
+        comps.add_row(c["name"], str(c.get("pid") or "-"), _yes(c["running"]), _yes(c["healthy"]), c.get("address", ""),
+                      "" if c["healthy"] else c.get("detail", ""))
     con.print(comps)
     if data.get("error"):
         con.print(f"[red]cannot read AGN objects:[/red] {data['error']}")

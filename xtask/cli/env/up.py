@@ -45,4 +45,6 @@ def up(env_name: str, runtime: str, retain: bool, timeout: float, output: str) -
     con.print(f"  namespace:  {envdef.namespace}")
     for consumer, revision in sorted(result.get("served", {}).items()):
         con.print(f"  {consumer}: serving overlay revision {revision}")
+    for line in result.get("excluded", []):
+        con.print(f"  [yellow]kept out by a hard failure[/yellow]: {line}")
     con.print(f"next: python -m xtask env status --env {env_name}")

@@ -1,0 +1,91 @@
+"""env up's readiness (pure): the operator's rules and the drain waiter's serving check, reused."""
+from __future__ import annotations
+
+import time
+
+from agn.model import ConsumerView, NetworkView, ProviderView, compute_candidates, next_overlay
+from agn.watching import WatchHealth
+from xtask.readiness import evaluate_readiness
+from xtask.runtime.health import ComponentReport, lost_api_server
+
+NOW = time.time()
+NET = NetworkView("net")
+CONSUMER = ConsumerView("c", "net")
+
+
+def provider(name, *, drain=False, healthy=True, endpoint=None):
+    return ProviderView(name, endpoint or f"http://127.0.0.1:1/{name}", f"id-{name}", "chat", 0, drain, {}, healthy, NOW)
+
+
+def readiness(providers, *, serving=None, overlay_from=None):
+    overlay = next_overlay(None, compute_candidates(overlay_from or providers, NET, CONSUMER, now=NOW), network="net",
+                           consumer="c")
+    rev = overlay.revision if serving is None else serving
+    return evaluate_readiness(providers=providers, networks={"net": NET}, consumers=[CONSUMER],
+                              revisions={"c": (rev, rev)}, overlays={"c": overlay}, now=NOW)
+
+
+def test_ready_when_every_gateway_serves_its_current_overlay():
+    r = readiness([provider("a"), provider("b")])
+    assert r.ready and r.served == {"c": 1} and r.excluded == ()
+
+
+def test_a_drained_provider_does_not_make_the_env_unready():
+    # The defect: readiness used to count admitted candidates, so any drain made `env up` time out.
+    r = readiness([provider("a", drain=True), provider("b")])
+    assert r.ready
+
+
+def test_an_unhealthy_provider_is_reported_not_waited_for():
+    r = readiness([provider("a", healthy=False), provider("b")])
+    assert r.ready and r.excluded == ("a for c: unavailable",)
+
+
+def test_a_malformed_endpoint_is_named():
+    r = readiness([provider("a", endpoint="ftp://[::1"), provider("b")])
+    assert r.ready and r.excluded == ("a for c: invalid",)
+
+
+def test_a_gateway_behind_its_overlay_is_named():
+    r = readiness([provider("a")], serving=0)
+    assert not r.ready and r.problems == ("consumer c: overlay revision 1, accepted 0, serving 0",)
+
+
+def test_an_overlay_behind_the_providers_is_named():
+    # The operator has not yet published the drain of a: the overlay still admits it.
+    r = readiness([provider("a", drain=True)], overlay_from=[provider("a")])
+    assert not r.ready
+    assert r.problems == ("consumer c: overlay revision 1 has a admitted, the operator's rules give existing_only",)
+
+
+def test_an_unprobed_provider_is_waited_for():
+    r = readiness([provider("a", healthy=None)])
+    assert not r.ready and r.problems == ("provider a: not probed by the operator yet",)
+
+
+def test_a_missing_overlay_is_named():
+    r = evaluate_readiness(providers=[provider("a")], networks={"net": NET}, consumers=[CONSUMER], revisions={},
+                           overlays={}, now=NOW)
+    assert r.problems == ("consumer c: no overlay published yet",)
+
+
+def test_watch_health_turns_unhealthy_only_past_its_bound():
+    clock = [100.0]
+    h = WatchHealth("x", clock=lambda: clock[0])
+    h.ok()
+    h.failed(ConnectionError("refused"))
+    clock[0] += 29
+    assert h.live(30)
+    clock[0] += 2
+    assert not h.live(30) and h.to_dict(30)["lastError"] == "refused"
+    h.ok()
+    assert h.live(30)
+
+
+def test_a_component_that_lost_its_api_server_is_recognised():
+    dead = ComponentReport(True, 503, {"watches": {"routingoverlays": {"live": False, "lastError": "refused"}}})
+    assert "watches keep failing" in lost_api_server(dead, server="https://127.0.0.1:1")
+    moved = ComponentReport(True, 200, {"server": "https://127.0.0.1:1", "watches": {}})
+    assert "uses API server https://127.0.0.1:1" in lost_api_server(moved, server="https://127.0.0.1:2")
+    fine = ComponentReport(True, 200, {"server": "https://127.0.0.1:2", "watches": {"x": {"live": True}}})
+    assert lost_api_server(fine, server="https://127.0.0.1:2") is None

@@ -1,0 +1,100 @@
+"""Is an environment serving? The last step of ``env up`` on every runtime.
+
+Ready means: the operator has probed every provider, every consumer's published overlay is
+what the overlay model (:mod:`agn.model`, the operator's own rules) gives for the objects as
+they are now, and every consumer's gateway has accepted and serves that overlay's revision
+(:func:`xtask.drain.converge.serving_lag`, the drain waiter's definition). A drained or
+unhealthy provider does not make an environment unready: it is in its overlay as
+``existing_only`` or kept out with its reason, and ``excluded`` lists the latter.
+
+:func:`evaluate_readiness` is pure; :func:`wait_ready` reads the API until ready or the
+deadline, then names every lagging object and what the runtime knows about why (a stopped
+process, its log).
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from agn.model import ConsumerView, NetworkView, Overlay, ProviderView, compute_candidates, exclusion, selects
+from xtask.drain.converge import serving_lag
+from xtask.errors import XtaskError
+
+
+@dataclasses.dataclass(frozen=True)
+class Readiness:
+    problems: tuple[str, ...]  # why not ready; empty when ready
+    served: Mapping[str, int]  # consumer -> the overlay revision its gateway serves
+    excluded: tuple[str, ...]  # providers kept out of an overlay by a hard failure, with the reason
+
+    @property
+    def ready(self) -> bool:
+        return not self.problems
+
+
+def evaluate_readiness(
+    *, providers: Sequence[ProviderView], networks: Mapping[str, NetworkView], consumers: Sequence[ConsumerView],
+    revisions: Mapping[str, tuple[int | None, int | None]], overlays: Mapping[str, Overlay | None], now: float,
+) -> Readiness:
+    problems = [f"provider {p.name}: not probed by the operator yet" for p in providers if p.healthy is None]
+    served: dict[str, int] = {}
+    excluded: list[str] = []
+    for consumer in consumers:
+        network = networks.get(consumer.network)
+        if network is None:
+            problems.append(f"consumer {consumer.name}: network {consumer.network!r} does not exist")
+            continue
+        overlay = overlays.get(consumer.name)
+        lag = serving_lag(consumer.name, overlay, *revisions.get(consumer.name, (None, None)))
+        if lag:
+            problems.append(lag)
+        elif overlay is not None:
+            served[consumer.name] = overlay.revision
+        if overlay is not None:
+            want = {c.provider: c.admission_state for c in compute_candidates(providers, network, consumer, now=now)}
+            have = {c.provider: c.admission_state for c in overlay.candidates}
+            for name in sorted(set(want) | set(have)):
+                if want.get(name) != have.get(name):
+                    problems.append(f"consumer {consumer.name}: overlay revision {overlay.revision} has {name} "
+                                    f"{have.get(name, 'absent')}, the operator's rules give {want.get(name, 'absent')}")
+        for p in providers:
+            why = exclusion(p, network, consumer, now=now) if p.healthy is not None and selects(network, p.labels) else None
+            if why is not None:
+                excluded.append(f"{p.name} for {consumer.name}: {why.value}")
+    return Readiness(tuple(problems), served, tuple(excluded))
+
+
+def wait_ready(kube, envdef, *, timeout: float, diagnose: Callable[[], list[str]], interval: float = 0.2) -> Readiness:
+    """Read the env's objects until :func:`evaluate_readiness` says ready; on timeout raise,
+    naming every lagging object and whatever ``diagnose`` (the runtime) can tell about why."""
+    from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, KubeError
+    from agn.objects import consumer_revisions, consumer_view, name_of, network_view, provider_view
+
+    ns = envdef.namespace
+    names = {c.name for c in envdef.consumers}
+    deadline = time.monotonic() + timeout
+    last: list[str] = ["nothing read yet"]
+    while True:
+        try:
+            providers = [provider_view(o) for o in kube.list(PROVIDERS, ns)[0]]
+            networks = {name_of(o): network_view(o) for o in kube.list(NETWORKS, ns)[0]}
+            consumer_objs = [o for o in kube.list(CONSUMERS, ns)[0] if name_of(o) in names]
+            overlays = {name_of(o): Overlay.from_spec(o["spec"]) for o in kube.list(OVERLAYS, ns)[0] if o.get("spec")}
+            result = evaluate_readiness(
+                providers=providers, networks=networks, consumers=[consumer_view(o) for o in consumer_objs],
+                revisions={name_of(o): consumer_revisions(o) for o in consumer_objs}, overlays=overlays, now=time.time())
+            missing = sorted(names - {name_of(o) for o in consumer_objs})
+            last = [f"consumer {n}: does not exist" for n in missing] + list(result.problems)
+            if not last:
+                return result
+        except KubeError as exc:
+            last = [f"API server: {exc}"]
+        if time.monotonic() > deadline:
+            causes = diagnose()
+            raise XtaskError(
+                f"the environment did not become ready within {timeout:.0f}s: " + "; ".join(last[:8])
+                + (f" (and {len(last) - 8} more)" if len(last) > 8 else ""),
+                hint="; ".join(causes) if causes else "run `python -m xtask env status` to see every component",
+            )
+        time.sleep(interval)

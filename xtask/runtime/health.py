@@ -1,0 +1,77 @@
+"""Reading a component's ``/healthz`` (operator, consumer gateway) the way ``env up`` and
+``env status`` need it: is it healthy, and if not, why — in particular whether it has lost its
+API server (watches failing past their bound, or connected to an address the env no longer
+uses). Loopback HTTP only; nothing here starts or stops anything.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class ComponentReport:
+    answered: bool
+    status: int
+    body: dict[str, Any]
+
+    @property
+    def detail(self) -> str:
+        return str(self.body.get("status") or self.body.get("detail") or "")
+
+
+def read_health(url: str, *, timeout: float = 2.0) -> ComponentReport:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return ComponentReport(True, resp.status, _parse(resp.read()))
+    except urllib.error.HTTPError as exc:
+        return ComponentReport(True, exc.code, _parse(exc.read()))
+    except (urllib.error.URLError, OSError):
+        return ComponentReport(False, 0, {})
+
+
+def _parse(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return {"detail": raw.decode(errors="replace").strip()}
+    return body if isinstance(body, dict) else {"detail": str(body)}
+
+
+def lost_api_server(report: ComponentReport, *, server: str | None) -> str | None:
+    """Why a component that answers has lost its API server, or None."""
+    if report.status == 503 and any(not w.get("live", True) for w in (report.body.get("watches") or {}).values()):
+        return "its watches keep failing: " + "; ".join(
+            f"{name}: {w.get('lastError', '')}" for name, w in sorted(report.body["watches"].items()) if not w.get("live"))
+    used = report.body.get("server")
+    if server and used and used.rstrip("/") != server.rstrip("/"):
+        return f"it uses API server {used}, the environment's is {server}"
+    return None
+
+
+def component_problem(url: str, *, server: str | None) -> str | None:
+    """Why a running component must be restarted by ``env up`` (None: keep it)."""
+    report = read_health(url)
+    if not report.answered:
+        return None  # starting up or hung: the start step's own readiness wait decides
+    return lost_api_server(report, server=server)
+
+
+def component_health(url: str, *, server: str | None) -> tuple[bool, str]:
+    """``env status``: healthy only if it answers 200, its watches are live, it uses the env's API
+    server and (for a gateway) it serves the newest overlay it has seen."""
+    report = read_health(url)
+    if not report.answered:
+        return False, "no answer on /healthz"
+    lost = lost_api_server(report, server=server)
+    if lost:
+        return False, lost
+    if report.status != 200:
+        return False, report.detail or f"/healthz answered {report.status}"
+    if report.body.get("servesLatest") is False:
+        return False, (f"serves overlay revision {report.body.get('servingRevision')}, "
+                       f"newest seen is {report.body.get('latestRevision')}")
+    return True, report.detail
