@@ -12,34 +12,13 @@ import pytest
 import yaml
 
 from agnprocs import http_json, wait_for
+from envcli import Cli
 from xtask.procs import ProcessRecord, is_alive
 from xtask.runtime.assets import ensure_assets
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
 CTX = "local-example"
-
-
-class Cli:
-    def __init__(self, home: Path) -> None:
-        self.home = home
-        self.env = dict(os.environ)
-        self.env.update({
-            "AGN_XTASK_HOME": str(home / "state"),
-            "KUBECONFIG": str(home / "kubeconfig"),
-            "AGN_XTASK_JOURNAL_DIR": str(home / "journal"),
-            "NO_COLOR": "1",
-            "PYTHONPATH": str(REPO),
-        })
-
-    def __call__(self, *args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "xtask", *args], capture_output=True, text=True, cwd=REPO,
-                              env={**self.env, **(env or {})}, timeout=timeout)
-
-    def status(self) -> dict:
-        proc = self("env", "status", "--output", "json")
-        assert proc.returncode == 0, proc.stderr
-        return json.loads(proc.stdout)
 
 
 @pytest.fixture(scope="module")

@@ -104,6 +104,7 @@ class _DrainRun:
                              req.dry_run)
         self.journal: Journal | None = None
         self.waiter: ConvergenceWaiter | None = None
+        self.targets: _Targets | None = None
         self.operation = new_operation_id()
         self._at = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         self._actor = actor()
@@ -135,7 +136,8 @@ class _DrainRun:
             # Watch before writing: the followers list and sync while the writes go out.
             self.waiter = ConvergenceWaiter(self.kube, self.namespace, providers=self.report.selection,
                                             network=self.req.network, consumers=list(self.req.consumers),
-                                            drain=self.req.drain, notify=self.reporter.event)
+                                            drain=self.req.drain, notify=self.reporter.event,
+                                            network_obj=self.targets.network if self.targets else None)
             self.waiter.start()
         try:
             done = self.apply(changes, latch)
@@ -163,7 +165,8 @@ class _DrainRun:
             report.plan.append(entry)
             self.reporter.event("plan", c.provider, entry)
 
-        refusal = _target_refusals(targets.result(), req, selected, changes) if targets else []
+        self.targets = targets.result() if targets else None
+        refusal = _target_refusals(self.targets, req, selected, changes) if self.targets else []
         if refusal:
             report.refused = refusal
             return changes, self.finish("refused before writing: " + "; ".join(refusal))

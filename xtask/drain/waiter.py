@@ -63,7 +63,7 @@ class WaitResult:
 class ConvergenceWaiter:
     def __init__(
         self, kube: Kube, namespace: str, *, providers: list[str], network: str, consumers: list[str], drain: bool,
-        notify: Notify,
+        notify: Notify, network_obj: Obj | None = None,
     ) -> None:
         self.kube = kube
         self.namespace = namespace
@@ -72,6 +72,7 @@ class ConvergenceWaiter:
         self.consumers = consumers
         self.drain = drain
         self.notify = notify
+        self._network_obj = network_obj  # as read before the writes; else read when the wait starts
         self._wake: "queue.Queue[str]" = queue.Queue()
         self._stop_watches = threading.Event()
         self._caches = {r.plural: _Cache(self._wake, r.plural) for r in (PROVIDERS, CONSUMERS, OVERLAYS)}
@@ -129,7 +130,7 @@ class ConvergenceWaiter:
         start = time.monotonic()
         deadline = start + timeout
         agreement = Agreement()
-        network_obj = self.kube.get(NETWORKS, self.namespace, self.network)
+        network_obj = self._network_obj or self.kube.get(NETWORKS, self.namespace, self.network)
         self.start()
         verdict: Verdict | None = None
         last_lagging: tuple[str, ...] = ()

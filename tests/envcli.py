@@ -1,0 +1,33 @@
+"""The real CLI as a user runs it, as a subprocess, with its own state folder, kubeconfig and
+journal folder (shared by the e2e and faults suites)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class Cli:
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.env = dict(os.environ)
+        self.env.update({
+            "AGN_XTASK_HOME": str(home / "state"),
+            "KUBECONFIG": str(home / "kubeconfig"),
+            "AGN_XTASK_JOURNAL_DIR": str(home / "journal"),
+            "NO_COLOR": "1",
+            "PYTHONPATH": str(REPO),
+        })
+
+    def __call__(self, *args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "xtask", *args], capture_output=True, text=True, cwd=REPO,
+                              env={**self.env, **(env or {})}, timeout=timeout)
+
+    def status(self) -> dict:
+        proc = self("env", "status", "--output", "json")
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
