@@ -56,6 +56,12 @@ class CoalescingQueue:
                 self._delayed[key] = due
             self._cond.notify_all()
 
+    def discard_delayed(self, key: str) -> None:
+        """Drop ``key``'s pending ``add_after`` schedule (its object is gone). Dirty marks stay:
+        a mark made since is about a new object of the same name and must be reconciled."""
+        with self._cond:
+            self._delayed.pop(key, None)
+
     def close(self) -> None:
         """Wake the consumer for good; ``wait_batch`` returns None from now on."""
         with self._cond:
