@@ -93,7 +93,7 @@ class Operator:
         self.stop = stop
         self.elector = elector
         self.leadership: Leadership = elector if elector is not None else AlwaysLeader(new_identity())
-        self.writes = LeaderWrites(kube, self.leadership)
+        self.writes = LeaderWrites(kube, self.leadership, log=log)
         self.queue = CoalescingQueue(window=settings.coalesce_window, max_window=settings.max_batch_wait)
         self.providers = self._informer(PROVIDERS, self._on_all_consumers)
         self.networks = self._informer(NETWORKS, self._on_all_consumers)

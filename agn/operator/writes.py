@@ -12,6 +12,7 @@ from collections import Counter
 from typing import Any
 
 from agn.kube import Kube, Resource
+from agn.logs import JsonLog
 from agn.operator.lease import Leadership
 
 Obj = dict[str, Any]
@@ -22,32 +23,35 @@ class NotLeader(Exception):
 
 
 class LeaderWrites:
-    def __init__(self, kube: Kube, leadership: Leadership) -> None:
+    def __init__(self, kube: Kube, leadership: Leadership, *, log: JsonLog | None = None) -> None:
         self._kube = kube
         self._leadership = leadership
+        self._log = log
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
 
-    def _admit(self, what: str) -> None:
+    def _admit(self, what: str, name: str) -> None:
         if not self._leadership.is_leader():
-            raise NotLeader(f"not the leader; {what} not written")
+            raise NotLeader(f"not the leader; {what} {name} not written")
         with self._lock:
             self._counts[what] += 1
+        if self._log is not None:
+            self._log.debug("api write", write=what, name=name)
 
     def create(self, res: Resource, namespace: str, body: Obj) -> Obj:
-        self._admit(f"{res.plural}:create")
+        self._admit(f"{res.plural}:create", body["metadata"]["name"])
         return self._kube.create(res, namespace, body)
 
     def merge_patch(self, res: Resource, namespace: str, name: str, patch: Obj) -> Obj:
-        self._admit(f"{res.plural}:patch")
+        self._admit(f"{res.plural}:patch", name)
         return self._kube.merge_patch(res, namespace, name, patch)
 
     def merge_patch_status(self, res: Resource, namespace: str, name: str, patch: Obj) -> Obj:
-        self._admit(f"{res.plural}/status:patch")
+        self._admit(f"{res.plural}/status:patch", name)
         return self._kube.merge_patch_status(res, namespace, name, patch)
 
     def delete(self, res: Resource, namespace: str, name: str, *, uid: str | None = None) -> None:
-        self._admit(f"{res.plural}:delete")
+        self._admit(f"{res.plural}:delete", name)
         self._kube.delete(res, namespace, name, uid=uid)
 
     def counts(self) -> dict[str, int]:
