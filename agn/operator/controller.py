@@ -180,7 +180,12 @@ class Operator:
             self.log.info("operator stopped")
 
     def _work(self) -> None:
-        """Follow while not leading; lead a term each time leadership is gained."""
+        """Follow while not leading; lead a term each time leadership is gained.
+
+        A follower's caches stay warm (the informers run), but its queue is emptied on every
+        look: the next term starts with a full pass, and names of consumers deleted meanwhile
+        must not pile up.
+        """
         led = 0
         while not self.stop.is_set():
             term = self.leadership.term()
@@ -188,6 +193,7 @@ class Operator:
                 led = term
                 self._lead(term)
             else:
+                self.queue.clear()
                 self.stop.wait(LEADERSHIP_POLL_SECONDS)
 
     def _leading(self, term: int) -> bool:
@@ -196,8 +202,16 @@ class Operator:
     def _lead(self, term: int) -> None:
         """Reconcile until leadership (this term) ends or the operator stops."""
         self.log.info("leading: reconciling", term=term, identity=self.leadership.identity)
-        self._published.clear()  # another leader may have published since; the overlay cache is the truth
         self.prober.begin_term(term)
+        try:
+            self._lead_term(term)
+        finally:
+            # What a term remembers per consumer belongs to it: another leader may publish (and
+            # consumers may come and go) before this process leads again; the caches are the truth.
+            self._published.clear()
+            self._missing_network.clear()
+
+    def _lead_term(self, term: int) -> None:
         # Statuses in the cache may have gone stale while no operator led; let the first probe
         # round refresh them (bounded) so a new term does not publish a transiently emptier overlay.
         give_up = time.monotonic() + self.settings.probe_timeout * 2 + 1.0

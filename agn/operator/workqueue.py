@@ -62,6 +62,14 @@ class CoalescingQueue:
         with self._cond:
             self._delayed.pop(key, None)
 
+    def clear(self) -> None:
+        """Drop every pending key, dirty or scheduled (a follower's worker: the next leadership
+        term reconciles everything anyway, and nothing may pile up meanwhile)."""
+        with self._cond:
+            self._dirty.clear()
+            self._delayed.clear()
+            self._first_at = self._last_at = None
+
     def close(self) -> None:
         """Wake the consumer for good; ``wait_batch`` returns None from now on."""
         with self._cond:

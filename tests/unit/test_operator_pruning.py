@@ -151,3 +151,34 @@ def test_queue_discards_a_schedule_but_keeps_a_fresh_mark():
     q.add("c1")
     q.discard_delayed("c1")
     assert q.pending() == {"c1"}
+
+
+def test_queue_clear_drops_marks_and_schedules():
+    q = CoalescingQueue(window=0.0)
+    q.add("c1")
+    q.add_after("c2", 60.0)
+    q.clear()
+    assert q.pending() == set() and q.take_ready() == set()
+    q.add("c3")
+    assert q.take_ready() == {"c3"}
+
+
+def test_a_term_that_ends_leaves_no_per_consumer_memory():
+    op = make_operator()
+
+    class Lapsed:
+        identity = "me"
+
+        def is_leader(self):
+            return False
+
+        def term(self):
+            return 1
+
+    op.leadership = Lapsed()
+    op.prober.leadership = op.leadership
+    op._published["c1"] = ("u", overlay("c1"))
+    op._missing_network["c2"] = "net"
+    op._lead(1)  # leadership is already gone: the term ends at once
+    assert op.remembered() == set()
+    op.prober._pool.shutdown()
