@@ -9,7 +9,8 @@ Modules:
 - :mod:`.reconcile` — the overlay plan for one consumer (pure).
 - :mod:`.ownership` — the consumer → overlay ownerReference and the cleanup verdicts (pure).
 - :mod:`.pruning` — dropping per-object memory of deleted objects (pure).
-- :mod:`.lease` — leader election over a coordination.k8s.io Lease (pure rules + the loop).
+- :mod:`.lease` — leader election over a coordination.k8s.io Lease: the rules (pure).
+- :mod:`.elector` — the leader-election loop over the Lease (the API calls).
 - :mod:`.writes` — the only path to API writes: refused unless leading, and counted.
 - :mod:`.controller` — wires the pieces together and is the only writer of overlays.
 - :mod:`.health` — ``/healthz`` (JSON: health, leadership, write counters).

@@ -15,7 +15,8 @@ import threading
 from agn.kube import ConfigError, Kube
 from agn.operator.controller import Operator, Settings
 from agn.operator.health import serve_health
-from agn.operator.lease import DEFAULT_LEASE_NAME, LeaderElector, LeaseTimings, new_identity
+from agn.operator.elector import LeaderElector
+from agn.operator.lease import DEFAULT_LEASE_NAME, LeaseTimings, new_identity
 from agn.logs import JsonLog
 
 EXIT_OK = 0

@@ -38,7 +38,8 @@ from agn.model import Overlay, ProviderView
 from agn.objects import consumer_view, network_view, provider_view
 from agn.operator.informer import Informer, Obj
 from agn.logs import JsonLog
-from agn.operator.lease import AlwaysLeader, LeaderElector, Leadership, new_identity
+from agn.operator.elector import LeaderElector
+from agn.operator.lease import AlwaysLeader, Leadership, new_identity
 from agn.operator.ownership import Verdict, desired_owner_references, owner_references_current, verdict
 from agn.operator.prober import Prober
 from agn.operator.pruning import prune

@@ -12,8 +12,8 @@ import pytest
 
 from agn.kube import Conflict, NotFound, Unreachable
 from agn.logs import JsonLog
+from agn.operator.elector import LeaderElector
 from agn.operator.lease import (
-    LeaderElector,
     LeaseRecord,
     LeaseTimings,
     Observation,
