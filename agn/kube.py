@@ -48,6 +48,9 @@ CONSUMERS = Resource("InferenceConsumer", "inferenceconsumers")
 OVERLAYS = Resource("RoutingOverlay", "routingoverlays")
 AGN_RESOURCES = (PROVIDERS, NETWORKS, CONSUMERS, OVERLAYS)
 BY_KIND = {r.kind: r for r in AGN_RESOURCES}
+# Not an AGN resource, but its REST paths have the same shape, so the generic object methods
+# below (get/create/replace, conditional on resourceVersion) serve the operator's leader election.
+LEASES = Resource("Lease", "leases", group="coordination.k8s.io", version="v1")
 
 
 class KubeError(Exception):
@@ -261,10 +264,13 @@ class Kube:
     def host(self) -> str:
         return self._api.configuration.host
 
-    # -- AGN custom objects -------------------------------------------------------------
-    def get(self, res: Resource, namespace: str, name: str) -> Obj:
+    # -- AGN custom objects (and any namespaced object of a group/version/plural) ------------
+    def get(self, res: Resource, namespace: str, name: str, *, timeout: float | None = None) -> Obj:
+        """``timeout`` (seconds) bounds the request, for callers that must not hang on a dead connection."""
+        kwargs = {"_request_timeout": timeout} if timeout else {}
         with _api_errors:
-            return self.custom.get_namespaced_custom_object(res.group, res.version, namespace, res.plural, name)
+            return self.custom.get_namespaced_custom_object(res.group, res.version, namespace, res.plural, name,
+                                                            **kwargs)
 
     def list(
         self, res: Resource, namespace: str, *, label_selector: str | None = None, field_selector: str | None = None
@@ -282,22 +288,26 @@ class Kube:
         return out.get("items", []), out.get("metadata", {}).get("resourceVersion", "")
 
     def create(
-        self, res: Resource, namespace: str, body: Obj, *, dry_run: bool = False, field_validation: str | None = None
+        self, res: Resource, namespace: str, body: Obj, *, dry_run: bool = False, field_validation: str | None = None,
+        timeout: float | None = None,
     ) -> Obj:
         """Create; ``field_validation="Strict"`` makes unknown fields an error instead of pruned."""
         kwargs: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
         if field_validation:
             kwargs["field_validation"] = field_validation
+        if timeout:
+            kwargs["_request_timeout"] = timeout
         with _api_errors:
             return self.custom.create_namespaced_custom_object(
                 res.group, res.version, namespace, res.plural, body, field_manager=self.field_manager, **kwargs
             )
 
-    def replace(self, res: Resource, namespace: str, name: str, body: Obj) -> Obj:
+    def replace(self, res: Resource, namespace: str, name: str, body: Obj, *, timeout: float | None = None) -> Obj:
         """Full update; ``body.metadata.resourceVersion`` (when set) is a precondition."""
+        kwargs = {"_request_timeout": timeout} if timeout else {}
         with _api_errors:
             return self.custom.replace_namespaced_custom_object(
-                res.group, res.version, namespace, res.plural, name, body, field_manager=self.field_manager
+                res.group, res.version, namespace, res.plural, name, body, field_manager=self.field_manager, **kwargs
             )
 
     def merge_patch(self, res: Resource, namespace: str, name: str, patch: Obj, *, dry_run: bool = False) -> Obj:
@@ -314,9 +324,15 @@ class Kube:
                 res.group, res.version, namespace, res.plural, name, patch, field_manager=self.field_manager
             )
 
-    def delete(self, res: Resource, namespace: str, name: str) -> None:
+    def delete(self, res: Resource, namespace: str, name: str, *, uid: str | None = None) -> None:
+        """Delete; with ``uid`` only that incarnation of the object (409 :class:`Conflict` if it was replaced)."""
+        kwargs: dict[str, Any] = {}
+        if uid:
+            from kubernetes.client import V1DeleteOptions, V1Preconditions
+
+            kwargs["body"] = V1DeleteOptions(preconditions=V1Preconditions(uid=uid))
         with _api_errors:
-            self.custom.delete_namespaced_custom_object(res.group, res.version, namespace, res.plural, name)
+            self.custom.delete_namespaced_custom_object(res.group, res.version, namespace, res.plural, name, **kwargs)
 
     def watch(
         self, res: Resource, namespace: str, *, resource_version: str, timeout_seconds: int = 60, field_selector: str | None = None

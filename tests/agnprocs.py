@@ -72,8 +72,9 @@ class AgnProcesses:
         wait_for(lambda: http_status(f"{url}/healthz") == 200, what=f"fake provider {name}")
         return url
 
-    def operator(self, *extra: str) -> ProcessRecord:
-        return self._start("operator", ["-m", "agn.operator", *self._kube_args(), *extra])
+    def operator(self, *extra: str, name: str = "operator") -> ProcessRecord:
+        """Start an operator (``name`` tells several apart: pid file, log ``<name>.log``)."""
+        return self._start(name, ["-m", "agn.operator", *self._kube_args(), *extra])
 
     def gateway(self, consumer: str, *, port: int | None = None) -> str:
         """Start a consumer gateway; returns its base URL once /healthz answers."""

@@ -1,8 +1,9 @@
 """``python -m agn.operator``: run the AGN operator for one namespace until SIGTERM/SIGINT.
 
-Parses flags, connects, runs :class:`agn.operator.controller.Operator`, and maps failures
-to exit codes in this one place: 0 after a clean stop, 2 for usage or kubeconfig errors,
-1 for anything unexpected. The signal handlers only set an event.
+Parses flags, connects, runs :class:`agn.operator.controller.Operator` (with leader election
+over a Lease unless ``--no-leader-elect``), and maps failures to exit codes in this one
+place: 0 after a clean stop, 2 for usage or kubeconfig errors, 1 for anything unexpected.
+The signal handlers only set an event; a clean stop releases the lease.
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import threading
 from agn.kube import ConfigError, Kube
 from agn.operator.controller import Operator, Settings
 from agn.operator.health import serve_health
+from agn.operator.elector import LeaderElector
+from agn.operator.lease import DEFAULT_LEASE_NAME, LeaseTimings, new_identity
 from agn.logs import JsonLog
 
 EXIT_OK = 0
@@ -35,6 +38,13 @@ def _non_negative(value: str) -> float:
     return number
 
 
+def _whole_positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {value}")
+    return number
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m agn.operator", description="Run the AGN operator.")
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
@@ -51,7 +61,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--health-port", type=int, metavar="PORT",
                         help="serve /healthz on this port (default: no health endpoint)")
     parser.add_argument("--health-host", default="127.0.0.1", help="address for /healthz (in a pod: 0.0.0.0)")
-    return parser.parse_args(argv)
+    election = parser.add_argument_group("leader election (only the Lease holder writes)")
+    election.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
+                          help="hold a coordination.k8s.io Lease before writing (default: on)")
+    election.add_argument("--lease-name", default=DEFAULT_LEASE_NAME, help="Lease name in --namespace")
+    election.add_argument("--lease-duration", type=_whole_positive, default=15, metavar="SECONDS",
+                          help="how long an unrenewed lease blocks a successor; the holder stops writing after "
+                               "two thirds of it without a successful renew")
+    election.add_argument("--lease-renew-interval", type=_positive, default=5.0, metavar="SECONDS",
+                          help="how often the holder renews")
+    election.add_argument("--lease-retry-period", type=_positive, default=1.0, metavar="SECONDS",
+                          help="how often a follower looks at the lease (and a failed renew is retried)")
+    election.add_argument("--identity", help="this process's lease identity (default: host_pid_random)")
+    args = parser.parse_args(argv)
+    args.timings = LeaseTimings(duration=args.lease_duration, renew_interval=args.lease_renew_interval,
+                                retry_period=args.lease_retry_period)
+    problems = args.timings.problems()
+    if problems:
+        parser.error("; ".join(problems))
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,11 +100,15 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     settings = Settings(probe_interval=args.probe_interval, probe_timeout=args.probe_timeout, resync=args.resync,
                         coalesce_window=args.coalesce_window, max_batch_wait=args.max_batch_wait)
-    operator = Operator(kube, args.namespace, settings=settings, log=log, stop=stop)
+    elector = None
+    if args.leader_elect:
+        elector = LeaderElector(kube, args.namespace, name=args.lease_name, identity=args.identity or new_identity(),
+                                timings=args.timings, log=log, stop=stop)
+    operator = Operator(kube, args.namespace, settings=settings, log=log, stop=stop, elector=elector)
     health = None
     if args.health_port is not None:
         try:
-            health = serve_health(operator.healthy, host=args.health_host, port=args.health_port)
+            health = serve_health(operator.health, host=args.health_host, port=args.health_port)
         except OSError as exc:
             log.error("cannot serve /healthz", error=str(exc), port=args.health_port)
             kube.close()

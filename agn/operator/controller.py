@@ -3,7 +3,24 @@
 Provider and network changes mark every consumer dirty; consumer and overlay changes mark
 that consumer. One worker thread takes coalesced batches and reconciles each consumer
 level-triggered from the caches, writing its RoutingOverlay only when the overlay changed.
-A periodic resync re-runs every consumer, because metrics freshness depends on time.
+A periodic resync re-runs every consumer (and every overlay), because metrics freshness
+depends on time and deletions can be missed while a watch is re-listed.
+
+Lifecycle:
+
+- **Leadership** (:mod:`.lease`): every process keeps its caches warm; only the leader's
+  worker reconciles and only its prober probes, and every write goes through
+  :class:`.writes.LeaderWrites`, which refuses it unless this process leads at that moment.
+  Each time leadership is gained, a term begins: the prober's and the published-overlay
+  memories are dropped, the worker waits (bounded) for one probe round, then reconciles
+  every consumer.
+- **Ownership** (:mod:`.ownership`): each overlay is controlled by its consumer (an
+  ownerReference), so a garbage collector removes it with the consumer. Where none runs, the
+  worker deletes overlays whose consumer is gone, or that belong to an earlier consumer of
+  the same name — after confirming with a live read, and only that incarnation (uid
+  precondition).
+- **Forgetting**: per-consumer memory is dropped when the consumer is gone (on its reconcile,
+  and on every resync against the cache), so nothing keyed by a deleted name stays.
 
 This is the only writer of RoutingOverlays. It never writes provider spec or any status
 (provider status belongs to :mod:`.prober`).
@@ -21,12 +38,22 @@ from agn.model import Overlay, ProviderView
 from agn.objects import consumer_view, network_view, provider_view
 from agn.operator.informer import Informer, Obj
 from agn.logs import JsonLog
+from agn.operator.elector import LeaderElector
+from agn.operator.lease import AlwaysLeader, Leadership, new_identity
+from agn.operator.ownership import Verdict, desired_owner_references, owner_references_current, verdict
 from agn.operator.prober import Prober
+from agn.operator.pruning import prune
 from agn.operator.reconcile import plan_overlay
 from agn.operator.workqueue import CoalescingQueue
+from agn.operator.writes import LeaderWrites, NotLeader
 
 ERROR_RETRY_SECONDS = 1.0
 RECHECK_SLACK_SECONDS = 0.05
+# How often a follower looks whether it leads now, and the longest a leader's worker waits
+# between two looks at its leadership.
+LEADERSHIP_POLL_SECONDS = 0.2
+# Which operator process (its lease identity) wrote the overlay last.
+PUBLISHED_BY = f"{GROUP}/published-by"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,33 +67,48 @@ class Settings:
     max_batch_wait: float = 1.0
 
 
-def overlay_body(overlay: Overlay) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": OVERLAYS.kind,
-        "metadata": {"name": overlay.consumer}, "spec": overlay.to_spec(),
-    }
+def overlay_body(overlay: Overlay, *, owner_references: list[dict[str, Any]] | None = None,
+                 published_by: str | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": overlay.consumer}
+    if owner_references:
+        metadata["ownerReferences"] = owner_references
+    if published_by:
+        metadata["annotations"] = {PUBLISHED_BY: published_by}
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": OVERLAYS.kind, "metadata": metadata, "spec": overlay.to_spec()}
 
 
 class Operator:
-    """One operator for one namespace. ``run`` blocks until ``stop`` is set."""
+    """One operator for one namespace. ``run`` blocks until ``stop`` is set.
 
-    def __init__(self, kube: Kube, namespace: str, *, settings: Settings, log: JsonLog, stop: threading.Event) -> None:
+    With an ``elector`` it writes only while holding the lease; without one it always does.
+    """
+
+    def __init__(
+        self, kube: Kube, namespace: str, *, settings: Settings, log: JsonLog, stop: threading.Event,
+        elector: LeaderElector | None = None,
+    ) -> None:
         self.kube = kube
         self.namespace = namespace
         self.settings = settings
         self.log = log
         self.stop = stop
+        self.elector = elector
+        self.leadership: Leadership = elector if elector is not None else AlwaysLeader(new_identity())
+        self.writes = LeaderWrites(kube, self.leadership, log=log)
         self.queue = CoalescingQueue(window=settings.coalesce_window, max_window=settings.max_batch_wait)
         self.providers = self._informer(PROVIDERS, self._on_all_consumers)
         self.networks = self._informer(NETWORKS, self._on_all_consumers)
         self.consumers = self._informer(CONSUMERS, self._on_named)
         self.overlays = self._informer(OVERLAYS, self._on_named)
         self.prober = Prober(
-            kube, namespace, providers=self.providers.store, networks=self.networks.store,
-            interval=settings.probe_interval, timeout=settings.probe_timeout, log=log, stop=stop,
+            self.writes, namespace, leadership=self.leadership, providers=self.providers.store,
+            networks=self.networks.store, interval=settings.probe_interval, timeout=settings.probe_timeout, log=log,
+            stop=stop,
         )
-        # The last overlay published per consumer: revision continuity if an overlay is deleted under us.
-        self._published: dict[str, Overlay] = {}
+        # Per consumer, forgotten when the consumer is gone. The last overlay published (with the
+        # consumer's uid): revision continuity if an overlay is deleted under us.
+        self._published: dict[str, tuple[str, Overlay]] = {}
+        # The missing network last warned about, so the warning is logged once.
         self._missing_network: dict[str, str] = {}
         self._worker = threading.Thread(target=self._work, name="reconcile", daemon=True)
 
@@ -76,19 +118,23 @@ class Operator:
     def _all(self) -> list[Informer]:
         return [self.providers, self.networks, self.consumers, self.overlays]
 
+    def _names(self) -> list[str]:
+        """Every name that may need a reconcile: each consumer, and each overlay (it may be an orphan)."""
+        return sorted(set(self.consumers.store.names()) | set(self.overlays.store.names()))
+
     # -- events ------------------------------------------------------------------------
     def _on_all_consumers(self, kind: str, obj: Obj | None) -> None:
         self.queue.add_all(self.consumers.store.names())
 
     def _on_named(self, kind: str, obj: Obj | None) -> None:
         if obj is None:
-            self.queue.add_all(self.consumers.store.names())
+            self.queue.add_all(self._names())
         else:
             self.queue.add(obj["metadata"]["name"])
 
     # -- lifecycle -----------------------------------------------------------------------
     def healthy(self) -> tuple[bool, str]:
-        """For ``/healthz``: every cache synced and the reconcile worker alive."""
+        """Every cache synced and the reconcile worker alive (a healthy follower is healthy too)."""
         unsynced = [i.resource.plural for i in self._all() if not i.synced.is_set()]
         if unsynced:
             return False, f"caches not synced: {', '.join(unsynced)}"
@@ -96,8 +142,14 @@ class Operator:
             return False, "reconcile worker not running"
         return True, "ok"
 
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        """For ``/healthz``: :meth:`healthy`, leadership and the writes this process made."""
+        ok, detail = self.healthy()
+        return ok, {"ok": ok, "detail": detail, **self.leadership.status(), "writes": self.writes.counts()}
+
     def run(self) -> None:
-        self.log.info("operator starting", namespace=self.namespace, **dataclasses.asdict(self.settings))
+        self.log.info("operator starting", namespace=self.namespace, identity=self.leadership.identity,
+                      **dataclasses.asdict(self.settings))
         for informer in self._all():
             informer.start()
         for informer in self._all():
@@ -107,6 +159,9 @@ class Operator:
         self.log.info("caches synced", providers=len(self.providers.store.names()),
                       networks=len(self.networks.store.names()), consumers=len(self.consumers.store.names()),
                       overlays=len(self.overlays.store.names()))
+        # Only a process whose caches are synced competes for the lease.
+        if self.elector is not None:
+            self.elector.start()
         self.prober.start()
         self._worker.start()
         try:
@@ -117,44 +172,106 @@ class Operator:
             self.queue.close()
             self._worker.join(5.0)
             self.prober.stop(timeout=self.settings.probe_timeout * 2 + 1.0)
+            if self.elector is not None:
+                # After the writers stopped: a successor takes over at once instead of after expiry.
+                self.elector.join(self.elector.timings.request_timeout + 1.0)
+                self.elector.release()
             for informer in self._all():
                 informer.join(0.1)  # watches end on their own; the threads are daemons
             self.log.info("operator stopped")
 
     def _work(self) -> None:
-        # Statuses in the cache may have gone stale while no operator ran; let the first probe
-        # round refresh them (bounded) so a restart does not publish a transiently emptier overlay.
+        """Follow while not leading; lead a term each time leadership is gained.
+
+        A follower's caches stay warm (the informers run), but its queue is emptied on every
+        look: the next term starts with a full pass, and names of consumers deleted meanwhile
+        must not pile up.
+        """
+        led = 0
+        while not self.stop.is_set():
+            term = self.leadership.term()
+            if self.leadership.is_leader() and term != led:
+                led = term
+                self._lead(term)
+            else:
+                self.queue.clear()
+                self.stop.wait(LEADERSHIP_POLL_SECONDS)
+
+    def _leading(self, term: int) -> bool:
+        return not self.stop.is_set() and self.leadership.is_leader() and self.leadership.term() == term
+
+    def _lead(self, term: int) -> None:
+        """Reconcile until leadership (this term) ends or the operator stops."""
+        self.log.info("leading: reconciling", term=term, identity=self.leadership.identity)
+        self.prober.begin_term(term)
+        try:
+            self._lead_term(term)
+        finally:
+            # What a term remembers per consumer belongs to it: another leader may publish (and
+            # consumers may come and go) before this process leads again; the caches are the truth.
+            self._published.clear()
+            self._missing_network.clear()
+
+    def _lead_term(self, term: int) -> None:
+        # Statuses in the cache may have gone stale while no operator led; let the first probe
+        # round refresh them (bounded) so a new term does not publish a transiently emptier overlay.
         give_up = time.monotonic() + self.settings.probe_timeout * 2 + 1.0
         while not self.prober.first_round.wait(0.1):
-            if self.stop.is_set():
+            if not self._leading(term):
                 return
             if time.monotonic() >= give_up:
                 self.log.warning("first probe round not finished; reconciling anyway")
                 break
         next_resync = time.monotonic()  # the first pass reconciles every consumer
         first = True
-        while not self.stop.is_set():
+        while self._leading(term):
             now = time.monotonic()
             if now >= next_resync:
-                self.queue.add_all(self.consumers.store.names())
+                self._forget_deleted()
+                self.queue.add_all(self._names())
                 next_resync = now + self.settings.resync
-            batch = self.queue.wait_batch(timeout=max(0.0, next_resync - time.monotonic()))
+            timeout = max(0.0, min(next_resync - time.monotonic(), LEADERSHIP_POLL_SECONDS))
+            batch = self.queue.wait_batch(timeout=timeout)
             if batch is None:
                 return
+            if not batch:
+                continue
             # One snapshot of the providers per batch: every consumer in it is judged on the same data.
             providers = [provider_view(p) for p in self.providers.store.list()]
             for name in sorted(batch):
-                if self.stop.is_set():
-                    return
+                if not self._leading(term):
+                    return  # the rest of the batch waits for the next term's full pass
                 self._reconcile_safely(name, providers)
-            if first and batch:
+            if first:
                 first = False
-                self.log.info("initial reconcile done", consumers=sorted(batch))
+                self.log.info("initial reconcile done", consumers=sorted(batch), term=term)
+        if not self.stop.is_set():
+            self.log.info("not leading any more: reconcile paused", term=term)
+
+    # -- forgetting ------------------------------------------------------------------------
+    def _forget(self, name: str) -> None:
+        """Drop everything remembered about consumer ``name`` (it is gone)."""
+        self._published.pop(name, None)
+        self._missing_network.pop(name, None)
+        self.queue.discard_delayed(name)
+
+    def _forget_deleted(self) -> None:
+        """Drop per-consumer memory of every consumer the cache no longer has (a missed DELETED)."""
+        live = set(self.consumers.store.names())
+        gone = sorted(set(prune(self._published, live)) | set(prune(self._missing_network, live)))
+        if gone:
+            self.log.debug("forgot deleted consumers", consumers=gone)
+
+    def remembered(self) -> set[str]:
+        """Consumer names the controller holds any memory for (tests: nothing of a deleted one stays)."""
+        return set(self._published) | set(self._missing_network)
 
     # -- reconcile -----------------------------------------------------------------------
     def _reconcile_safely(self, name: str, providers: list[ProviderView]) -> None:
         try:
             self.reconcile(name, providers=providers)
+        except NotLeader:
+            self.log.debug("not leading; write skipped", consumer=name)
         except KubeError as exc:
             self.log.warning("overlay write failed; retrying", consumer=name, error=str(exc), status=exc.status)
             self.queue.add_after(name, ERROR_RETRY_SECONDS)
@@ -167,9 +284,16 @@ class Operator:
         if providers is None:
             providers = [provider_view(p) for p in self.providers.store.list()]
         consumer_obj = self.consumers.store.get(name)
+        current = self.overlays.store.get(name)
         if consumer_obj is None:
-            self.log.debug("consumer not found; its overlay (if any) is left as is", consumer=name)
+            self._forget(name)
+            if current is not None:
+                self._remove_overlay(name, current)
             return
+        if current is not None and verdict(current, consumer_obj) is Verdict.STALE:
+            if not self._remove_overlay(name, current):
+                return
+            current = None  # a new consumer of an old name starts a new overlay history
         consumer = consumer_view(consumer_obj)
         network_obj = self.networks.store.get(consumer.network)
         if network_obj is None:
@@ -181,25 +305,37 @@ class Operator:
         if self._missing_network.pop(name, None) is not None:
             self.log.info("consumer's network found", consumer=name, network=consumer.network)
 
-        current = self.overlays.store.get(name)
-        previous = Overlay.from_spec(current["spec"]) if current is not None else self._published.get(name)
+        uid = consumer_obj["metadata"].get("uid", "")
+        if current is not None:
+            previous: Overlay | None = Overlay.from_spec(current["spec"])
+        else:
+            published = self._published.get(name)
+            previous = published[1] if published is not None and published[0] == uid else None
         now = time.time()
         plan = plan_overlay(consumer, network_view(network_obj), providers, previous=previous, now=now)
         if plan.recheck_at is not None and plan.recheck_at > now:
             self.queue.add_after(name, plan.recheck_at - now + RECHECK_SLACK_SECONDS)
-        if not plan.write:
+        owned = current is not None and owner_references_current(current, consumer_obj)
+        if not plan.write and owned:
             return
-        self._publish(plan.overlay, current=current, previous=previous)
+        self._publish(plan.overlay, consumer=consumer_obj, current=current, previous=previous,
+                      spec_changed=plan.write)
 
-    def _publish(self, overlay: Overlay, *, current: Obj | None, previous: Overlay | None) -> None:
+    def _publish(self, overlay: Overlay, *, consumer: Obj, current: Obj | None, previous: Overlay | None,
+                 spec_changed: bool) -> None:
         name = overlay.consumer
+        owners = desired_owner_references(current, consumer)
         try:
             if current is None:
-                written = self.kube.create(OVERLAYS, self.namespace, overlay_body(overlay))
+                body = overlay_body(overlay, owner_references=owners, published_by=self.leadership.identity)
+                written = self.writes.create(OVERLAYS, self.namespace, body)
             else:
-                patch = {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
-                         "spec": overlay.to_spec()}
-                written = self.kube.merge_patch(OVERLAYS, self.namespace, name, patch)
+                patch: dict[str, Any] = {"metadata": {
+                    "resourceVersion": current["metadata"]["resourceVersion"], "ownerReferences": owners,
+                    "annotations": {PUBLISHED_BY: self.leadership.identity}}}
+                if spec_changed:
+                    patch["spec"] = overlay.to_spec()
+                written = self.writes.merge_patch(OVERLAYS, self.namespace, name, patch)
         except (Conflict, NotFound) as exc:
             # Our cache was behind (or the overlay was deleted): refresh it and plan again.
             self._refresh_overlay(name)
@@ -207,12 +343,46 @@ class Operator:
             self.queue.add(name)
             return
         self.overlays.store.upsert(written)
-        self._published[name] = overlay
+        self._published[name] = (consumer["metadata"].get("uid", ""), overlay)
+        if not spec_changed:
+            self.log.info("overlay adopted by its consumer", consumer=name, revision=overlay.revision)
+            return
         self.log.info(
             "overlay published", consumer=name, network=overlay.network, revision=overlay.revision,
             previous_revision=previous.revision if previous else None, digest=overlay.digest,
             candidates={c.provider: c.admission_state for c in overlay.candidates},
         )
+
+    def _remove_overlay(self, name: str, overlay: Obj) -> bool:
+        """Delete an overlay whose consumer is gone (or is a newer consumer of the same name).
+
+        The cache can lag behind the API (a new leader's consumer cache, say), so the consumer
+        is read live first; the delete is conditional on the overlay's uid, so only the
+        incarnation judged here is removed. Returns True when the overlay is gone.
+        """
+        try:
+            live: Obj | None = self.kube.get(CONSUMERS, self.namespace, name)
+        except NotFound:
+            live = None
+        if live is not None:
+            self.consumers.store.upsert(live)
+        judged = verdict(overlay, live)
+        if judged not in (Verdict.ORPHAN, Verdict.STALE):
+            self.log.info("overlay's consumer exists after all; keeping the overlay", consumer=name)
+            self.queue.add(name)
+            return False
+        try:
+            self.writes.delete(OVERLAYS, self.namespace, name, uid=overlay["metadata"].get("uid"))
+        except NotFound:
+            pass  # gone already (a garbage collector, or an earlier attempt)
+        except Conflict:
+            self._refresh_overlay(name)  # replaced meanwhile: judge the new one
+            self.queue.add(name)
+            return False
+        self.overlays.store.remove(name)
+        self.log.info("overlay deleted", consumer=name, reason=judged.value,
+                      revision=(overlay.get("spec") or {}).get("revision"))
+        return True
 
     def _refresh_overlay(self, name: str) -> None:
         try:

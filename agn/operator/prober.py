@@ -7,6 +7,12 @@ proxies, and an invalid endpoint is not dialled at all. The result becomes a sta
 :mod:`.status`) that is written with a merge patch on the status subresource only when its
 meaning changed or the last write is getting old.
 
+Only the leader probes and writes (see :mod:`.lease`): while this process does not lead, the
+scheduler keeps nothing due, and every write goes through :class:`.writes.LeaderWrites`,
+which refuses it. What the prober remembers per provider is dropped when the provider is
+deleted, and all of it when a new leadership term begins (another leader may have written
+in between; the informer's cache is the truth then).
+
 This module must never write provider spec, and never decides overlay membership.
 """
 from __future__ import annotations
@@ -20,12 +26,14 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from agn.kube import PROVIDERS, Kube, KubeError, NotFound
+from agn.kube import PROVIDERS, KubeError, NotFound
 from agn.model import endpoint_valid
 from agn.objects import network_view, parse_time
 from agn.operator.informer import Store
 from agn.logs import JsonLog
+from agn.operator.lease import Leadership
 from agn.operator.prometheus import MetricsParseError, load_reading
+from agn.operator.pruning import prune
 from agn.operator.status import (
     ProbeOutcome,
     merge_patch,
@@ -36,6 +44,7 @@ from agn.operator.status import (
     semantic_key,
     should_write,
 )
+from agn.operator.writes import LeaderWrites, NotLeader
 
 Obj = dict[str, Any]
 MAX_BODY_BYTES = 1 << 20
@@ -103,13 +112,18 @@ class _Memory:
 
 
 class Prober:
-    """Schedules probes and writes provider status. ``start``/``stop`` are called from the controller."""
+    """Schedules probes and writes provider status while leading.
+
+    The controller calls ``start``/``stop``, and ``begin_term`` each time this process becomes
+    the leader; ``first_round`` is then set once every provider has been probed in that term.
+    """
 
     def __init__(
-        self, kube: Kube, namespace: str, *, providers: Store, networks: Store, interval: float, timeout: float,
-        log: JsonLog, stop: threading.Event, workers: int = 16,
+        self, writes: LeaderWrites, namespace: str, *, leadership: Leadership, providers: Store, networks: Store,
+        interval: float, timeout: float, log: JsonLog, stop: threading.Event, workers: int = 16,
     ) -> None:
-        self.kube = kube
+        self.writes = writes
+        self.leadership = leadership
         self.namespace = namespace
         self.providers = providers
         self.networks = networks
@@ -122,18 +136,26 @@ class Prober:
         self._in_flight: set[str] = set()
         self._due: dict[str, float] = {}
         self._memory: dict[str, _Memory] = {}
-        # Set once every provider known at start has been probed (and its status written if needed),
-        # so the first reconcile after a restart does not act on statuses that went stale while
-        # no operator was running.
+        # Set once every provider known at the start of a term has been probed (and its status
+        # written if needed), so the first reconcile of a term does not act on statuses that went
+        # stale while no operator led.
         self.first_round = threading.Event()
         self._first_round_left: set[str] | None = None
+        self._term = 0  # the leadership term this prober works for; 0: none yet
         self._thread = threading.Thread(target=self._schedule, name="prober", daemon=True)
 
     def start(self) -> None:
+        self._thread.start()
+
+    def begin_term(self, term: int) -> None:
+        """Probe for leadership term ``term``: forget the last term's memory, start a new first round."""
         with self._lock:
+            self._term = term
+            self._memory.clear()
+            self._due.clear()
+            self.first_round.clear()
             self._first_round_left = set(self.providers.names())
             self._note_first_round_locked(())
-        self._thread.start()
 
     def _note_first_round_locked(self, done: Iterable[str]) -> None:
         if self._first_round_left is None:
@@ -149,27 +171,42 @@ class Prober:
 
     def _schedule(self) -> None:
         while not self._stop.wait(SCHEDULER_TICK):
-            now = time.monotonic()
-            names = set(self.providers.names())
-            with self._lock:
-                for gone in set(self._due) - names:
-                    self._due.pop(gone, None)
-                    self._memory.pop(gone, None)
-                self._note_first_round_locked(set(self._first_round_left or ()) - names)
-                ready = [n for n in sorted(names) if n not in self._in_flight and now >= self._due.get(n, 0.0)]
-                for name in ready:
-                    self._in_flight.add(name)
-                    self._due[name] = now + self.interval
+            ready = self.tick(time.monotonic())
             for name in ready:
                 try:
                     self._pool.submit(self._probe_one, name)
                 except RuntimeError:  # the pool is shutting down
                     return
 
+    def tick(self, now: float) -> list[str]:
+        """Forget deleted providers; mark and return the providers due for a probe at ``now``.
+
+        Nothing is due unless this process leads in the term the prober was started for.
+        """
+        names = set(self.providers.names())
+        leader, term = self.leadership.is_leader(), self.leadership.term()
+        with self._lock:
+            active = leader and term == self._term
+            prune(self._due, names)
+            prune(self._memory, names)
+            self._note_first_round_locked(set(self._first_round_left or ()) - names)
+            if not active:
+                return []
+            ready = [n for n in sorted(names) if n not in self._in_flight and now >= self._due.get(n, 0.0)]
+            for name in ready:
+                self._in_flight.add(name)
+                self._due[name] = now + self.interval
+        return ready
+
+    def remembered(self) -> set[str]:
+        """Provider names the prober holds any state for (tests: nothing of a deleted provider stays)."""
+        with self._lock:
+            return set(self._due) | set(self._memory) | set(self._in_flight) | set(self._first_round_left or ())
+
     def _probe_one(self, name: str) -> None:
         try:
             obj = self.providers.get(name)
-            if obj is not None and not self._stop.is_set():
+            if obj is not None and not self._stop.is_set() and self.leadership.is_leader():
                 self._probe_and_record(obj)
         except Exception as exc:  # noqa: BLE001 - one provider's failure must not stop the others
             self._log.error("probe failed unexpectedly", provider=name, error=repr(exc))
@@ -206,8 +243,10 @@ class Prober:
             return
         changed = semantic_key(mem.status) != semantic_key(desired)
         try:
-            written = self.kube.merge_patch_status(PROVIDERS, self.namespace, name,
-                                                   {"status": merge_patch(mem.status, desired)})
+            written = self.writes.merge_patch_status(PROVIDERS, self.namespace, name,
+                                                     {"status": merge_patch(mem.status, desired)})
+        except NotLeader:
+            return  # leadership ended during the probe; the next leader probes again
         except NotFound:
             return  # deleted meanwhile; the informer will drop it
         except KubeError as exc:

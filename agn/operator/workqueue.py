@@ -56,6 +56,20 @@ class CoalescingQueue:
                 self._delayed[key] = due
             self._cond.notify_all()
 
+    def discard_delayed(self, key: str) -> None:
+        """Drop ``key``'s pending ``add_after`` schedule (its object is gone). Dirty marks stay:
+        a mark made since is about a new object of the same name and must be reconciled."""
+        with self._cond:
+            self._delayed.pop(key, None)
+
+    def clear(self) -> None:
+        """Drop every pending key, dirty or scheduled (a follower's worker: the next leadership
+        term reconciles everything anyway, and nothing may pile up meanwhile)."""
+        with self._cond:
+            self._dirty.clear()
+            self._delayed.clear()
+            self._first_at = self._last_at = None
+
     def close(self) -> None:
         """Wake the consumer for good; ``wait_batch`` returns None from now on."""
         with self._cond:

@@ -16,7 +16,8 @@ import dataclasses
 
 import pytest
 
-from agn.kube import CONSUMERS, OVERLAYS, PROVIDERS, Forbidden
+from agn.kube import CONSUMERS, LEASES, OVERLAYS, PROVIDERS, Forbidden, NotFound
+from agn.operator.lease import DEFAULT_LEASE_NAME
 from xtask.envdef import load_env
 from xtask.manifests import env_objects, render
 
@@ -59,14 +60,29 @@ AGN_PLURALS = ("inferenceproviders", "inferencenetworks", "inferenceconsumers", 
 def test_operator_reads_everything_writes_overlays_and_provider_status_never_provider_spec(rbac):
     allowed = [(v, r, None, None) for r in AGN_PLURALS for v in READ]
     allowed += [(v, "routingoverlays", None, None) for v in ("create", "update", "patch")]
+    allowed += [("delete", "routingoverlays", None, "consumer-a")]  # orphans, where no garbage collector runs
     allowed += [(v, "inferenceproviders", "status", "provider-one") for v in ("get", "update", "patch")]
     denied = [(v, "inferenceproviders", None, "provider-one") for v in WRITE]
     denied += [(v, r, None, None) for r in ("inferencenetworks", "inferenceconsumers") for v in WRITE]
-    denied += [("delete", "routingoverlays", None, "consumer-a"), ("deletecollection", "routingoverlays", None, None)]
+    denied += [("deletecollection", "routingoverlays", None, None)]
     denied += [(v, "inferenceconsumers", "status", "consumer-a") for v in ("update", "patch")]
     expect(rbac, "agn-operator", allowed, denied)
     assert not rbac("agn-operator", "get", "secrets", group="")
     assert not rbac("agn-operator", "list", "pods", group="")
+
+
+def test_operator_holds_its_lease_and_nothing_else_in_coordination(rbac):
+    def check(identity, verb, resource, *, subresource=None, name=None):
+        return rbac(identity, verb, resource, subresource=subresource, name=name, group="coordination.k8s.io")
+
+    allowed = [("create", "leases", None, None)]
+    allowed += [(v, "leases", None, DEFAULT_LEASE_NAME) for v in ("get", "update")]
+    denied = [(v, "leases", None, DEFAULT_LEASE_NAME) for v in ("patch", "delete")]
+    denied += [(v, "leases", None, "another-lease") for v in ("get", "update", "patch", "delete")]
+    denied += [(v, "leases", None, None) for v in ("list", "watch", "deletecollection")]
+    expect(check, "agn-operator", allowed, denied)
+    for identity in ("agn-gateway-consumer-a", "agn-provider-drain", "default"):
+        assert not any(check(identity, v, "leases", name=DEFAULT_LEASE_NAME) for v in ("get", "create", "update"))
 
 
 @pytest.mark.parametrize("consumer, other", [("consumer-a", "consumer-b"), ("consumer-b", "consumer-a")])
@@ -173,3 +189,31 @@ def test_provider_drain_patches_spec_but_not_status_or_overlays(as_sa, kube, nam
         drain.merge_patch(OVERLAYS, namespace, "consumer-a", {"spec": {"revision": 9}})
     with pytest.raises(Forbidden):
         drain.delete(PROVIDERS, namespace, "provider-two")
+
+
+def lease(name: str, holder: str, version: str | None = None) -> dict:
+    meta = {"name": name}
+    if version:
+        meta["resourceVersion"] = version
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}}
+
+
+def test_operator_takes_and_renews_its_lease_and_deletes_overlays_but_no_other_lease(as_sa, kube, namespace):
+    operator = as_sa("agn-operator")
+    created = operator.create(LEASES, namespace, lease(DEFAULT_LEASE_NAME, "op-1"))
+    assert operator.get(LEASES, namespace, DEFAULT_LEASE_NAME)["spec"]["holderIdentity"] == "op-1"
+    operator.replace(LEASES, namespace, DEFAULT_LEASE_NAME,
+                     lease(DEFAULT_LEASE_NAME, "op-2", created["metadata"]["resourceVersion"]))
+    assert kube.get(LEASES, namespace, DEFAULT_LEASE_NAME)["spec"]["holderIdentity"] == "op-2"
+    with pytest.raises(Forbidden):
+        operator.delete(LEASES, namespace, DEFAULT_LEASE_NAME)
+    kube.create(LEASES, namespace, lease("another-lease", "someone"))
+    with pytest.raises(Forbidden):
+        operator.get(LEASES, namespace, "another-lease")
+    with pytest.raises(Forbidden):
+        operator.list(LEASES, namespace)
+
+    operator.delete(OVERLAYS, namespace, "consumer-a")
+    with pytest.raises(NotFound):
+        kube.get(OVERLAYS, namespace, "consumer-a")

@@ -7,6 +7,7 @@ import dataclasses
 import yaml
 from click.testing import CliRunner
 
+from agn.operator.lease import DEFAULT_LEASE_NAME
 from xtask.cli.env import env_group
 from xtask.crds import crd_documents
 from xtask.envdef import load_env, parse_env
@@ -105,6 +106,18 @@ def test_each_identity_is_bound_to_its_own_role_only():
     writes = {(res, verb) for rule in operator_rules for res in rule["resources"] for verb in rule["verbs"]
               if verb in ("create", "update", "patch", "delete")}
     assert not {w for w in writes if w[0] == "inferenceproviders"}
+    assert ("routingoverlays", "delete") in writes  # orphaned overlays, where no garbage collector runs
+
+
+def test_operator_may_hold_exactly_its_lease_and_nothing_else_in_coordination():
+    rules = by_kind(render(ENVDEF), "Role")["agn-operator"]["rules"]
+    coordination = [r for r in rules if "coordination.k8s.io" in r["apiGroups"]]
+    assert all(r["apiGroups"] == ["coordination.k8s.io"] and r["resources"] == ["leases"] for r in coordination)
+    assert {(tuple(r.get("resourceNames") or ()), tuple(r["verbs"])) for r in coordination} == {
+        ((), ("create",)), ((DEFAULT_LEASE_NAME,), ("get", "update"))}
+    operator = by_kind(render(ENVDEF), "Deployment")["agn-operator"]
+    args = operator["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--lease-name" not in args and "--no-leader-elect" not in args  # the default lease, elected
 
 
 def test_external_providers_get_no_fake_and_keep_their_endpoint():

@@ -1,0 +1,184 @@
+"""Nothing keyed by a deleted object's name stays: the pure pruning, the prober's per-provider
+memory and the controller's per-consumer memory (no API: nothing here reaches one)."""
+from __future__ import annotations
+
+import io
+import threading
+
+import pytest
+
+from agn.logs import JsonLog
+from agn.model import Overlay
+from agn.operator.controller import Operator, Settings
+from agn.operator.informer import Store
+from agn.operator.prober import Prober
+from agn.operator.pruning import prune
+from agn.operator.workqueue import CoalescingQueue
+
+
+class Leader:
+    identity = "me"
+
+    def __init__(self, leading=True, term=1):
+        self.leading, self._term = leading, term
+
+    def is_leader(self):
+        return self.leading
+
+    def term(self):
+        return self._term
+
+    def status(self):
+        return {"leader": self.leading, "identity": self.identity}
+
+
+def log():
+    return JsonLog(component="test", stream=io.StringIO())
+
+
+def provider(name, uid=None):
+    return {"metadata": {"name": name, "uid": uid or f"uid-{name}", "resourceVersion": "1"},
+            "spec": {"endpoint": "http://127.0.0.1:1"}, "status": {}}
+
+
+def test_prune_drops_keys_that_are_not_live():
+    state = {"a": 1, "b": 2, "c": 3}
+    assert prune(state, {"a", "c", "z"}) == ["b"]
+    assert state == {"a": 1, "c": 3}
+    names = {"x", "y"}
+    assert prune(names, ["y"]) == ["x"] and names == {"y"}
+    assert prune({}, []) == []
+
+
+@pytest.fixture
+def prober():
+    providers = Store()
+    providers.replace([provider("p1"), provider("p2")])
+    leadership = Leader()
+    p = Prober(None, "ns", leadership=leadership, providers=providers, networks=Store(), interval=1.0, timeout=0.1,
+               log=log(), stop=threading.Event())
+    yield p, providers, leadership
+    p._pool.shutdown()
+
+
+def test_prober_forgets_a_deleted_provider(prober):
+    p, providers, _ = prober
+    p.begin_term(1)
+    assert p.tick(100.0) == ["p1", "p2"]
+    p._remembered(provider("p1"))  # what a probe leaves behind
+    p._remembered(provider("p2"))
+    for name in ("p1", "p2"):
+        with p._lock:
+            p._in_flight.discard(name)
+    providers.remove("p2")
+    p.tick(100.5)
+    assert p.remembered() == {"p1"}
+    # A probe that was in flight while its provider was deleted re-creates memory; the next tick drops it.
+    p._remembered(provider("p2"))
+    p.tick(100.6)
+    assert p.remembered() == {"p1"}
+
+
+def test_prober_probes_nothing_while_following_but_still_forgets(prober):
+    p, providers, leadership = prober
+    p.begin_term(1)
+    leadership.leading = False
+    assert p.tick(100.0) == []
+    p._remembered(provider("p1"))
+    providers.remove("p1")
+    p.tick(100.1)
+    assert p.remembered() == {"p2"}  # still due in this term's first round; p1 is forgotten
+
+
+def test_prober_waits_for_its_own_term(prober):
+    p, _, leadership = prober
+    p.begin_term(1)
+    leadership._term = 2  # leadership was lost and regained; the controller has not begun term 2
+    assert p.tick(100.0) == []
+    p.begin_term(2)
+    assert p.tick(100.0) == ["p1", "p2"]
+
+
+def test_first_round_of_a_term_completes_when_its_providers_are_deleted(prober):
+    p, providers, _ = prober
+    p.begin_term(1)
+    assert not p.first_round.is_set()
+    providers.replace([])
+    p.tick(100.0)
+    assert p.first_round.is_set() and p.remembered() == set()
+
+
+def test_new_term_forgets_the_last_terms_memory(prober):
+    p, _, _ = prober
+    p.begin_term(1)
+    p._remembered(provider("p1"))
+    p.begin_term(2)
+    assert p._memory == {}
+
+
+def make_operator():
+    return Operator(None, "ns", settings=Settings(), log=log(), stop=threading.Event(), elector=None)
+
+
+def overlay(consumer):
+    return Overlay(network="net", consumer=consumer, revision=3, digest="d", candidates=())
+
+
+def test_controller_forgets_a_deleted_consumer_on_its_reconcile():
+    op = make_operator()
+    op._published["gone"] = ("uid-gone", overlay("gone"))
+    op._missing_network["gone"] = "net"
+    op.queue.add_after("gone", 30.0)
+    op.reconcile("gone", providers=[])  # no consumer, no overlay in the caches: nothing to call the API for
+    assert op.remembered() == set()
+    assert "gone" not in op.queue.pending()
+
+
+def test_controller_forgets_consumers_whose_deletion_it_missed():
+    op = make_operator()
+    op.consumers.store.replace([{"metadata": {"name": "kept", "uid": "u"}, "spec": {"network": "net"}}])
+    op._published.update({"kept": ("u", overlay("kept")), "gone": ("g", overlay("gone"))})
+    op._missing_network.update({"gone-too": "net"})
+    op._forget_deleted()
+    assert op.remembered() == {"kept"}
+
+
+def test_queue_discards_a_schedule_but_keeps_a_fresh_mark():
+    q = CoalescingQueue(window=0.0)
+    q.add_after("c1", 60.0)
+    q.discard_delayed("c1")
+    assert q.pending() == set()
+    q.add("c1")
+    q.discard_delayed("c1")
+    assert q.pending() == {"c1"}
+
+
+def test_queue_clear_drops_marks_and_schedules():
+    q = CoalescingQueue(window=0.0)
+    q.add("c1")
+    q.add_after("c2", 60.0)
+    q.clear()
+    assert q.pending() == set() and q.take_ready() == set()
+    q.add("c3")
+    assert q.take_ready() == {"c3"}
+
+
+def test_a_term_that_ends_leaves_no_per_consumer_memory():
+    op = make_operator()
+
+    class Lapsed:
+        identity = "me"
+
+        def is_leader(self):
+            return False
+
+        def term(self):
+            return 1
+
+    op.leadership = Lapsed()
+    op.prober.leadership = op.leadership
+    op._published["c1"] = ("u", overlay("c1"))
+    op._missing_network["c2"] = "net"
+    op._lead(1)  # leadership is already gone: the term ends at once
+    assert op.remembered() == set()
+    op.prober._pool.shutdown()
