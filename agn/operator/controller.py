@@ -140,12 +140,17 @@ class Operator:
             return False, f"caches not synced: {', '.join(unsynced)}"
         if not self._worker.is_alive():
             return False, "reconcile worker not running"
+        dead = [i.health.name for i in self._all() if not i.health.live()]
+        if dead:
+            return False, f"watches keep failing: {', '.join(dead)}"
         return True, "ok"
 
     def health(self) -> tuple[bool, dict[str, Any]]:
         """For ``/healthz``: :meth:`healthy`, leadership and the writes this process made."""
         ok, detail = self.healthy()
-        return ok, {"ok": ok, "detail": detail, **self.leadership.status(), "writes": self.writes.counts()}
+        return ok, {"ok": ok, "detail": detail, "status": detail, "server": self.kube.host,
+                    "watches": {i.health.name: i.health.to_dict() for i in self._all()},
+                    **self.leadership.status(), "writes": self.writes.counts()}
 
     def run(self) -> None:
         self.log.info("operator starting", namespace=self.namespace, identity=self.leadership.identity,

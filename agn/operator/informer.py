@@ -16,7 +16,7 @@ from typing import Any
 
 from agn.kube import Gone, Kube, KubeError, Resource
 from agn.logs import JsonLog
-from agn.watching import capped_backoff, follow
+from agn.watching import WatchHealth, capped_backoff, follow
 
 Obj = dict[str, Any]
 OnChange = Callable[[str, Obj | None], None]  # (event type, object or None for a re-list)
@@ -87,6 +87,7 @@ class Informer:
         self.namespace = namespace
         self.store = Store()
         self.synced = threading.Event()
+        self.health = WatchHealth(resource.plural)
         self._on_change = on_change
         self._log = log
         self._stop = stop
@@ -105,7 +106,7 @@ class Informer:
             watch_fn=lambda version: self.kube.watch(self.resource, self.namespace, resource_version=version,
                                                      timeout_seconds=self._watch_timeout),
             on_snapshot=self._snapshot, on_event=self._event, stop=self._stop,
-            backoff=capped_backoff(INITIAL_BACKOFF, MAX_BACKOFF), on_error=self._log_error,
+            backoff=capped_backoff(INITIAL_BACKOFF, MAX_BACKOFF), on_error=self._log_error, health=self.health,
         )
 
     def _log_error(self, exc: Exception, delay: float) -> None:
