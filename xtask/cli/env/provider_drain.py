@@ -8,6 +8,7 @@ import click
 
 from xtask.cli.env.drain_view import PlainReporter, plain_final
 from xtask.cli.output import emit_json, fancy, out_console
+from xtask.cli.params import FiniteFloat
 from xtask.drain.run import MAX_CONCURRENCY, DrainRequest, run_drain
 from xtask.drain.selection import Selector
 from xtask.errors import ExitCode, UsageError
@@ -36,8 +37,8 @@ EPILOG = "\b\nExit codes:\n" + "\n".join([
 @click.option("--consumer", "consumers", metavar="NAME", multiple=True, help="Consumer that must serve the change (repeatable; with --network).")
 @click.option("--namespace", "-n", metavar="NS", help="Namespace (default: the context's namespace).")
 @click.option("--concurrency", type=int, metavar="N", default=8, show_default=True, help=f"Patch requests in flight at most (1-{MAX_CONCURRENCY}).")
-@click.option("--qps", type=click.FloatRange(min=0.1), metavar="QPS", help="Limit patch requests per second (default: no limit).")
-@click.option("--timeout", type=click.FloatRange(min=1), metavar="SECONDS", default=120.0, show_default=True, help="Seconds to wait for convergence.")
+@click.option("--qps", type=FiniteFloat(min=0.1), metavar="QPS", help="Limit patch requests per second (default: no limit).")
+@click.option("--timeout", type=FiniteFloat(min=1), metavar="SECONDS", default=120.0, show_default=True, help="Seconds to wait for convergence.")
 @click.option("--reason", metavar="TEXT", help="Why (recorded with who and when as annotations on each drained provider).")
 @click.option("--force", is_flag=True, help="Drain even if a named consumer's selection group would lose its last admitted provider.")
 @click.option("--journal-dir", type=click.Path(file_okay=False, path_type=Path), help="Where to write the operation journal "
