@@ -31,6 +31,9 @@ def describe(exc: yaml.YAMLError) -> str:
     """``line L, column C: problem`` (1-based), on one line."""
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or (str(exc).splitlines() or ["unreadable"])[0]
+    context = getattr(exc, "context", None)
+    if context and not context.startswith("while "):  # "while parsing a block mapping" adds nothing
+        problem = f"{context}, {problem}"
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
     return where + " ".join(str(problem).split())
 
