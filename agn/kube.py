@@ -379,6 +379,19 @@ class Kube:
                 if exc.status != 409:
                     raise
 
+    def namespace_exists(self, name: str) -> bool:
+        """Whether the namespace exists (a GET; :class:`Forbidden` when the caller may not read it)."""
+        from kubernetes.client.rest import ApiException
+
+        with _api_errors:
+            try:
+                self.core.read_namespace(name)
+            except ApiException as exc:
+                if exc.status == 404:
+                    return False
+                raise
+        return True
+
     def delete_namespace(self, name: str) -> None:
         from kubernetes.client.rest import ApiException
 

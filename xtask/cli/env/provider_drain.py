@@ -1,6 +1,7 @@
 """``xtask env provider-drain``."""
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -9,6 +10,8 @@ import click
 from xtask.cli.env.drain_view import PlainReporter, plain_final
 from xtask.cli.output import emit_json, fancy, out_console
 from xtask.cli.params import FiniteFloat
+from xtask.drain.journal import journal_dir as default_journal_dir
+from xtask.drain.preflight import usable_journal_dir
 from xtask.drain.run import MAX_CONCURRENCY, DrainRequest, run_drain
 from xtask.drain.selection import Selector
 from xtask.errors import ExitCode, UsageError
@@ -63,6 +66,9 @@ def provider_drain(context, kubeconfig, provider, gateway, undrain, dry_run, net
         namespace=namespace, dry_run=dry_run, network=network, consumers=tuple(consumers), concurrency=concurrency, qps=qps,
         timeout=timeout, reason=reason, force=force, journal_dir=journal_dir,
     )
+    if not dry_run:
+        # Before the first API request: a run that cannot keep a journal must not start writing.
+        request = dataclasses.replace(request, journal_dir=usable_journal_dir(journal_dir or default_journal_dir()))
     live = output != "json" and fancy() and sys.stdout.isatty()
     if live:
         from xtask.cli.env.drain_live import RichReporter, render_final
