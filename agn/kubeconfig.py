@@ -211,8 +211,10 @@ def load(explicit: str | None = None, environ: Mapping[str, str] | None = None) 
             raise ConfigError(f"kubeconfig {path}: cannot read it: {exc.strerror or exc}") from None
         docs.append((path, parse(data, path)))
     if not docs:
-        if files.origin == "$KUBECONFIG":
+        if files.origin == "$KUBECONFIG" and len(missing) > 1:
             raise NoKubeconfig(f"no kubeconfig: no file of $KUBECONFIG exists ({', '.join(missing)})")
+        if files.origin == "$KUBECONFIG":
+            raise NoKubeconfig(f"no kubeconfig: {missing[0]} (from $KUBECONFIG) does not exist")
         raise NoKubeconfig(f"no kubeconfig: {missing[0]} does not exist (set $KUBECONFIG or pass --kubeconfig)")
     return Loaded(files, tuple(p for p, _ in docs), merge(docs))
 

@@ -148,6 +148,9 @@ def test_missing_files_are_named(tmp_path):
     with pytest.raises(kc.NoKubeconfig) as exc:
         kc.load(None, {"KUBECONFIG": f"{tmp_path}/a{os.pathsep}{tmp_path}/b"})
     assert str(exc.value) == f"no kubeconfig: no file of $KUBECONFIG exists ({tmp_path}/a, {tmp_path}/b)"
+    with pytest.raises(kc.NoKubeconfig) as exc:
+        kc.load(None, {"KUBECONFIG": f"{tmp_path}/a"})
+    assert str(exc.value) == f"no kubeconfig: {tmp_path}/a (from $KUBECONFIG) does not exist"
 
 def test_missing_default_file_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
