@@ -19,7 +19,8 @@ from xtask.errors import ExitCode
 @click.command(name="drain-restore")
 @click.argument("journal_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="JOURNAL")
 @click.option("--context", help="Kube context (default: the one recorded in the journal).")
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig file.")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig file, alone (default: every file of $KUBECONFIG merged as kubectl does, "
+              "else ~/.kube/config).")
 @click.option("--dry-run", is_flag=True, help="Decide as the real run would (read each provider, server-side dry-run "
               "each restoring patch) and show it; write nothing, not even to the journal.")
 @click.option("--concurrency", type=click.IntRange(1, MAX_CONCURRENCY), metavar="N", default=8, show_default=True,

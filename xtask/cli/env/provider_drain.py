@@ -31,7 +31,8 @@ EPILOG = "\b\nExit codes:\n" + "\n".join([
 
 @click.command(name="provider-drain", epilog=EPILOG)
 @click.option("--context", metavar="CTX", help="Kube context (default: the kubeconfig's current context), e.g. local-example or kind-example.")
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig file, alone (default: every file of $KUBECONFIG merged as kubectl does, "
+              "else ~/.kube/config).")
 @click.option("--provider", metavar="NAME", help="Select one InferenceProvider by name.")
 @click.option("--gateway", metavar="GW", help="Select every InferenceProvider whose spec.providerGateway equals this, exactly.")
 @click.option("--undrain", is_flag=True, help="Clear the drain (the operator re-evaluates health and metrics).")
