@@ -132,38 +132,30 @@ _api_errors = _Converting()
 
 
 def kubeconfig_path(explicit: str | None = None) -> str:
-    """The kubeconfig file in use: explicit, else the first of ``$KUBECONFIG``, else ~/.kube/config."""
-    if explicit:
-        return explicit
-    env = os.environ.get("KUBECONFIG", "")
-    if env:
-        return env.split(os.pathsep)[0]
-    return os.path.expanduser("~/.kube/config")
+    """The kubeconfig file new entries are written to, chosen as kubectl does: ``explicit``, else
+    the only file of ``$KUBECONFIG`` or the first of its list that exists (the last one when none
+    does), else ~/.kube/config. Reading uses every file (:func:`agn.kubeconfig.load`)."""
+    from agn import kubeconfig as kc
+
+    return kc.write_target(kc.kubeconfig_files(explicit))
 
 
 def context_namespace(*, kubeconfig: str | None, context: str | None) -> str:
-    """The namespace a kube context names, or ``default``."""
-    from kubernetes import config
-    from kubernetes.config.config_exception import ConfigException
+    """The namespace a kube context names (``context``, else the current one), or ``default``."""
+    from agn import kubeconfig as kc
 
-    try:
-        contexts, active = config.list_kube_config_contexts(config_file=kubeconfig_path(kubeconfig))
-    except (ConfigException, OSError) as exc:
-        raise ConfigError(f"cannot read kubeconfig {kubeconfig_path(kubeconfig)}: {exc}") from exc
-    chosen = active
-    if context:
-        chosen = next((c for c in contexts if c["name"] == context), None)
-        if chosen is None:
-            raise ConfigError(f"context {context!r} not found in {kubeconfig_path(kubeconfig)}")
-    return ((chosen or {}).get("context") or {}).get("namespace") or "default"
+    loaded = kc.load(kubeconfig)
+    _, body = kc.select_context(loaded.config, context, where=loaded.describe())
+    return kc.namespace_of(body)
 
 
 class Kube:
     """A connection to one cluster. Thread-safe; share one per process."""
 
-    def __init__(self, api_client: "client.ApiClient", *, field_manager: str) -> None:
+    def __init__(self, api_client: "client.ApiClient", *, field_manager: str, context: str | None = None) -> None:
         self._api = api_client
         self.field_manager = field_manager
+        self.context = context  # the kube context's name (None: in-cluster)
         self._dynamic = None
         self._dynamic_lock = threading.Lock()
 
@@ -191,21 +183,31 @@ class Kube:
     def from_kubeconfig(
         cls, *, kubeconfig: str | None = None, context: str | None = None, field_manager: str, pool_size: int = 16
     ) -> "Kube":
+        """Connect with a kube context, reading the kubeconfig files as kubectl does (:mod:`agn.kubeconfig`):
+        ``kubeconfig`` alone, else every file of ``$KUBECONFIG`` merged, else ~/.kube/config."""
+        from agn import kubeconfig as kc
+
+        try:
+            loaded = kc.load(kubeconfig)
+        except kc.NoKubeconfig:
+            if not kubeconfig and not context and os.environ.get("KUBERNETES_SERVICE_HOST"):
+                # Inside a pod with no kubeconfig: use the pod's service account, as kubectl does.
+                return cls.in_cluster(field_manager=field_manager, pool_size=pool_size)
+            raise
+        name, _ = kc.select_context(loaded.config, context, where=loaded.describe())
+
         from kubernetes import client, config
         from kubernetes.config.config_exception import ConfigException
 
         cfg = client.Configuration()
-        path = kubeconfig_path(kubeconfig)
-        if not kubeconfig and not context and not os.path.exists(path) and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            # Inside a pod with no kubeconfig: use the pod's service account, as kubectl does.
-            return cls.in_cluster(field_manager=field_manager, pool_size=pool_size)
         try:
-            config.load_kube_config(config_file=path, context=context, client_configuration=cfg, persist_config=False)
-        except (ConfigException, OSError, TypeError) as exc:
-            raise ConfigError(f"cannot use context {context or '(current)'} from {path}: {exc}") from exc
+            config.load_kube_config_from_dict(loaded.config, context=name, client_configuration=cfg, persist_config=False)
+        except (ConfigException, OSError, TypeError, ValueError, KeyError, AttributeError) as exc:
+            detail = " ".join(str(exc).split()) or type(exc).__name__
+            raise ConfigError(f"cannot use context {name!r} from {loaded.describe()}: {detail}") from exc
         cfg.connection_pool_maxsize = pool_size
         cfg.retries = False
-        return cls(client.ApiClient(cfg), field_manager=field_manager)
+        return cls(client.ApiClient(cfg), field_manager=field_manager, context=name)
 
     @classmethod
     def in_cluster(cls, *, field_manager: str, pool_size: int = 16) -> "Kube":
@@ -232,7 +234,7 @@ class Kube:
 
         api = ApiClient(copy.copy(self._api.configuration))
         api.set_default_header("Impersonate-User", user)
-        return Kube(api, field_manager=self.field_manager)
+        return Kube(api, field_manager=self.field_manager, context=self.context)
 
     def can_i(
         self, user: str, verb: str, resource: str, namespace: str, *, subresource: str | None = None,
@@ -376,6 +378,19 @@ class Kube:
             except ApiException as exc:
                 if exc.status != 409:
                     raise
+
+    def namespace_exists(self, name: str) -> bool:
+        """Whether the namespace exists (a GET; :class:`Forbidden` when the caller may not read it)."""
+        from kubernetes.client.rest import ApiException
+
+        with _api_errors:
+            try:
+                self.core.read_namespace(name)
+            except ApiException as exc:
+                if exc.status == 404:
+                    return False
+                raise
+        return True
 
     def delete_namespace(self, name: str) -> None:
         from kubernetes.client.rest import ApiException

@@ -10,13 +10,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import urllib.parse
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from agn import GROUP, VERSION
+from agn.yamltext import YamlProblem, parse_yaml, show
 from xtask.errors import EnvDefinitionError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -108,104 +108,144 @@ def env_path(name: str, envs_dir: Path = ENVS_DIR) -> Path:
 def load_env(name: str, *, envs_dir: Path = ENVS_DIR) -> EnvDef:
     path = env_path(name, envs_dir)
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise EnvDefinitionError(f"{path}: not valid YAML: {exc}") from exc
+        data = parse_yaml(path.read_bytes())
+    except OSError as exc:
+        raise EnvDefinitionError(f"{path}: cannot read it: {exc.strerror or exc}") from exc
+    except YamlProblem as exc:
+        raise EnvDefinitionError(f"{path}: {exc}") from exc
     return parse_env(data, source=path, expected_name=name)
 
 
+def endpoint_problem(value: Any) -> str | None:
+    """Why ``value`` is not an http(s) URL with a host (and a valid port, if any), or None."""
+    if not isinstance(value, str) or not value:
+        return f"must be an http(s) URL, got {show(value)}"
+    try:
+        parts = urllib.parse.urlsplit(value)
+        port = parts.port
+    except ValueError as exc:
+        return f"must be an http(s) URL, got {value!r} ({exc})"
+    if parts.scheme not in ("http", "https"):
+        return f"must be an http(s) URL, got {value!r} (scheme {parts.scheme or 'missing'!r})"
+    if not parts.hostname:
+        return f"must be an http(s) URL with a host, got {value!r}"
+    if port == 0:
+        return f"must be an http(s) URL with a usable port, got {value!r} (port 0)"
+    return None
+
+
 class _Checker:
-    """Collects every problem in a definition so the user fixes them all in one go."""
+    """Collects every problem in a definition so the user fixes them all in one go.
+
+    Every message names the field and the value found; a missing required field is reported
+    once ("is required") and its checks are skipped.
+    """
 
     def __init__(self, source: Path) -> None:
         self.source = source
         self.problems: list[str] = []
 
     def fail(self, where: str, message: str) -> None:
-        self.problems.append(f"{where}: {message}")
+        self.problems.append(f"{where or '(top level)'}: {message}")
 
-    def mapping(self, value: Any, where: str, *, allowed: set[str], required: set[str]) -> dict:
+    def mapping(self, value: Any, where: str, *, allowed: set[str], required: set[str]) -> dict | None:
+        """``value`` if it is a mapping (unknown and missing keys reported), else None (reported)."""
         if not isinstance(value, dict):
-            self.fail(where, f"must be a mapping, got {type(value).__name__}")
-            return {}
-        for key in sorted(set(value) - allowed):
-            self.fail(f"{where}.{key}" if where else key, f"unknown field (allowed: {', '.join(sorted(allowed))})")
+            self.fail(where, f"must be a mapping, got {show(value)}")
+            return None
+        for key in sorted(set(value) - allowed, key=str):
+            self.fail(f"{where}.{key}" if where else str(key), f"unknown field (allowed: {', '.join(sorted(allowed))})")
         for key in sorted(required - set(value)):
             self.fail(f"{where}.{key}" if where else key, "is required")
         return value
 
     def name(self, value: Any, where: str) -> str:
         if not isinstance(value, str) or not _DNS1123.match(value) or len(value) > 63:
-            self.fail(where, f"must be a DNS-1123 label (lowercase letters, digits, '-'), got {value!r}")
-            return str(value)
+            self.fail(where, f"must be a DNS-1123 label (lowercase letters, digits, '-'), got {show(value)}")
+            return ""
         return value
 
     def string(self, value: Any, where: str) -> str:
         if not isinstance(value, str) or not value:
-            self.fail(where, f"must be a non-empty string, got {value!r}")
-            return str(value)
+            self.fail(where, f"must be a non-empty string, got {show(value)}")
+            return ""
         return value
 
     def items(self, value: Any, where: str, parse: Callable[[Any, str], Any]) -> list:
         if value is None:
             return []
         if not isinstance(value, list):
-            self.fail(where, f"must be a list, got {type(value).__name__}")
+            self.fail(where, f"must be a list, got {show(value)}")
             return []
-        out = [parse(item, f"{where}[{i}]") for i, item in enumerate(value)]
-        names = [getattr(o, "name", None) for o in out]
-        for n in sorted({n for n in names if names.count(n) > 1 and n is not None}):
+        out = [o for o in (parse(item, f"{where}[{i}]") for i, item in enumerate(value)) if o is not None]
+        names = [o.name for o in out if o.name]
+        for n in sorted({n for n in names if names.count(n) > 1}):
             self.fail(where, f"duplicate name {n!r}")
         return out
 
 
 def parse_env(data: Any, *, source: Path, expected_name: str | None = None) -> EnvDef:
+    if data is None:
+        raise EnvDefinitionError(f"{source}: the file is empty; it must define name, namespace, networks, consumers "
+                                 "and providers (see envs/example.yaml)")
     c = _Checker(source)
     top = c.mapping(data, "", allowed={"name", "namespace", "networks", "consumers", "providers"},
                     required={"name", "namespace", "networks", "consumers", "providers"})
-    name = c.name(top.get("name", ""), "name") if "name" in top else ""
+    if top is None:
+        raise EnvDefinitionError(f"{source}: invalid environment definition: {c.problems[0]}")
+    name = c.name(top["name"], "name") if "name" in top else ""
     if expected_name and name and name != expected_name:
         c.fail("name", f"is {name!r} but the file is for environment {expected_name!r}")
-    namespace = c.name(top.get("namespace", ""), "namespace") if "namespace" in top else ""
+    namespace = c.name(top["namespace"], "namespace") if "namespace" in top else ""
 
-    def network(item: Any, where: str) -> NetworkDef:
+    def network(item: Any, where: str) -> NetworkDef | None:
         m = c.mapping(item, where, allowed={"name", "providerSelector", "trust", "metricsMaxAgeSeconds"}, required={"name"})
+        if m is None:
+            return None
         age = m.get("metricsMaxAgeSeconds", 45)
         if not isinstance(age, int) or isinstance(age, bool) or age < 1:
-            c.fail(f"{where}.metricsMaxAgeSeconds", f"must be a positive integer, got {age!r}")
+            c.fail(f"{where}.metricsMaxAgeSeconds", f"must be a positive integer, got {show(age)}")
         for key in ("providerSelector", "trust"):
             if key in m and not isinstance(m[key], dict):
-                c.fail(f"{where}.{key}", "must be a mapping")
+                c.fail(f"{where}.{key}", f"must be a mapping, got {show(m[key])}")
         spec = {k: v for k, v in m.items() if k != "name"}
-        return NetworkDef(c.name(m.get("name"), f"{where}.name"), spec)
+        return NetworkDef(c.name(m["name"], f"{where}.name") if "name" in m else "", spec)
 
-    def consumer(item: Any, where: str) -> ConsumerDef:
+    def consumer(item: Any, where: str) -> ConsumerDef | None:
         m = c.mapping(item, where, allowed={"name", "network", "excludedProviders"}, required={"name", "network"})
+        if m is None:
+            return None
         excluded = m.get("excludedProviders") or []
         if not isinstance(excluded, list):
-            c.fail(f"{where}.excludedProviders", "must be a list of provider names")
+            c.fail(f"{where}.excludedProviders", f"must be a list of provider names, got {show(excluded)}")
             excluded = []
-        return ConsumerDef(c.name(m.get("name"), f"{where}.name"), str(m.get("network", "")),
+        return ConsumerDef(c.name(m["name"], f"{where}.name") if "name" in m else "",
+                           c.string(m["network"], f"{where}.network") if "network" in m else "",
                            tuple(c.name(e, f"{where}.excludedProviders[{i}]") for i, e in enumerate(excluded)))
 
-    def provider(item: Any, where: str) -> ProviderDef:
+    def provider(item: Any, where: str) -> ProviderDef | None:
         m = c.mapping(item, where, allowed={"name", "providerGateway", "selectionGroup", "rank", "labels", "endpoint"},
                       required={"name", "selectionGroup", "rank"})
+        if m is None:
+            return None
         rank = m.get("rank", 0)
         if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
-            c.fail(f"{where}.rank", f"must be a non-negative integer, got {rank!r}")
+            c.fail(f"{where}.rank", f"must be a non-negative integer, got {show(rank)}")
             rank = 0
         labels = m.get("labels") or {}
         if not isinstance(labels, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
-            c.fail(f"{where}.labels", "must map strings to strings")
+            c.fail(f"{where}.labels", f"must map strings to strings, got {show(labels)}")
             labels = {}
         gateway = m.get("providerGateway")
         if gateway is not None:
             c.string(gateway, f"{where}.providerGateway")
         endpoint = m.get("endpoint")
         if endpoint is not None:
-            c.string(endpoint, f"{where}.endpoint")
-        return ProviderDef(c.name(m.get("name"), f"{where}.name"), gateway, c.string(m.get("selectionGroup"), f"{where}.selectionGroup"),
+            problem = endpoint_problem(endpoint)
+            if problem:
+                c.fail(f"{where}.endpoint", problem)
+        return ProviderDef(c.name(m["name"], f"{where}.name") if "name" in m else "", gateway,
+                           c.string(m["selectionGroup"], f"{where}.selectionGroup") if "selectionGroup" in m else "",
                            rank, labels, endpoint)
 
     networks = c.items(top.get("networks"), "networks", network)
@@ -217,7 +257,7 @@ def parse_env(data: Any, *, source: Path, expected_name: str | None = None) -> E
         if cons.network and cons.network not in network_names:
             c.fail(f"consumers[{i}].network", f"names unknown network {cons.network!r} (known: {', '.join(sorted(network_names)) or 'none'})")
         for e in cons.excluded_providers:
-            if e not in provider_names:
+            if e and e not in provider_names:
                 c.fail(f"consumers[{i}].excludedProviders", f"names unknown provider {e!r}")
     if c.problems:
         raise EnvDefinitionError(

@@ -8,6 +8,7 @@ The signal handlers only set an event; a clean stop releases the lease.
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import sys
 import threading
@@ -24,15 +25,26 @@ EXIT_UNEXPECTED = 1
 EXIT_USAGE = 2
 
 
+def _finite(value: str) -> float:
+    """A finite number: ``nan`` passes every comparison below and ``inf`` would mean "never"."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {value!r}")
+    return number
+
+
 def _positive(value: str) -> float:
-    number = float(value)
+    number = _finite(value)
     if number <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
     return number
 
 
 def _non_negative(value: str) -> float:
-    number = float(value)
+    number = _finite(value)
     if number < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return number

@@ -1,7 +1,10 @@
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from xtask.errors import KubeconfigError
 from xtask.runtime import kubeconfig
 from xtask.runtime.steps import Step, UpContext, run_steps
 
@@ -33,6 +36,50 @@ def test_file_roundtrip(tmp_path: Path):
     assert kubeconfig.remove_context(path, "local-a")
     assert not kubeconfig.remove_context(path, "local-a")
     assert [c["name"] for c in kubeconfig.read(path)["contexts"]] == ["local-b"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config"]  # no .lock, no .tmp left behind
+
+
+def test_lock_held_by_another_writer_is_waited_for(tmp_path: Path):
+    path = tmp_path / "config"
+    lock = kubeconfig.lock_path(path)
+    lock.touch()  # kubectl (client-go) holds it
+    threading.Timer(0.2, lock.unlink).start()
+    kubeconfig.add_context(path, entry("local-a"))
+    assert kubeconfig.read(path)["current-context"] == "local-a" and not lock.exists()
+
+
+def test_a_lock_left_behind_is_an_error_naming_it(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(kubeconfig, "LOCK_WAIT_SECONDS", 0.1)
+    path = tmp_path / "config"
+    kubeconfig.add_context(path, entry("local-a"))
+    before = path.read_bytes()
+    lock = kubeconfig.lock_path(path)
+    lock.touch()
+    started = time.monotonic()
+    with pytest.raises(KubeconfigError) as exc:
+        kubeconfig.remove_context(path, "local-a")
+    assert time.monotonic() - started < 2
+    assert str(exc.value) == f"kubeconfig {path} is locked: {lock} exists" and str(lock) in exc.value.hint
+    assert path.read_bytes() == before and lock.exists()  # someone else's lock is not ours to delete
+
+
+@pytest.mark.parametrize("content", [b"\x00\xff binary", b"clusters: [oops", b"- a list\n", b"contexts: 7\n"])
+def test_a_file_that_is_not_a_kubeconfig_is_never_overwritten(tmp_path: Path, content: bytes):
+    path = tmp_path / "config"
+    path.write_bytes(content)
+    for change in (lambda: kubeconfig.add_context(path, entry("local-a")), lambda: kubeconfig.remove_context(path, "x")):
+        with pytest.raises(KubeconfigError) as exc:
+            change()
+        assert str(exc.value).startswith(f"kubeconfig {path}: ") and "\n" not in str(exc.value)
+        assert path.read_bytes() == content
+        assert not kubeconfig.lock_path(path).exists()  # released although the change failed
+
+
+def test_an_empty_file_is_an_empty_kubeconfig(tmp_path: Path):
+    path = tmp_path / "config"
+    path.write_bytes(b"")
+    kubeconfig.add_context(path, entry("local-a"))
+    assert [c["name"] for c in kubeconfig.read(path)["contexts"]] == ["local-a"]
 
 
 def ctx() -> UpContext:

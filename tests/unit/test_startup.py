@@ -23,6 +23,9 @@ print(code, ",".join(loaded))
     (["env", "render"], 0),
     (["env", "provider-drain", "--context", "x"], 2),  # usage error: neither --provider nor --gateway
     (["env", "provider-drain", "--provider", "a", "--gateway", "b"], 2),
+    (["env", "provider-drain", "--provider", "a", "--qps", "nan"], 2),
+    # A kubeconfig that cannot be used is reported before the client is imported.
+    (["env", "provider-drain", "--provider", "a", "--dry-run", "--kubeconfig", "/nonexistent/kubeconfig"], 1),
 ])
 def test_no_kubernetes_import(argv, code):
     out = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, timeout=60)
@@ -32,8 +35,14 @@ def test_no_kubernetes_import(argv, code):
     assert loaded == "", f"imported {loaded}"
 
 
-def test_the_probe_can_see_an_import():
+def test_the_probe_can_see_an_import(tmp_path):
     # The probe itself must be able to fail: a command that connects imports the client.
-    out = subprocess.run([sys.executable, "-c", PROBE, "env", "provider-drain", "--provider", "a", "--kubeconfig",
-                          "/nonexistent/kubeconfig"], capture_output=True, text=True, timeout=60)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:9'}}]\n"
+        "users: [{name: c, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: c}}]\n"
+        "current-context: c\n")
+    out = subprocess.run([sys.executable, "-c", PROBE, "env", "provider-drain", "--provider", "a", "--dry-run",
+                          "--kubeconfig", str(kubeconfig)], capture_output=True, text=True, timeout=60)
     assert "kubernetes.client" in out.stdout

@@ -26,6 +26,7 @@ from xtask.envdef import ENVS_DIR, EnvDef
 from xtask.errors import CommandFailed, RuntimeUnavailable, XtaskError
 from xtask.manifests import IMAGE, deployment_names, render
 from xtask.procs import CmdRunner, RealCmdRunner
+from xtask.runtime.kubeconfig import read as read_kubeconfig
 from xtask.runtime.select import kind_problems
 from xtask.runtime.steps import Progress, Step, UpContext, install_crds_step, readiness_step, run_steps
 from xtask.state import REPO_ROOT, EnvRecord, env_dir
@@ -96,6 +97,7 @@ class KindEnv:
             )
         ctx = UpContext(env=self.env, envdef=envdef, context=self.context, kubeconfig=Path(kubeconfig_path()),
                         fresh=record is None, wait_timeout=wait_timeout)
+        read_kubeconfig(ctx.kubeconfig)  # not a kubeconfig: fail before creating anything
         exists = self.env in self.clusters()
         built: dict[str, object] = {}
 

@@ -87,6 +87,8 @@ class LocalEnv:
             raise XtaskError(f"environment {self.env} is up on the {record.runtime} runtime", hint=f"run `env down --env {self.env}` first")
         ctx = UpContext(env=self.env, envdef=envdef, context=context_name(self.env), kubeconfig=Path(kubeconfig_path()),
                         fresh=record is None, wait_timeout=wait_timeout)
+        # A kubeconfig that cannot take the context fails now, before anything is started.
+        kubeconfig.read(ctx.kubeconfig)
         cp = ControlPlane(self.dir, ensure_assets())
         steps = [
             Step("start etcd and kube-apiserver", lambda c: self._start_control_plane(c, cp),
@@ -114,8 +116,10 @@ class LocalEnv:
         # Only a fresh bring-up is rolled back whole; a repair keeps what was running before.
         if ctx.fresh:
             cp.stop()
-            kubeconfig.remove_context(ctx.kubeconfig, ctx.context)
-            shutil.rmtree(self.dir, ignore_errors=True)
+            try:
+                kubeconfig.remove_context(ctx.kubeconfig, ctx.context)
+            finally:
+                shutil.rmtree(self.dir, ignore_errors=True)
 
     def _connect(self, ctx: UpContext, cp: ControlPlane) -> None:
         kubeconfig.add_context(ctx.kubeconfig, kubeconfig.context_entries(
@@ -206,6 +210,8 @@ class LocalEnv:
             removed = kubeconfig.remove_context(kubeconfig_file, context)
             if removed:
                 progress(f"remove kube context {context}")
+        except XtaskError as exc:  # names the file
+            errors.append(str(exc))
         except OSError as exc:
             errors.append(f"kubeconfig {kubeconfig_file}: {exc}")
         if self.dir.exists():

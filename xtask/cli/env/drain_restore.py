@@ -11,6 +11,7 @@ from agn.kube import Kube
 from xtask.cli.output import emit_json
 from xtask.drain import apply as fanout
 from xtask.drain.journal import Journal, read_journal
+from xtask.drain.preflight import journal_context, require_namespace
 from xtask.drain.run import FIELD_MANAGER, MAX_CONCURRENCY
 from xtask.errors import ExitCode
 
@@ -18,7 +19,8 @@ from xtask.errors import ExitCode
 @click.command(name="drain-restore")
 @click.argument("journal_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="JOURNAL")
 @click.option("--context", help="Kube context (default: the one recorded in the journal).")
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig file.")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig file, alone (default: every file of $KUBECONFIG merged as kubectl does, "
+              "else ~/.kube/config).")
 @click.option("--dry-run", is_flag=True, help="Decide as the real run would (read each provider, server-side dry-run "
               "each restoring patch) and show it; write nothing, not even to the journal.")
 @click.option("--concurrency", type=click.IntRange(1, MAX_CONCURRENCY), metavar="N", default=8, show_default=True,
@@ -33,16 +35,28 @@ def drain_restore(journal_path: Path, context, kubeconfig, dry_run: bool, concur
     everything is restored (or nothing needed it), 5 when some provider was changed by
     another writer or could not be restored.
     """
-    # A dry run reads the journal without opening it for writing; the real run appends to it.
-    journal = None if dry_run else Journal.open(journal_path)
-    state = journal.state if journal else read_journal(journal_path)
-    written = state.to_restore()
-    kube = Kube.from_kubeconfig(kubeconfig=kubeconfig, context=context or state.context, field_manager=FIELD_MANAGER,
+    # Everything is checked before the journal is opened for writing (opening may trim a torn
+    # last line) and before any write to the API: the journal's content, the kubeconfig and
+    # context, and that the journal's namespace exists in that cluster.
+    state = read_journal(journal_path)
+    recorded_context = journal_context(state, journal_path)
+    kube = Kube.from_kubeconfig(kubeconfig=kubeconfig, context=context or recorded_context, field_manager=FIELD_MANAGER,
                                 pool_size=concurrency + 2)
+    journal = None
     try:
+        require_namespace(kube, state.namespace, journal=journal_path, recorded_context=recorded_context)
+        # A dry run never opens the journal for writing; the real run appends to it.
+        if not dry_run:
+            journal = Journal.open(journal_path)
+            state = journal.state
+        written = state.to_restore()
         with cf.ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="restore") as pool:
             results = fanout.restore(kube, state.namespace, written, operation=state.operation, pool=pool,
                                      journal=journal, notify=lambda *a: None, dry_run=dry_run)
+    except BaseException:
+        if journal is not None:
+            journal.close()
+        raise
     finally:
         kube.close()
     bad = [r for r in results if r.outcome not in fanout.RESTORE_OK]

@@ -1,6 +1,7 @@
 """``xtask env provider-drain``."""
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -8,6 +9,9 @@ import click
 
 from xtask.cli.env.drain_view import PlainReporter, plain_final
 from xtask.cli.output import emit_json, fancy, out_console
+from xtask.cli.params import FiniteFloat
+from xtask.drain.journal import journal_dir as default_journal_dir
+from xtask.drain.preflight import usable_journal_dir
 from xtask.drain.run import MAX_CONCURRENCY, DrainRequest, run_drain
 from xtask.drain.selection import Selector
 from xtask.errors import ExitCode, UsageError
@@ -27,7 +31,8 @@ EPILOG = "\b\nExit codes:\n" + "\n".join([
 
 @click.command(name="provider-drain", epilog=EPILOG)
 @click.option("--context", metavar="CTX", help="Kube context (default: the kubeconfig's current context), e.g. local-example or kind-example.")
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig file, alone (default: every file of $KUBECONFIG merged as kubectl does, "
+              "else ~/.kube/config).")
 @click.option("--provider", metavar="NAME", help="Select one InferenceProvider by name.")
 @click.option("--gateway", metavar="GW", help="Select every InferenceProvider whose spec.providerGateway equals this, exactly.")
 @click.option("--undrain", is_flag=True, help="Clear the drain (the operator re-evaluates health and metrics).")
@@ -36,8 +41,8 @@ EPILOG = "\b\nExit codes:\n" + "\n".join([
 @click.option("--consumer", "consumers", metavar="NAME", multiple=True, help="Consumer that must serve the change (repeatable; with --network).")
 @click.option("--namespace", "-n", metavar="NS", help="Namespace (default: the context's namespace).")
 @click.option("--concurrency", type=int, metavar="N", default=8, show_default=True, help=f"Patch requests in flight at most (1-{MAX_CONCURRENCY}).")
-@click.option("--qps", type=click.FloatRange(min=0.1), metavar="QPS", help="Limit patch requests per second (default: no limit).")
-@click.option("--timeout", type=click.FloatRange(min=1), metavar="SECONDS", default=120.0, show_default=True, help="Seconds to wait for convergence.")
+@click.option("--qps", type=FiniteFloat(min=0.1), metavar="QPS", help="Limit patch requests per second (default: no limit).")
+@click.option("--timeout", type=FiniteFloat(min=1), metavar="SECONDS", default=120.0, show_default=True, help="Seconds to wait for convergence.")
 @click.option("--reason", metavar="TEXT", help="Why (recorded with who and when as annotations on each drained provider).")
 @click.option("--force", is_flag=True, help="Drain even if a named consumer's selection group would lose its last admitted provider.")
 @click.option("--journal-dir", type=click.Path(file_okay=False, path_type=Path), help="Where to write the operation journal "
@@ -62,6 +67,9 @@ def provider_drain(context, kubeconfig, provider, gateway, undrain, dry_run, net
         namespace=namespace, dry_run=dry_run, network=network, consumers=tuple(consumers), concurrency=concurrency, qps=qps,
         timeout=timeout, reason=reason, force=force, journal_dir=journal_dir,
     )
+    if not dry_run:
+        # Before the first API request: a run that cannot keep a journal must not start writing.
+        request = dataclasses.replace(request, journal_dir=usable_journal_dir(journal_dir or default_journal_dir()))
     live = output != "json" and fancy() and sys.stdout.isatty()
     if live:
         from xtask.cli.env.drain_live import RichReporter, render_final

@@ -5,6 +5,7 @@ import click
 
 from xtask.cli.env.options import env_option, output_option
 from xtask.cli.output import emit_json, out_console, progress
+from xtask.cli.params import FiniteFloat
 from xtask.envdef import load_env
 from xtask.runtime.select import choose_runtime
 from xtask.state import EnvRecord
@@ -15,7 +16,7 @@ from xtask.state import EnvRecord
 @click.option("--runtime", type=click.Choice(["auto", "kind", "local"]), default="auto", show_default=True,
               help="auto: kind when Docker, kind and kubectl work, else the embedded local control plane.")
 @click.option("--retain", is_flag=True, help="On failure, keep what was started (for debugging) instead of rolling back.")
-@click.option("--timeout", type=click.FloatRange(min=1), default=90.0, show_default=True,
+@click.option("--timeout", type=FiniteFloat(min=1), default=90.0, show_default=True,
               help="Seconds to wait for consumers to serve their first overlays.")
 @output_option
 def up(env_name: str, runtime: str, retain: bool, timeout: float, output: str) -> None:

@@ -1,0 +1,49 @@
+"""Non-finite numbers (nan, inf, 1e999) are usage errors wherever a float is parsed."""
+from __future__ import annotations
+
+import pytest
+
+from agn.operator.__main__ import parse_args as operator_args
+from xtask.__main__ import main
+
+NOT_FINITE = ["nan", "NaN", "inf", "-inf", "+Infinity", "1e999"]
+
+
+@pytest.mark.parametrize("value", NOT_FINITE)
+@pytest.mark.parametrize("flag", ["--qps", "--timeout"])
+def test_provider_drain_rejects_non_finite(capsys, flag, value):
+    code = main(["env", "provider-drain", "--provider", "p", flag, value])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"Invalid value for '{flag}'" in err and f"{value!r} is not a finite number" in err
+
+
+@pytest.mark.parametrize("value", NOT_FINITE)
+def test_env_up_rejects_non_finite_timeout(capsys, value):
+    assert main(["env", "up", "--timeout", value]) == 2
+    assert "Invalid value for '--timeout'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--qps", "0", "0.0 is not in the range x>=0.1"),
+    ("--timeout", "0.5", "0.5 is not in the range x>=1"),
+    ("--qps", "fast", "'fast' is not a valid float"),
+])
+def test_ranges_and_garbage_still_rejected(capsys, flag, value, message):
+    assert main(["env", "provider-drain", "--provider", "p", flag, value]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--probe-interval", "--probe-timeout", "--resync", "--coalesce-window", "--max-batch-wait"])
+@pytest.mark.parametrize("value", ["nan", "inf", "1e999", "soon"])
+def test_operator_rejects_non_finite_and_garbage(capsys, flag, value):
+    with pytest.raises(SystemExit) as exc:
+        operator_args(["--namespace", "ns", flag, value])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert flag in err and repr(value) in err and "Traceback" not in err
+
+
+def test_operator_accepts_finite_values():
+    args = operator_args(["--namespace", "ns", "--probe-interval", "0.5", "--coalesce-window", "0"])
+    assert (args.probe_interval, args.coalesce_window) == (0.5, 0.0)
