@@ -4,5 +4,6 @@
 - :mod:`agn.kube` — the only module that imports the ``kubernetes`` client.
 - :mod:`agn.operator`, :mod:`agn.gateway`, :mod:`agn.provider` — the three processes.
 """
+
 GROUP = "agn.dev"
 VERSION = "v1alpha1"

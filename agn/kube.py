@@ -11,23 +11,22 @@ second of CPU to import (its kubeconfig loader pulls in requests, oauthlib and p
 names below are plain Python; the client is imported on the first call that needs it, and
 only the API classes a command uses are constructed.
 """
+
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import json
 import os
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from agn import GROUP, VERSION
+from agn.objects import Obj
 
 if TYPE_CHECKING:
     from kubernetes import client
-
-Obj = dict[str, Any]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +46,6 @@ NETWORKS = Resource("InferenceNetwork", "inferencenetworks")
 CONSUMERS = Resource("InferenceConsumer", "inferenceconsumers")
 OVERLAYS = Resource("RoutingOverlay", "routingoverlays")
 AGN_RESOURCES = (PROVIDERS, NETWORKS, CONSUMERS, OVERLAYS)
-BY_KIND = {r.kind: r for r in AGN_RESOURCES}
 # Not an AGN resource, but its REST paths have the same shape, so the generic object methods
 # below (get/create/replace, conditional on resourceVersion) serve the operator's leader election.
 LEASES = Resource("Lease", "leases", group="coordination.k8s.io", version="v1")
@@ -90,7 +88,14 @@ class ConfigError(KubeError):
     """The kubeconfig or context cannot be used."""
 
 
-_BY_STATUS: dict[int, type[KubeError]] = {400: Invalid, 404: NotFound, 409: Conflict, 410: Gone, 403: Forbidden, 422: Invalid}
+_BY_STATUS: dict[int, type[KubeError]] = {
+    400: Invalid,
+    404: NotFound,
+    409: Conflict,
+    410: Gone,
+    403: Forbidden,
+    422: Invalid,
+}
 
 
 def _convert(exc: Any) -> KubeError:
@@ -115,7 +120,7 @@ class _Converting:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         if exc is None or isinstance(exc, KubeError):
             return False
         import urllib3
@@ -152,29 +157,29 @@ def context_namespace(*, kubeconfig: str | None, context: str | None) -> str:
 class Kube:
     """A connection to one cluster. Thread-safe; share one per process."""
 
-    def __init__(self, api_client: "client.ApiClient", *, field_manager: str, context: str | None = None) -> None:
+    def __init__(self, api_client: client.ApiClient, *, field_manager: str, context: str | None = None) -> None:
         self._api = api_client
         self.field_manager = field_manager
         self.context = context  # the kube context's name (None: in-cluster)
-        self._dynamic = None
+        self._dynamic: Any = None
         self._dynamic_lock = threading.Lock()
 
     # The API classes are built on first use: CoreV1Api alone loads ~250 generated modules,
     # and a drain only ever needs CustomObjectsApi.
     @functools.cached_property
-    def custom(self) -> "client.CustomObjectsApi":
+    def custom(self) -> client.CustomObjectsApi:
         from kubernetes.client import CustomObjectsApi
 
         return CustomObjectsApi(self._api)
 
     @functools.cached_property
-    def core(self) -> "client.CoreV1Api":
+    def core(self) -> client.CoreV1Api:
         from kubernetes.client import CoreV1Api
 
         return CoreV1Api(self._api)
 
     @functools.cached_property
-    def ext(self) -> "client.ApiextensionsV1Api":
+    def ext(self) -> client.ApiextensionsV1Api:
         from kubernetes.client import ApiextensionsV1Api
 
         return ApiextensionsV1Api(self._api)
@@ -182,7 +187,7 @@ class Kube:
     @classmethod
     def from_kubeconfig(
         cls, *, kubeconfig: str | None = None, context: str | None = None, field_manager: str, pool_size: int = 16
-    ) -> "Kube":
+    ) -> Kube:
         """Connect with a kube context, reading the kubeconfig files as kubectl does (:mod:`agn.kubeconfig`):
         ``kubeconfig`` alone, else every file of ``$KUBECONFIG`` merged, else ~/.kube/config."""
         from agn import kubeconfig as kc
@@ -201,7 +206,9 @@ class Kube:
 
         cfg = client.Configuration()
         try:
-            config.load_kube_config_from_dict(loaded.config, context=name, client_configuration=cfg, persist_config=False)
+            config.load_kube_config_from_dict(
+                loaded.config, context=name, client_configuration=cfg, persist_config=False
+            )
         except (ConfigException, OSError, TypeError, ValueError, KeyError, AttributeError) as exc:
             detail = " ".join(str(exc).split()) or type(exc).__name__
             raise ConfigError(f"cannot use context {name!r} from {loaded.describe()}: {detail}") from exc
@@ -210,7 +217,7 @@ class Kube:
         return cls(client.ApiClient(cfg), field_manager=field_manager, context=name)
 
     @classmethod
-    def in_cluster(cls, *, field_manager: str, pool_size: int = 16) -> "Kube":
+    def in_cluster(cls, *, field_manager: str, pool_size: int = 16) -> Kube:
         """Connect with the pod's service account token (``KUBERNETES_SERVICE_HOST`` and the mounted token)."""
         from kubernetes import client, config
         from kubernetes.config.config_exception import ConfigException
@@ -224,43 +231,11 @@ class Kube:
         cfg.retries = False
         return cls(client.ApiClient(cfg), field_manager=field_manager)
 
-    def impersonating(self, user: str) -> "Kube":
-        """A new connection with the same credentials that acts as ``user`` (``Impersonate-User``).
-
-        The caller needs the ``impersonate`` verb (cluster admins have it). For a service
-        account user the API server adds the service-account groups itself. Close it when done.
-        """
-        from kubernetes.client import ApiClient
-
-        api = ApiClient(copy.copy(self._api.configuration))
-        api.set_default_header("Impersonate-User", user)
-        return Kube(api, field_manager=self.field_manager, context=self.context)
-
-    def can_i(
-        self, user: str, verb: str, resource: str, namespace: str, *, subresource: str | None = None,
-        name: str | None = None, group: str = GROUP, groups: tuple[str, ...] | None = None,
-    ) -> bool:
-        """Whether ``user`` may ``verb`` ``resource`` (a SubjectAccessReview; the caller must be allowed to create one).
-
-        For ``system:serviceaccount:<ns>:<sa>`` users the service-account groups are filled in
-        unless ``groups`` is given, matching what the API server sees for a real token.
-        """
-        if groups is None:
-            groups = ()
-            if user.startswith("system:serviceaccount:"):
-                groups = ("system:serviceaccounts", f"system:serviceaccounts:{user.split(':')[2]}", "system:authenticated")
-        attributes: dict[str, Any] = {"verb": verb, "resource": resource, "group": group, "namespace": namespace}
-        if subresource:
-            attributes["subresource"] = subresource
-        if name:
-            attributes["name"] = name
-        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-                "spec": {"user": user, "groups": list(groups), "resourceAttributes": attributes}}
-        from kubernetes.client import AuthorizationV1Api
-
-        with _api_errors:
-            review = AuthorizationV1Api(self._api).create_subject_access_review(body)
-        return bool(review.status and review.status.allowed)
+    @property
+    def api_client(self) -> client.ApiClient:
+        """The underlying client, for callers that need an API class this boundary does not wrap
+        (the tests' SubjectAccessReviews and impersonation)."""
+        return self._api
 
     @property
     def host(self) -> str:
@@ -271,8 +246,9 @@ class Kube:
         """``timeout`` (seconds) bounds the request, for callers that must not hang on a dead connection."""
         kwargs = {"_request_timeout": timeout} if timeout else {}
         with _api_errors:
-            return self.custom.get_namespaced_custom_object(res.group, res.version, namespace, res.plural, name,
-                                                            **kwargs)
+            return self.custom.get_namespaced_custom_object(
+                res.group, res.version, namespace, res.plural, name, **kwargs
+            )
 
     def list(
         self, res: Resource, namespace: str, *, label_selector: str | None = None, field_selector: str | None = None
@@ -290,7 +266,13 @@ class Kube:
         return out.get("items", []), out.get("metadata", {}).get("resourceVersion", "")
 
     def create(
-        self, res: Resource, namespace: str, body: Obj, *, dry_run: bool = False, field_validation: str | None = None,
+        self,
+        res: Resource,
+        namespace: str,
+        body: Obj,
+        *,
+        dry_run: bool = False,
+        field_validation: str | None = None,
         timeout: float | None = None,
     ) -> Obj:
         """Create; ``field_validation="Strict"`` makes unknown fields an error instead of pruned."""
@@ -337,7 +319,13 @@ class Kube:
             self.custom.delete_namespaced_custom_object(res.group, res.version, namespace, res.plural, name, **kwargs)
 
     def watch(
-        self, res: Resource, namespace: str, *, resource_version: str, timeout_seconds: int = 60, field_selector: str | None = None
+        self,
+        res: Resource,
+        namespace: str,
+        *,
+        resource_version: str,
+        timeout_seconds: int = 60,
+        field_selector: str | None = None,
     ) -> Iterator[tuple[str, Obj]]:
         """Yields ``(type, object)`` from a watch starting after ``resource_version``.
 
@@ -426,12 +414,6 @@ class Kube:
             except ApiException as exc:
                 if exc.status != 404:
                     raise
-
-    def server_version(self) -> str:
-        from kubernetes.client import VersionApi
-
-        with _api_errors:
-            return VersionApi(self._api).get_code().git_version
 
     def apply(self, body: Obj, *, namespace: str | None = None, dry_run: bool = False) -> Obj:
         """Server-side apply of any object (CRDs, RBAC, Deployments, AGN objects) as ``field_manager``.

@@ -17,6 +17,7 @@ Errors are :class:`agn.kube.ConfigError` and name the file and the field. Everyt
 except :func:`load`, which reads the files. The ``kubernetes`` package is never imported here:
 the client gets the merged dict (``load_kube_config_from_dict``).
 """
+
 from __future__ import annotations
 
 import copy
@@ -35,8 +36,16 @@ SECTIONS = {"clusters": "cluster", "users": "user", "contexts": "context"}
 # Fields of an entry's body that must be strings when present (kubectl would fail to decode others).
 _STRINGS = {
     "cluster": ("server", "certificate-authority", "certificate-authority-data", "tls-server-name", "proxy-url"),
-    "user": ("client-certificate", "client-certificate-data", "client-key", "client-key-data", "token", "tokenFile",
-             "username", "password"),
+    "user": (
+        "client-certificate",
+        "client-certificate-data",
+        "client-key",
+        "client-key-data",
+        "token",
+        "tokenFile",
+        "username",
+        "password",
+    ),
     "context": ("cluster", "user", "namespace"),
 }
 # Fields holding a path that is relative to the file they are in.
@@ -59,8 +68,9 @@ class Files:
         return self.origin == "--kubeconfig"
 
 
-def kubeconfig_files(explicit: str | None = None, environ: Mapping[str, str] | None = None,
-                     home: str | None = None) -> Files:
+def kubeconfig_files(
+    explicit: str | None = None, environ: Mapping[str, str] | None = None, home: str | None = None
+) -> Files:
     """The files kubectl would read: ``--kubeconfig``, else ``$KUBECONFIG``'s list, else ``~/.kube/config``."""
     if explicit:
         return Files((explicit,), "--kubeconfig")
@@ -143,8 +153,14 @@ def shape_problems(doc: Any) -> list[str]:
 
 def merge(docs: Sequence[tuple[str, Mapping[str, Any]]]) -> Config:
     """kubectl's merge of parsed files, in precedence order: ``(path, config)`` pairs."""
-    out: Config = {"apiVersion": "v1", "kind": "Config", "clusters": [], "users": [], "contexts": [],
-                   "current-context": ""}
+    out: Config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [],
+        "users": [],
+        "contexts": [],
+        "current-context": "",
+    }
     seen: dict[str, set[str]] = {section: set() for section in SECTIONS}
     for source, doc in docs:
         folder = os.path.dirname(os.path.abspath(source))
@@ -161,10 +177,10 @@ def merge(docs: Sequence[tuple[str, Mapping[str, Any]]]) -> Config:
 
 def _resolved(section: str, entry: Mapping[str, Any], folder: str) -> dict:
     """``entry`` with its relative file references made absolute against ``folder``."""
-    entry = copy.deepcopy(dict(entry))
-    body = entry.get(SECTIONS[section])
+    out = copy.deepcopy(dict(entry))
+    body = out.get(SECTIONS[section])
     if not isinstance(body, dict):
-        return entry
+        return out
     for key in _FILE_REFS.get(section, ()):
         value = body.get(key)
         if value and not os.path.isabs(value):
@@ -175,7 +191,7 @@ def _resolved(section: str, entry: Mapping[str, Any], folder: str) -> dict:
         # Only a command with a slash is a path; a bare name is looked up on PATH.
         if isinstance(command, str) and os.sep in command and not os.path.isabs(command):
             plugin["command"] = os.path.join(folder, command)
-    return entry
+    return out
 
 
 @dataclasses.dataclass(frozen=True)

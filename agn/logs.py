@@ -4,6 +4,7 @@ Every line has ``ts`` (RFC 3339, UTC), ``level``, ``component``, ``msg`` and the
 caller's fields, flat. This module only formats and writes lines; it must not decide
 anything, and it never raises into its callers because a log line could not be encoded.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,11 @@ class JsonLog:
     """A thread-safe writer of JSON log lines, with fields bound at construction."""
 
     def __init__(
-        self, *, component: str, level: str = "info", fields: dict[str, Any] | None = None,
+        self,
+        *,
+        component: str,
+        level: str = "info",
+        fields: dict[str, Any] | None = None,
         stream: TextIO | None = None,
     ) -> None:
         self.component = component

@@ -12,6 +12,7 @@ Rules, per consumer, per provider selected by the consumer's network:
 The digest covers semantic content only; the revision increases by one exactly when the
 digest changes.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -95,7 +96,7 @@ class Candidate:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> "Candidate":
+    def from_dict(cls, data: Mapping) -> Candidate:
         return cls(
             id=str(data["id"]),
             provider=str(data["provider"]),
@@ -124,7 +125,7 @@ class Overlay:
         }
 
     @classmethod
-    def from_spec(cls, spec: Mapping) -> "Overlay":
+    def from_spec(cls, spec: Mapping) -> Overlay:
         return cls(
             network=str(spec.get("network", "")),
             consumer=str(spec.get("consumer", "")),
@@ -226,9 +227,7 @@ def overlay_digest(candidates: Iterable[Candidate]) -> str:
     Order-independent (the candidates are sorted first); no timestamps or load numbers exist
     in a :class:`Candidate`, so they cannot leak in.
     """
-    rows = sorted(
-        [c.id, c.provider, c.endpoint, c.selection_group, c.rank, c.admission_state] for c in candidates
-    )
+    rows = sorted([c.id, c.provider, c.endpoint, c.selection_group, c.rank, c.admission_state] for c in candidates)
     return "sha256:" + hashlib.sha256(json.dumps(rows, separators=(",", ":")).encode()).hexdigest()[:32]
 
 

@@ -3,6 +3,7 @@
 Also the small shared vocabulary of status fields and timestamps, so the operator, the
 gateway and the xtask read and write them the same way.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -18,11 +19,11 @@ from agn.model import (
     candidate_id,
 )
 
-Obj = Mapping[str, Any]
+Obj = dict[str, Any]  # an API object as a plain dict; the one definition, imported everywhere
 
 
 def rfc3339(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_time(value: str | None) -> float | None:
@@ -34,11 +35,11 @@ def parse_time(value: str | None) -> float | None:
         return None
 
 
-def name_of(obj: Obj) -> str:
+def name_of(obj: Mapping[str, Any]) -> str:
     return obj.get("metadata", {}).get("name", "")
 
 
-def drain_of(provider: Obj) -> bool:
+def drain_of(provider: Mapping[str, Any]) -> bool:
     """``spec.trafficPolicy.drain``; omitted means false (today's behaviour)."""
     return bool(((provider.get("spec") or {}).get("trafficPolicy") or {}).get("drain", False))
 
@@ -50,7 +51,7 @@ def condition(obj: Obj, type_: str) -> Mapping[str, Any] | None:
     return None
 
 
-def provider_view(obj: Obj) -> ProviderView:
+def provider_view(obj: Mapping[str, Any]) -> ProviderView:
     meta = obj.get("metadata", {})
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
@@ -68,7 +69,7 @@ def provider_view(obj: Obj) -> ProviderView:
     )
 
 
-def network_view(obj: Obj) -> NetworkView:
+def network_view(obj: Mapping[str, Any]) -> NetworkView:
     spec = obj.get("spec") or {}
     selector = spec.get("providerSelector") or {}
     trust = spec.get("trust") or {}
@@ -85,7 +86,7 @@ def network_view(obj: Obj) -> NetworkView:
     )
 
 
-def consumer_view(obj: Obj) -> ConsumerView:
+def consumer_view(obj: Mapping[str, Any]) -> ConsumerView:
     spec = obj.get("spec") or {}
     return ConsumerView(
         name=name_of(obj),

@@ -6,6 +6,7 @@ the last resourceVersion seen (BOOKMARK events carry one too); on ``410 Gone`` r
 once; on any other error back off (capped exponential) and re-list. It never decides what an
 object means and never writes: callers get whole snapshots and single events.
 """
+
 from __future__ import annotations
 
 import threading
@@ -14,8 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from agn.kube import Gone
-
-Obj = dict[str, Any]
+from agn.objects import Obj
 
 # How long a watch may keep failing before its process reports itself unhealthy (and ``env up``
 # or a kubelet liveness probe restarts it). Short outages, such as an API server restart on the
@@ -60,6 +60,9 @@ def capped_backoff(initial: float, maximum: float) -> Callable[[int], float]:
     return lambda n: min(initial * 2 ** (n - 1), maximum)
 
 
+DEFAULT_BACKOFF = capped_backoff(0.05, 2.0)
+
+
 def follow(
     *,
     list_fn: Callable[[], tuple[list[Obj], str]],
@@ -67,7 +70,7 @@ def follow(
     on_snapshot: Callable[[list[Obj]], None],
     on_event: Callable[[str, Obj], None],
     stop: threading.Event,
-    backoff: Callable[[int], float] = capped_backoff(0.05, 2.0),
+    backoff: Callable[[int], float] = DEFAULT_BACKOFF,
     on_error: Callable[[Exception, float], None] | None = None,
     health: WatchHealth | None = None,
 ) -> None:

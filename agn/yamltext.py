@@ -3,6 +3,7 @@
 PyYAML's messages span several lines and quote the input back; users get one line that says
 what is wrong and where. Callers prefix the file name. Pure: text in, data out.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# The README's test command: set up (idempotent), then run every test suite. The kind
-# suite skips itself, with its reason, where Docker or kind is missing.
+# The README's test command: set up (idempotent), lint and type-check, then run every test
+# suite. The kind suite skips itself, with its reason, where Docker or kind is missing.
+# With arguments (a test path, -k, -m ...) only pytest runs, with those arguments.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 scripts/setup.sh
+if [[ $# -eq 0 ]]; then
+  echo "test: ruff check, ruff format --check, mypy" >&2
+  .venv/bin/ruff check xtask agn tests scripts
+  .venv/bin/ruff format --check --quiet xtask agn tests scripts
+  .venv/bin/mypy
+fi
 exec .venv/bin/python -m pytest "$@"

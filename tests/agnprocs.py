@@ -3,6 +3,7 @@
 Every process goes through :class:`xtask.procs.Supervisor` — tracked by pid, stopped by pid
 (TERM, then KILL) at teardown. Readiness is waited on a condition, never a fixed sleep.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,9 +29,13 @@ def wait_for(predicate, *, timeout: float = 30.0, interval: float = 0.05, what: 
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last saw {last!r}")
 
 
-def http_json(url: str, *, method: str = "GET", body: dict | None = None, headers: dict | None = None, timeout: float = 5.0):
+def http_json(
+    url: str, *, method: str = "GET", body: dict | None = None, headers: dict | None = None, timeout: float = 5.0
+):
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json", **(headers or {})})
+    req = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json", **(headers or {})}
+    )
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         return json.loads(resp.read() or b"null")
 
@@ -79,7 +84,10 @@ class AgnProcesses:
     def gateway(self, consumer: str, *, port: int | None = None) -> str:
         """Start a consumer gateway; returns its base URL once /healthz answers."""
         port = port or free_port()
-        self._start(f"gateway-{consumer}", ["-m", "agn.gateway", *self._kube_args(), "--consumer", consumer, "--port", str(port)])
+        self._start(
+            f"gateway-{consumer}",
+            ["-m", "agn.gateway", *self._kube_args(), "--consumer", consumer, "--port", str(port)],
+        )
         url = f"http://127.0.0.1:{port}"
         wait_for(lambda: http_status(f"{url}/healthz") == 200, what=f"gateway {consumer}")
         return url

@@ -6,6 +6,7 @@ same code the ``local`` runtime uses), installs the AGN CRDs and writes a kubeco
 Integration tests need the binaries (``scripts/install-control-plane.sh`` or
 ``KUBEBUILDER_ASSETS``); when they are missing the tests fail loudly rather than skip.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -59,8 +60,12 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory):
         kubeconfig.add_context(
             path,
             kubeconfig.context_entries(
-                name="local-tests", server=cp.server, ca_cert=cp.certs.ca_cert, client_cert=cp.certs.admin_cert,
-                client_key=cp.certs.admin_key, namespace="default",
+                name="local-tests",
+                server=cp.server,
+                ca_cert=cp.certs.ca_cert,
+                client_cert=cp.certs.admin_cert,
+                client_key=cp.certs.admin_key,
+                namespace="default",
             ),
         )
         kube = Kube.from_kubeconfig(kubeconfig=str(path), context="local-tests", field_manager="agn-tests")
@@ -92,7 +97,10 @@ def agn(control_plane: ControlPlaneHandle, namespace: str, tmp_path: Path):
     from agnprocs import AgnProcesses
 
     procs = AgnProcesses(
-        tmp_path, kubeconfig=control_plane.kubeconfig, context=control_plane.context, namespace=namespace,
+        tmp_path,
+        kubeconfig=control_plane.kubeconfig,
+        context=control_plane.context,
+        namespace=namespace,
         env=control_plane.env(),
     )
     yield procs

@@ -1,5 +1,6 @@
 """The real CLI as a user runs it, as a subprocess, with its own state folder, kubeconfig and
 journal folder (shared by the e2e and faults suites)."""
+
 from __future__ import annotations
 
 import json
@@ -15,17 +16,25 @@ class Cli:
     def __init__(self, home: Path) -> None:
         self.home = home
         self.env = dict(os.environ)
-        self.env.update({
-            "AGN_XTASK_HOME": str(home / "state"),
-            "KUBECONFIG": str(home / "kubeconfig"),
-            "AGN_XTASK_JOURNAL_DIR": str(home / "journal"),
-            "NO_COLOR": "1",
-            "PYTHONPATH": str(REPO),
-        })
+        self.env.update(
+            {
+                "AGN_XTASK_HOME": str(home / "state"),
+                "KUBECONFIG": str(home / "kubeconfig"),
+                "AGN_XTASK_JOURNAL_DIR": str(home / "journal"),
+                "NO_COLOR": "1",
+                "PYTHONPATH": str(REPO),
+            }
+        )
 
     def __call__(self, *args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "xtask", *args], capture_output=True, text=True, cwd=REPO,
-                              env={**self.env, **(env or {})}, timeout=timeout)
+        return subprocess.run(
+            [sys.executable, "-m", "xtask", *args],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={**self.env, **(env or {})},
+            timeout=timeout,
+        )
 
     def status(self) -> dict:
         proc = self("env", "status", "--output", "json")

@@ -4,6 +4,7 @@ Lower layers raise :class:`xtask.errors.XtaskError` (or a Kubernetes-boundary er
 module prints the message once — with a traceback only under ``-v`` — and exits with the
 documented code.
 """
+
 from __future__ import annotations
 
 import sys

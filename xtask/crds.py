@@ -1,4 +1,5 @@
 """Installing the AGN CRDs into a cluster and waiting until they are Established."""
+
 from __future__ import annotations
 
 import time
@@ -8,13 +9,13 @@ import yaml
 
 from agn.kube import Kube
 from xtask.errors import XtaskError
+from xtask.state import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 CRD_DIR = REPO_ROOT / "manifests" / "crds"
 
 
 def crd_documents(folder: Path = CRD_DIR) -> list[dict]:
-    docs = []
+    docs: list[dict] = []
     for path in sorted(folder.glob("*.yaml")):
         docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
     return docs

@@ -5,6 +5,7 @@ exact field that is wrong.
 The same definition feeds every runtime: the local runtime fills provider endpoints with
 the loopback ports of the fake providers it starts, the kind runtime with Service URLs.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,8 +19,8 @@ from typing import Any
 from agn import GROUP, VERSION
 from agn.yamltext import YamlProblem, parse_yaml, show
 from xtask.errors import EnvDefinitionError
+from xtask.state import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 ENVS_DIR = Path(os.environ.get("AGN_XTASK_ENVS_DIR") or (REPO_ROOT / "envs"))
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -64,8 +65,11 @@ class EnvDef:
         """
         out = []
         for p in self.providers:
-            spec: dict[str, Any] = {"endpoint": p.endpoint or endpoints[p.name], "selectionGroup": p.selection_group,
-                                    "rank": p.rank}
+            spec: dict[str, Any] = {
+                "endpoint": p.endpoint or endpoints[p.name],
+                "selectionGroup": p.selection_group,
+                "rank": p.rank,
+            }
             if p.provider_gateway:
                 spec["providerGateway"] = p.provider_gateway
             out.append(_obj("InferenceProvider", p.name, self.namespace, spec, labels=dict(p.labels)))
@@ -186,11 +190,17 @@ class _Checker:
 
 def parse_env(data: Any, *, source: Path, expected_name: str | None = None) -> EnvDef:
     if data is None:
-        raise EnvDefinitionError(f"{source}: the file is empty; it must define name, namespace, networks, consumers "
-                                 "and providers (see envs/example.yaml)")
+        raise EnvDefinitionError(
+            f"{source}: the file is empty; it must define name, namespace, networks, consumers "
+            "and providers (see envs/example.yaml)"
+        )
     c = _Checker(source)
-    top = c.mapping(data, "", allowed={"name", "namespace", "networks", "consumers", "providers"},
-                    required={"name", "namespace", "networks", "consumers", "providers"})
+    top = c.mapping(
+        data,
+        "",
+        allowed={"name", "namespace", "networks", "consumers", "providers"},
+        required={"name", "namespace", "networks", "consumers", "providers"},
+    )
     if top is None:
         raise EnvDefinitionError(f"{source}: invalid environment definition: {c.problems[0]}")
     name = c.name(top["name"], "name") if "name" in top else ""
@@ -199,7 +209,9 @@ def parse_env(data: Any, *, source: Path, expected_name: str | None = None) -> E
     namespace = c.name(top["namespace"], "namespace") if "namespace" in top else ""
 
     def network(item: Any, where: str) -> NetworkDef | None:
-        m = c.mapping(item, where, allowed={"name", "providerSelector", "trust", "metricsMaxAgeSeconds"}, required={"name"})
+        m = c.mapping(
+            item, where, allowed={"name", "providerSelector", "trust", "metricsMaxAgeSeconds"}, required={"name"}
+        )
         if m is None:
             return None
         age = m.get("metricsMaxAgeSeconds", 45)
@@ -219,13 +231,19 @@ def parse_env(data: Any, *, source: Path, expected_name: str | None = None) -> E
         if not isinstance(excluded, list):
             c.fail(f"{where}.excludedProviders", f"must be a list of provider names, got {show(excluded)}")
             excluded = []
-        return ConsumerDef(c.name(m["name"], f"{where}.name") if "name" in m else "",
-                           c.string(m["network"], f"{where}.network") if "network" in m else "",
-                           tuple(c.name(e, f"{where}.excludedProviders[{i}]") for i, e in enumerate(excluded)))
+        return ConsumerDef(
+            c.name(m["name"], f"{where}.name") if "name" in m else "",
+            c.string(m["network"], f"{where}.network") if "network" in m else "",
+            tuple(c.name(e, f"{where}.excludedProviders[{i}]") for i, e in enumerate(excluded)),
+        )
 
     def provider(item: Any, where: str) -> ProviderDef | None:
-        m = c.mapping(item, where, allowed={"name", "providerGateway", "selectionGroup", "rank", "labels", "endpoint"},
-                      required={"name", "selectionGroup", "rank"})
+        m = c.mapping(
+            item,
+            where,
+            allowed={"name", "providerGateway", "selectionGroup", "rank", "labels", "endpoint"},
+            required={"name", "selectionGroup", "rank"},
+        )
         if m is None:
             return None
         rank = m.get("rank", 0)
@@ -233,7 +251,9 @@ def parse_env(data: Any, *, source: Path, expected_name: str | None = None) -> E
             c.fail(f"{where}.rank", f"must be a non-negative integer, got {show(rank)}")
             rank = 0
         labels = m.get("labels") or {}
-        if not isinstance(labels, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+        if not isinstance(labels, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+        ):
             c.fail(f"{where}.labels", f"must map strings to strings, got {show(labels)}")
             labels = {}
         gateway = m.get("providerGateway")
@@ -244,9 +264,14 @@ def parse_env(data: Any, *, source: Path, expected_name: str | None = None) -> E
             problem = endpoint_problem(endpoint)
             if problem:
                 c.fail(f"{where}.endpoint", problem)
-        return ProviderDef(c.name(m["name"], f"{where}.name") if "name" in m else "", gateway,
-                           c.string(m["selectionGroup"], f"{where}.selectionGroup") if "selectionGroup" in m else "",
-                           rank, labels, endpoint)
+        return ProviderDef(
+            c.name(m["name"], f"{where}.name") if "name" in m else "",
+            gateway,
+            c.string(m["selectionGroup"], f"{where}.selectionGroup") if "selectionGroup" in m else "",
+            rank,
+            labels,
+            endpoint,
+        )
 
     networks = c.items(top.get("networks"), "networks", network)
     consumers = c.items(top.get("consumers"), "consumers", consumer)
@@ -255,12 +280,13 @@ def parse_env(data: Any, *, source: Path, expected_name: str | None = None) -> E
     provider_names = {p.name for p in providers}
     for i, cons in enumerate(consumers):
         if cons.network and cons.network not in network_names:
-            c.fail(f"consumers[{i}].network", f"names unknown network {cons.network!r} (known: {', '.join(sorted(network_names)) or 'none'})")
+            c.fail(
+                f"consumers[{i}].network",
+                f"names unknown network {cons.network!r} (known: {', '.join(sorted(network_names)) or 'none'})",
+            )
         for e in cons.excluded_providers:
             if e and e not in provider_names:
                 c.fail(f"consumers[{i}].excludedProviders", f"names unknown provider {e!r}")
     if c.problems:
-        raise EnvDefinitionError(
-            f"{source}: invalid environment definition:\n  " + "\n  ".join(c.problems)
-        )
+        raise EnvDefinitionError(f"{source}: invalid environment definition:\n  " + "\n  ".join(c.problems))
     return EnvDef(name, namespace, tuple(networks), tuple(consumers), tuple(providers), source)

@@ -2,6 +2,7 @@
 
 Returns plain dicts ready for JSON; the CLI renders them as tables.
 """
+
 from __future__ import annotations
 
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube
@@ -18,32 +19,34 @@ def agn_objects(kube: Kube, namespace: str) -> dict:
     for p in sorted(providers, key=name_of):
         spec = p.get("spec") or {}
         avail = condition(p, "Available")
-        out_providers.append({
-            "name": name_of(p),
-            "providerGateway": spec.get("providerGateway"),
-            "drain": drain_of(p),
-            "drainReason": (p.get("metadata", {}).get("annotations") or {}).get("agn.dev/drain-reason"),
-            "available": (avail or {}).get("status", "Unknown"),
-            "availableReason": (avail or {}).get("reason"),
-            "endpoint": spec.get("endpoint"),
-            "selectionGroup": spec.get("selectionGroup"),
-            "rank": spec.get("rank"),
-            "candidateId": (p.get("status") or {}).get("candidateId"),
-            "load": (p.get("status") or {}).get("load"),
-        })
+        out_providers.append(
+            {
+                "name": name_of(p),
+                "providerGateway": spec.get("providerGateway"),
+                "drain": drain_of(p),
+                "drainReason": (p.get("metadata", {}).get("annotations") or {}).get("agn.dev/drain-reason"),
+                "available": (avail or {}).get("status", "Unknown"),
+                "availableReason": (avail or {}).get("reason"),
+                "endpoint": spec.get("endpoint"),
+                "selectionGroup": spec.get("selectionGroup"),
+                "rank": spec.get("rank"),
+                "candidateId": (p.get("status") or {}).get("candidateId"),
+                "load": (p.get("status") or {}).get("load"),
+            }
+        )
     out_consumers = []
     for c in sorted(consumers, key=name_of):
         status = c.get("status") or {}
         overlay = by_overlay.get(name_of(c))
-        out_consumers.append({
-            "name": name_of(c),
-            "network": (c.get("spec") or {}).get("network"),
-            "overlayRevision": overlay.get("revision") if overlay else None,
-            "acceptedRevision": status.get("acceptedRevision"),
-            "servingRevision": status.get("servingRevision"),
-            "address": status.get("address"),
-            "candidates": {
-                x["provider"]: x["admission_state"] for x in (overlay or {}).get("candidates", [])
-            },
-        })
+        out_consumers.append(
+            {
+                "name": name_of(c),
+                "network": (c.get("spec") or {}).get("network"),
+                "overlayRevision": overlay.get("revision") if overlay else None,
+                "acceptedRevision": status.get("acceptedRevision"),
+                "servingRevision": status.get("servingRevision"),
+                "address": status.get("address"),
+                "candidates": {x["provider"]: x["admission_state"] for x in (overlay or {}).get("candidates", [])},
+            }
+        )
     return {"networks": sorted(name_of(n) for n in networks), "providers": out_providers, "consumers": out_consumers}

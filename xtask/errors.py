@@ -3,6 +3,7 @@
 Lower layers raise these; only ``xtask.__main__`` turns them into an exit status and a
 message. Nothing here does I/O.
 """
+
 from __future__ import annotations
 
 import enum

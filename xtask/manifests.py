@@ -10,19 +10,20 @@ Pure: no API calls, no subprocesses, no clock. The only input besides the argume
 the static Role templates under ``manifests/rbac/`` (part of the program, read once). The
 CRDs are not rendered here; they live in ``manifests/crds/`` (:mod:`xtask.crds`).
 """
+
 from __future__ import annotations
 
 import copy
 import dataclasses
 import functools
-from pathlib import Path
 from typing import Any
 
 import yaml
 
+from agn.objects import Obj
 from xtask.envdef import EnvDef
+from xtask.state import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 RBAC_DIR = REPO_ROOT / "manifests" / "rbac"
 IMAGE = "agn:dev"
 PORT = 8080
@@ -30,8 +31,6 @@ OPERATOR = "agn-operator"
 PROVIDER_DRAIN = "agn-provider-drain"
 # Matches the Dockerfile's USER: the pods refuse to start as root even if the image changed.
 RUN_AS = 10001
-
-Obj = dict[str, Any]
 
 
 def gateway_name(consumer: str) -> str:
@@ -58,15 +57,9 @@ def env_objects(envdef: EnvDef) -> list[Obj]:
     return envdef.network_objects() + envdef.consumer_objects() + envdef.provider_objects(provider_endpoints(envdef))
 
 
-def deployment_components(envdef: EnvDef) -> dict[str, str]:
-    """Deployment name -> component name as the local runtime names it (``operator``, ``gateway-<c>``, ``fake-<p>``)."""
-    out = {OPERATOR: "operator"}
-    out.update({gateway_name(c.name): f"gateway-{c.name}" for c in envdef.consumers})
-    out.update({fake_provider_name(p.name): f"fake-{p.name}" for p in envdef.providers if not p.endpoint})
-    return out
-
-
-def render(envdef: EnvDef, *, namespace: str | None = None, image: str = IMAGE, image_id: str | None = None) -> list[Obj]:
+def render(
+    envdef: EnvDef, *, namespace: str | None = None, image: str = IMAGE, image_id: str | None = None
+) -> list[Obj]:
     """Every object of the env in apply order. ``namespace`` overrides the env's (for tests).
 
     ``image_id`` (the built image's digest) goes into each pod template, so a rebuilt
@@ -79,34 +72,58 @@ def render(envdef: EnvDef, *, namespace: str | None = None, image: str = IMAGE, 
     consumers = [c.name for c in envdef.consumers]
     fakes = [p.name for p in envdef.providers if not p.endpoint]
 
-    objects: list[Obj] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": _labels("namespace", ns)}}]
+    objects: list[Obj] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": _labels("namespace", ns)}}
+    ]
     identities = [OPERATOR, *(gateway_name(c) for c in consumers), PROVIDER_DRAIN]
     objects += [_service_account(name, ns) for name in identities]
-    roles = [_role("operator.yaml", ns), *(_role("gateway.yaml", ns, consumer=c) for c in consumers),
-             _role("provider-drain.yaml", ns)]
+    roles = [
+        _role("operator.yaml", ns),
+        *(_role("gateway.yaml", ns, consumer=c) for c in consumers),
+        _role("provider-drain.yaml", ns),
+    ]
     objects += roles
     objects += [_role_binding(role["metadata"]["name"], ns) for role in roles]
 
     # /healthz answers 200 once every cache is synced and the reconcile worker runs.
-    objects.append(pod.deployment(OPERATOR, ns, component="operator", service_account=OPERATOR,
-                                  probes=(_http_probe("/healthz"), _http_probe("/healthz", period=10)),
-                                  args=["agn.operator", "--namespace", ns, "--health-host", "0.0.0.0",
-                                        "--health-port", str(PORT)]))
+    objects.append(
+        pod.deployment(
+            OPERATOR,
+            ns,
+            component="operator",
+            service_account=OPERATOR,
+            probes=(_http_probe("/healthz"), _http_probe("/healthz", period=10)),
+            args=["agn.operator", "--namespace", ns, "--health-host", "0.0.0.0", "--health-port", str(PORT)],
+        )
+    )
     for c in consumers:
         name = gateway_name(c)
         objects.append(_service(name, ns, component="gateway"))
         # Ready once it serves an overlay (/readyz); alive while the process answers (/healthz).
-        objects.append(pod.deployment(name, ns, component="gateway", service_account=name,
-                                      probes=(_http_probe("/readyz"), _http_probe("/healthz", period=10)),
-                                      args=["agn.gateway", "--namespace", ns, "--consumer", c, "--host", "0.0.0.0",
-                                            "--port", str(PORT)]))
+        objects.append(
+            pod.deployment(
+                name,
+                ns,
+                component="gateway",
+                service_account=name,
+                probes=(_http_probe("/readyz"), _http_probe("/healthz", period=10)),
+                args=["agn.gateway", "--namespace", ns, "--consumer", c, "--host", "0.0.0.0", "--port", str(PORT)],
+            )
+        )
     for p in fakes:
         objects.append(_service(p, ns, component="provider", selector_name=fake_provider_name(p)))
         # Liveness is a TCP check, not /healthz: a fake provider made unhealthy on purpose must
         # stay unhealthy for the operator to see, not be restarted back to healthy.
-        objects.append(pod.deployment(fake_provider_name(p), ns, component="provider", service_account=None,
-                                      probes=(_http_probe("/healthz"), {"tcpSocket": {"port": "http"}, "periodSeconds": 10}),
-                                      args=["agn.provider", "--name", p, "--host", "0.0.0.0", "--port", str(PORT)]))
+        objects.append(
+            pod.deployment(
+                fake_provider_name(p),
+                ns,
+                component="provider",
+                service_account=None,
+                probes=(_http_probe("/healthz"), {"tcpSocket": {"port": "http"}, "periodSeconds": 10}),
+                args=["agn.provider", "--name", p, "--host", "0.0.0.0", "--port", str(PORT)],
+            )
+        )
     return objects + env_objects(envdef)
 
 
@@ -118,8 +135,12 @@ def deployment_names(objects: list[Obj]) -> list[str]:
 
 
 def _labels(component: str, name: str) -> dict[str, str]:
-    return {"app.kubernetes.io/part-of": "agn", "app.kubernetes.io/component": component,
-            "app.kubernetes.io/name": name, "app.kubernetes.io/managed-by": "agn-xtask"}
+    return {
+        "app.kubernetes.io/part-of": "agn",
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/name": name,
+        "app.kubernetes.io/managed-by": "agn-xtask",
+    }
 
 
 def _meta(name: str, namespace: str, component: str) -> Obj:
@@ -156,7 +177,9 @@ def _substitute(value: Any, placeholder: str, text: str) -> Any:
 def _role_binding(name: str, namespace: str) -> Obj:
     """Binds Role ``name`` to the ServiceAccount of the same name, and to nothing else."""
     return {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(name, namespace, "rbac"),
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": _meta(name, namespace, "rbac"),
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
     }
@@ -168,9 +191,13 @@ def _http_probe(path: str, *, period: int = 2) -> Obj:
 
 def _service(name: str, namespace: str, *, component: str, selector_name: str | None = None) -> Obj:
     return {
-        "apiVersion": "v1", "kind": "Service", "metadata": _meta(name, namespace, component),
-        "spec": {"selector": {"app.kubernetes.io/name": selector_name or name},
-                 "ports": [{"name": "http", "port": PORT, "targetPort": "http", "protocol": "TCP"}]},
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(name, namespace, component),
+        "spec": {
+            "selector": {"app.kubernetes.io/name": selector_name or name},
+            "ports": [{"name": "http", "port": PORT, "targetPort": "http", "protocol": "TCP"}],
+        },
     }
 
 
@@ -180,35 +207,61 @@ class _PodSpec:
     image_id: str | None
 
     def deployment(
-        self, name: str, namespace: str, *, component: str, args: list[str], service_account: str | None,
+        self,
+        name: str,
+        namespace: str,
+        *,
+        component: str,
+        args: list[str],
+        service_account: str | None,
         probes: tuple[Obj, Obj] | None = None,
     ) -> Obj:
         """One Deployment of one container; ``probes`` = (readiness, liveness) for a component serving HTTP on PORT."""
         container: Obj = {
-            "name": component, "image": self.image, "imagePullPolicy": "IfNotPresent",
-            "command": ["python", "-m"], "args": args,
+            "name": component,
+            "image": self.image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["python", "-m"],
+            "args": args,
             "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
-            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                "capabilities": {"drop": ["ALL"]}},
+            "securityContext": {
+                "allowPrivilegeEscalation": False,
+                "readOnlyRootFilesystem": True,
+                "capabilities": {"drop": ["ALL"]},
+            },
         }
         if probes:
             container["ports"] = [{"name": "http", "containerPort": PORT, "protocol": "TCP"}]
             container["readinessProbe"], container["livenessProbe"] = probes
-        template_meta: Obj = {"labels": {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "agn",
-                                         "app.kubernetes.io/component": component}}
+        template_meta: Obj = {
+            "labels": {
+                "app.kubernetes.io/name": name,
+                "app.kubernetes.io/part-of": "agn",
+                "app.kubernetes.io/component": component,
+            }
+        }
         if self.image_id:
             template_meta["annotations"] = {"agn.dev/image-id": self.image_id}
         pod: Obj = {
             "automountServiceAccountToken": service_account is not None,
-            "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS,
-                                "seccompProfile": {"type": "RuntimeDefault"}},
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": RUN_AS,
+                "runAsGroup": RUN_AS,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
             "terminationGracePeriodSeconds": 10,
             "containers": [container],
         }
         if service_account:
             pod["serviceAccountName"] = service_account
         return {
-            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(name, namespace, component),
-            "spec": {"replicas": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
-                     "template": {"metadata": template_meta, "spec": pod}},
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": _meta(name, namespace, component),
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
+                "template": {"metadata": template_meta, "spec": pod},
+            },
         }

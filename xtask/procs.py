@@ -8,8 +8,9 @@ Two things live here:
   SIGKILL. The start time guards against signalling an unrelated process that reused a pid.
   Nothing here ever looks processes up by name.
 - :class:`CmdRunner` runs short commands (docker, kind, kubectl, go) with list arguments
-  and captured output; :class:`FakeCmdRunner` is its test double.
+  and captured output (``tests/fakes.py`` has its test double).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,7 +20,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -35,16 +36,16 @@ class ProcessRecord:
     start_ticks: int
     argv: list[str]
     log: str
-    extra: dict = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)
 
     @classmethod
-    def from_file(cls, path: Path) -> "ProcessRecord | None":
+    def from_file(cls, path: Path) -> ProcessRecord | None:
         try:
             data = json.loads(path.read_text())
-            return cls(**data)
+            known = {f.name for f in dataclasses.fields(cls)}
+            return cls(**{k: v for k, v in data.items() if k in known})  # pid files of older versions too
         except (OSError, ValueError, TypeError):
             return None
 
@@ -112,7 +113,6 @@ class Supervisor:
         *,
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
-        extra: dict | None = None,
     ) -> ProcessRecord:
         """Start ``argv`` detached (own session, stdin closed, output to ``<log_dir>/<name>.log``)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -133,7 +133,7 @@ class Supervisor:
         self._children[proc.pid] = proc
         stat = _proc_stat(proc.pid)
         rec = ProcessRecord(
-            name=name, pid=proc.pid, start_ticks=stat[1] if stat else 0, argv=list(argv), log=str(log_path), extra=extra or {}
+            name=name, pid=proc.pid, start_ticks=stat[1] if stat else 0, argv=list(argv), log=str(log_path)
         )
         tmp = self.pid_file(name).with_suffix(".tmp")
         tmp.write_text(rec.to_json())
@@ -206,7 +206,12 @@ class CommandResult:
 
 class CmdRunner(Protocol):
     def run(
-        self, argv: Sequence[str], *, check: bool = True, env: Mapping[str, str] | None = None, input: str | None = None,
+        self,
+        argv: Sequence[str],
+        *,
+        check: bool = True,
+        env: Mapping[str, str] | None = None,
+        input: str | None = None,
         timeout: float | None = None,
     ) -> CommandResult: ...
 
@@ -226,7 +231,12 @@ class RealCmdRunner:
             raise CommandFailed(list(argv), proc.returncode, "see the output above")
 
     def run(
-        self, argv: Sequence[str], *, check: bool = True, env: Mapping[str, str] | None = None, input: str | None = None,
+        self,
+        argv: Sequence[str],
+        *,
+        check: bool = True,
+        env: Mapping[str, str] | None = None,
+        input: str | None = None,
         timeout: float | None = None,
     ) -> CommandResult:
         try:
@@ -241,30 +251,3 @@ class RealCmdRunner:
         if check and proc.returncode != 0:
             raise CommandFailed(list(argv), proc.returncode, (proc.stdout + proc.stderr)[-4000:])
         return result
-
-
-@dataclasses.dataclass
-class FakeCmdRunner:
-    """Records commands and answers from a table of handlers; for unit tests.
-
-    ``handlers`` maps an argv prefix (tuple) to a function returning (returncode, stdout).
-    Unmatched commands succeed with empty output.
-    """
-
-    handlers: dict[tuple[str, ...], Callable[[list[str]], tuple[int, str]]] = dataclasses.field(default_factory=dict)
-    calls: list[list[str]] = dataclasses.field(default_factory=list)
-
-    def run(
-        self, argv: Sequence[str], *, check: bool = True, env: Mapping[str, str] | None = None, input: str | None = None,
-        timeout: float | None = None,
-    ) -> CommandResult:
-        argv = list(argv)
-        self.calls.append(argv)
-        code, out = 0, ""
-        for prefix in sorted(self.handlers, key=len, reverse=True):
-            if tuple(argv[: len(prefix)]) == prefix:
-                code, out = self.handlers[prefix](argv)
-                break
-        if check and code != 0:
-            raise CommandFailed(argv, code, out)
-        return CommandResult(argv, code, out, "")

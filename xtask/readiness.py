@@ -11,6 +11,7 @@ unhealthy provider does not make an environment unready: it is in its overlay as
 deadline, then names every lagging object and what the runtime knows about why (a stopped
 process, its log).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -34,8 +35,13 @@ class Readiness:
 
 
 def evaluate_readiness(
-    *, providers: Sequence[ProviderView], networks: Mapping[str, NetworkView], consumers: Sequence[ConsumerView],
-    revisions: Mapping[str, tuple[int | None, int | None]], overlays: Mapping[str, Overlay | None], now: float,
+    *,
+    providers: Sequence[ProviderView],
+    networks: Mapping[str, NetworkView],
+    consumers: Sequence[ConsumerView],
+    revisions: Mapping[str, tuple[int | None, int | None]],
+    overlays: Mapping[str, Overlay | None],
+    now: float,
 ) -> Readiness:
     problems = [f"provider {p.name}: not probed by the operator yet" for p in providers if p.healthy is None]
     served: dict[str, int] = {}
@@ -56,10 +62,16 @@ def evaluate_readiness(
             have = {c.provider: c.admission_state for c in overlay.candidates}
             for name in sorted(set(want) | set(have)):
                 if want.get(name) != have.get(name):
-                    problems.append(f"consumer {consumer.name}: overlay revision {overlay.revision} has {name} "
-                                    f"{have.get(name, 'absent')}, the operator's rules give {want.get(name, 'absent')}")
+                    problems.append(
+                        f"consumer {consumer.name}: overlay revision {overlay.revision} has {name} "
+                        f"{have.get(name, 'absent')}, the operator's rules give {want.get(name, 'absent')}"
+                    )
         for p in providers:
-            why = exclusion(p, network, consumer, now=now) if p.healthy is not None and selects(network, p.labels) else None
+            why = (
+                exclusion(p, network, consumer, now=now)
+                if p.healthy is not None and selects(network, p.labels)
+                else None
+            )
             if why is not None:
                 excluded.append(f"{p.name} for {consumer.name}: {why.value}")
     return Readiness(tuple(problems), served, tuple(excluded))
@@ -82,8 +94,13 @@ def wait_ready(kube, envdef, *, timeout: float, diagnose: Callable[[], list[str]
             consumer_objs = [o for o in kube.list(CONSUMERS, ns)[0] if name_of(o) in names]
             overlays = {name_of(o): Overlay.from_spec(o["spec"]) for o in kube.list(OVERLAYS, ns)[0] if o.get("spec")}
             result = evaluate_readiness(
-                providers=providers, networks=networks, consumers=[consumer_view(o) for o in consumer_objs],
-                revisions={name_of(o): consumer_revisions(o) for o in consumer_objs}, overlays=overlays, now=time.time())
+                providers=providers,
+                networks=networks,
+                consumers=[consumer_view(o) for o in consumer_objs],
+                revisions={name_of(o): consumer_revisions(o) for o in consumer_objs},
+                overlays=overlays,
+                now=time.time(),
+            )
             missing = sorted(names - {name_of(o) for o in consumer_objs})
             last = [f"consumer {n}: does not exist" for n in missing] + list(result.problems)
             if not last:
@@ -93,7 +110,8 @@ def wait_ready(kube, envdef, *, timeout: float, diagnose: Callable[[], list[str]
         if time.monotonic() > deadline:
             causes = diagnose()
             raise XtaskError(
-                f"the environment did not become ready within {timeout:.0f}s: " + "; ".join(last[:8])
+                f"the environment did not become ready within {timeout:.0f}s: "
+                + "; ".join(last[:8])
                 + (f" (and {len(last) - 8} more)" if len(last) > 8 else ""),
                 hint="; ".join(causes) if causes else "run `python -m xtask env status` to see every component",
             )

@@ -4,6 +4,7 @@ Each environment has one folder (git-ignored): ``$AGN_XTASK_HOME/envs/<env>/``, 
 ``<repo>/.xtask/envs/<env>/``, holding certificates, etcd data, pid files, logs and
 ``env.json`` (runtime, context, kubeconfig, namespace).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -11,7 +12,7 @@ import json
 import os
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[1]  # the one definition; others import it
 
 
 def state_root() -> Path:
@@ -31,7 +32,7 @@ class EnvRecord:
     namespace: str
 
     @classmethod
-    def load(cls, env: str) -> "EnvRecord | None":
+    def load(cls, env: str) -> EnvRecord | None:
         try:
             return cls(**json.loads((env_dir(env) / "env.json").read_text()))
         except (OSError, ValueError, TypeError):

@@ -6,7 +6,7 @@
 - :mod:`agn.gateway.table` — the thread-safe routing table the HTTP handlers read and the
   follower swaps overlays into.
 - :mod:`agn.gateway.follower` — list+watch of the overlay and the consumer's status writes.
-- :mod:`agn.gateway.status` — the background writer of ``status`` (ordered, retried).
+- :mod:`agn.gateway.status_writer` — the background writer of ``status`` (ordered, retried).
 - :mod:`agn.gateway.server` / :mod:`agn.gateway.upstream` — HTTP in, HTTP out.
 - :mod:`agn.gateway.__main__` — ``python -m agn.gateway``: wiring, signals, exit codes.
 

@@ -8,6 +8,7 @@ SIGTERM/SIGINT (the handlers only set an event), then stop everything in ``final
 Exit codes: 0 stopped by a signal; 1 could not start (kubeconfig/context unusable, port
 taken); 2 usage error.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,12 +16,13 @@ import signal
 import sys
 import threading
 
+from agn.argtypes import positive
 from agn.gateway.follower import OverlayFollower
-from agn.logs import LEVELS, JsonLog
 from agn.gateway.server import serve
-from agn.gateway.status import StatusWriter
+from agn.gateway.status_writer import StatusWriter
 from agn.gateway.table import RoutingTable
 from agn.kube import Kube, KubeError, context_namespace
+from agn.logs import LEVELS, JsonLog
 
 EXIT_OK = 0
 EXIT_START_FAILED = 1
@@ -31,11 +33,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
     parser.add_argument("--context", help="kube context (default: the current one)")
     parser.add_argument("--namespace", help="namespace of the consumer and its overlay (default: the context's)")
-    parser.add_argument("--consumer", required=True, help="InferenceConsumer name (its RoutingOverlay has the same name)")
+    parser.add_argument(
+        "--consumer", required=True, help="InferenceConsumer name (its RoutingOverlay has the same name)"
+    )
     parser.add_argument("--port", type=int, default=0, help="port to serve on (0: pick a free one)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (in a pod: 0.0.0.0)")
-    parser.add_argument("--upstream-timeout", type=float, default=30.0, help="seconds to wait for a provider")
-    parser.add_argument("--log-level", choices=sorted(LEVELS, key=LEVELS.get), default="info")
+    parser.add_argument("--upstream-timeout", type=positive, default=30.0, help="seconds to wait for a provider")
+    parser.add_argument("--log-level", choices=sorted(LEVELS, key=lambda name: LEVELS[name]), default="info")
     return parser.parse_args(argv)
 
 
@@ -60,11 +64,19 @@ def main(argv: list[str] | None = None) -> int:
 
     table = RoutingTable()
     status = StatusWriter(kube, namespace=namespace, consumer=args.consumer, log=log)
-    follower = OverlayFollower(kube, namespace=namespace, consumer=args.consumer, table=table, status=status,
-                               log=log, stop=stop)
+    follower = OverlayFollower(
+        kube, namespace=namespace, consumer=args.consumer, table=table, status=status, log=log, stop=stop
+    )
     try:
-        server = serve(table, consumer=args.consumer, log=log, port=args.port, upstream_timeout=args.upstream_timeout,
-                       host=args.host, health=follower.health_report)
+        server = serve(
+            table,
+            consumer=args.consumer,
+            log=log,
+            port=args.port,
+            upstream_timeout=args.upstream_timeout,
+            host=args.host,
+            health=follower.health_report,
+        )
     except OSError as exc:
         log.error("start_failed", error=f"cannot listen on {args.host}:{args.port}: {exc}")
         kube.close()

@@ -13,8 +13,9 @@ overlay content the order is fixed:
 The overlay may not exist yet (the gateway simply waits for it) or may be deleted (the
 gateway keeps serving the last accepted one and says so in ``status.message``).
 This module must not write anything but this consumer's status (through
-:class:`~agn.gateway.status.StatusWriter`) and must not make routing decisions.
+:class:`~agn.gateway.status_writer.StatusWriter`) and must not make routing decisions.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,11 +24,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from agn.logs import JsonLog
-from agn.gateway.status import StatusWriter
+from agn.gateway.status_writer import StatusWriter
 from agn.gateway.table import RoutingTable
 from agn.gateway.validation import InvalidOverlay, digest_matches, validate_overlay
 from agn.kube import OVERLAYS, Gone, Kube, KubeError
+from agn.logs import JsonLog
 from agn.model import ADMITTED, EXISTING_ONLY, Overlay
 from agn.objects import rfc3339
 from agn.watching import WatchHealth, capped_backoff, follow
@@ -71,10 +72,19 @@ class OverlayFollower:
         by_name = f"metadata.name={self._consumer}"
         follow(
             list_fn=lambda: self._kube.list(OVERLAYS, self._namespace, field_selector=by_name),
-            watch_fn=lambda version: self._kube.watch(OVERLAYS, self._namespace, resource_version=version,
-                                                      timeout_seconds=self._watch_timeout, field_selector=by_name),
-            on_snapshot=self._snapshot, on_event=self._event, stop=self._stop,
-            backoff=capped_backoff(INITIAL_BACKOFF, MAX_BACKOFF), on_error=self._log_error, health=self.health,
+            watch_fn=lambda version: self._kube.watch(
+                OVERLAYS,
+                self._namespace,
+                resource_version=version,
+                timeout_seconds=self._watch_timeout,
+                field_selector=by_name,
+            ),
+            on_snapshot=self._snapshot,
+            on_event=self._event,
+            stop=self._stop,
+            backoff=capped_backoff(INITIAL_BACKOFF, MAX_BACKOFF),
+            on_error=self._log_error,
+            health=self.health,
         )
 
     def _log_error(self, exc: Exception, delay: float) -> None:
@@ -101,8 +111,9 @@ class OverlayFollower:
                 serving = self._table.serving
                 self._log.info("overlay_absent", serving_revision=serving.revision if serving else None)
                 if serving is not None:
-                    self._status.submit({"message": f"overlay {self._consumer} not found; "
-                                                    f"still serving revision {serving.revision}"})
+                    self._status.submit(
+                        {"message": f"overlay {self._consumer} not found; still serving revision {serving.revision}"}
+                    )
             return
         spec = obj.get("spec")
         seen = json.dumps(spec, sort_keys=True, default=str)
@@ -114,8 +125,12 @@ class OverlayFollower:
         except InvalidOverlay as exc:
             revision = spec.get("revision") if isinstance(spec, Mapping) else None
             serving = self._table.serving
-            self._log.warning("overlay_rejected", revision=revision, problems=exc.problems,
-                              serving_revision=serving.revision if serving else None)
+            self._log.warning(
+                "overlay_rejected",
+                revision=revision,
+                problems=exc.problems,
+                serving_revision=serving.revision if serving else None,
+            )
             self._status.submit({"message": f"rejected overlay revision {revision}: {exc}"})
             return
         if not digest_matches(overlay):
@@ -123,8 +138,9 @@ class OverlayFollower:
         serving = self._table.serving
         if serving is not None and overlay.revision < serving.revision:
             # Only a recreated overlay can go backwards; serving it beats wedging on the old one.
-            self._log.warning("overlay_revision_regressed", revision=overlay.revision,
-                              serving_revision=serving.revision)
+            self._log.warning(
+                "overlay_revision_regressed", revision=overlay.revision, serving_revision=serving.revision
+            )
         self.latest_revision = overlay.revision
         self._accept_and_serve(overlay)
 
@@ -143,21 +159,27 @@ class OverlayFollower:
         }
 
     def _accept_and_serve(self, overlay: Overlay) -> None:
-        ticket = self._status.submit({
-            "acceptedRevision": overlay.revision,
-            "acceptedDigest": overlay.digest,
-            "observedAt": rfc3339(time.time()),
-            "message": None,
-        })
-        self._log.info("overlay_accepted", revision=overlay.revision, digest=overlay.digest,
-                       candidates=len(overlay.candidates))
+        ticket = self._status.submit(
+            {
+                "acceptedRevision": overlay.revision,
+                "acceptedDigest": overlay.digest,
+                "observedAt": rfc3339(time.time()),
+                "message": None,
+            }
+        )
+        self._log.info(
+            "overlay_accepted", revision=overlay.revision, digest=overlay.digest, candidates=len(overlay.candidates)
+        )
         if not self._status.wait_written(ticket, timeout=self._accept_write_timeout):
             # Serve anyway: routing must not stall on the API server. The accepted fields stay
             # pending and are written together with servingRevision.
             self._log.warning("accepted_status_pending", revision=overlay.revision)
         previous = self._table.swap(overlay)
-        self._log.info("overlay_serving", revision=overlay.revision,
-                       previous_revision=previous.revision if previous else None,
-                       admitted=sum(1 for c in overlay.candidates if c.admission_state == ADMITTED),
-                       existing_only=sum(1 for c in overlay.candidates if c.admission_state == EXISTING_ONLY))
+        self._log.info(
+            "overlay_serving",
+            revision=overlay.revision,
+            previous_revision=previous.revision if previous else None,
+            admitted=sum(1 for c in overlay.candidates if c.admission_state == ADMITTED),
+            existing_only=sum(1 for c in overlay.candidates if c.admission_state == EXISTING_ONLY),
+        )
         self._status.submit({"servingRevision": overlay.revision})

@@ -15,6 +15,7 @@ Policy (DESIGN §1, seed 000):
 This module does no I/O, reads no clock and mutates nothing: the caller records the new
 affinity from the returned :class:`Decision`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -44,7 +45,8 @@ class Decision:
 def best_admitted(candidates: Iterable[Candidate], *, selection_group: str | None = None) -> Candidate | None:
     """The admitted candidate a new session gets: lowest rank, then lowest id; None if there is none."""
     eligible = [
-        c for c in candidates
+        c
+        for c in candidates
         if c.admission_state == ADMITTED and (selection_group is None or c.selection_group == selection_group)
     ]
     return min(eligible, key=lambda c: (c.rank, c.id), default=None)

@@ -13,17 +13,18 @@
 Handlers only read the routing table through :meth:`RoutingTable.route`/``snapshot``; they
 never talk to the Kubernetes API.
 """
+
 from __future__ import annotations
 
 import json
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from agn.logs import JsonLog
 from agn.gateway.table import RoutingTable
 from agn.gateway.upstream import UpstreamError, post_completion
+from agn.logs import JsonLog
 
 MAX_BODY_BYTES = 1 << 20
 SESSION_HEADER = "x-session-id"
@@ -35,7 +36,12 @@ Health = Callable[[], tuple[bool, dict[str, Any]]]
 
 
 def make_handler(
-    table: RoutingTable, *, consumer: str, log: JsonLog, upstream_timeout: float, health: Health | None = None,
+    table: RoutingTable,
+    *,
+    consumer: str,
+    log: JsonLog,
+    upstream_timeout: float,
+    health: Health | None = None,
 ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "agn-gateway/0.1"
@@ -92,28 +98,57 @@ def make_handler(
             revision = serving.revision if serving else None
             if decision.candidate is None:
                 log.warning("no_route", session=session, selection_group=group, serving_revision=revision)
-                self._json(503, {"error": "no admitted candidate", "routedBy": consumer, "reason": decision.reason,
-                                 "servingRevision": revision, "selectionGroup": group})
+                self._json(
+                    503,
+                    {
+                        "error": "no admitted candidate",
+                        "routedBy": consumer,
+                        "reason": decision.reason,
+                        "servingRevision": revision,
+                        "selectionGroup": group,
+                    },
+                )
                 return
             cand = decision.candidate
-            log.debug("routed", session=session, provider=cand.provider, candidate_id=cand.id,
-                      reason=decision.reason, previous_provider=decision.previous_provider)
+            log.debug(
+                "routed",
+                session=session,
+                provider=cand.provider,
+                candidate_id=cand.id,
+                reason=decision.reason,
+                previous_provider=decision.previous_provider,
+            )
             try:
                 reply = post_completion(cand.endpoint, body, session=session, timeout=upstream_timeout)
             except UpstreamError as exc:
                 log.warning("upstream_failed", provider=cand.provider, candidate_id=cand.id, error=str(exc))
-                self._json(502, {"error": str(exc), "routedBy": consumer, "provider": cand.provider,
-                                 "candidateId": cand.id}, headers={PROVIDER_HEADER: cand.provider})
+                self._json(
+                    502,
+                    {"error": str(exc), "routedBy": consumer, "provider": cand.provider, "candidateId": cand.id},
+                    headers={PROVIDER_HEADER: cand.provider},
+                )
                 return
-            reply.update({"routedBy": consumer, "candidateId": cand.id, "admission_state": cand.admission_state,
-                          "routing": decision.reason})
+            reply.update(
+                {
+                    "routedBy": consumer,
+                    "candidateId": cand.id,
+                    "admission_state": cand.admission_state,
+                    "routing": decision.reason,
+                }
+            )
             self._json(200, reply, headers={PROVIDER_HEADER: cand.provider})
 
     return Handler
 
 
 def serve(
-    table: RoutingTable, *, consumer: str, log: JsonLog, port: int, upstream_timeout: float, host: str = "127.0.0.1",
+    table: RoutingTable,
+    *,
+    consumer: str,
+    log: JsonLog,
+    port: int,
+    upstream_timeout: float,
+    host: str = "127.0.0.1",
     health: Health | None = None,
 ) -> ThreadingHTTPServer:
     """Bind ``host``:``port`` (loopback unless told otherwise; 0 picks a port). The caller runs ``serve_forever``."""

@@ -9,6 +9,7 @@ Affinities are bounded (least recently used sessions are forgotten first) so a l
 gateway does not grow without limit. An affinity to a provider that left the overlay is kept
 until the session's next request re-homes it, so the re-homing is visible in the decision.
 """
+
 from __future__ import annotations
 
 import threading

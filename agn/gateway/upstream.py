@@ -4,6 +4,7 @@ Plain urllib with a timeout and no proxy (providers are dialled directly, and a 
 the environment must not intercept loopback traffic). This module must not choose providers
 or touch the routing table; it reports failures as :class:`UpstreamError`.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,7 +24,9 @@ def post_completion(endpoint: str, body: bytes, *, session: str | None, timeout:
     headers = {"Content-Type": "application/json"}
     if session:
         headers["x-session-id"] = session
-    request = urllib.request.Request(endpoint.rstrip("/") + "/v1/completions", data=body, method="POST", headers=headers)
+    request = urllib.request.Request(
+        endpoint.rstrip("/") + "/v1/completions", data=body, method="POST", headers=headers
+    )
     try:
         with _OPENER.open(request, timeout=timeout) as response:
             raw = response.read()

@@ -5,6 +5,7 @@ for *this* consumer, ids and providers are unique, endpoints are dialable URLs) 
 against objects written without the schema (e.g. an older CRD). No I/O.
 A rejected overlay is never half-applied: the caller keeps serving the previous one.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -38,7 +39,9 @@ def _candidate_problems(index: int, cand: Any) -> list[str]:
     if isinstance(cand.get("endpoint"), str) and cand.get("endpoint") and not endpoint_valid(cand["endpoint"]):
         problems.append(f"{where}.endpoint {cand['endpoint']!r} is not an http(s) URL")
     if cand.get("admission_state") not in ADMISSION_STATES:
-        problems.append(f"{where}.admission_state {cand.get('admission_state')!r} is not one of {', '.join(ADMISSION_STATES)}")
+        problems.append(
+            f"{where}.admission_state {cand.get('admission_state')!r} is not one of {', '.join(ADMISSION_STATES)}"
+        )
     rank = cand.get("rank", 0)
     if not _is_int(rank) or rank < 0:
         problems.append(f"{where}.rank {rank!r} must be a non-negative integer")
@@ -55,7 +58,7 @@ def validate_overlay(spec: Any, *, consumer: str) -> Overlay:
     if spec.get("consumer") != consumer:
         problems.append(f"spec.consumer is {spec.get('consumer')!r}, not this consumer {consumer!r}")
     revision = spec.get("revision")
-    if not _is_int(revision) or revision <= 0:
+    if not isinstance(revision, int) or isinstance(revision, bool) or revision <= 0:
         problems.append(f"spec.revision {revision!r} must be an integer > 0")
     if not isinstance(spec.get("digest"), str) or not spec.get("digest"):
         problems.append("spec.digest must be a non-empty string")

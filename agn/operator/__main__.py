@@ -5,49 +5,25 @@ over a Lease unless ``--no-leader-elect``), and maps failures to exit codes in t
 place: 0 after a clean stop, 2 for usage or kubeconfig errors, 1 for anything unexpected.
 The signal handlers only set an event; a clean stop releases the lease.
 """
+
 from __future__ import annotations
 
 import argparse
-import math
 import signal
 import sys
 import threading
 
+from agn.argtypes import non_negative, positive
 from agn.kube import ConfigError, Kube
-from agn.operator.controller import Operator, Settings
-from agn.operator.health import serve_health
-from agn.operator.elector import LeaderElector
-from agn.operator.lease import DEFAULT_LEASE_NAME, LeaseTimings, new_identity
 from agn.logs import JsonLog
+from agn.operator.controller import Operator, Settings
+from agn.operator.elector import LeaderElector
+from agn.operator.health import serve_health
+from agn.operator.lease import DEFAULT_LEASE_NAME, LeaseTimings, new_identity
 
 EXIT_OK = 0
 EXIT_UNEXPECTED = 1
 EXIT_USAGE = 2
-
-
-def _finite(value: str) -> float:
-    """A finite number: ``nan`` passes every comparison below and ``inf`` would mean "never"."""
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {value!r}") from None
-    if not math.isfinite(number):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {value!r}")
-    return number
-
-
-def _positive(value: str) -> float:
-    number = _finite(value)
-    if number <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return number
-
-
-def _non_negative(value: str) -> float:
-    number = _finite(value)
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return number
 
 
 def _whole_positive(value: str) -> int:
@@ -62,32 +38,59 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
     parser.add_argument("--context", help="kube context (default: the current one)")
     parser.add_argument("--namespace", required=True, help="namespace to operate in")
-    parser.add_argument("--probe-interval", type=_positive, default=1.0, metavar="SECONDS")
-    parser.add_argument("--probe-timeout", type=_positive, default=1.0, metavar="SECONDS")
-    parser.add_argument("--resync", type=_positive, default=5.0, metavar="SECONDS")
-    parser.add_argument("--coalesce-window", type=_non_negative, default=0.1, metavar="SECONDS",
-                        help="quiet period that closes a batch of changes")
-    parser.add_argument("--max-batch-wait", type=_non_negative, default=1.0, metavar="SECONDS",
-                        help="longest a batch stays open while changes keep arriving")
+    parser.add_argument("--probe-interval", type=positive, default=1.0, metavar="SECONDS")
+    parser.add_argument("--probe-timeout", type=positive, default=1.0, metavar="SECONDS")
+    parser.add_argument("--resync", type=positive, default=5.0, metavar="SECONDS")
+    parser.add_argument(
+        "--coalesce-window",
+        type=non_negative,
+        default=0.1,
+        metavar="SECONDS",
+        help="quiet period that closes a batch of changes",
+    )
+    parser.add_argument(
+        "--max-batch-wait",
+        type=non_negative,
+        default=1.0,
+        metavar="SECONDS",
+        help="longest a batch stays open while changes keep arriving",
+    )
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
-    parser.add_argument("--health-port", type=int, metavar="PORT",
-                        help="serve /healthz on this port (default: no health endpoint)")
+    parser.add_argument(
+        "--health-port", type=int, metavar="PORT", help="serve /healthz on this port (default: no health endpoint)"
+    )
     parser.add_argument("--health-host", default="127.0.0.1", help="address for /healthz (in a pod: 0.0.0.0)")
     election = parser.add_argument_group("leader election (only the Lease holder writes)")
-    election.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
-                          help="hold a coordination.k8s.io Lease before writing (default: on)")
+    election.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="hold a coordination.k8s.io Lease before writing (default: on)",
+    )
     election.add_argument("--lease-name", default=DEFAULT_LEASE_NAME, help="Lease name in --namespace")
-    election.add_argument("--lease-duration", type=_whole_positive, default=15, metavar="SECONDS",
-                          help="how long an unrenewed lease blocks a successor; the holder stops writing after "
-                               "two thirds of it without a successful renew")
-    election.add_argument("--lease-renew-interval", type=_positive, default=5.0, metavar="SECONDS",
-                          help="how often the holder renews")
-    election.add_argument("--lease-retry-period", type=_positive, default=1.0, metavar="SECONDS",
-                          help="how often a follower looks at the lease (and a failed renew is retried)")
+    election.add_argument(
+        "--lease-duration",
+        type=_whole_positive,
+        default=15,
+        metavar="SECONDS",
+        help="how long an unrenewed lease blocks a successor; the holder stops writing after "
+        "two thirds of it without a successful renew",
+    )
+    election.add_argument(
+        "--lease-renew-interval", type=positive, default=5.0, metavar="SECONDS", help="how often the holder renews"
+    )
+    election.add_argument(
+        "--lease-retry-period",
+        type=positive,
+        default=1.0,
+        metavar="SECONDS",
+        help="how often a follower looks at the lease (and a failed renew is retried)",
+    )
     election.add_argument("--identity", help="this process's lease identity (default: host_pid_random)")
     args = parser.parse_args(argv)
-    args.timings = LeaseTimings(duration=args.lease_duration, renew_interval=args.lease_renew_interval,
-                                retry_period=args.lease_retry_period)
+    args.timings = LeaseTimings(
+        duration=args.lease_duration, renew_interval=args.lease_renew_interval, retry_period=args.lease_retry_period
+    )
     problems = args.timings.problems()
     if problems:
         parser.error("; ".join(problems))
@@ -105,17 +108,30 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        kube = Kube.from_kubeconfig(kubeconfig=args.kubeconfig, context=args.context, field_manager="agn-operator",
-                                    pool_size=32)
+        kube = Kube.from_kubeconfig(
+            kubeconfig=args.kubeconfig, context=args.context, field_manager="agn-operator", pool_size=32
+        )
     except ConfigError as exc:
         log.error("cannot connect", error=str(exc))
         return EXIT_USAGE
-    settings = Settings(probe_interval=args.probe_interval, probe_timeout=args.probe_timeout, resync=args.resync,
-                        coalesce_window=args.coalesce_window, max_batch_wait=args.max_batch_wait)
+    settings = Settings(
+        probe_interval=args.probe_interval,
+        probe_timeout=args.probe_timeout,
+        resync=args.resync,
+        coalesce_window=args.coalesce_window,
+        max_batch_wait=args.max_batch_wait,
+    )
     elector = None
     if args.leader_elect:
-        elector = LeaderElector(kube, args.namespace, name=args.lease_name, identity=args.identity or new_identity(),
-                                timings=args.timings, log=log, stop=stop)
+        elector = LeaderElector(
+            kube,
+            args.namespace,
+            name=args.lease_name,
+            identity=args.identity or new_identity(),
+            timings=args.timings,
+            log=log,
+            stop=stop,
+        )
     operator = Operator(kube, args.namespace, settings=settings, log=log, stop=stop, elector=elector)
     health = None
     if args.health_port is not None:

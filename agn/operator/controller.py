@@ -25,6 +25,7 @@ Lifecycle:
 This is the only writer of RoutingOverlays. It never writes provider spec or any status
 (provider status belongs to :mod:`.prober`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -34,11 +35,11 @@ from typing import Any
 
 from agn import GROUP, VERSION
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Conflict, Kube, KubeError, NotFound
+from agn.logs import JsonLog
 from agn.model import Overlay, ProviderView
 from agn.objects import consumer_view, network_view, provider_view
-from agn.operator.informer import Informer, Obj
-from agn.logs import JsonLog
 from agn.operator.elector import LeaderElector
+from agn.operator.informer import Informer, Obj
 from agn.operator.lease import AlwaysLeader, Leadership, new_identity
 from agn.operator.ownership import Verdict, desired_owner_references, owner_references_current, verdict
 from agn.operator.prober import Prober
@@ -67,8 +68,9 @@ class Settings:
     max_batch_wait: float = 1.0
 
 
-def overlay_body(overlay: Overlay, *, owner_references: list[dict[str, Any]] | None = None,
-                 published_by: str | None = None) -> dict[str, Any]:
+def overlay_body(
+    overlay: Overlay, *, owner_references: list[dict[str, Any]] | None = None, published_by: str | None = None
+) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": overlay.consumer}
     if owner_references:
         metadata["ownerReferences"] = owner_references
@@ -84,7 +86,13 @@ class Operator:
     """
 
     def __init__(
-        self, kube: Kube, namespace: str, *, settings: Settings, log: JsonLog, stop: threading.Event,
+        self,
+        kube: Kube,
+        namespace: str,
+        *,
+        settings: Settings,
+        log: JsonLog,
+        stop: threading.Event,
         elector: LeaderElector | None = None,
     ) -> None:
         self.kube = kube
@@ -101,8 +109,14 @@ class Operator:
         self.consumers = self._informer(CONSUMERS, self._on_named)
         self.overlays = self._informer(OVERLAYS, self._on_named)
         self.prober = Prober(
-            self.writes, namespace, leadership=self.leadership, providers=self.providers.store,
-            networks=self.networks.store, interval=settings.probe_interval, timeout=settings.probe_timeout, log=log,
+            self.writes,
+            namespace,
+            leadership=self.leadership,
+            providers=self.providers.store,
+            networks=self.networks.store,
+            interval=settings.probe_interval,
+            timeout=settings.probe_timeout,
+            log=log,
             stop=stop,
         )
         # Per consumer, forgotten when the consumer is gone. The last overlay published (with the
@@ -148,22 +162,36 @@ class Operator:
     def health(self) -> tuple[bool, dict[str, Any]]:
         """For ``/healthz``: :meth:`healthy`, leadership and the writes this process made."""
         ok, detail = self.healthy()
-        return ok, {"ok": ok, "detail": detail, "status": detail, "server": self.kube.host,
-                    "watches": {i.health.name: i.health.to_dict() for i in self._all()},
-                    **self.leadership.status(), "writes": self.writes.counts()}
+        return ok, {
+            "ok": ok,
+            "detail": detail,
+            "status": detail,
+            "server": self.kube.host,
+            "watches": {i.health.name: i.health.to_dict() for i in self._all()},
+            **self.leadership.status(),
+            "writes": self.writes.counts(),
+        }
 
     def run(self) -> None:
-        self.log.info("operator starting", namespace=self.namespace, identity=self.leadership.identity,
-                      **dataclasses.asdict(self.settings))
+        self.log.info(
+            "operator starting",
+            namespace=self.namespace,
+            identity=self.leadership.identity,
+            **dataclasses.asdict(self.settings),
+        )
         for informer in self._all():
             informer.start()
         for informer in self._all():
             while not informer.synced.wait(0.2):
                 if self.stop.is_set():
                     return
-        self.log.info("caches synced", providers=len(self.providers.store.names()),
-                      networks=len(self.networks.store.names()), consumers=len(self.consumers.store.names()),
-                      overlays=len(self.overlays.store.names()))
+        self.log.info(
+            "caches synced",
+            providers=len(self.providers.store.names()),
+            networks=len(self.networks.store.names()),
+            consumers=len(self.consumers.store.names()),
+            overlays=len(self.overlays.store.names()),
+        )
         # Only a process whose caches are synced competes for the lease.
         if self.elector is not None:
             self.elector.start()
@@ -262,7 +290,7 @@ class Operator:
 
     def _forget_deleted(self) -> None:
         """Drop per-consumer memory of every consumer the cache no longer has (a missed DELETED)."""
-        live = set(self.consumers.store.names())
+        live: set[str] = set(self.consumers.store.names())
         gone = sorted(set(prune(self._published, live)) | set(prune(self._missing_network, live)))
         if gone:
             self.log.debug("forgot deleted consumers", consumers=gone)
@@ -304,8 +332,9 @@ class Operator:
         if network_obj is None:
             if self._missing_network.get(name) != consumer.network:
                 self._missing_network[name] = consumer.network
-                self.log.warning("consumer's network not found; overlay left unchanged", consumer=name,
-                                 network=consumer.network)
+                self.log.warning(
+                    "consumer's network not found; overlay left unchanged", consumer=name, network=consumer.network
+                )
             return
         if self._missing_network.pop(name, None) is not None:
             self.log.info("consumer's network found", consumer=name, network=consumer.network)
@@ -323,11 +352,11 @@ class Operator:
         owned = current is not None and owner_references_current(current, consumer_obj)
         if not plan.write and owned:
             return
-        self._publish(plan.overlay, consumer=consumer_obj, current=current, previous=previous,
-                      spec_changed=plan.write)
+        self._publish(plan.overlay, consumer=consumer_obj, current=current, previous=previous, spec_changed=plan.write)
 
-    def _publish(self, overlay: Overlay, *, consumer: Obj, current: Obj | None, previous: Overlay | None,
-                 spec_changed: bool) -> None:
+    def _publish(
+        self, overlay: Overlay, *, consumer: Obj, current: Obj | None, previous: Overlay | None, spec_changed: bool
+    ) -> None:
         name = overlay.consumer
         owners = desired_owner_references(current, consumer)
         try:
@@ -335,9 +364,13 @@ class Operator:
                 body = overlay_body(overlay, owner_references=owners, published_by=self.leadership.identity)
                 written = self.writes.create(OVERLAYS, self.namespace, body)
             else:
-                patch: dict[str, Any] = {"metadata": {
-                    "resourceVersion": current["metadata"]["resourceVersion"], "ownerReferences": owners,
-                    "annotations": {PUBLISHED_BY: self.leadership.identity}}}
+                patch: dict[str, Any] = {
+                    "metadata": {
+                        "resourceVersion": current["metadata"]["resourceVersion"],
+                        "ownerReferences": owners,
+                        "annotations": {PUBLISHED_BY: self.leadership.identity},
+                    }
+                }
                 if spec_changed:
                     patch["spec"] = overlay.to_spec()
                 written = self.writes.merge_patch(OVERLAYS, self.namespace, name, patch)
@@ -353,8 +386,12 @@ class Operator:
             self.log.info("overlay adopted by its consumer", consumer=name, revision=overlay.revision)
             return
         self.log.info(
-            "overlay published", consumer=name, network=overlay.network, revision=overlay.revision,
-            previous_revision=previous.revision if previous else None, digest=overlay.digest,
+            "overlay published",
+            consumer=name,
+            network=overlay.network,
+            revision=overlay.revision,
+            previous_revision=previous.revision if previous else None,
+            digest=overlay.digest,
             candidates={c.provider: c.admission_state for c in overlay.candidates},
         )
 
@@ -385,8 +422,9 @@ class Operator:
             self.queue.add(name)
             return False
         self.overlays.store.remove(name)
-        self.log.info("overlay deleted", consumer=name, reason=judged.value,
-                      revision=(overlay.get("spec") or {}).get("revision"))
+        self.log.info(
+            "overlay deleted", consumer=name, reason=judged.value, revision=(overlay.get("spec") or {}).get("revision")
+        )
         return True
 
     def _refresh_overlay(self, name: str) -> None:

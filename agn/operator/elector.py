@@ -6,37 +6,45 @@ deadline) and keeps the state the operator asks about: ``is_leader`` (time-based
 stop at the deadline even if this thread is stuck), ``term`` and ``status``. A clean stop
 calls ``release``.
 """
+
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from agn.kube import LEASES, Conflict, Kube, KubeError, NotFound
 from agn.logs import JsonLog
+from agn.objects import Obj
 from agn.operator.lease import (
     DEFAULT_LEASE_NAME,
     LeaseTimings,
     Observation,
     Step,
     decide,
-    lease_spec,
     leading,
+    lease_spec,
     observe,
     record_of,
     released_spec,
 )
-
-Obj = Mapping[str, Any]
 
 
 class LeaderElector:
     """Runs the lease loop on a daemon thread (``start``); ``release`` on a clean stop."""
 
     def __init__(
-        self, kube: Kube, namespace: str, *, name: str = DEFAULT_LEASE_NAME, identity: str, timings: LeaseTimings,
-        log: JsonLog, stop: threading.Event, clock: Callable[[], float] = time.monotonic,
+        self,
+        kube: Kube,
+        namespace: str,
+        *,
+        name: str = DEFAULT_LEASE_NAME,
+        identity: str,
+        timings: LeaseTimings,
+        log: JsonLog,
+        stop: threading.Event,
+        clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
         self.kube = kube
@@ -60,8 +68,9 @@ class LeaderElector:
     # -- what the operator asks ------------------------------------------------------------
     def is_leader(self) -> bool:
         with self._lock:
-            return not self._released and leading(renewed_at=self._renewed_at, now=self._clock(),
-                                                  renew_deadline=self.timings.renew_deadline)
+            return not self._released and leading(
+                renewed_at=self._renewed_at, now=self._clock(), renew_deadline=self.timings.renew_deadline
+            )
 
     def term(self) -> int:
         with self._lock:
@@ -70,8 +79,14 @@ class LeaderElector:
     def status(self) -> dict[str, Any]:
         with self._lock:
             holder = self._observed.record.holder if self._observed is not None else None
-        return {"leader": self.is_leader(), "identity": self.identity, "holder": holder or None, "election": True,
-                "lease": f"{self.namespace}/{self.name}", "term": self.term()}
+        return {
+            "leader": self.is_leader(),
+            "identity": self.identity,
+            "holder": holder or None,
+            "election": True,
+            "lease": f"{self.namespace}/{self.name}",
+            "term": self.term(),
+        }
 
     # -- the loop --------------------------------------------------------------------------
     def start(self) -> None:
@@ -119,21 +134,36 @@ class LeaderElector:
         started = self._clock()  # before the request: the holder's deadline counts from here
         try:
             if step is Step.CREATE:
-                written = self.kube.create(LEASES, self.namespace, {
-                    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": self.name},
-                    "spec": spec}, timeout=self._timeout)
+                written = self.kube.create(
+                    LEASES,
+                    self.namespace,
+                    {
+                        "apiVersion": "coordination.k8s.io/v1",
+                        "kind": "Lease",
+                        "metadata": {"name": self.name},
+                        "spec": spec,
+                    },
+                    timeout=self._timeout,
+                )
             else:
-                written = self.kube.replace(LEASES, self.namespace, self.name, {
-                    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": self.name, "resourceVersion": record.resource_version if record else None},
-                    "spec": spec}, timeout=self._timeout)
+                written = self.kube.replace(
+                    LEASES,
+                    self.namespace,
+                    self.name,
+                    {
+                        "apiVersion": "coordination.k8s.io/v1",
+                        "kind": "Lease",
+                        "metadata": {"name": self.name, "resourceVersion": record.resource_version if record else None},
+                        "spec": spec,
+                    },
+                    timeout=self._timeout,
+                )
         except Conflict:
             self._log.debug("lease changed under us", lease=self.name, step=step.value)
             self._note_leadership()
             return 0.0 if step is Step.RENEW else retry  # a renew that lost a race re-reads at once
         except KubeError as exc:
-            self._log.warning("lease write failed", lease=self.name, step=step.value, error=str(exc),
-                              status=exc.status)
+            self._log.warning("lease write failed", lease=self.name, step=step.value, error=str(exc), status=exc.status)
             self._note_leadership()
             return retry
         with self._lock:
@@ -142,15 +172,21 @@ class LeaderElector:
                 return self.timings.renew_interval
             # A new term unless we led without a gap up to now: the controller restarts its work
             # (and forgets the last term's memory) on every term, even after a brief lapse.
-            new_term = not leading(renewed_at=self._renewed_at, now=self._clock(),
-                                   renew_deadline=self.timings.renew_deadline)
+            new_term = not leading(
+                renewed_at=self._renewed_at, now=self._clock(), renew_deadline=self.timings.renew_deadline
+            )
             self._renewed_at = started
             if new_term:
                 self._term += 1
             term = self._term
         if new_term:
-            self._log.info("became leader", lease=self.name, identity=self.identity, term=term,
-                           transitions=record_of(written).transitions)
+            self._log.info(
+                "became leader",
+                lease=self.name,
+                identity=self.identity,
+                term=term,
+                transitions=record_of(written).transitions,
+            )
         self._note_leadership()
         return self.timings.renew_interval
 
@@ -161,8 +197,9 @@ class LeaderElector:
             was, self._was_leading = self._was_leading, now_leading
             holder = self._observed.record.holder if self._observed is not None else None
         if was and not now_leading:
-            self._log.warning("lost leadership; writes stop", lease=self.name, identity=self.identity,
-                              holder=holder or None)
+            self._log.warning(
+                "lost leadership; writes stop", lease=self.name, identity=self.identity, holder=holder or None
+            )
 
     def release(self) -> None:
         """Stop leading now and give the lease up if we hold it (a clean stop). Never raises."""
@@ -177,11 +214,23 @@ class LeaderElector:
             record = record_of(lease)
             if record.holder != self.identity:
                 return
-            self.kube.replace(LEASES, self.namespace, self.name, {
-                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": self.name, "resourceVersion": record.resource_version},
-                "spec": released_spec(record, wall=self._wall())}, timeout=self._timeout)
+            self.kube.replace(
+                LEASES,
+                self.namespace,
+                self.name,
+                {
+                    "apiVersion": "coordination.k8s.io/v1",
+                    "kind": "Lease",
+                    "metadata": {"name": self.name, "resourceVersion": record.resource_version},
+                    "spec": released_spec(record, wall=self._wall()),
+                },
+                timeout=self._timeout,
+            )
             self._log.info("lease released", lease=self.name, identity=self.identity)
         except KubeError as exc:
-            self._log.warning("could not release the lease; a successor waits for it to expire", lease=self.name,
-                              error=str(exc), status=exc.status)
+            self._log.warning(
+                "could not release the lease; a successor waits for it to expire",
+                lease=self.name,
+                error=str(exc),
+                status=exc.status,
+            )

@@ -5,6 +5,7 @@ The body is one JSON object: ``ok``, ``detail`` and whatever else the check repo
 operator adds its leadership — ``leader``, ``identity``, ``holder`` — and its write
 counters). The status is 200 when ``ok``, else 503: a healthy follower answers 200.
 """
+
 from __future__ import annotations
 
 import json

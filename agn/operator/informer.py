@@ -7,18 +7,19 @@ level-triggered, so the callback only needs to know *that* something changed.
 
 This module reads only; it must not write to the API or decide anything about overlays.
 """
+
 from __future__ import annotations
 
+import builtins
 import copy
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from agn.kube import Gone, Kube, KubeError, Resource
 from agn.logs import JsonLog
+from agn.objects import Obj
 from agn.watching import WatchHealth, capped_backoff, follow
 
-Obj = dict[str, Any]
 OnChange = Callable[[str, Obj | None], None]  # (event type, object or None for a re-list)
 
 INITIAL_BACKOFF = 0.2
@@ -66,11 +67,11 @@ class Store:
             obj = self._items.get(name)
             return copy.deepcopy(obj) if obj is not None else None
 
-    def list(self) -> list[Obj]:
+    def list(self) -> builtins.list[Obj]:
         with self._lock:
             return [copy.deepcopy(o) for o in self._items.values()]
 
-    def names(self) -> list[str]:
+    def names(self) -> builtins.list[str]:
         with self._lock:
             return sorted(self._items)
 
@@ -79,8 +80,15 @@ class Informer:
     """Keeps a :class:`Store` of one resource in sync by list+watch, on a daemon thread."""
 
     def __init__(
-        self, kube: Kube, resource: Resource, namespace: str, *, on_change: OnChange, log: JsonLog,
-        stop: threading.Event, watch_timeout: int = 30,
+        self,
+        kube: Kube,
+        resource: Resource,
+        namespace: str,
+        *,
+        on_change: OnChange,
+        log: JsonLog,
+        stop: threading.Event,
+        watch_timeout: int = 30,
     ) -> None:
         self.kube = kube
         self.resource = resource
@@ -103,21 +111,35 @@ class Informer:
     def _run(self) -> None:
         follow(
             list_fn=lambda: self.kube.list(self.resource, self.namespace),
-            watch_fn=lambda version: self.kube.watch(self.resource, self.namespace, resource_version=version,
-                                                     timeout_seconds=self._watch_timeout),
-            on_snapshot=self._snapshot, on_event=self._event, stop=self._stop,
-            backoff=capped_backoff(INITIAL_BACKOFF, MAX_BACKOFF), on_error=self._log_error, health=self.health,
+            watch_fn=lambda version: self.kube.watch(
+                self.resource, self.namespace, resource_version=version, timeout_seconds=self._watch_timeout
+            ),
+            on_snapshot=self._snapshot,
+            on_event=self._event,
+            stop=self._stop,
+            backoff=capped_backoff(INITIAL_BACKOFF, MAX_BACKOFF),
+            on_error=self._log_error,
+            health=self.health,
         )
 
     def _log_error(self, exc: Exception, delay: float) -> None:
         if isinstance(exc, Gone):
             self._log.info("watch expired; re-listing", resource=self.resource.plural)
         elif isinstance(exc, KubeError):
-            self._log.warning("list/watch failed; re-listing after backoff", resource=self.resource.plural,
-                              error=str(exc), status=exc.status, backoff=delay)
+            self._log.warning(
+                "list/watch failed; re-listing after backoff",
+                resource=self.resource.plural,
+                error=str(exc),
+                status=exc.status,
+                backoff=delay,
+            )
         else:
-            self._log.error("informer error; re-listing after backoff", resource=self.resource.plural,
-                            error=repr(exc), backoff=delay)
+            self._log.error(
+                "informer error; re-listing after backoff",
+                resource=self.resource.plural,
+                error=repr(exc),
+                backoff=delay,
+            )
 
     def _snapshot(self, items: list[Obj]) -> None:
         self.store.replace(items)

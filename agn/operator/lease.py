@@ -21,6 +21,7 @@ The rules (pure functions below, clocks passed in):
 Pure: no I/O, every clock passed in. :class:`agn.operator.elector.LeaderElector` runs the
 loop over :class:`agn.kube.Kube`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,12 +29,10 @@ import enum
 import os
 import socket
 import uuid
-from collections.abc import Mapping
 from typing import Any, Protocol
 
-from agn.objects import rfc3339
+from agn.objects import Obj, rfc3339
 
-Obj = Mapping[str, Any]
 DEFAULT_LEASE_NAME = "agn-operator"
 
 
@@ -87,8 +86,10 @@ class LeaseRecord:
 def record_of(lease: Obj) -> LeaseRecord:
     spec = lease.get("spec") or {}
     return LeaseRecord(
-        holder=spec.get("holderIdentity") or "", duration=int(spec.get("leaseDurationSeconds") or 0),
-        acquire_time=spec.get("acquireTime"), renew_time=spec.get("renewTime"),
+        holder=spec.get("holderIdentity") or "",
+        duration=int(spec.get("leaseDurationSeconds") or 0),
+        acquire_time=spec.get("acquireTime"),
+        renew_time=spec.get("renewTime"),
         transitions=int(spec.get("leaseTransitions") or 0),
         resource_version=(lease.get("metadata") or {}).get("resourceVersion"),
     )
@@ -147,14 +148,24 @@ def lease_spec(previous: LeaseRecord | None, step: Step, *, me: str, duration: i
         acquired = now
         if previous is not None and previous.holder != me:
             transitions += 1
-    return {"holderIdentity": me, "leaseDurationSeconds": duration, "acquireTime": acquired, "renewTime": now,
-            "leaseTransitions": transitions}
+    return {
+        "holderIdentity": me,
+        "leaseDurationSeconds": duration,
+        "acquireTime": acquired,
+        "renewTime": now,
+        "leaseTransitions": transitions,
+    }
 
 
 def released_spec(previous: LeaseRecord, *, wall: float) -> dict[str, Any]:
     """The spec that gives the lease up: no holder, so the next candidate takes it at once."""
-    return {"holderIdentity": None, "leaseDurationSeconds": 1, "acquireTime": previous.acquire_time,
-            "renewTime": rfc3339(wall), "leaseTransitions": previous.transitions}
+    return {
+        "holderIdentity": None,
+        "leaseDurationSeconds": 1,
+        "acquireTime": previous.acquire_time,
+        "renewTime": rfc3339(wall),
+        "leaseTransitions": previous.transitions,
+    }
 
 
 def new_identity() -> str:

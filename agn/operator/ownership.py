@@ -8,6 +8,7 @@ the operator does not have, and nothing has to wait for an overlay to go. Where 
 collector runs (the local runtime has no kube-controller-manager) the controller deletes
 orphans itself, by the same rules as :func:`verdict`.
 """
+
 from __future__ import annotations
 
 import enum
@@ -15,8 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from agn import GROUP, VERSION
+from agn.objects import Obj
 
-Obj = Mapping[str, Any]
 CONSUMER_API_VERSION = f"{GROUP}/{VERSION}"
 CONSUMER_KIND = "InferenceConsumer"
 
@@ -31,11 +32,16 @@ class Verdict(enum.Enum):
 def owner_reference(consumer: Obj) -> dict[str, Any]:
     """The ownerReference an overlay carries to its consumer."""
     meta = consumer["metadata"]
-    return {"apiVersion": CONSUMER_API_VERSION, "kind": CONSUMER_KIND, "name": meta["name"], "uid": meta["uid"],
-            "controller": True}
+    return {
+        "apiVersion": CONSUMER_API_VERSION,
+        "kind": CONSUMER_KIND,
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+    }
 
 
-def _is_consumer_ref(ref: Obj) -> bool:
+def _is_consumer_ref(ref: Mapping[str, Any]) -> bool:
     return ref.get("kind") == CONSUMER_KIND and str(ref.get("apiVersion", "")).split("/")[0] == GROUP
 
 

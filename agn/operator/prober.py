@@ -15,6 +15,7 @@ in between; the informer's cache is the truth then).
 
 This module must never write provider spec, and never decides overlay membership.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,17 +25,15 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from agn.kube import PROVIDERS, KubeError, NotFound
-from agn.model import endpoint_valid
-from agn.objects import network_view, parse_time
-from agn.operator.informer import Store
 from agn.logs import JsonLog
+from agn.model import endpoint_valid
+from agn.objects import Obj, network_view, parse_time
+from agn.operator.informer import Store
 from agn.operator.lease import Leadership
 from agn.operator.prometheus import MetricsParseError, load_reading
-from agn.operator.pruning import prune
-from agn.operator.status import (
+from agn.operator.provider_status import (
     ProbeOutcome,
     merge_patch,
     metrics_max_age,
@@ -44,9 +43,9 @@ from agn.operator.status import (
     semantic_key,
     should_write,
 )
+from agn.operator.pruning import prune
 from agn.operator.writes import LeaderWrites, NotLeader
 
-Obj = dict[str, Any]
 MAX_BODY_BYTES = 1 << 20
 SCHEDULER_TICK = 0.05
 
@@ -82,8 +81,12 @@ def _error_text(exc: BaseException) -> str:
 def probe_endpoint(endpoint: str, *, timeout: float, now: float) -> ProbeOutcome:
     """One probe round against ``endpoint``; never raises."""
     if not endpoint_valid(endpoint):
-        return ProbeOutcome(observed_at=now, probed=False, health_error="endpoint is invalid; not probed",
-                            metrics_error="endpoint is invalid; not scraped")
+        return ProbeOutcome(
+            observed_at=now,
+            probed=False,
+            health_error="endpoint is invalid; not probed",
+            metrics_error="endpoint is invalid; not scraped",
+        )
     base = endpoint.rstrip("/")
     try:
         code, _ = http_get(f"{base}/healthz", timeout=timeout)
@@ -119,8 +122,18 @@ class Prober:
     """
 
     def __init__(
-        self, writes: LeaderWrites, namespace: str, *, leadership: Leadership, providers: Store, networks: Store,
-        interval: float, timeout: float, log: JsonLog, stop: threading.Event, workers: int = 16,
+        self,
+        writes: LeaderWrites,
+        namespace: str,
+        *,
+        leadership: Leadership,
+        providers: Store,
+        networks: Store,
+        interval: float,
+        timeout: float,
+        log: JsonLog,
+        stop: threading.Event,
+        workers: int = 16,
     ) -> None:
         self.writes = writes
         self.leadership = leadership
@@ -183,7 +196,7 @@ class Prober:
 
         Nothing is due unless this process leads in the term the prober was started for.
         """
-        names = set(self.providers.names())
+        names: set[str] = set(self.providers.names())
         leader, term = self.leadership.is_leader(), self.leadership.term()
         with self._lock:
             active = leader and term == self._term
@@ -235,16 +248,28 @@ class Prober:
         networks = selecting_networks(meta.get("labels") or {}, [network_view(n) for n in self.networks.list()])
         outcome = probe_endpoint(endpoint, timeout=self.timeout, now=time.time())
         mem = self._remembered(obj)
-        desired = next_status(mem.status, outcome, uid=meta.get("uid", ""), generation=meta.get("generation"),
-                              endpoint=endpoint, networks=networks)
+        desired = next_status(
+            mem.status,
+            outcome,
+            uid=meta.get("uid", ""),
+            generation=meta.get("generation"),
+            endpoint=endpoint,
+            networks=networks,
+        )
         now = time.time()
-        if not should_write(mem.status, desired, last_write_at=mem.written_at, now=now,
-                            refresh=refresh_seconds(metrics_max_age(networks))):
+        if not should_write(
+            mem.status,
+            desired,
+            last_write_at=mem.written_at,
+            now=now,
+            refresh=refresh_seconds(metrics_max_age(networks)),
+        ):
             return
         changed = semantic_key(mem.status) != semantic_key(desired)
         try:
-            written = self.writes.merge_patch_status(PROVIDERS, self.namespace, name,
-                                                     {"status": merge_patch(mem.status, desired)})
+            written = self.writes.merge_patch_status(
+                PROVIDERS, self.namespace, name, {"status": merge_patch(mem.status, desired)}
+            )
         except NotLeader:
             return  # leadership ended during the probe; the next leader probes again
         except NotFound:
@@ -259,8 +284,11 @@ class Prober:
         if changed:
             probe = desired["probe"]
             self._log.info(
-                "provider status changed", provider=name, healthy=probe.get("healthy"),
-                health_error=probe.get("healthError"), metrics_error=probe.get("metricsError"),
+                "provider status changed",
+                provider=name,
+                healthy=probe.get("healthy"),
+                health_error=probe.get("healthError"),
+                metrics_error=probe.get("metricsError"),
                 load=desired.get("load"),
                 conditions={c["type"]: c["status"] for c in desired["conditions"]},
             )

@@ -3,6 +3,7 @@
 Pure: text in, numbers out. An absent metric is reported as ``None`` — never as zero —
 because "the provider does not export this" and "nothing is waiting" mean different things.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -68,14 +69,14 @@ def parse_samples(text: str) -> list[Sample]:
         m = _NAME.match(line)
         if not m:
             raise MetricsParseError(f"line {lineno}: no metric name in {raw!r}")
-        name, rest = m.group(0), line[m.end():]
+        name, rest = m.group(0), line[m.end() :]
         labels: tuple[tuple[str, str], ...] = ()
         if rest.startswith("{"):
             close = rest.rfind("}")
             if close < 0:
                 raise MetricsParseError(f"line {lineno}: unterminated labels")
             labels = _parse_labels(rest[1:close], lineno)
-            rest = rest[close + 1:]
+            rest = rest[close + 1 :]
         tokens = rest.split()
         if not tokens or len(tokens) > 2 or (rest and not rest[0].isspace()):
             raise MetricsParseError(f"line {lineno}: expected 'name[{{labels}}] value [timestamp]'")

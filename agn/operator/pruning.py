@@ -3,6 +3,7 @@ must not outlive the object (a long-running operator would otherwise only grow).
 
 Pure: the controller and the prober call :func:`prune` with the names their caches hold now.
 """
+
 from __future__ import annotations
 
 from collections.abc import Collection, MutableMapping, MutableSet

@@ -4,6 +4,7 @@ Pure: views and the previous overlay in, a plan out; the caller supplies ``now``
 semantics themselves live in :mod:`agn.model` — this module only applies them and must
 not restate them.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -44,7 +45,11 @@ def stale_at(providers: Iterable[ProviderView], overlay: Overlay, network: Netwo
 
 
 def plan_overlay(
-    consumer: ConsumerView, network: NetworkView, providers: Iterable[ProviderView], *, previous: Overlay | None,
+    consumer: ConsumerView,
+    network: NetworkView,
+    providers: Iterable[ProviderView],
+    *,
+    previous: Overlay | None,
     now: float,
 ) -> OverlayPlan:
     """Compute the consumer's overlay; write only when it differs from ``previous`` (or none exists).
@@ -55,5 +60,6 @@ def plan_overlay(
     providers = list(providers)
     candidates = compute_candidates(providers, network, consumer, now=now)
     overlay = next_overlay(previous, candidates, network=network.name, consumer=consumer.name)
-    return OverlayPlan(overlay=overlay, write=previous is None or overlay != previous,
-                       recheck_at=stale_at(providers, overlay, network))
+    return OverlayPlan(
+        overlay=overlay, write=previous is None or overlay != previous, recheck_at=stale_at(providers, overlay, network)
+    )

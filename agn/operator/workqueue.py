@@ -9,6 +9,7 @@ for one when a candidate's metrics are about to go stale, and on errors (backoff
 This module knows nothing about Kubernetes or overlays and does no I/O; the clock is
 injectable so the coalescing rules are unit-tested without sleeping.
 """
+
 from __future__ import annotations
 
 import threading
@@ -98,7 +99,11 @@ class CoalescingQueue:
                 batch = self._take_ready_locked(now)
                 if batch:
                     return batch
-                waits = [w for w in (self._ready_in_locked(now), None if deadline is None else deadline - now) if w is not None]
+                waits = [
+                    w
+                    for w in (self._ready_in_locked(now), None if deadline is None else deadline - now)
+                    if w is not None
+                ]
                 if deadline is not None and now >= deadline:
                     return set()
                 # Bounded waits keep a stalled notify (or a clock that jumps) from hanging the worker.

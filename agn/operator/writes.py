@@ -5,17 +5,16 @@ through :class:`LeaderWrites`, so "a follower writes nothing" holds in one place
 write asks :meth:`Leadership.is_leader` right before the request. The per-kind counters
 are reported on ``/healthz``, which is how tests (and people) see who writes.
 """
+
 from __future__ import annotations
 
 import threading
 from collections import Counter
-from typing import Any
 
 from agn.kube import Kube, Resource
 from agn.logs import JsonLog
+from agn.objects import Obj
 from agn.operator.lease import Leadership
-
-Obj = dict[str, Any]
 
 
 class NotLeader(Exception):

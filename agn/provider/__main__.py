@@ -1,4 +1,5 @@
 """``python -m agn.provider --name NAME [--port N]``: run one fake inference provider."""
+
 from __future__ import annotations
 
 import argparse

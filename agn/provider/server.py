@@ -13,6 +13,7 @@ in for many providers in scale benchmarks, each with its own endpoint URL.
 
 It listens on 127.0.0.1 unless given ``--host`` (in a pod: ``0.0.0.0``, so its Service reaches it).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,14 +37,22 @@ class ProviderState:
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
             return {
-                "name": self.name, "healthy": self.healthy, "metrics": self.metrics,
-                "exportWaiting": self.export_waiting, "waiting": self.waiting, "running": self.running,
+                "name": self.name,
+                "healthy": self.healthy,
+                "metrics": self.metrics,
+                "exportWaiting": self.export_waiting,
+                "waiting": self.waiting,
+                "running": self.running,
                 "served": self.served,
             }
 
     def update(self, changes: dict[str, Any]) -> None:
-        fields = {"healthy": ("healthy", bool), "metrics": ("metrics", bool),
-                  "exportWaiting": ("export_waiting", bool), "waiting": ("waiting", int)}
+        fields = {
+            "healthy": ("healthy", bool),
+            "metrics": ("metrics", bool),
+            "exportWaiting": ("export_waiting", bool),
+            "waiting": ("waiting", int),
+        }
         unknown = set(changes) - set(fields)
         if unknown:
             raise ValueError(f"unknown fields: {', '.join(sorted(unknown))}")

@@ -5,6 +5,7 @@ operator and two real consumer gateways, all tracked by pid and stopped by pid.
 
 Benchmarks import :class:`Bench`; nothing here measures anything.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,12 @@ def wait(pred, *, timeout: float, what: str, interval: float = 0.02):
 
 
 def provider_body(name: str, endpoint: str, *, gateway: str, group: str, rank: int) -> dict:
-    return {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceProvider", "metadata": {"name": name},
-            "spec": {"endpoint": endpoint, "providerGateway": gateway, "selectionGroup": group, "rank": rank}}
+    return {
+        "apiVersion": "agn.dev/v1alpha1",
+        "kind": "InferenceProvider",
+        "metadata": {"name": name},
+        "spec": {"endpoint": endpoint, "providerGateway": gateway, "selectionGroup": group, "rank": rank},
+    }
 
 
 class Bench:
@@ -52,8 +57,13 @@ class Bench:
         self.sup = Supervisor(root / "run", root / "logs")
         self.kubeconfig = root / "kubeconfig"
         self.journal_dir = root / "journal"
-        self.env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PYTHONPATH": str(REPO), "NO_COLOR": "1",
-                    "AGN_XTASK_JOURNAL_DIR": str(self.journal_dir)}
+        self.env = {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            "PYTHONPATH": str(REPO),
+            "NO_COLOR": "1",
+            "AGN_XTASK_JOURNAL_DIR": str(self.journal_dir),
+        }
         self.ns = ""
         self.kube: Kube | None = None
         self.pool = ""
@@ -65,14 +75,25 @@ class Bench:
     def start(self) -> None:
         self.cp.start()
         c = self.cp.certs
-        kubeconfig.add_context(self.kubeconfig, kubeconfig.context_entries(
-            name=CTX, server=self.cp.server, ca_cert=c.ca_cert, client_cert=c.admin_cert, client_key=c.admin_key,
-            namespace="default"))
-        self.kube = Kube.from_kubeconfig(kubeconfig=str(self.kubeconfig), context=CTX, field_manager="bench",
-                                         pool_size=32)
+        kubeconfig.add_context(
+            self.kubeconfig,
+            kubeconfig.context_entries(
+                name=CTX,
+                server=self.cp.server,
+                ca_cert=c.ca_cert,
+                client_cert=c.admin_cert,
+                client_key=c.admin_key,
+                namespace="default",
+            ),
+        )
+        self.kube = Kube.from_kubeconfig(
+            kubeconfig=str(self.kubeconfig), context=CTX, field_manager="bench", pool_size=32
+        )
         install_crds(self.kube)
         port = free_port()
-        self.sup.start("fake-pool", [sys.executable, "-m", "agn.provider", "--name", "pool", "--port", str(port)], env=self.env)
+        self.sup.start(
+            "fake-pool", [sys.executable, "-m", "agn.provider", "--name", "pool", "--port", str(port)], env=self.env
+        )
         self.pool = f"http://127.0.0.1:{port}"
 
     def scenario(self, name: str, *, providers: int, coalesce: float = 0.1, components: bool = True) -> None:
@@ -85,15 +106,30 @@ class Bench:
         self.ns = name
         k = self.kube
         k.ensure_namespace(self.ns)
-        k.create(NETWORKS, self.ns, {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceNetwork",
-                                     "metadata": {"name": "net"}, "spec": {}})
+        k.create(
+            NETWORKS,
+            self.ns,
+            {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceNetwork", "metadata": {"name": "net"}, "spec": {}},
+        )
         for c in CONSUMER_NAMES:
-            k.create(CONSUMERS, self.ns, {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceConsumer",
-                                          "metadata": {"name": c}, "spec": {"network": "net"}})
-        bodies = [provider_body(f"p{i:03d}", f"{self.pool}/pool/p{i:03d}", gateway="gw-big", group=f"g{i % 4}", rank=i)
-                  for i in range(providers)]
-        bodies += [provider_body(f"spare{g}", f"{self.pool}/pool/spare{g}", gateway="gw-spare", group=f"g{g}", rank=1000)
-                   for g in range(4)]
+            k.create(
+                CONSUMERS,
+                self.ns,
+                {
+                    "apiVersion": "agn.dev/v1alpha1",
+                    "kind": "InferenceConsumer",
+                    "metadata": {"name": c},
+                    "spec": {"network": "net"},
+                },
+            )
+        bodies = [
+            provider_body(f"p{i:03d}", f"{self.pool}/pool/p{i:03d}", gateway="gw-big", group=f"g{i % 4}", rank=i)
+            for i in range(providers)
+        ]
+        bodies += [
+            provider_body(f"spare{g}", f"{self.pool}/pool/spare{g}", gateway="gw-spare", group=f"g{g}", rank=1000)
+            for g in range(4)
+        ]
         import concurrent.futures as cf
 
         with cf.ThreadPoolExecutor(8) as pool:
@@ -103,15 +139,30 @@ class Bench:
             return
         base = [sys.executable, "-m"]
         args = ["--kubeconfig", str(self.kubeconfig), "--context", CTX, "--namespace", self.ns]
-        self.sup.start("operator", [*base, "agn.operator", *args, "--coalesce-window", str(coalesce),
-                                    "--max-batch-wait", str(max(coalesce, 1.0 if coalesce else 0.0))], env=self.env)
+        self.sup.start(
+            "operator",
+            [
+                *base,
+                "agn.operator",
+                *args,
+                "--coalesce-window",
+                str(coalesce),
+                "--max-batch-wait",
+                str(max(coalesce, 1.0 if coalesce else 0.0)),
+            ],
+            env=self.env,
+        )
         for c in CONSUMER_NAMES:
             self.sup.start(f"gateway-{c}", [*base, "agn.gateway", *args, "--consumer", c, "--port", "0"], env=self.env)
         self.wait_all_admitted_and_served()
 
     def wait_all_admitted_and_served(self, *, timeout: float = 300) -> None:
-        wait(lambda: all(self.admitted(c) == self.total and self.served(c) for c in CONSUMER_NAMES), timeout=timeout,
-             what="every provider admitted and served", interval=0.05)
+        wait(
+            lambda: all(self.admitted(c) == self.total and self.served(c) for c in CONSUMER_NAMES),
+            timeout=timeout,
+            what="every provider admitted and served",
+            interval=0.05,
+        )
 
     # -- observations ----------------------------------------------------------------------
     def overlay(self, consumer: str) -> dict | None:
@@ -135,8 +186,20 @@ class Bench:
     # -- actions ---------------------------------------------------------------------------
     def xtask(self, *args: str) -> tuple[float, dict]:
         """Run ``python -m xtask env provider-drain`` as a user would; wall time and its JSON report."""
-        argv = [sys.executable, "-m", "xtask", "env", "provider-drain", "--context", CTX, "--namespace", self.ns,
-                "--output", "json", *args]
+        argv = [
+            sys.executable,
+            "-m",
+            "xtask",
+            "env",
+            "provider-drain",
+            "--context",
+            CTX,
+            "--namespace",
+            self.ns,
+            "--output",
+            "json",
+            *args,
+        ]
         t0 = time.monotonic()
         proc = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=900)
         elapsed = time.monotonic() - t0
@@ -149,7 +212,9 @@ class Bench:
         proc = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=900)
         elapsed = time.monotonic() - t0
         if proc.returncode != 0:
-            raise SystemExit(f"command failed ({proc.returncode}): {argv[:6]} {proc.stdout[-1000:]} {proc.stderr[-1000:]}")
+            raise SystemExit(
+                f"command failed ({proc.returncode}): {argv[:6]} {proc.stdout[-1000:]} {proc.stderr[-1000:]}"
+            )
         return elapsed
 
     def set_drain(self, names: list[str], value: bool | None) -> None:

@@ -14,6 +14,7 @@ measures with the real CLI:
 Prints a table. Numbers are from this machine, this run; compare rows, not absolutes.
 Usage: python scripts/bench/drain_scale.py [--providers 200] [--repeat 1]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,9 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchenv import PROVIDERS, TARGETS, Bench, wait
 from rich.console import Console
 from rich.table import Table
+
+from benchenv import PROVIDERS, TARGETS, Bench, wait
 
 
 def main() -> int:
@@ -42,20 +44,34 @@ def main() -> int:
                 secs, report = bench.xtask("--gateway", "gw-big", "--concurrency", str(conc))
                 apply = report["timings"]["applySeconds"]
                 baseline = baseline or apply
-                rows.append((f"patch-only drain of {args.providers}, --concurrency {conc}", f"{apply:.2f}s writes",
-                             f"{secs:.2f}s total", f"x{baseline / apply:.1f} vs concurrency 1"))
+                rows.append(
+                    (
+                        f"patch-only drain of {args.providers}, --concurrency {conc}",
+                        f"{apply:.2f}s writes",
+                        f"{secs:.2f}s total",
+                        f"x{baseline / apply:.1f} vs concurrency 1",
+                    )
+                )
                 bench.xtask("--gateway", "gw-big", "--undrain", "--concurrency", "32")
 
             results = {}
-            for label, window in (("coalesce window 0 (baseline)", 0.0), ("coalesce 0.1s, batches <= 1s (default)", 0.1)):
+            for label, window in (
+                ("coalesce window 0 (baseline)", 0.0),
+                ("coalesce 0.1s, batches <= 1s (default)", 0.1),
+            ):
                 bench.scenario(f"conv-{int(window * 1000)}", providers=args.providers, coalesce=window)
                 before = {c: bench.revision(c) for c in ("c-a", "c-b")}
                 secs, report = bench.xtask("--gateway", "gw-big", "--concurrency", "8", *TARGETS)
                 revs = max(bench.revision(c) - before[c] for c in ("c-a", "c-b"))
                 results[label] = revs
-                rows.append((f"drain {args.providers} + wait for 2 consumers, {label}",
-                             f"{report['timings']['waitSeconds']:.2f}s wait", f"{secs:.2f}s total",
-                             f"{revs} overlay revisions per consumer"))
+                rows.append(
+                    (
+                        f"drain {args.providers} + wait for 2 consumers, {label}",
+                        f"{report['timings']['waitSeconds']:.2f}s wait",
+                        f"{secs:.2f}s total",
+                        f"{revs} overlay revisions per consumer",
+                    )
+                )
 
             bench.scenario("single", providers=args.providers, coalesce=0.1)
             lat = []
@@ -63,13 +79,27 @@ def main() -> int:
                 name = f"p{i:03d}"
                 t0 = time.monotonic()
                 bench.kube.merge_patch(PROVIDERS, bench.ns, name, {"spec": {"trafficPolicy": {"drain": True}}})
-                wait(lambda: all(any(c["provider"] == name and c["admission_state"] == "existing_only"
-                                     for c in bench.overlay(x)["candidates"]) for x in ("c-a", "c-b")),
-                     timeout=30, what="overlay change")
+                wait(
+                    lambda name=name: all(
+                        any(
+                            c["provider"] == name and c["admission_state"] == "existing_only"
+                            for c in bench.overlay(x)["candidates"]
+                        )
+                        for x in ("c-a", "c-b")
+                    ),
+                    timeout=30,
+                    what="overlay change",
+                )
                 lat.append(time.monotonic() - t0)
             lat.sort()
-            rows.append(("single drain -> both overlays existing_only (5 runs)", f"median {lat[2] * 1000:.0f}ms",
-                         f"max {lat[-1] * 1000:.0f}ms", "spec write to overlay, watch-driven"))
+            rows.append(
+                (
+                    "single drain -> both overlays existing_only (5 runs)",
+                    f"median {lat[2] * 1000:.0f}ms",
+                    f"max {lat[-1] * 1000:.0f}ms",
+                    "spec write to overlay, watch-driven",
+                )
+            )
         finally:
             bench.stop()
     table = Table(title=f"provider-drain at scale ({args.providers} providers, 2 consumers, this machine)")

@@ -19,6 +19,7 @@ as a user would see it (process start included).
 Prints one table. Speed is shown here and never asserted in tests.
 Usage: python scripts/bench/drain_vs_kubectl.py [--providers 200] [--fleet 1000] [--repeat 7]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,9 +31,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchenv import CONSUMER_NAMES, CTX, TARGETS, Bench
 from rich.console import Console
 from rich.table import Table
+
+from benchenv import CONSUMER_NAMES, CTX, TARGETS, Bench
 
 RAW_POOL = """
 import concurrent.futures as cf, sys
@@ -49,15 +51,36 @@ with cf.ThreadPoolExecutor(workers) as pool:
 
 
 def kubectl_patch(bench: Bench, name: str, value: bool) -> list[str]:
-    body = '{"spec":{"trafficPolicy":{"drain":%s}}}' % str(value).lower()
-    return [bench.kubectl, "--context", CTX, "-n", bench.ns, "patch", "inferenceprovider", name, "--type", "merge",
-            "-p", body]
+    body = f'{{"spec":{{"trafficPolicy":{{"drain":{str(value).lower()}}}}}}}'
+    return [
+        bench.kubectl,
+        "--context",
+        CTX,
+        "-n",
+        bench.ns,
+        "patch",
+        "inferenceprovider",
+        name,
+        "--type",
+        "merge",
+        "-p",
+        body,
+    ]
 
 
 def kubectl_wait(bench: Bench, consumer: str, provider: str, state: str) -> list[str]:
-    path = '{.spec.candidates[?(@.provider=="%s")].admission_state}' % provider
-    return [bench.kubectl, "--context", CTX, "-n", bench.ns, "wait", f"routingoverlay/{consumer}",
-            f"--for=jsonpath={path}={state}", "--timeout=60s"]
+    path = f'{{.spec.candidates[?(@.provider=="{provider}")].admission_state}}'
+    return [
+        bench.kubectl,
+        "--context",
+        CTX,
+        "-n",
+        bench.ns,
+        "wait",
+        f"routingoverlay/{consumer}",
+        f"--for=jsonpath={path}={state}",
+        "--timeout=60s",
+    ]
 
 
 def reset(bench: Bench, names: list[str]) -> None:
@@ -88,19 +111,32 @@ def main() -> int:
             kubectl_s, xtask_s, xtask_wait = [], [], []
             for _ in range(args.repeat):
                 reset(bench, ["p000"])
-                kubectl_s.append(bench.timed(kubectl_patch(bench, "p000", True))
-                                 + sum(bench.timed(kubectl_wait(bench, c, "p000", "existing_only")) for c in CONSUMER_NAMES))
+                kubectl_s.append(
+                    bench.timed(kubectl_patch(bench, "p000", True))
+                    + sum(bench.timed(kubectl_wait(bench, c, "p000", "existing_only")) for c in CONSUMER_NAMES)
+                )
                 reset(bench, ["p000"])
                 secs, report = bench.xtask("--provider", "p000", *TARGETS)
                 assert report["convergence"]["state"] == "converged", report
                 xtask_s.append(secs)
                 xtask_wait.append(report["timings"]["waitSeconds"])
             base = median(kubectl_s)
-            rows.append(("single converged drain: kubectl patch + 2x kubectl wait (overlays only)",
-                         f"median {base:.2f}s", f"min {min(kubectl_s):.2f}s max {max(kubectl_s):.2f}s", "baseline"))
-            rows.append(("single converged drain: xtask provider-drain --provider + targets (accepted+serving, 2 obs.)",
-                         f"median {median(xtask_s):.2f}s", f"min {min(xtask_s):.2f}s max {max(xtask_s):.2f}s",
-                         f"x{median(xtask_s) / base:.2f} of kubectl (wait {median(xtask_wait):.2f}s)"))
+            rows.append(
+                (
+                    "single converged drain: kubectl patch + 2x kubectl wait (overlays only)",
+                    f"median {base:.2f}s",
+                    f"min {min(kubectl_s):.2f}s max {max(kubectl_s):.2f}s",
+                    "baseline",
+                )
+            )
+            rows.append(
+                (
+                    "single converged drain: xtask provider-drain --provider + targets (accepted+serving, 2 obs.)",
+                    f"median {median(xtask_s):.2f}s",
+                    f"min {min(xtask_s):.2f}s max {max(xtask_s):.2f}s",
+                    f"x{median(xtask_s) / base:.2f} of kubectl (wait {median(xtask_wait):.2f}s)",
+                )
+            )
 
             # 2. patch-only gateway drain
             bench.scenario("gateway", providers=args.providers)
@@ -121,19 +157,38 @@ def main() -> int:
                 journal_bytes = Path(report["journal"]).stat().st_size
                 reset(bench, names)
             n = args.providers
-            rows.append((f"patch-only drain of {n}: sequential kubectl patch loop", f"{loop:.2f}s", "1 run", "baseline"))
-            rows.append((f"patch-only drain of {n}: raw client thread pool ({conc}), writes only",
-                         f"median {median(raw):.2f}s", "3 runs", f"x{loop / median(raw):.1f} faster than the loop"))
-            rows.append((f"patch-only drain of {n}: xtask --gateway --concurrency {conc} (dry run+journal+read-back)",
-                         f"median {median(ours):.2f}s", "3 runs",
-                         f"x{loop / median(ours):.1f} faster than the loop, x{median(ours) / median(raw):.2f} of the pool"))
+            rows.append(
+                (f"patch-only drain of {n}: sequential kubectl patch loop", f"{loop:.2f}s", "1 run", "baseline")
+            )
+            rows.append(
+                (
+                    f"patch-only drain of {n}: raw client thread pool ({conc}), writes only",
+                    f"median {median(raw):.2f}s",
+                    "3 runs",
+                    f"x{loop / median(raw):.1f} faster than the loop",
+                )
+            )
+            rows.append(
+                (
+                    f"patch-only drain of {n}: xtask --gateway --concurrency {conc} (dry run+journal+read-back)",
+                    f"median {median(ours):.2f}s",
+                    "3 runs",
+                    f"x{loop / median(ours):.1f} faster than the loop, x{median(ours) / median(raw):.2f} of the pool",
+                )
+            )
 
             # 3. the same drain with targets: burst coalescing in the operator
             before = {c: bench.revision(c) for c in CONSUMER_NAMES}
             secs, report = bench.xtask("--gateway", "gw-big", "--concurrency", conc, *TARGETS)
             revs = max(bench.revision(c) - before[c] for c in CONSUMER_NAMES)
-            rows.append((f"drain of {n} with targets (converged on both consumers)", f"{secs:.2f}s",
-                         f"wait {report['timings']['waitSeconds']:.2f}s", f"{revs} overlay revisions per consumer"))
+            rows.append(
+                (
+                    f"drain of {n} with targets (converged on both consumers)",
+                    f"{secs:.2f}s",
+                    f"wait {report['timings']['waitSeconds']:.2f}s",
+                    f"{revs} overlay revisions per consumer",
+                )
+            )
 
             # 4. journal size, linear in N
             bench.scenario("fleet", providers=args.fleet, components=False)
@@ -142,15 +197,28 @@ def main() -> int:
             bench.set_drain(fleet_names, None)
             secs, report = bench.xtask("--gateway", "gw-big", "--concurrency", conc)
             fleet_bytes = Path(report["journal"]).stat().st_size
-            rows.append((f"journal of the {n}-provider drain", f"{journal_bytes / 1024:.1f} KiB",
-                         f"{journal_bytes / n:.0f} B/provider", "append-only, fsync per batch"))
-            rows.append((f"patch-only drain of {args.fleet} (no operator): xtask vs raw pool ({conc})", f"{secs:.2f}s",
-                         f"raw pool {raw_fleet:.2f}s",
-                         f"journal {fleet_bytes / 1024:.1f} KiB ({fleet_bytes / args.fleet:.0f} B/provider)"))
+            rows.append(
+                (
+                    f"journal of the {n}-provider drain",
+                    f"{journal_bytes / 1024:.1f} KiB",
+                    f"{journal_bytes / n:.0f} B/provider",
+                    "append-only, fsync per batch",
+                )
+            )
+            rows.append(
+                (
+                    f"patch-only drain of {args.fleet} (no operator): xtask vs raw pool ({conc})",
+                    f"{secs:.2f}s",
+                    f"raw pool {raw_fleet:.2f}s",
+                    f"journal {fleet_bytes / 1024:.1f} KiB ({fleet_bytes / args.fleet:.0f} B/provider)",
+                )
+            )
         finally:
             bench.stop()
-    title = (f"provider-drain vs kubectl / raw client — {dt.date.today()}, {platform.node()}, "
-             f"{os.cpu_count()} cores, Python {platform.python_version()}")
+    title = (
+        f"provider-drain vs kubectl / raw client — {dt.date.today()}, {platform.node()}, "
+        f"{os.cpu_count()} cores, Python {platform.python_version()}"
+    )
     table = Table(title=title)
     for col in ("scenario", "result", "spread", "comparison"):
         table.add_column(col)

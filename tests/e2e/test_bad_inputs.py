@@ -8,6 +8,7 @@ resourceVersion of every AGN object in the shared namespace is unchanged, and no
 row's folder (its kubeconfig, env files, journal folder, state folder) was created, changed or
 removed. The objects live in one namespace shared by all rows (nothing may change them).
 """
+
 from __future__ import annotations
 
 import copy
@@ -70,15 +71,41 @@ def world(control_plane):
     for name, network in (("c-a", "net"), ("c-b", "net"), ("c-other", "other-net")):
         create(CONSUMERS, name, {"network": network})
     for name, (gw, group, rank, labels) in PROVIDER_LAYOUT.items():
-        create(PROVIDERS, name, {"endpoint": f"http://127.0.0.1:9/{name}", "providerGateway": gw,
-                                 "selectionGroup": group, "rank": rank}, labels)
+        create(
+            PROVIDERS,
+            name,
+            {"endpoint": f"http://127.0.0.1:9/{name}", "providerGateway": gw, "selectionGroup": group, "rank": rank},
+            labels,
+        )
     # c-a's overlay as the operator would publish it: p-one is chat's only admitted provider.
-    create(OVERLAYS, "c-a", {"network": "net", "consumer": "c-a", "revision": 1, "digest": "d1", "candidates": [
-        {"id": "c-1", "provider": "p-one", "endpoint": "http://127.0.0.1:9/p-one", "selectionGroup": "chat", "rank": 0,
-         "admission_state": "admitted"},
-        {"id": "c-3", "provider": "p-three", "endpoint": "http://127.0.0.1:9/p-three", "selectionGroup": "chat",
-         "rank": 1, "admission_state": "existing_only"},
-    ]})
+    create(
+        OVERLAYS,
+        "c-a",
+        {
+            "network": "net",
+            "consumer": "c-a",
+            "revision": 1,
+            "digest": "d1",
+            "candidates": [
+                {
+                    "id": "c-1",
+                    "provider": "p-one",
+                    "endpoint": "http://127.0.0.1:9/p-one",
+                    "selectionGroup": "chat",
+                    "rank": 0,
+                    "admission_state": "admitted",
+                },
+                {
+                    "id": "c-3",
+                    "provider": "p-three",
+                    "endpoint": "http://127.0.0.1:9/p-three",
+                    "selectionGroup": "chat",
+                    "rank": 1,
+                    "admission_state": "existing_only",
+                },
+            ],
+        },
+    )
     config = yaml.safe_load(control_plane.kubeconfig.read_text())
     for c in config["contexts"]:
         if c["name"] == CTX:
@@ -103,10 +130,12 @@ class Row:
 
 def kubeconfig_with(change: Callable[[dict], Any]) -> Callable[[World], str]:
     """The test kubeconfig, changed in place by ``change`` (its return value is ignored)."""
+
     def build(w: World) -> str:
         config = copy.deepcopy(w.kubeconfig)
         change(config)
         return yaml.safe_dump(config)
+
     return build
 
 
@@ -127,22 +156,55 @@ def provider_entry(**changes) -> Callable[[dict], None]:
 
 def journal(*, header: dict | None = None, records: tuple = (), ns: str = "{ns}") -> Callable[[World], str]:
     """A v2 journal of a drain of p-one (written), with header fields replaced."""
+
     def build(w: World) -> str:
-        head = {"type": "header", "format": "agn.dev/drain-journal/v2", "operation": "op-bad", "context": CTX,
-                "namespace": ns.replace("{ns}", w.ns), "request": "drain", "reason": None, "startedAt": "2026-12-01T00:00:00Z",
-                "plan": [{"provider": "p-one", "previous": None, "previousAnnotations": {}, "resourceVersion": "1",
-                          "generation": 1}]}
+        head = {
+            "type": "header",
+            "format": "agn.dev/drain-journal/v2",
+            "operation": "op-bad",
+            "context": CTX,
+            "namespace": ns.replace("{ns}", w.ns),
+            "request": "drain",
+            "reason": None,
+            "startedAt": "2026-12-01T00:00:00Z",
+            "plan": [
+                {
+                    "provider": "p-one",
+                    "previous": None,
+                    "previousAnnotations": {},
+                    "resourceVersion": "1",
+                    "generation": 1,
+                }
+            ],
+        }
         head.update(header or {})
-        lines = [head, {"type": "intent", "provider": "p-one", "resourceVersion": "1", "generation": 1},
-                 *(records or ({"type": "done", "provider": "p-one", "generation": 2},))]
+        lines = [
+            head,
+            {"type": "intent", "provider": "p-one", "resourceVersion": "1", "generation": 1},
+            *(records or ({"type": "done", "provider": "p-one", "generation": 2},)),
+        ]
         return "".join(json.dumps(rec) + "\n" for rec in lines)
+
     return build
 
 
 def legacy(**fields) -> str:
-    obj = {"operation": "op-old", "context": CTX, "namespace": "ns", "request": "drain", "state": "applying",
-           "providers": {"p-one": {"previous": None, "resourceVersion": "1", "generation": 1, "written": True,
-                                   "writtenGeneration": 2}}}
+    obj = {
+        "operation": "op-old",
+        "context": CTX,
+        "namespace": "ns",
+        "request": "drain",
+        "state": "applying",
+        "providers": {
+            "p-one": {
+                "previous": None,
+                "resourceVersion": "1",
+                "generation": 1,
+                "written": True,
+                "writtenGeneration": 2,
+            }
+        },
+    }
     obj.update(fields)
     return json.dumps(obj)
 
@@ -184,210 +246,500 @@ ROWS: dict[str, Row] = {
     "reason-on-undrain": Row((*P1, "--undrain", "--reason", "x"), 2, "--reason records why a provider is drained"),
     "output-yaml": Row((*P1, "--output", "yaml"), 2, "Invalid value for '--output' / '-o': 'yaml' is not one of"),
     "unknown-flag": Row((*P1, "--frobnicate"), 2, "No such option '--frobnicate'"),
-    "journal-dir-is-a-file": Row((*P1, "--journal-dir", "{tmp}/f"), 2, "Directory '{tmp}/f' is a file",
-                                 files={"f": "x"}),
+    "journal-dir-is-a-file": Row(
+        (*P1, "--journal-dir", "{tmp}/f"), 2, "Directory '{tmp}/f' is a file", files={"f": "x"}
+    ),
     "up-timeout-nan": Row((*UP, "--timeout", "nan"), 2, "Invalid value for '--timeout': 'nan' is not a finite number"),
-    "up-unknown-runtime": Row(("env", "up", "--runtime", "podman"), 2, "'podman' is not one of 'auto', 'kind', 'local'"),
-    "restore-missing-journal": Row(("env", "drain-restore", "{tmp}/none.jsonl"), 2, "'{tmp}/none.jsonl' does not exist"),
+    "up-unknown-runtime": Row(
+        ("env", "up", "--runtime", "podman"), 2, "'podman' is not one of 'auto', 'kind', 'local'"
+    ),
+    "restore-missing-journal": Row(
+        ("env", "drain-restore", "{tmp}/none.jsonl"), 2, "'{tmp}/none.jsonl' does not exist"
+    ),
     "restore-journal-is-a-folder": Row(("env", "drain-restore", "{tmp}"), 2, "File '{tmp}' is a directory"),
-    "restore-concurrency-zero": Row((*RESTORE, "--concurrency", "0"), 2, "0 is not in the range 1<=x<=64",
-                                    files={"j.jsonl": journal()}),
+    "restore-concurrency-zero": Row(
+        (*RESTORE, "--concurrency", "0"), 2, "0 is not in the range 1<=x<=64", files={"j.jsonl": journal()}
+    ),
     "drain-kubeconfig-is-a-folder": Row((*P1, "--kubeconfig", "{tmp}"), 2, "File '{tmp}' is a directory"),
-
     # -- kubeconfigs: exit 1, the file named, the file untouched ------------------------------------------
-    "kubeconfig-garbage-yaml": Row((*P1, "--dry-run"), 1,
-                                   f"kubeconfig {KC}: not valid YAML (line 3, column 3: expected the node content, but found '-')",
-                                   files={"kubeconfig": GARBAGE_YAML}),
+    "kubeconfig-garbage-yaml": Row(
+        (*P1, "--dry-run"),
+        1,
+        f"kubeconfig {KC}: not valid YAML (line 3, column 3: expected the node content, but found '-')",
+        files={"kubeconfig": GARBAGE_YAML},
+    ),
     "kubeconfig-binary": Row((*P1, "--dry-run"), 1, f"kubeconfig {KC}: not UTF-8 text", files={"kubeconfig": BINARY}),
-    "kubeconfig-a-list": Row((*P1, "--dry-run"), 1, f"kubeconfig {KC}: not a kubeconfig: expected a mapping at the top, got list",
-                             files={"kubeconfig": "- a\n- b\n"}),
-    "kubeconfig-a-word": Row((*P1, "--dry-run"), 1, f"kubeconfig {KC}: not a kubeconfig: expected a mapping at the top, got 'hello'",
-                             files={"kubeconfig": "hello\n"}),
-    "kubeconfig-contexts-not-a-list": Row((*P1, "--dry-run"), 1, f"kubeconfig {KC}: contexts must be a list, got 'local-tests'",
-                                          files={"kubeconfig": kubeconfig_with(lambda c: c.update(contexts="local-tests"))}),
+    "kubeconfig-a-list": Row(
+        (*P1, "--dry-run"),
+        1,
+        f"kubeconfig {KC}: not a kubeconfig: expected a mapping at the top, got list",
+        files={"kubeconfig": "- a\n- b\n"},
+    ),
+    "kubeconfig-a-word": Row(
+        (*P1, "--dry-run"),
+        1,
+        f"kubeconfig {KC}: not a kubeconfig: expected a mapping at the top, got 'hello'",
+        files={"kubeconfig": "hello\n"},
+    ),
+    "kubeconfig-contexts-not-a-list": Row(
+        (*P1, "--dry-run"),
+        1,
+        f"kubeconfig {KC}: contexts must be a list, got 'local-tests'",
+        files={"kubeconfig": kubeconfig_with(lambda c: c.update(contexts="local-tests"))},
+    ),
     "kubeconfig-context-without-name": Row(
-        (*P1, "--dry-run"), 1, f"kubeconfig {KC}: contexts[0].name must be a non-empty string, got nothing (null)",
-        files={"kubeconfig": kubeconfig_with(lambda c: c["contexts"][0].pop("name"))}),
+        (*P1, "--dry-run"),
+        1,
+        f"kubeconfig {KC}: contexts[0].name must be a non-empty string, got nothing (null)",
+        files={"kubeconfig": kubeconfig_with(lambda c: c["contexts"][0].pop("name"))},
+    ),
     "kubeconfig-duplicate-context": Row(
-        (*P1, "--dry-run"), 1, f"kubeconfig {KC}: contexts[1].name: duplicate name 'local-tests' in contexts",
-        files={"kubeconfig": kubeconfig_with(lambda c: c["contexts"].append(copy.deepcopy(c["contexts"][0])))}),
+        (*P1, "--dry-run"),
+        1,
+        f"kubeconfig {KC}: contexts[1].name: duplicate name 'local-tests' in contexts",
+        files={"kubeconfig": kubeconfig_with(lambda c: c["contexts"].append(copy.deepcopy(c["contexts"][0])))},
+    ),
     "kubeconfig-namespace-not-a-string": Row(
-        (*P1, "--dry-run"), 1, f"kubeconfig {KC}: contexts[0].context.namespace must be a string, got 5",
-        files={"kubeconfig": kubeconfig_with(lambda c: context_body(c).update(namespace=5))}),
+        (*P1, "--dry-run"),
+        1,
+        f"kubeconfig {KC}: contexts[0].context.namespace must be a string, got 5",
+        files={"kubeconfig": kubeconfig_with(lambda c: context_body(c).update(namespace=5))},
+    ),
     "kubeconfig-current-context-a-list": Row(
-        (*P1, "--dry-run"), 1, f"kubeconfig {KC}: current-context must be a string, got list ['local-tests']",
-        files={"kubeconfig": kubeconfig_with(lambda c: c.update({"current-context": ["local-tests"]}))}),
-    "kubeconfig-missing-explicit": Row((*P1, "--dry-run", "--kubeconfig", "{tmp}/nope"), 1, "kubeconfig {tmp}/nope: no such file"),
-    "kubeconfig-missing-env": Row((*P1, "--dry-run"), 1, "no kubeconfig: {tmp}/nope (from $KUBECONFIG) does not exist",
-                                  env={"KUBECONFIG": "{tmp}/nope"}),
-    "kubeconfig-missing-env-list": Row((*P1, "--dry-run"), 1, "no kubeconfig: no file of $KUBECONFIG exists ({tmp}/a, {tmp}/b)",
-                                       env={"KUBECONFIG": "{tmp}/a:{tmp}/b"}),
+        (*P1, "--dry-run"),
+        1,
+        f"kubeconfig {KC}: current-context must be a string, got list ['local-tests']",
+        files={"kubeconfig": kubeconfig_with(lambda c: c.update({"current-context": ["local-tests"]}))},
+    ),
+    "kubeconfig-missing-explicit": Row(
+        (*P1, "--dry-run", "--kubeconfig", "{tmp}/nope"), 1, "kubeconfig {tmp}/nope: no such file"
+    ),
+    "kubeconfig-missing-env": Row(
+        (*P1, "--dry-run"),
+        1,
+        "no kubeconfig: {tmp}/nope (from $KUBECONFIG) does not exist",
+        env={"KUBECONFIG": "{tmp}/nope"},
+    ),
+    "kubeconfig-missing-env-list": Row(
+        (*P1, "--dry-run"),
+        1,
+        "no kubeconfig: no file of $KUBECONFIG exists ({tmp}/a, {tmp}/b)",
+        env={"KUBECONFIG": "{tmp}/a:{tmp}/b"},
+    ),
     "kubeconfig-garbage-second-in-list": Row(
-        (*P1, "--dry-run"), 1, "kubeconfig {tmp}/second: not valid YAML", env={"KUBECONFIG": f"{KC}:{{tmp}}/second"},
-        files={"kubeconfig": lambda w: yaml.safe_dump(w.kubeconfig), "second": "a: b: c\n"}),
-    "kubeconfig-unknown-context": Row((*P1, "--dry-run", "--context", "nope"), 1,
-                                      f"context 'nope' not found in kubeconfig {KC} (contexts: local-tests)"),
+        (*P1, "--dry-run"),
+        1,
+        "kubeconfig {tmp}/second: not valid YAML",
+        env={"KUBECONFIG": f"{KC}:{{tmp}}/second"},
+        files={"kubeconfig": lambda w: yaml.safe_dump(w.kubeconfig), "second": "a: b: c\n"},
+    ),
+    "kubeconfig-unknown-context": Row(
+        (*P1, "--dry-run", "--context", "nope"),
+        1,
+        f"context 'nope' not found in kubeconfig {KC} (contexts: local-tests)",
+    ),
     "kubeconfig-no-current-context": Row(
-        (*P1, "--dry-run"), 1, f"no context: kubeconfig {KC} sets no current-context; pass --context",
-        files={"kubeconfig": kubeconfig_with(lambda c: c.update({"current-context": ""}))}),
+        (*P1, "--dry-run"),
+        1,
+        f"no context: kubeconfig {KC} sets no current-context; pass --context",
+        files={"kubeconfig": kubeconfig_with(lambda c: c.update({"current-context": ""}))},
+    ),
     "kubeconfig-current-context-dangling": Row(
-        (*P1, "--dry-run"), 1, f"context 'ghost' not found in kubeconfig {KC} (contexts: local-tests)",
-        files={"kubeconfig": kubeconfig_with(lambda c: c.update({"current-context": "ghost"}))}),
+        (*P1, "--dry-run"),
+        1,
+        f"context 'ghost' not found in kubeconfig {KC} (contexts: local-tests)",
+        files={"kubeconfig": kubeconfig_with(lambda c: c.update({"current-context": "ghost"}))},
+    ),
     "kubeconfig-cluster-missing": Row(
-        (*P1, "--dry-run"), 1, f"context 'local-tests' names cluster 'local-tests', which is not in kubeconfig {KC}",
-        files={"kubeconfig": kubeconfig_with(lambda c: c.update(clusters=[]))}),
+        (*P1, "--dry-run"),
+        1,
+        f"context 'local-tests' names cluster 'local-tests', which is not in kubeconfig {KC}",
+        files={"kubeconfig": kubeconfig_with(lambda c: c.update(clusters=[]))},
+    ),
     "kubeconfig-user-missing": Row(
-        (*P1, "--dry-run"), 1, f"context 'local-tests' names user 'local-tests', which is not in kubeconfig {KC}",
-        files={"kubeconfig": kubeconfig_with(lambda c: c.update(users=[]))}),
+        (*P1, "--dry-run"),
+        1,
+        f"context 'local-tests' names user 'local-tests', which is not in kubeconfig {KC}",
+        files={"kubeconfig": kubeconfig_with(lambda c: c.update(users=[]))},
+    ),
     "kubeconfig-server-missing": Row(
-        (*P1, "--dry-run"), 1, f"cluster 'local-tests' of context 'local-tests' has no server in kubeconfig {KC}",
-        files={"kubeconfig": kubeconfig_with(lambda c: c["clusters"][0]["cluster"].pop("server"))}),
+        (*P1, "--dry-run"),
+        1,
+        f"cluster 'local-tests' of context 'local-tests' has no server in kubeconfig {KC}",
+        files={"kubeconfig": kubeconfig_with(lambda c: c["clusters"][0]["cluster"].pop("server"))},
+    ),
     "kubeconfig-ca-not-base64": Row(
-        (*P1, "--dry-run"), 1, f"cannot use context 'local-tests' from kubeconfig {KC}: ",
-        files={"kubeconfig": kubeconfig_with(
-            lambda c: c["clusters"][0]["cluster"].update({"certificate-authority-data": "%%% not base64 %%%"}))}),
+        (*P1, "--dry-run"),
+        1,
+        f"cannot use context 'local-tests' from kubeconfig {KC}: ",
+        files={
+            "kubeconfig": kubeconfig_with(
+                lambda c: c["clusters"][0]["cluster"].update({"certificate-authority-data": "%%% not base64 %%%"})
+            )
+        },
+    ),
     "kubeconfig-server-unreachable": Row(
-        (*P1, "--dry-run"), 1, "API server unreachable: HTTPSConnection(host='127.0.0.1', port=9)",
-        files={"kubeconfig": kubeconfig_with(lambda c: c["clusters"][0]["cluster"].update(server="https://127.0.0.1:9"))}),
+        (*P1, "--dry-run"),
+        1,
+        "API server unreachable: HTTPSConnection(host='127.0.0.1', port=9)",
+        files={
+            "kubeconfig": kubeconfig_with(lambda c: c["clusters"][0]["cluster"].update(server="https://127.0.0.1:9"))
+        },
+    ),
     "up-garbage-kubeconfig": Row(UP, 1, f"kubeconfig {KC}: not valid YAML", files={"kubeconfig": GARBAGE_YAML}),
     "up-binary-kubeconfig": Row(UP, 1, f"kubeconfig {KC}: not UTF-8 text", files={"kubeconfig": BINARY}),
     "up-kubeconfig-a-list": Row(UP, 1, f"kubeconfig {KC}: not a kubeconfig", files={"kubeconfig": "[1, 2]\n"}),
-    "down-garbage-kubeconfig": Row(("env", "down"), 1, f"teardown finished with errors: kubeconfig {KC}: not valid YAML",
-                                   files={"kubeconfig": GARBAGE_YAML}),
-    "restore-garbage-kubeconfig": Row(RESTORE, 1, f"kubeconfig {KC}: not valid YAML",
-                                      files={"j.jsonl": journal(), "kubeconfig": GARBAGE_YAML}),
-
+    "down-garbage-kubeconfig": Row(
+        ("env", "down"),
+        1,
+        f"teardown finished with errors: kubeconfig {KC}: not valid YAML",
+        files={"kubeconfig": GARBAGE_YAML},
+    ),
+    "restore-garbage-kubeconfig": Row(
+        RESTORE, 1, f"kubeconfig {KC}: not valid YAML", files={"j.jsonl": journal(), "kubeconfig": GARBAGE_YAML}
+    ),
     # -- env files: exit 1, file and field named, nothing started -------------------------------------------
     "env-empty": Row(UP, 1, "{tmp}/envs/example.yaml: the file is empty", env=ENVS, files={"envs/example.yaml": ""}),
     "env-binary": Row(UP, 1, "{tmp}/envs/example.yaml: not UTF-8 text", env=ENVS, files={"envs/example.yaml": BINARY}),
-    "env-garbage-yaml": Row(UP, 1, "{tmp}/envs/example.yaml: not valid YAML (line 3", env=ENVS,
-                            files={"envs/example.yaml": GARBAGE_YAML}),
-    "env-a-list": Row(UP, 1, "(top level): must be a mapping, got list", env=ENVS, files={"envs/example.yaml": "- name: x\n"}),
-    "env-endpoint-bad-ipv6": Row(UP, 1, "providers[0].endpoint: must be an http(s) URL, got 'ftp://[::1' (Invalid IPv6 URL)",
-                                 env=ENVS, files={"envs/example.yaml": example_env(provider_entry(endpoint="ftp://[::1"))}),
-    "env-endpoint-ftp": Row(UP, 1, "providers[0].endpoint: must be an http(s) URL, got 'ftp://h:21' (scheme 'ftp')",
-                            env=ENVS, files={"envs/example.yaml": example_env(provider_entry(endpoint="ftp://h:21"))}),
-    "env-endpoint-no-host": Row(UP, 1, "providers[0].endpoint: must be an http(s) URL with a host, got 'http://:8080'",
-                                env=ENVS, files={"envs/example.yaml": example_env(provider_entry(endpoint="http://:8080"))}),
-    "env-endpoint-port-range": Row(UP, 1, "providers[0].endpoint: must be an http(s) URL, got 'http://h:70000' (Port out of range",
-                                   env=ENVS, files={"envs/example.yaml": example_env(provider_entry(endpoint="http://h:70000"))}),
-    "env-endpoint-port-word": Row(UP, 1, "got 'http://h:http' (Port could not be cast to integer value as 'http')", env=ENVS,
-                                  files={"envs/example.yaml": example_env(provider_entry(endpoint="http://h:http"))}),
-    "env-endpoint-no-scheme": Row(UP, 1, "got '127.0.0.1:8080' (scheme 'missing')", env=ENVS,
-                                  files={"envs/example.yaml": example_env(provider_entry(endpoint="127.0.0.1:8080"))}),
-    "env-rank-word": Row(UP, 1, "providers[0].rank: must be a non-negative integer, got 'first'", env=ENVS,
-                         files={"envs/example.yaml": example_env(provider_entry(rank="first"))}),
-    "env-rank-bool": Row(UP, 1, "providers[0].rank: must be a non-negative integer, got True", env=ENVS,
-                         files={"envs/example.yaml": example_env(provider_entry(rank=True))}),
-    "env-provider-name-missing": Row(UP, 1, "providers[0].name: is required", env=ENVS,
-                                     files={"envs/example.yaml": example_env(lambda d: d["providers"][0].pop("name"))}),
-    "env-provider-not-a-mapping": Row(UP, 1, "providers[0]: must be a mapping, got 'provider-one'", env=ENVS,
-                                      files={"envs/example.yaml": example_env(lambda d: d["providers"].__setitem__(0, "provider-one"))}),
-    "env-duplicate-provider": Row(UP, 1, "providers: duplicate name 'provider-one'", env=ENVS,
-                                  files={"envs/example.yaml": example_env(lambda d: d["providers"].append(d["providers"][0]))}),
-    "env-unknown-network": Row(UP, 1, "consumers[0].network: names unknown network 'staging' (known: production)", env=ENVS,
-                               files={"envs/example.yaml": example_env(lambda d: d["consumers"][0].update(network="staging"))}),
-    "env-bad-namespace": Row(UP, 1, "namespace: must be a DNS-1123 label (lowercase letters, digits, '-'), got 'AGN_Example'",
-                             env=ENVS, files={"envs/example.yaml": example_env(lambda d: d.update(namespace="AGN_Example"))}),
-    "env-name-mismatch": Row(UP, 1, "name: is 'other' but the file is for environment 'example'", env=ENVS,
-                             files={"envs/example.yaml": example_env(lambda d: d.update(name="other"))}),
-    "env-unknown-field": Row(UP, 1, "colour: unknown field", env=ENVS,
-                             files={"envs/example.yaml": example_env(lambda d: d.update(colour="red"))}),
-    "env-metrics-age-zero": Row(UP, 1, "networks[0].metricsMaxAgeSeconds: must be a positive integer, got 0", env=ENVS,
-                                files={"envs/example.yaml": example_env(lambda d: d["networks"][0].update(metricsMaxAgeSeconds=0))}),
-    "env-labels-not-strings": Row(UP, 1, "providers[0].labels: must map strings to strings, got dict {'tier': 1}", env=ENVS,
-                                  files={"envs/example.yaml": example_env(provider_entry(labels={"tier": 1}))}),
-    "env-file-is-a-folder": Row(UP, 1, "{tmp}/envs/example.yaml: cannot read it: Is a directory", env=ENVS,
-                                files={"envs/example.yaml/keep": ""}),
+    "env-garbage-yaml": Row(
+        UP, 1, "{tmp}/envs/example.yaml: not valid YAML (line 3", env=ENVS, files={"envs/example.yaml": GARBAGE_YAML}
+    ),
+    "env-a-list": Row(
+        UP, 1, "(top level): must be a mapping, got list", env=ENVS, files={"envs/example.yaml": "- name: x\n"}
+    ),
+    "env-endpoint-bad-ipv6": Row(
+        UP,
+        1,
+        "providers[0].endpoint: must be an http(s) URL, got 'ftp://[::1' (Invalid IPv6 URL)",
+        env=ENVS,
+        files={"envs/example.yaml": example_env(provider_entry(endpoint="ftp://[::1"))},
+    ),
+    "env-endpoint-ftp": Row(
+        UP,
+        1,
+        "providers[0].endpoint: must be an http(s) URL, got 'ftp://h:21' (scheme 'ftp')",
+        env=ENVS,
+        files={"envs/example.yaml": example_env(provider_entry(endpoint="ftp://h:21"))},
+    ),
+    "env-endpoint-no-host": Row(
+        UP,
+        1,
+        "providers[0].endpoint: must be an http(s) URL with a host, got 'http://:8080'",
+        env=ENVS,
+        files={"envs/example.yaml": example_env(provider_entry(endpoint="http://:8080"))},
+    ),
+    "env-endpoint-port-range": Row(
+        UP,
+        1,
+        "providers[0].endpoint: must be an http(s) URL, got 'http://h:70000' (Port out of range",
+        env=ENVS,
+        files={"envs/example.yaml": example_env(provider_entry(endpoint="http://h:70000"))},
+    ),
+    "env-endpoint-port-word": Row(
+        UP,
+        1,
+        "got 'http://h:http' (Port could not be cast to integer value as 'http')",
+        env=ENVS,
+        files={"envs/example.yaml": example_env(provider_entry(endpoint="http://h:http"))},
+    ),
+    "env-endpoint-no-scheme": Row(
+        UP,
+        1,
+        "got '127.0.0.1:8080' (scheme 'missing')",
+        env=ENVS,
+        files={"envs/example.yaml": example_env(provider_entry(endpoint="127.0.0.1:8080"))},
+    ),
+    "env-rank-word": Row(
+        UP,
+        1,
+        "providers[0].rank: must be a non-negative integer, got 'first'",
+        env=ENVS,
+        files={"envs/example.yaml": example_env(provider_entry(rank="first"))},
+    ),
+    "env-rank-bool": Row(
+        UP,
+        1,
+        "providers[0].rank: must be a non-negative integer, got True",
+        env=ENVS,
+        files={"envs/example.yaml": example_env(provider_entry(rank=True))},
+    ),
+    "env-provider-name-missing": Row(
+        UP,
+        1,
+        "providers[0].name: is required",
+        env=ENVS,
+        files={"envs/example.yaml": example_env(lambda d: d["providers"][0].pop("name"))},
+    ),
+    "env-provider-not-a-mapping": Row(
+        UP,
+        1,
+        "providers[0]: must be a mapping, got 'provider-one'",
+        env=ENVS,
+        files={"envs/example.yaml": example_env(lambda d: d["providers"].__setitem__(0, "provider-one"))},
+    ),
+    "env-duplicate-provider": Row(
+        UP,
+        1,
+        "providers: duplicate name 'provider-one'",
+        env=ENVS,
+        files={"envs/example.yaml": example_env(lambda d: d["providers"].append(d["providers"][0]))},
+    ),
+    "env-unknown-network": Row(
+        UP,
+        1,
+        "consumers[0].network: names unknown network 'staging' (known: production)",
+        env=ENVS,
+        files={"envs/example.yaml": example_env(lambda d: d["consumers"][0].update(network="staging"))},
+    ),
+    "env-bad-namespace": Row(
+        UP,
+        1,
+        "namespace: must be a DNS-1123 label (lowercase letters, digits, '-'), got 'AGN_Example'",
+        env=ENVS,
+        files={"envs/example.yaml": example_env(lambda d: d.update(namespace="AGN_Example"))},
+    ),
+    "env-name-mismatch": Row(
+        UP,
+        1,
+        "name: is 'other' but the file is for environment 'example'",
+        env=ENVS,
+        files={"envs/example.yaml": example_env(lambda d: d.update(name="other"))},
+    ),
+    "env-unknown-field": Row(
+        UP,
+        1,
+        "colour: unknown field",
+        env=ENVS,
+        files={"envs/example.yaml": example_env(lambda d: d.update(colour="red"))},
+    ),
+    "env-metrics-age-zero": Row(
+        UP,
+        1,
+        "networks[0].metricsMaxAgeSeconds: must be a positive integer, got 0",
+        env=ENVS,
+        files={"envs/example.yaml": example_env(lambda d: d["networks"][0].update(metricsMaxAgeSeconds=0))},
+    ),
+    "env-labels-not-strings": Row(
+        UP,
+        1,
+        "providers[0].labels: must map strings to strings, got dict {'tier': 1}",
+        env=ENVS,
+        files={"envs/example.yaml": example_env(provider_entry(labels={"tier": 1}))},
+    ),
+    "env-file-is-a-folder": Row(
+        UP, 1, "{tmp}/envs/example.yaml: cannot read it: Is a directory", env=ENVS, files={"envs/example.yaml/keep": ""}
+    ),
     "env-bad-name-flag": Row(("env", "up", "--env", "Bad_Name"), 1, "invalid environment name 'Bad_Name'"),
-
     # -- journals for drain-restore: exit 1, the journal named and unchanged ----------------------------------
-    "journal-json-list": Row(RESTORE, 1, "{tmp}/j.jsonl: not a drain journal: expected JSON lines starting with a header object",
-                             files={"j.jsonl": "[]"}),
+    "journal-json-list": Row(
+        RESTORE,
+        1,
+        "{tmp}/j.jsonl: not a drain journal: expected JSON lines starting with a header object",
+        files={"j.jsonl": "[]"},
+    ),
     "journal-json-string": Row(RESTORE, 1, "{tmp}/j.jsonl: not a drain journal", files={"j.jsonl": '"journal"'}),
-    "journal-empty-object": Row(RESTORE, 1, "{tmp}/j.jsonl: not a drain journal (JSON format of earlier versions): needs request",
-                                files={"j.jsonl": "{}"}),
-    "journal-empty-file": Row(RESTORE, 1, "{tmp}/j.jsonl: not a drain journal: no complete header line", files={"j.jsonl": ""}),
+    "journal-empty-object": Row(
+        RESTORE,
+        1,
+        "{tmp}/j.jsonl: not a drain journal (JSON format of earlier versions): needs request",
+        files={"j.jsonl": "{}"},
+    ),
+    "journal-empty-file": Row(
+        RESTORE, 1, "{tmp}/j.jsonl: not a drain journal: no complete header line", files={"j.jsonl": ""}
+    ),
     "journal-binary": Row(RESTORE, 1, "{tmp}/j.jsonl: cannot read the drain journal", files={"j.jsonl": BINARY}),
-    "journal-wrong-format": Row(RESTORE, 1, "{tmp}/j.jsonl: not a drain journal: line 1: the first line is not a "
-                                "agn.dev/drain-journal/v2 header", files={"j.jsonl": journal(header={"format": "v0"})}),
-    "journal-plan-not-a-list": Row(RESTORE, 1, "{tmp}/j.jsonl: not a drain journal: line 1: header.plan must be a list",
-                                   files={"j.jsonl": journal(header={"plan": {"p-one": {}}})}),
+    "journal-wrong-format": Row(
+        RESTORE,
+        1,
+        "{tmp}/j.jsonl: not a drain journal: line 1: the first line is not a agn.dev/drain-journal/v2 header",
+        files={"j.jsonl": journal(header={"format": "v0"})},
+    ),
+    "journal-plan-not-a-list": Row(
+        RESTORE,
+        1,
+        "{tmp}/j.jsonl: not a drain journal: line 1: header.plan must be a list",
+        files={"j.jsonl": journal(header={"plan": {"p-one": {}}})},
+    ),
     "journal-generation-a-word": Row(
-        RESTORE, 1, "{tmp}/j.jsonl: not a drain journal: line 1: invalid literal for int() with base 10: 'x'",
-        files={"j.jsonl": journal(header={"plan": [{"provider": "p-one", "generation": "x"}]})}),
+        RESTORE,
+        1,
+        "{tmp}/j.jsonl: not a drain journal: line 1: invalid literal for int() with base 10: 'x'",
+        files={"j.jsonl": journal(header={"plan": [{"provider": "p-one", "generation": "x"}]})},
+    ),
     "journal-previous-a-word": Row(
-        RESTORE, 1, "{tmp}/j.jsonl: not a drain journal: line 1: previous must be true, false or null",
-        files={"j.jsonl": journal(header={"plan": [{"provider": "p-one", "previous": "yes"}]})}),
-    "journal-namespace-a-number": Row(RESTORE, 1, "line 1: header.namespace must be a non-empty string",
-                                      files={"j.jsonl": journal(header={"namespace": 5})}),
-    "journal-request-unknown": Row(RESTORE, 1, "line 1: header.request must be drain or undrain",
-                                   files={"j.jsonl": journal(header={"request": "pause"})}),
+        RESTORE,
+        1,
+        "{tmp}/j.jsonl: not a drain journal: line 1: previous must be true, false or null",
+        files={"j.jsonl": journal(header={"plan": [{"provider": "p-one", "previous": "yes"}]})},
+    ),
+    "journal-namespace-a-number": Row(
+        RESTORE,
+        1,
+        "line 1: header.namespace must be a non-empty string",
+        files={"j.jsonl": journal(header={"namespace": 5})},
+    ),
+    "journal-request-unknown": Row(
+        RESTORE,
+        1,
+        "line 1: header.request must be drain or undrain",
+        files={"j.jsonl": journal(header={"request": "pause"})},
+    ),
     "journal-foreign-provider": Row(
-        RESTORE, 1, "line 3: a done record names provider 'p-x', which is not in the plan",
-        files={"j.jsonl": journal(records=({"type": "done", "provider": "p-x", "generation": 2},))}),
+        RESTORE,
+        1,
+        "line 3: a done record names provider 'p-x', which is not in the plan",
+        files={"j.jsonl": journal(records=({"type": "done", "provider": "p-x", "generation": 2},))},
+    ),
     "journal-done-generation-word": Row(
-        RESTORE, 1, "line 3: invalid literal for int() with base 10: 'two'",
-        files={"j.jsonl": journal(records=({"type": "done", "provider": "p-one", "generation": "two"},))}),
-    "journal-legacy-providers-list": Row(RESTORE, 1, "(JSON format of earlier versions): needs request (drain|undrain) and a "
-                                         "providers object", files={"j.jsonl": legacy(providers=[])}),
+        RESTORE,
+        1,
+        "line 3: invalid literal for int() with base 10: 'two'",
+        files={"j.jsonl": journal(records=({"type": "done", "provider": "p-one", "generation": "two"},))},
+    ),
+    "journal-legacy-providers-list": Row(
+        RESTORE,
+        1,
+        "(JSON format of earlier versions): needs request (drain|undrain) and a providers object",
+        files={"j.jsonl": legacy(providers=[])},
+    ),
     "journal-legacy-generation-word": Row(
-        RESTORE, 1, "(JSON format of earlier versions): invalid literal for int() with base 10: 'abc'",
-        files={"j.jsonl": legacy(providers={"p-one": {"generation": "abc"}})}),
-    "journal-context-a-number": Row(RESTORE, 1, "{tmp}/j.jsonl: not a drain journal: context must be a string, got 5",
-                                    files={"j.jsonl": journal(header={"context": 5})}),
-    "journal-context-unknown": Row(RESTORE, 1, f"context 'elsewhere' not found in kubeconfig {KC} (contexts: local-tests)",
-                                   files={"j.jsonl": journal(header={"context": "elsewhere"})}),
+        RESTORE,
+        1,
+        "(JSON format of earlier versions): invalid literal for int() with base 10: 'abc'",
+        files={"j.jsonl": legacy(providers={"p-one": {"generation": "abc"}})},
+    ),
+    "journal-context-a-number": Row(
+        RESTORE,
+        1,
+        "{tmp}/j.jsonl: not a drain journal: context must be a string, got 5",
+        files={"j.jsonl": journal(header={"context": 5})},
+    ),
+    "journal-context-unknown": Row(
+        RESTORE,
+        1,
+        f"context 'elsewhere' not found in kubeconfig {KC} (contexts: local-tests)",
+        files={"j.jsonl": journal(header={"context": "elsewhere"})},
+    ),
     "journal-namespace-missing": Row(
-        RESTORE, 1, "namespace 'gone-ns' from journal {tmp}/j.jsonl does not exist in context 'local-tests'; nothing was restored",
-        files={"j.jsonl": journal(ns="gone-ns")}),
+        RESTORE,
+        1,
+        "namespace 'gone-ns' from journal {tmp}/j.jsonl does not exist in context 'local-tests'; nothing was restored",
+        files={"j.jsonl": journal(ns="gone-ns")},
+    ),
     "journal-namespace-missing-dry-run": Row(
-        (*RESTORE, "--dry-run"), 1, "namespace 'gone-ns' from journal {tmp}/j.jsonl does not exist in context 'local-tests'",
-        files={"j.jsonl": journal(ns="gone-ns")}),
-
+        (*RESTORE, "--dry-run"),
+        1,
+        "namespace 'gone-ns' from journal {tmp}/j.jsonl does not exist in context 'local-tests'",
+        files={"j.jsonl": journal(ns="gone-ns")},
+    ),
     # -- journal folders: exit 1 before any API request ------------------------------------------------------
-    "journal-dir-in-proc": Row((*P1, "--journal-dir", "/proc/agn-xtask/journal"), 1,
-                               "cannot use /proc/agn-xtask/journal as the drain journal folder: No such file or directory"),
-    "journal-dir-below-a-file": Row((*P1, "--journal-dir", "{tmp}/f/journal"), 1,
-                                    "cannot use {tmp}/f/journal as the drain journal folder: Not a directory", files={"f": "x"}),
-    "journal-dir-env-in-proc": Row(P1, 1, "cannot use /proc/agn-xtask as the drain journal folder",
-                                   env={"AGN_XTASK_JOURNAL_DIR": "/proc/agn-xtask"}),
-    "journal-dir-env-a-file": Row(P1, 1, "cannot use {tmp}/f as the drain journal folder: it is not a folder", files={"f": "x"},
-                                  env={"AGN_XTASK_JOURNAL_DIR": "{tmp}/f"}),
-
+    "journal-dir-in-proc": Row(
+        (*P1, "--journal-dir", "/proc/agn-xtask/journal"),
+        1,
+        "cannot use /proc/agn-xtask/journal as the drain journal folder: No such file or directory",
+    ),
+    "journal-dir-below-a-file": Row(
+        (*P1, "--journal-dir", "{tmp}/f/journal"),
+        1,
+        "cannot use {tmp}/f/journal as the drain journal folder: Not a directory",
+        files={"f": "x"},
+    ),
+    "journal-dir-env-in-proc": Row(
+        P1,
+        1,
+        "cannot use /proc/agn-xtask as the drain journal folder",
+        env={"AGN_XTASK_JOURNAL_DIR": "/proc/agn-xtask"},
+    ),
+    "journal-dir-env-a-file": Row(
+        P1,
+        1,
+        "cannot use {tmp}/f as the drain journal folder: it is not a folder",
+        files={"f": "x"},
+        env={"AGN_XTASK_JOURNAL_DIR": "{tmp}/f"},
+    ),
     # -- objects edited by hand: what the API server refuses, and what the drain refuses ------------------------
-    "edit-drain-a-string": Row(("kubectl", "patch", "iprov", "p-one", "--type", "merge", "-p",
-                                '{"spec":{"trafficPolicy":{"drain":"yes"}}}'), 1,
-                               'spec.trafficPolicy.drain: Invalid value: "string": spec.trafficPolicy.drain in body must be of type boolean'),
-    "edit-traffic-policy-a-string": Row(("kubectl", "patch", "iprov", "p-one", "--type", "merge", "-p",
-                                         '{"spec":{"trafficPolicy":"drain"}}'), 1, "spec.trafficPolicy: Invalid value"),
-    "edit-rank-negative": Row(("kubectl", "patch", "iprov", "p-two", "--type", "merge", "-p", '{"spec":{"rank":-1}}'), 1,
-                              "spec.rank: Invalid value: -1: spec.rank in body should be greater than or equal to 0"),
-    "edit-endpoint-removed": Row(("kubectl", "patch", "iprov", "p-two", "--type", "merge", "-p", '{"spec":{"endpoint":null}}'),
-                                 1, 'spec.endpoint: Required value'),
-    "edit-consumer-network-empty": Row(("kubectl", "patch", "icons", "c-a", "--type", "merge", "-p", '{"spec":{"network":""}}'),
-                                       1, "spec.network: Invalid value"),
-    "edit-network-max-age-zero": Row(("kubectl", "patch", "inet", "net", "--type", "merge", "-p",
-                                      '{"spec":{"metricsMaxAgeSeconds":0}}'), 1, "spec.metricsMaxAgeSeconds: Invalid value"),
+    "edit-drain-a-string": Row(
+        ("kubectl", "patch", "iprov", "p-one", "--type", "merge", "-p", '{"spec":{"trafficPolicy":{"drain":"yes"}}}'),
+        1,
+        'spec.trafficPolicy.drain: Invalid value: "string": spec.trafficPolicy.drain in body must be of type boolean',
+    ),
+    "edit-traffic-policy-a-string": Row(
+        ("kubectl", "patch", "iprov", "p-one", "--type", "merge", "-p", '{"spec":{"trafficPolicy":"drain"}}'),
+        1,
+        "spec.trafficPolicy: Invalid value",
+    ),
+    "edit-rank-negative": Row(
+        ("kubectl", "patch", "iprov", "p-two", "--type", "merge", "-p", '{"spec":{"rank":-1}}'),
+        1,
+        "spec.rank: Invalid value: -1: spec.rank in body should be greater than or equal to 0",
+    ),
+    "edit-endpoint-removed": Row(
+        ("kubectl", "patch", "iprov", "p-two", "--type", "merge", "-p", '{"spec":{"endpoint":null}}'),
+        1,
+        "spec.endpoint: Required value",
+    ),
+    "edit-consumer-network-empty": Row(
+        ("kubectl", "patch", "icons", "c-a", "--type", "merge", "-p", '{"spec":{"network":""}}'),
+        1,
+        "spec.network: Invalid value",
+    ),
+    "edit-network-max-age-zero": Row(
+        ("kubectl", "patch", "inet", "net", "--type", "merge", "-p", '{"spec":{"metricsMaxAgeSeconds":0}}'),
+        1,
+        "spec.metricsMaxAgeSeconds: Invalid value",
+    ),
     "edit-network-operator-unknown": Row(
-        ("kubectl", "patch", "inet", "net", "--type", "merge", "-p",
-         '{"spec":{"providerSelector":{"matchExpressions":[{"key":"net","operator":"Like"}]}}}'), 1,
-        'spec.providerSelector.matchExpressions[0].operator: Unsupported value: "Like"'),
+        (
+            "kubectl",
+            "patch",
+            "inet",
+            "net",
+            "--type",
+            "merge",
+            "-p",
+            '{"spec":{"providerSelector":{"matchExpressions":[{"key":"net","operator":"Like"}]}}}',
+        ),
+        1,
+        'spec.providerSelector.matchExpressions[0].operator: Unsupported value: "Like"',
+    ),
     "edit-overlay-admission-state": Row(
-        ("kubectl", "patch", "routingoverlays", "c-a", "--type", "json", "-p",
-         '[{"op":"replace","path":"/spec/candidates/0/admission_state","value":"maybe"}]'), 1,
-        'spec.candidates[0].admission_state: Unsupported value: "maybe"'),
+        (
+            "kubectl",
+            "patch",
+            "routingoverlays",
+            "c-a",
+            "--type",
+            "json",
+            "-p",
+            '[{"op":"replace","path":"/spec/candidates/0/admission_state","value":"maybe"}]',
+        ),
+        1,
+        'spec.candidates[0].admission_state: Unsupported value: "maybe"',
+    ),
     "drain-unknown-provider": Row((*DRAIN, "--provider", "p-nope"), 3, "provider 'p-nope' not found in namespace {ns}"),
-    "drain-unknown-gateway": Row((*DRAIN, "--gateway", "gw-nope"), 3, "no provider in namespace {ns} has spec.providerGateway == 'gw-nope'"),
-    "drain-unknown-namespace": Row((*P1, "--namespace", "ns-nope"), 3, "provider 'p-one' not found in namespace ns-nope"),
+    "drain-unknown-gateway": Row(
+        (*DRAIN, "--gateway", "gw-nope"), 3, "no provider in namespace {ns} has spec.providerGateway == 'gw-nope'"
+    ),
+    "drain-unknown-namespace": Row(
+        (*P1, "--namespace", "ns-nope"), 3, "provider 'p-one' not found in namespace ns-nope"
+    ),
     "drain-unknown-network": Row((*P1, "--network", "nope", "--consumer", "c-a"), 3, "network 'nope' not found"),
     "drain-unknown-consumer": Row((*P1, "--network", "net", "--consumer", "c-nope"), 3, "consumer 'c-nope' not found"),
-    "drain-consumer-of-another-network": Row((*P1, "--network", "net", "--consumer", "c-other"), 3,
-                                             "consumer 'c-other' belongs to network 'other-net', not 'net'"),
-    "drain-provider-not-selected": Row((*DRAIN, "--provider", "p-lonely", "--network", "net", "--consumer", "c-a"), 3,
-                                       "provider 'p-lonely' is not selected by network 'net'"),
-    "drain-capacity-guard": Row((*P1, "--network", "net", "--consumer", "c-a"), 3,
-                                "capacity guard: consumer c-a: selection group 'chat' would have no admitted provider (has 1 now)"),
+    "drain-consumer-of-another-network": Row(
+        (*P1, "--network", "net", "--consumer", "c-other"),
+        3,
+        "consumer 'c-other' belongs to network 'other-net', not 'net'",
+    ),
+    "drain-provider-not-selected": Row(
+        (*DRAIN, "--provider", "p-lonely", "--network", "net", "--consumer", "c-a"),
+        3,
+        "provider 'p-lonely' is not selected by network 'net'",
+    ),
+    "drain-capacity-guard": Row(
+        (*P1, "--network", "net", "--consumer", "c-a"),
+        3,
+        "capacity guard: consumer c-a: selection group 'chat' would have no admitted provider (has 1 now)",
+    ),
 }
 
 
@@ -416,8 +768,12 @@ def test_bad_input(world: World, tmp_path: Path, row: Row):
     argv = [_fill(a, world, tmp_path) for a in row.argv]
     env = {k: _fill(v, world, tmp_path) for k, v in row.env.items()}
     if argv[0] == "kubectl":
-        proc = subprocess.run([world.kubectl, "--kubeconfig", str(tmp_path / "kubeconfig"), *argv[1:]],
-                              capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [world.kubectl, "--kubeconfig", str(tmp_path / "kubeconfig"), *argv[1:]],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     else:
         proc = cli(*argv, env=env, timeout=120)
     output = proc.stdout + proc.stderr
@@ -461,6 +817,11 @@ def test_kubeconfig_list_is_merged_first_file_wins(world: World, tmp_path: Path)
     (tmp_path / "kubeconfig").write_text(yaml.safe_dump(first))
     proc = Cli(tmp_path)(*P1, "--dry-run", env=env)
     assert proc.returncode == 1 and "127.0.0.1', port=9" in proc.stderr, proc.stderr
-    kubectl = subprocess.run([world.kubectl, "config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}"],
-                             capture_output=True, text=True, env={**Cli(tmp_path).env, **env}, timeout=60)
+    kubectl = subprocess.run(
+        [world.kubectl, "config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}"],
+        capture_output=True,
+        text=True,
+        env={**Cli(tmp_path).env, **env},
+        timeout=60,
+    )
     assert kubectl.stdout == "https://127.0.0.1:9"

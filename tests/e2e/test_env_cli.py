@@ -1,11 +1,10 @@
 """End to end, as a user would: ``python -m xtask env up / status / provider-drain / down``
 as subprocesses on the example environment, on the embedded local runtime."""
+
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -41,13 +40,30 @@ def test_up_is_idempotent_and_status_reports_everything(cli, example):
     assert again.returncode == 0, again.stderr
     assert "was already up on the local runtime; nothing started" in again.stdout
     status = cli.status()
-    assert (status["state"], status["runtime"], status["context"], status["namespace"]) == ("up", "local", CTX, "agn-example")
+    assert (status["state"], status["runtime"], status["context"], status["namespace"]) == (
+        "up",
+        "local",
+        CTX,
+        "agn-example",
+    )
     assert status["kubeconfig"] == cli.env["KUBECONFIG"]
     names = {c["name"] for c in status["components"]}
-    assert {"etcd", "kube-apiserver", "operator", "gateway-consumer-a", "gateway-consumer-b",
-            "fake-provider-one", "fake-provider-four"} <= names
+    assert {
+        "etcd",
+        "kube-apiserver",
+        "operator",
+        "gateway-consumer-a",
+        "gateway-consumer-b",
+        "fake-provider-one",
+        "fake-provider-four",
+    } <= names
     assert all(c["running"] and c["healthy"] for c in status["components"])
-    assert [p["name"] for p in status["objects"]["providers"]] == ["provider-four", "provider-one", "provider-three", "provider-two"]
+    assert [p["name"] for p in status["objects"]["providers"]] == [
+        "provider-four",
+        "provider-one",
+        "provider-three",
+        "provider-two",
+    ]
     for consumer in status["objects"]["consumers"]:
         assert consumer["overlayRevision"] == consumer["acceptedRevision"] == consumer["servingRevision"]
         assert set(consumer["candidates"].values()) == {"admitted"}
@@ -57,8 +73,13 @@ def test_up_is_idempotent_and_status_reports_everything(cli, example):
 
 def test_kubectl_shows_printer_columns(cli, example):
     kubectl = ensure_assets(build=False) / "kubectl"
-    proc = subprocess.run([str(kubectl), "--context", CTX, "get", "inferenceproviders"], capture_output=True, text=True,
-                          env=cli.env, timeout=60)
+    proc = subprocess.run(
+        [str(kubectl), "--context", CTX, "get", "inferenceproviders"],
+        capture_output=True,
+        text=True,
+        env=cli.env,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     header = proc.stdout.splitlines()[0].split()
     assert header[:4] == ["NAME", "GATEWAY", "DRAIN", "AVAILABLE"]
@@ -67,6 +88,7 @@ def test_kubectl_shows_printer_columns(cli, example):
 
 def test_seed_sequence_runs_verbatim(cli, example):
     """Seed 000's command sequence, word for word apart from the context name."""
+
     def drain(*args):
         proc = cli("env", "provider-drain", "--context", CTX, *args, timeout=180)
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -79,12 +101,23 @@ def test_seed_sequence_runs_verbatim(cli, example):
     assert "stored: spec.trafficPolicy.drain=false" in drain("--provider", "provider-one", "--undrain")
     assert "provider-one, provider-two" in drain("--gateway", "provider-a").splitlines()[0]
     drain("--gateway", "provider-a", "--undrain")
-    out = drain("--gateway", "provider-a", "--network", "production", "--consumer", "consumer-a", "--consumer", "consumer-b")
+    out = drain(
+        "--gateway", "provider-a", "--network", "production", "--consumer", "consumer-a", "--consumer", "consumer-b"
+    )
     assert "ok: converged: consumer-a, consumer-b serve the change" in out
     for consumer in ("consumer-a", "consumer-b"):
         assert f"{consumer}/provider-one: existing_only" in out and f"{consumer}/provider-two: existing_only" in out
-    out = drain("--gateway", "provider-a", "--undrain", "--network", "production", "--consumer", "consumer-a",
-                "--consumer", "consumer-b")
+    out = drain(
+        "--gateway",
+        "provider-a",
+        "--undrain",
+        "--network",
+        "production",
+        "--consumer",
+        "consumer-a",
+        "--consumer",
+        "consumer-b",
+    )
     assert "consumer-a/provider-one: admitted" in out
 
 
@@ -93,17 +126,43 @@ def test_sticky_sessions_through_a_consumer_gateway(cli, example):
     chat = {"x-selection-group": "chat"}
 
     def complete(session: str) -> str:
-        return http_json(f"{gateway}/v1/completions", method="POST", body={"prompt": "hi"},
-                         headers={**chat, "x-session-id": session})["provider"]
+        return http_json(
+            f"{gateway}/v1/completions", method="POST", body={"prompt": "hi"}, headers={**chat, "x-session-id": session}
+        )["provider"]
 
     assert complete("old-session") == "provider-one"  # rank 0 in the chat group
-    drained = cli("env", "provider-drain", "--context", CTX, "--provider", "provider-one", "--network", "production",
-                  "--consumer", "consumer-a", "--consumer", "consumer-b")
+    drained = cli(
+        "env",
+        "provider-drain",
+        "--context",
+        CTX,
+        "--provider",
+        "provider-one",
+        "--network",
+        "production",
+        "--consumer",
+        "consumer-a",
+        "--consumer",
+        "consumer-b",
+    )
     assert drained.returncode == 0, drained.stdout
     assert complete("old-session") == "provider-one"  # existing affinity continues on existing_only
     assert {complete(f"new-{i}") for i in range(5)} == {"provider-three"}  # no new session lands on it
-    undrained = cli("env", "provider-drain", "--context", CTX, "--provider", "provider-one", "--undrain",
-                    "--network", "production", "--consumer", "consumer-a", "--consumer", "consumer-b")
+    undrained = cli(
+        "env",
+        "provider-drain",
+        "--context",
+        CTX,
+        "--provider",
+        "provider-one",
+        "--undrain",
+        "--network",
+        "production",
+        "--consumer",
+        "consumer-a",
+        "--consumer",
+        "consumer-b",
+    )
     assert undrained.returncode == 0, undrained.stdout
     assert complete("newest") == "provider-one"
 
@@ -112,8 +171,10 @@ def test_dead_component_is_repaired_by_up(cli, example):
     status = cli.status()
     operator = next(c for c in status["components"] if c["name"] == "operator")
     os.kill(operator["pid"], 9)
-    wait_for(lambda: not next(c for c in cli.status()["components"] if c["name"] == "operator")["running"],
-             what="operator to be seen dead")
+    wait_for(
+        lambda: not next(c for c in cli.status()["components"] if c["name"] == "operator")["running"],
+        what="operator to be seen dead",
+    )
     assert cli.status()["state"] == "degraded"
     repaired = cli("env", "up")
     assert repaired.returncode == 0, repaired.stderr
@@ -123,7 +184,10 @@ def test_dead_component_is_repaired_by_up(cli, example):
 
 def test_down_stops_everything_and_is_idempotent(cli, example):
     status = cli.status()
-    records = [ProcessRecord.from_file(p) for p in (Path(cli.env["AGN_XTASK_HOME"]) / "envs" / "example" / "run").glob("*.pid.json")]
+    records = [
+        ProcessRecord.from_file(p)
+        for p in (Path(cli.env["AGN_XTASK_HOME"]) / "envs" / "example" / "run").glob("*.pid.json")
+    ]
     assert len(records) == len(status["components"])
     down = cli("env", "down")
     assert down.returncode == 0, down.stderr
@@ -153,14 +217,25 @@ class TestFailuresLeaveNothingRunning:
         cli = Cli(tmp_path)
         proc = cli("env", "up", "--runtime", "local", env={"AGN_XTASK_ENVS_DIR": str(envs)})
         assert proc.returncode == 1
-        assert f"{envs / 'example.yaml'}" in proc.stderr and "providers[0].rank: must be a non-negative integer" in proc.stderr
+        assert (
+            f"{envs / 'example.yaml'}" in proc.stderr
+            and "providers[0].rank: must be a non-negative integer" in proc.stderr
+        )
         assert not (tmp_path / "state").exists()
 
     def test_missing_binaries_say_how_to_provide_them(self, tmp_path):
         cli = Cli(tmp_path)
-        proc = cli("env", "up", "--runtime", "local", env={
-            "KUBEBUILDER_ASSETS": str(tmp_path / "none"), "AGN_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/nonexistent",
-        })
+        proc = cli(
+            "env",
+            "up",
+            "--runtime",
+            "local",
+            env={
+                "KUBEBUILDER_ASSETS": str(tmp_path / "none"),
+                "AGN_CACHE_DIR": str(tmp_path / "cache"),
+                "PATH": "/nonexistent",
+            },
+        )
         assert proc.returncode == 1
         assert "binaries are missing" in proc.stderr and "KUBEBUILDER_ASSETS" in proc.stderr
         assert not (tmp_path / "state" / "envs" / "example" / "run").exists()
@@ -172,7 +247,9 @@ class TestFailuresLeaveNothingRunning:
         for b in ("etcd", "kubectl"):
             (assets / b).symlink_to(real / b)
         fake = assets / "kube-apiserver"
-        fake.write_text("#!/bin/sh\necho 'E1202 run.go:72] \"command failed\" err=\"simulated: bad certificate\"' >&2\nexit 1\n")
+        fake.write_text(
+            '#!/bin/sh\necho \'E1202 run.go:72] "command failed" err="simulated: bad certificate"\' >&2\nexit 1\n'
+        )
         fake.chmod(0o755)
         cli = Cli(tmp_path)
         proc = cli("env", "up", "--runtime", "local", env={"KUBEBUILDER_ASSETS": str(assets)})

@@ -3,6 +3,7 @@ of kube-apiserver and etcd during a drain's wait and during ``env up``, SIGKILL 
 and a gateway during a gateway drain, SIGSTOP of a gateway past ``--timeout``. Each ends with
 the environment repaired by ``env up``, the drain converged or reported with the right exit
 code, and no provider left in a state nobody asked for."""
+
 from __future__ import annotations
 
 import json
@@ -28,11 +29,18 @@ class Spawned:
     """A CLI process whose output is collected while it runs."""
 
     def __init__(self, cli: Cli, *args: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "xtask", *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, cwd=REPO, env=cli.env)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "xtask", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=REPO,
+            env=cli.env,
+        )
         self.lines: list[str] = []
-        self._reader = threading.Thread(target=lambda: self.lines.extend(l.rstrip("\n") for l in self.proc.stdout),
-                                        daemon=True)
+        self._reader = threading.Thread(
+            target=lambda: self.lines.extend(line.rstrip("\n") for line in self.proc.stdout), daemon=True
+        )
         self._reader.start()
 
     @property
@@ -73,11 +81,18 @@ def pid_of(cli: Cli, name: str) -> int:
 
 
 def drained(cli: Cli) -> dict[str, bool]:
-    out = subprocess.run([str(kubectl()), "--context", CTX, "get", "inferenceproviders", "-o", "json"],
-                         capture_output=True, text=True, env=cli.env, timeout=30)
+    out = subprocess.run(
+        [str(kubectl()), "--context", CTX, "get", "inferenceproviders", "-o", "json"],
+        capture_output=True,
+        text=True,
+        env=cli.env,
+        timeout=30,
+    )
     assert out.returncode == 0, out.stderr
-    return {p["metadata"]["name"]: bool(((p["spec"].get("trafficPolicy") or {}).get("drain")))
-            for p in json.loads(out.stdout)["items"]}
+    return {
+        p["metadata"]["name"]: bool((p["spec"].get("trafficPolicy") or {}).get("drain"))
+        for p in json.loads(out.stdout)["items"]
+    }
 
 
 def kubectl() -> Path:
@@ -87,7 +102,9 @@ def kubectl() -> Path:
 
 
 def apiserver_port(cli: Cli) -> int:
-    return json.loads((Path(cli.env["AGN_XTASK_HOME"]) / "envs" / "example" / "controlplane.json").read_text())["apiserver"]
+    return json.loads((Path(cli.env["AGN_XTASK_HOME"]) / "envs" / "example" / "controlplane.json").read_text())[
+        "apiserver"
+    ]
 
 
 def undrain_everything(cli: Cli) -> None:
@@ -115,13 +132,19 @@ def test_control_plane_sigkill_during_a_drain_wait_heals_on_the_same_address(cli
     gateway_b = pid_of(cli, "gateway-consumer-b")
     os.kill(gateway_b, signal.SIGSTOP)  # hold the drain in its wait
     paused.append(gateway_b)
-    run = Spawned(cli, "env", "provider-drain", "--context", CTX, "--provider", "provider-three", "--timeout", "120",
-                  *TARGETS)
-    wait_for(lambda: any("consumer consumer-b" in line for line in run.lines), timeout=60,
-             what="the drain waiting on consumer-b")
+    run = Spawned(
+        cli, "env", "provider-drain", "--context", CTX, "--provider", "provider-three", "--timeout", "120", *TARGETS
+    )
+    wait_for(
+        lambda: any("consumer consumer-b" in line for line in run.lines),
+        timeout=60,
+        what="the drain waiting on consumer-b",
+    )
     os.kill(pid_of(cli, component), signal.SIGKILL)
-    wait_for(lambda: not next(c for c in cli.status()["components"] if c["name"] == component)["running"],
-             what=f"{component} seen dead")
+    wait_for(
+        lambda: not next(c for c in cli.status()["components"] if c["name"] == component)["running"],
+        what=f"{component} seen dead",
+    )
     os.kill(gateway_b, signal.SIGCONT)  # it can serve the drain only once the control plane is back
     paused.remove(gateway_b)
     repaired = cli("env", "up", "--timeout", "90")
@@ -130,7 +153,12 @@ def test_control_plane_sigkill_during_a_drain_wait_heals_on_the_same_address(cli
     assert run.wait(timeout=120) == 0, run.output
     assert apiserver_port(cli) == port  # clients keep working: nobody is stranded on a dead address
     assert cli.status()["state"] == "up"
-    assert drained(cli) == {"provider-one": False, "provider-two": False, "provider-three": True, "provider-four": False}
+    assert drained(cli) == {
+        "provider-one": False,
+        "provider-two": False,
+        "provider-three": True,
+        "provider-four": False,
+    }
     undrain_everything(cli)
 
 
@@ -139,7 +167,9 @@ def test_apiserver_sigkill_during_env_up_then_up_again_repairs(cli):
     os.kill(pid_of(cli, "gateway-consumer-a"), signal.SIGKILL)
     wait_for(lambda: cli.status()["state"] == "degraded", what="env degraded")
     up = Spawned(cli, "env", "up", "--timeout", "30")
-    wait_for(lambda: any("start the AGN operator" in line for line in up.lines), timeout=60, what="up starting the operator")
+    wait_for(
+        lambda: any("start the AGN operator" in line for line in up.lines), timeout=60, what="up starting the operator"
+    )
     os.kill(pid_of(cli, "kube-apiserver"), signal.SIGKILL)
     code = up.wait(timeout=120)
     assert code in (0, 1), up.output  # finished before the kill landed, or failed naming the problem
@@ -151,7 +181,9 @@ def test_apiserver_sigkill_during_env_up_then_up_again_repairs(cli):
 
 
 def test_operator_and_gateway_sigkill_during_a_gateway_drain(cli):
-    run = Spawned(cli, "env", "provider-drain", "--context", CTX, "--gateway", "provider-a", "--timeout", "120", *TARGETS)
+    run = Spawned(
+        cli, "env", "provider-drain", "--context", CTX, "--gateway", "provider-a", "--timeout", "120", *TARGETS
+    )
     wait_for(lambda: any(line.startswith("waiting for") for line in run.lines), timeout=60, what="the wait to start")
     os.kill(pid_of(cli, "operator"), signal.SIGKILL)
     os.kill(pid_of(cli, "gateway-consumer-a"), signal.SIGKILL)

@@ -4,6 +4,7 @@ Four providers in two provider gateways with mixed selection groups (like envs/e
 one network, two consumers, the real operator and two real consumer gateways, all as
 processes tracked by pid. The CLI runs as ``python -m xtask`` in a subprocess, as a user would.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,31 +38,53 @@ class DrainEnv:
         self.urls: dict[str, str] = {}
         self.journal_dir = tmp / "journal"
 
-    def up(self, *, providers: dict | None = None) -> "DrainEnv":
+    def up(self, *, providers: dict | None = None) -> DrainEnv:
         layout = providers or LAYOUT
-        self.kube.create(NETWORKS, self.ns, {
-            "apiVersion": "agn.dev/v1alpha1", "kind": "InferenceNetwork", "metadata": {"name": "net"},
-            "spec": {"providerSelector": {"matchLabels": {"net": "yes"}}, "metricsMaxAgeSeconds": 45},
-        })
+        self.kube.create(
+            NETWORKS,
+            self.ns,
+            {
+                "apiVersion": "agn.dev/v1alpha1",
+                "kind": "InferenceNetwork",
+                "metadata": {"name": "net"},
+                "spec": {"providerSelector": {"matchLabels": {"net": "yes"}}, "metricsMaxAgeSeconds": 45},
+            },
+        )
         for c in CONSUMER_NAMES:
-            self.kube.create(CONSUMERS, self.ns, {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceConsumer",
-                                                  "metadata": {"name": c}, "spec": {"network": "net"}})
+            self.kube.create(
+                CONSUMERS,
+                self.ns,
+                {
+                    "apiVersion": "agn.dev/v1alpha1",
+                    "kind": "InferenceConsumer",
+                    "metadata": {"name": c},
+                    "spec": {"network": "net"},
+                },
+            )
         for name, (gw, group, rank) in layout.items():
             self.urls[name] = self.agn.provider(name)
             self.add_provider(name, gw, group, rank, self.urls[name])
         self.agn.operator()
         for c in CONSUMER_NAMES:
             self.agn.gateway(c)
-        wait_for(lambda: all(self.serving_all_admitted(c, len(layout)) for c in CONSUMER_NAMES), timeout=60,
-                 what="both consumers serving an overlay with every provider admitted")
+        wait_for(
+            lambda: all(self.serving_all_admitted(c, len(layout)) for c in CONSUMER_NAMES),
+            timeout=60,
+            what="both consumers serving an overlay with every provider admitted",
+        )
         return self
 
     def add_provider(self, name: str, gw: str, group: str, rank: int, url: str, *, labels: dict | None = None) -> None:
-        self.kube.create(PROVIDERS, self.ns, {
-            "apiVersion": "agn.dev/v1alpha1", "kind": "InferenceProvider",
-            "metadata": {"name": name, "labels": {"net": "yes", **(labels or {})}},
-            "spec": {"endpoint": url, "providerGateway": gw, "selectionGroup": group, "rank": rank},
-        })
+        self.kube.create(
+            PROVIDERS,
+            self.ns,
+            {
+                "apiVersion": "agn.dev/v1alpha1",
+                "kind": "InferenceProvider",
+                "metadata": {"name": name, "labels": {"net": "yes", **(labels or {})}},
+                "spec": {"endpoint": url, "providerGateway": gw, "selectionGroup": group, "rank": rank},
+            },
+        )
 
     # -- observations -----------------------------------------------------------------------
     def provider(self, name: str) -> dict:
@@ -89,16 +112,31 @@ class DrainEnv:
         if not overlay:
             return False
         states = self.states(consumer)
-        return (len(states) == count and set(states.values()) == {"admitted"}
-                and self.revisions(consumer) == (overlay["revision"], overlay["revision"]))
+        return (
+            len(states) == count
+            and set(states.values()) == {"admitted"}
+            and self.revisions(consumer) == (overlay["revision"], overlay["revision"])
+        )
 
     def set_health(self, provider: str, healthy: bool) -> None:
         http_json(f"{self.urls[provider]}/admin/state", method="POST", body={"healthy": healthy})
 
     # -- the CLI ------------------------------------------------------------------------------
     def argv(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "xtask", "env", "provider-drain", "--context", self.cp.context,
-                "--namespace", self.ns, "--journal-dir", str(self.journal_dir), *args]
+        return [
+            sys.executable,
+            "-m",
+            "xtask",
+            "env",
+            "provider-drain",
+            "--context",
+            self.cp.context,
+            "--namespace",
+            self.ns,
+            "--journal-dir",
+            str(self.journal_dir),
+            *args,
+        ]
 
     def env(self) -> dict[str, str]:
         env = self.cp.env()
@@ -113,14 +151,19 @@ class DrainEnv:
         try:
             return proc.returncode, json.loads(proc.stdout)
         except ValueError as exc:
-            raise AssertionError(f"no JSON on stdout (exit {proc.returncode}): {proc.stdout!r} {proc.stderr!r}") from exc
+            raise AssertionError(
+                f"no JSON on stdout (exit {proc.returncode}): {proc.stdout!r} {proc.stderr!r}"
+            ) from exc
 
     def targets(self) -> list[str]:
         return ["--network", "net", *sum((["--consumer", c] for c in CONSUMER_NAMES), [])]
 
-    def spawn(self, *args: str) -> "Running":
-        return Running(subprocess.Popen(self.argv(*args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                        env=self.env()))
+    def spawn(self, *args: str) -> Running:
+        return Running(
+            subprocess.Popen(
+                self.argv(*args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env()
+            )
+        )
 
     def journal_paths(self) -> list[Path]:
         return sorted(self.journal_dir.glob("drain-*.jsonl")) if self.journal_dir.exists() else []

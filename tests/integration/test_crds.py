@@ -1,5 +1,6 @@
 """The AGN CRDs' schemas, enforced by the real API server: bad objects are rejected, unknown
 fields are pruned (or rejected under strict validation), status is a subresource."""
+
 from __future__ import annotations
 
 import copy
@@ -10,9 +11,18 @@ from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Invalid
 
 pytestmark = pytest.mark.integration
 
-PROVIDER = {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceProvider", "metadata": {"name": "p"},
-            "spec": {"endpoint": "http://127.0.0.1:1", "providerGateway": "gw", "selectionGroup": "chat", "rank": 0,
-                     "trafficPolicy": {"drain": False}}}
+PROVIDER = {
+    "apiVersion": "agn.dev/v1alpha1",
+    "kind": "InferenceProvider",
+    "metadata": {"name": "p"},
+    "spec": {
+        "endpoint": "http://127.0.0.1:1",
+        "providerGateway": "gw",
+        "selectionGroup": "chat",
+        "rank": 0,
+        "trafficPolicy": {"drain": False},
+    },
+}
 
 
 def provider_with(**spec_changes):
@@ -25,13 +35,16 @@ def provider_with(**spec_changes):
     return obj
 
 
-@pytest.mark.parametrize("body, field", [
-    (provider_with(endpoint=None), "spec.endpoint"),
-    (provider_with(endpoint=""), "spec.endpoint"),
-    (provider_with(trafficPolicy={"drain": "yes"}), "spec.trafficPolicy.drain"),
-    (provider_with(rank=-1), "spec.rank"),
-    (provider_with(rank="first"), "spec.rank"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        (provider_with(endpoint=None), "spec.endpoint"),
+        (provider_with(endpoint=""), "spec.endpoint"),
+        (provider_with(trafficPolicy={"drain": "yes"}), "spec.trafficPolicy.drain"),
+        (provider_with(rank=-1), "spec.rank"),
+        (provider_with(rank="first"), "spec.rank"),
+    ],
+)
 def test_invalid_providers_are_rejected_naming_the_field(kube, namespace, body, field):
     with pytest.raises(Invalid) as exc:
         kube.create(PROVIDERS, namespace, body)
@@ -64,16 +77,42 @@ def test_status_is_a_subresource(kube, namespace):
 
 def test_other_kinds_reject_bad_objects(kube, namespace):
     with pytest.raises(Invalid, match="spec.network"):
-        kube.create(CONSUMERS, namespace, {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceConsumer",
-                                           "metadata": {"name": "c"}, "spec": {}})
+        kube.create(
+            CONSUMERS,
+            namespace,
+            {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceConsumer", "metadata": {"name": "c"}, "spec": {}},
+        )
     with pytest.raises(Invalid, match="metricsMaxAgeSeconds"):
-        kube.create(NETWORKS, namespace, {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceNetwork",
-                                          "metadata": {"name": "n"}, "spec": {"metricsMaxAgeSeconds": 0}})
-    network = kube.create(NETWORKS, namespace, {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceNetwork",
-                                                "metadata": {"name": "n2"}, "spec": {}})
+        kube.create(
+            NETWORKS,
+            namespace,
+            {
+                "apiVersion": "agn.dev/v1alpha1",
+                "kind": "InferenceNetwork",
+                "metadata": {"name": "n"},
+                "spec": {"metricsMaxAgeSeconds": 0},
+            },
+        )
+    network = kube.create(
+        NETWORKS,
+        namespace,
+        {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceNetwork", "metadata": {"name": "n2"}, "spec": {}},
+    )
     assert network["spec"]["metricsMaxAgeSeconds"] == 45  # the documented default
     with pytest.raises(Invalid, match="admission_state"):
-        kube.create(OVERLAYS, namespace, {"apiVersion": "agn.dev/v1alpha1", "kind": "RoutingOverlay", "metadata": {"name": "o"},
-                                          "spec": {"network": "n", "consumer": "c", "revision": 1, "digest": "d",
-                                                   "candidates": [{"id": "x", "provider": "p", "endpoint": "e",
-                                                                   "admission_state": "maybe"}]}})
+        kube.create(
+            OVERLAYS,
+            namespace,
+            {
+                "apiVersion": "agn.dev/v1alpha1",
+                "kind": "RoutingOverlay",
+                "metadata": {"name": "o"},
+                "spec": {
+                    "network": "n",
+                    "consumer": "c",
+                    "revision": 1,
+                    "digest": "d",
+                    "candidates": [{"id": "x", "provider": "p", "endpoint": "e", "admission_state": "maybe"}],
+                },
+            },
+        )

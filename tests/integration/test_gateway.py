@@ -3,6 +3,7 @@
 The tests play the operator themselves: they write RoutingOverlay objects and watch the
 gateway accept, serve and route by them.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,10 +13,10 @@ import urllib.error
 import urllib.request
 
 import pytest
-from agnprocs import http_json, wait_for
 
 from agn.kube import CONSUMERS, OVERLAYS, NotFound
 from agn.model import ADMITTED, EXISTING_ONLY, Candidate, overlay_digest
+from agnprocs import http_json, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -23,21 +24,33 @@ API_VERSION = "agn.dev/v1alpha1"
 
 
 def create_consumer(kube, namespace: str, name: str) -> None:
-    kube.create(CONSUMERS, namespace, {
-        "apiVersion": API_VERSION, "kind": "InferenceConsumer",
-        "metadata": {"name": name}, "spec": {"network": "net"},
-    })
+    kube.create(
+        CONSUMERS,
+        namespace,
+        {
+            "apiVersion": API_VERSION,
+            "kind": "InferenceConsumer",
+            "metadata": {"name": name},
+            "spec": {"network": "net"},
+        },
+    )
 
 
-def write_overlay(kube, namespace: str, consumer: str, revision: int, candidates: list[Candidate], *,
-                  spec_consumer: str | None = None) -> None:
+def write_overlay(
+    kube, namespace: str, consumer: str, revision: int, candidates: list[Candidate], *, spec_consumer: str | None = None
+) -> None:
     """Create or replace the overlay, as the operator would."""
     cands = sorted(candidates)
     body = {
-        "apiVersion": API_VERSION, "kind": "RoutingOverlay", "metadata": {"name": consumer},
+        "apiVersion": API_VERSION,
+        "kind": "RoutingOverlay",
+        "metadata": {"name": consumer},
         "spec": {
-            "network": "net", "consumer": spec_consumer or consumer, "revision": revision,
-            "digest": overlay_digest(cands), "candidates": [c.to_dict() for c in cands],
+            "network": "net",
+            "consumer": spec_consumer or consumer,
+            "revision": revision,
+            "digest": overlay_digest(cands),
+            "candidates": [c.to_dict() for c in cands],
         },
     }
     try:
@@ -55,11 +68,13 @@ def consumer_status(kube, namespace: str, name: str) -> dict:
 
 def wait_serving(kube, namespace: str, consumer: str, gateway: str, revision: int) -> dict:
     """Both revisions reported, and the gateway really routing by that revision."""
+
     def reached():
         status = consumer_status(kube, namespace, consumer)
         served = http_json(f"{gateway}/routes")["servingRevision"]
         ok = status.get("acceptedRevision") == revision and status.get("servingRevision") == revision
         return status if ok and served == revision else None
+
     return wait_for(reached, what=f"{consumer} serving revision {revision}")
 
 
@@ -69,8 +84,9 @@ def complete(gateway: str, *, session: str | None = None, group: str | None = No
         headers["x-session-id"] = session
     if group:
         headers["x-selection-group"] = group
-    req = urllib.request.Request(f"{gateway}/v1/completions", data=json.dumps({"prompt": "hi"}).encode(),
-                                 method="POST", headers=headers)
+    req = urllib.request.Request(
+        f"{gateway}/v1/completions", data=json.dumps({"prompt": "hi"}).encode(), method="POST", headers=headers
+    )
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
             return resp.status, json.loads(resp.read()), resp.headers.get("x-agn-provider")
@@ -119,8 +135,10 @@ def test_revisions_follow_overlay_and_invalid_is_not_accepted(kube, namespace, a
     # An invalid endpoint the schema lets through is rejected too.
     bad = Candidate("c-3", "p3", "not-a-url", "g", 0, ADMITTED)
     write_overlay(kube, namespace, "c1", 4, [one, bad])
-    wait_for(lambda: "revision 4" in (consumer_status(kube, namespace, "c1").get("message") or ""),
-             what="rejection of revision 4")
+    wait_for(
+        lambda: "revision 4" in (consumer_status(kube, namespace, "c1").get("message") or ""),
+        what="rejection of revision 4",
+    )
     assert consumer_status(kube, namespace, "c1")["acceptedRevision"] == 2
 
     # A valid revision is accepted again and clears the message.
@@ -186,8 +204,10 @@ def test_overlay_deleted_keeps_serving_and_sigterm_stops_cleanly(kube, namespace
     wait_serving(kube, namespace, "c3", gateway, 1)
 
     kube.delete(OVERLAYS, namespace, "c3")
-    wait_for(lambda: "not found" in (consumer_status(kube, namespace, "c3").get("message") or ""),
-             what="overlay-deleted message")
+    wait_for(
+        lambda: "not found" in (consumer_status(kube, namespace, "c3").get("message") or ""),
+        what="overlay-deleted message",
+    )
     assert provider_of(gateway, "s1") == "p1"
 
     rec = agn.sup.record("gateway-c3")

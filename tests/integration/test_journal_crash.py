@@ -2,6 +2,7 @@
 of a 150-provider fan-out, a host crash that loses every unsynced outcome line, a torn last
 line, and a journal in the format of earlier versions — each followed by ``drain-restore``
 on the real API server, after which no provider may be left changed."""
+
 from __future__ import annotations
 
 import json
@@ -28,22 +29,53 @@ FLEET = 150
 def fleet(kube, namespace) -> list[str]:
     names = [f"p{i:03d}" for i in range(FLEET)]
     for name in names:
-        kube.create(PROVIDERS, namespace, {
-            "apiVersion": "agn.dev/v1alpha1", "kind": "InferenceProvider", "metadata": {"name": name},
-            "spec": {"endpoint": f"http://127.0.0.1:9/{name}", "providerGateway": "gw-fleet", "selectionGroup": "chat"},
-        })
+        kube.create(
+            PROVIDERS,
+            namespace,
+            {
+                "apiVersion": "agn.dev/v1alpha1",
+                "kind": "InferenceProvider",
+                "metadata": {"name": name},
+                "spec": {
+                    "endpoint": f"http://127.0.0.1:9/{name}",
+                    "providerGateway": "gw-fleet",
+                    "selectionGroup": "chat",
+                },
+            },
+        )
     return names
 
 
 def drain_argv(control_plane, namespace: str, journal_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "xtask", "env", "provider-drain", "--context", control_plane.context,
-            "--namespace", namespace, "--gateway", "gw-fleet", "--concurrency", "8", "--reason", "crash test",
-            "--journal-dir", str(journal_dir)]
+    return [
+        sys.executable,
+        "-m",
+        "xtask",
+        "env",
+        "provider-drain",
+        "--context",
+        control_plane.context,
+        "--namespace",
+        namespace,
+        "--gateway",
+        "gw-fleet",
+        "--concurrency",
+        "8",
+        "--reason",
+        "crash test",
+        "--journal-dir",
+        str(journal_dir),
+    ]
 
 
 def restore(control_plane, journal: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "xtask", "env", "drain-restore", str(journal), *extra],
-                          capture_output=True, text=True, env=control_plane.env(), timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "xtask", "env", "drain-restore", str(journal), *extra],
+        capture_output=True,
+        text=True,
+        env=control_plane.env(),
+        timeout=120,
+    )
 
 
 def changed(kube, namespace: str) -> list[str]:
@@ -66,18 +98,31 @@ def count_lines(path: Path, kind: str) -> int:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
-def test_kill_9_at_a_random_point_then_restore_leaves_nothing_changed(control_plane, kube, namespace, fleet, tmp_path,
-                                                                      seed):
+def test_kill_9_at_a_random_point_then_restore_leaves_nothing_changed(
+    control_plane, kube, namespace, fleet, tmp_path, seed
+):
     rng = random.Random(seed)
     stop_after = rng.randint(1, FLEET - 30)  # intents recorded before the kill
     journal_dir = tmp_path / "journal"
-    proc = subprocess.Popen(drain_argv(control_plane, namespace, journal_dir), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=control_plane.env())
+    proc = subprocess.Popen(
+        drain_argv(control_plane, namespace, journal_dir),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=control_plane.env(),
+    )
     try:
-        journal = wait_for(lambda: next(iter(journal_dir.glob("drain-*.jsonl")), None), timeout=60,
-                           interval=0.005, what="the journal to be created")
-        wait_for(lambda: count_lines(journal, "intent") >= stop_after or proc.poll() is not None, timeout=60,
-                 interval=0.002, what=f"{stop_after} intents")
+        journal = wait_for(
+            lambda: next(iter(journal_dir.glob("drain-*.jsonl")), None),
+            timeout=60,
+            interval=0.005,
+            what="the journal to be created",
+        )
+        wait_for(
+            lambda: count_lines(journal, "intent") >= stop_after or proc.poll() is not None,
+            timeout=60,
+            interval=0.002,
+            what=f"{stop_after} intents",
+        )
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.wait(timeout=30)
@@ -101,15 +146,20 @@ def test_kill_9_at_a_random_point_then_restore_leaves_nothing_changed(control_pl
 
 def test_a_torn_last_line_still_restores(control_plane, kube, namespace, fleet, tmp_path):
     journal_dir = tmp_path / "journal"
-    done = subprocess.run(drain_argv(control_plane, namespace, journal_dir), capture_output=True, text=True,
-                          env=control_plane.env(), timeout=120)
+    done = subprocess.run(
+        drain_argv(control_plane, namespace, journal_dir),
+        capture_output=True,
+        text=True,
+        env=control_plane.env(),
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(changed(kube, namespace)) == FLEET
     (journal,) = journal_dir.glob("drain-*.jsonl")
     # Cut the file inside its last done line, as a crash in the middle of that append would.
     text = journal.read_text()
     last_done = text.rindex('{"type":"done"')
-    journal.write_text(text[:last_done + 20])
+    journal.write_text(text[: last_done + 20])
     state = read_journal(journal)
     assert state.torn_tail
     result = restore(control_plane, journal)
@@ -123,16 +173,40 @@ def test_a_journal_of_the_earlier_json_format_restores(control_plane, kube, name
     providers = {}
     for name in fleet[:3]:
         before = kube.get(PROVIDERS, namespace, name)
-        after = kube.merge_patch(PROVIDERS, namespace, name, {
-            "metadata": {"annotations": {"agn.dev/drain-operation": operation, "agn.dev/drain-reason": "old"}},
-            "spec": {"trafficPolicy": {"drain": True}}})
-        providers[name] = {"previous": None, "previousAnnotations": {}, "resourceVersion": before["metadata"]["resourceVersion"],
-                           "generation": before["metadata"]["generation"], "written": True,
-                           "writtenGeneration": after["metadata"]["generation"], "restored": None}
+        after = kube.merge_patch(
+            PROVIDERS,
+            namespace,
+            name,
+            {
+                "metadata": {"annotations": {"agn.dev/drain-operation": operation, "agn.dev/drain-reason": "old"}},
+                "spec": {"trafficPolicy": {"drain": True}},
+            },
+        )
+        providers[name] = {
+            "previous": None,
+            "previousAnnotations": {},
+            "resourceVersion": before["metadata"]["resourceVersion"],
+            "generation": before["metadata"]["generation"],
+            "written": True,
+            "writtenGeneration": after["metadata"]["generation"],
+            "restored": None,
+        }
     legacy = tmp_path / f"drain-{operation}.json"
-    legacy.write_text(json.dumps({"operation": operation, "context": control_plane.context, "namespace": namespace,
-                                  "request": "drain", "reason": "old", "state": "applying",
-                                  "startedAt": "2026-12-01T00:00:00+00:00", "providers": providers}, indent=2))
+    legacy.write_text(
+        json.dumps(
+            {
+                "operation": operation,
+                "context": control_plane.context,
+                "namespace": namespace,
+                "request": "drain",
+                "reason": "old",
+                "state": "applying",
+                "startedAt": "2026-12-01T00:00:00+00:00",
+                "providers": providers,
+            },
+            indent=2,
+        )
+    )
     result = restore(control_plane, legacy)
     assert result.returncode == 0, result.stdout + result.stderr
     assert changed(kube, namespace) == []

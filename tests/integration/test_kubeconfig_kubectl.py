@@ -1,12 +1,12 @@
 """xtask's kubeconfig handling checked against the real ``kubectl`` (client-go's rules):
 the lock convention, the merge of ``$KUBECONFIG``'s list, and the file new entries go to."""
+
 from __future__ import annotations
 
 import base64
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
@@ -29,9 +29,14 @@ def run(kubectl: str, *args: str, kubeconfig_env: str) -> subprocess.CompletedPr
 
 
 def entry(name: str, server: str = "https://127.0.0.1:1") -> dict:
-    return {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": name, "cluster": {"server": server}}],
-            "users": [{"name": name, "user": {"token": "t"}}],
-            "contexts": [{"name": name, "context": {"cluster": name, "user": name}}], "current-context": name}
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": {"server": server}}],
+        "users": [{"name": name, "user": {"token": "t"}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+        "current-context": name,
+    }
 
 
 def test_no_lock_is_left_and_kubectl_can_write_after_us(kubectl, tmp_path):
@@ -61,16 +66,24 @@ def test_the_merge_of_a_list_matches_kubectl(kubectl, tmp_path):
     (tmp_path / "sub" / "certs").mkdir(parents=True)
     (tmp_path / "sub" / "ca.crt").write_text("CA")
     (tmp_path / "sub" / "certs" / "u.crt").write_text("CRT")
-    first = {"clusters": [{"name": "shared", "cluster": {"server": "https://first:1", "certificate-authority": "ca.crt"}}],
-             "users": [{"name": "shared", "user": {"client-certificate": "certs/u.crt", "token": "t1"}}],
-             "contexts": [{"name": "shared", "context": {"cluster": "shared", "user": "shared", "namespace": "first"}}],
-             "current-context": ""}
-    second = {"clusters": [{"name": "shared", "cluster": {"server": "https://second:2", "proxy-url": "http://p:3"}},
-                           {"name": "other", "cluster": {"server": "https://other:3"}}],
-              "users": [{"name": "shared", "user": {"token": "t2"}}, {"name": "other", "user": {"token": "t3"}}],
-              "contexts": [{"name": "shared", "context": {"cluster": "shared", "user": "shared", "namespace": "second"}},
-                           {"name": "other", "context": {"cluster": "other", "user": "other"}}],
-              "current-context": "other"}
+    first = {
+        "clusters": [{"name": "shared", "cluster": {"server": "https://first:1", "certificate-authority": "ca.crt"}}],
+        "users": [{"name": "shared", "user": {"client-certificate": "certs/u.crt", "token": "t1"}}],
+        "contexts": [{"name": "shared", "context": {"cluster": "shared", "user": "shared", "namespace": "first"}}],
+        "current-context": "",
+    }
+    second = {
+        "clusters": [
+            {"name": "shared", "cluster": {"server": "https://second:2", "proxy-url": "http://p:3"}},
+            {"name": "other", "cluster": {"server": "https://other:3"}},
+        ],
+        "users": [{"name": "shared", "user": {"token": "t2"}}, {"name": "other", "user": {"token": "t3"}}],
+        "contexts": [
+            {"name": "shared", "context": {"cluster": "shared", "user": "shared", "namespace": "second"}},
+            {"name": "other", "context": {"cluster": "other", "user": "other"}},
+        ],
+        "current-context": "other",
+    }
     a, b = tmp_path / "sub" / "a", tmp_path / "b"
     a.write_text(yaml.safe_dump(first))
     b.write_text(yaml.safe_dump(second))
@@ -86,7 +99,9 @@ def test_the_merge_of_a_list_matches_kubectl(kubectl, tmp_path):
     assert ours["current-context"] == theirs["current-context"] == "other"
     for section in ("clusters", "users", "contexts"):
         assert by_name(ours, section).keys() == by_name(theirs, section).keys(), section
-    assert by_name(ours, "contexts") == {k: {kk: vv for kk, vv in v.items() if vv} for k, v in by_name(theirs, "contexts").items()}
+    assert by_name(ours, "contexts") == {
+        k: {kk: vv for kk, vv in v.items() if vv} for k, v in by_name(theirs, "contexts").items()
+    }
     cluster, user = by_name(ours, "clusters")["shared"], by_name(ours, "users")["shared"]
     assert cluster == {"server": "https://first:1", "certificate-authority": str(tmp_path / "sub" / "ca.crt")}
     # kubectl embedded the same files ours resolved to (relative to the file that named them).

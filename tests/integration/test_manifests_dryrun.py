@@ -3,6 +3,7 @@
 The ``control_plane`` fixture installed the CRDs; each test renders into its own namespace,
 which exists for real because dry-run of a namespaced object needs its namespace.
 """
+
 from __future__ import annotations
 
 import copy
@@ -24,8 +25,18 @@ def test_every_rendered_object_passes_server_side_dry_run(kube, namespace):
         answer = kube.apply(obj, dry_run=True)
         assert (answer["kind"], answer["metadata"]["name"]) == (obj["kind"], obj["metadata"]["name"])
         kinds.add(obj["kind"])
-    assert kinds >= {"CustomResourceDefinition", "Namespace", "ServiceAccount", "Role", "RoleBinding", "Service",
-                     "Deployment", "InferenceNetwork", "InferenceConsumer", "InferenceProvider"}
+    assert kinds >= {
+        "CustomResourceDefinition",
+        "Namespace",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "Service",
+        "Deployment",
+        "InferenceNetwork",
+        "InferenceConsumer",
+        "InferenceProvider",
+    }
     # A dry run stores nothing.
     assert kube.list(PROVIDERS, namespace)[0] == [] and kube.list(CONSUMERS, namespace)[0] == []
 

@@ -2,6 +2,7 @@
 
 Every wait is a wait-for-condition with a timeout that fails the test; no fixed sleeps.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,23 +23,38 @@ API = "agn.dev/v1alpha1"
 
 # -- helpers ---------------------------------------------------------------------------------
 def make_network(kube, ns, name="net", **spec):
-    kube.create(NETWORKS, ns, {"apiVersion": API, "kind": "InferenceNetwork", "metadata": {"name": name},
-                               "spec": {"providerSelector": {"matchLabels": {"agn.dev/net": name}}, **spec}})
+    kube.create(
+        NETWORKS,
+        ns,
+        {
+            "apiVersion": API,
+            "kind": "InferenceNetwork",
+            "metadata": {"name": name},
+            "spec": {"providerSelector": {"matchLabels": {"agn.dev/net": name}}, **spec},
+        },
+    )
 
 
 def make_consumer(kube, ns, name, *, network="net", excluded=()):
     spec = {"network": network}
     if excluded:
         spec["excludedProviders"] = list(excluded)
-    kube.create(CONSUMERS, ns, {"apiVersion": API, "kind": "InferenceConsumer", "metadata": {"name": name}, "spec": spec})
+    kube.create(
+        CONSUMERS, ns, {"apiVersion": API, "kind": "InferenceConsumer", "metadata": {"name": name}, "spec": spec}
+    )
 
 
 def make_provider(kube, ns, name, url, *, network="net", group="g1", rank=1):
-    return kube.create(PROVIDERS, ns, {
-        "apiVersion": API, "kind": "InferenceProvider",
-        "metadata": {"name": name, "labels": {"agn.dev/net": network}},
-        "spec": {"endpoint": url, "providerGateway": "gw-a", "selectionGroup": group, "rank": rank},
-    })
+    return kube.create(
+        PROVIDERS,
+        ns,
+        {
+            "apiVersion": API,
+            "kind": "InferenceProvider",
+            "metadata": {"name": name, "labels": {"agn.dev/net": network}},
+            "spec": {"endpoint": url, "providerGateway": "gw-a", "selectionGroup": group, "rank": rank},
+        },
+    )
 
 
 def set_drain(kube, ns, name, drain: bool):
@@ -58,8 +74,11 @@ def states(kube, ns, consumer) -> dict[str, str]:
 
 
 def wait_states(kube, ns, consumer, expected: dict[str, str], *, timeout=20.0):
-    return wait_for(lambda: states(kube, ns, consumer) == expected and overlay(kube, ns, consumer),
-                    timeout=timeout, what=f"overlay {consumer} == {expected}")
+    return wait_for(
+        lambda: states(kube, ns, consumer) == expected and overlay(kube, ns, consumer),
+        timeout=timeout,
+        what=f"overlay {consumer} == {expected}",
+    )
 
 
 def candidate(spec, provider):
@@ -105,13 +124,22 @@ def test_status_is_written_and_load_absent_stays_absent(kube, namespace, agn):
     assert status["candidateId"] == candidate_id(uid)
     assert status["probe"]["healthy"] is True and status["probe"]["metricsObservedAt"]
     assert {c["type"]: c["status"] for c in status["conditions"]} == {
-        "Valid": "True", "Available": "True", "MetricsFresh": "True", "Trusted": "True"}
+        "Valid": "True",
+        "Available": "True",
+        "MetricsFresh": "True",
+        "Trusted": "True",
+    }
     assert status["observedGeneration"] == 1
     assert status["load"]["waiting"] == 0
 
     http_json(f"{urls['p1']}/admin/state", method="POST", body={"exportWaiting": False})
-    load = wait_for(lambda: "waiting" not in (provider_status(kube, namespace, "p1").get("load") or {"waiting": 0})
-                    and provider_status(kube, namespace, "p1")["load"], what="waiting to disappear from load")
+    load = wait_for(
+        lambda: (
+            "waiting" not in (provider_status(kube, namespace, "p1").get("load") or {"waiting": 0})
+            and provider_status(kube, namespace, "p1")["load"]
+        ),
+        what="waiting to disappear from load",
+    )
     assert load["running"] == 0
 
 
@@ -124,7 +152,11 @@ def test_drain_is_existing_only_in_every_overlay_with_identity_unchanged(kube, n
         after = wait_states(kube, namespace, c, {"p1": "existing_only", "p2": "admitted"}, timeout=5)
         old, new = candidate(before[c], "p1"), candidate(after, "p1")
         assert (new["id"], new["selectionGroup"], new["rank"], new["endpoint"]) == (
-            old["id"], old["selectionGroup"], old["rank"], old["endpoint"])
+            old["id"],
+            old["selectionGroup"],
+            old["rank"],
+            old["endpoint"],
+        )
         assert after["revision"] == before[c]["revision"] + 1
 
     set_drain(kube, namespace, "p1", False)
@@ -161,8 +193,10 @@ def test_metrics_only_change_updates_status_not_overlay(kube, namespace, agn):
     urls = started_setup(kube, namespace, agn)
     before = kube.get(OVERLAYS, namespace, "c1")
     http_json(f"{urls['p1']}/admin/state", method="POST", body={"waiting": 7})
-    wait_for(lambda: (provider_status(kube, namespace, "p1").get("load") or {}).get("waiting") == 7,
-             what="status.load.waiting == 7")
+    wait_for(
+        lambda: (provider_status(kube, namespace, "p1").get("load") or {}).get("waiting") == 7,
+        what="status.load.waiting == 7",
+    )
     # The operator has reconciled after the status write (a later drain lands exactly one revision on).
     set_drain(kube, namespace, "p2", True)
     spec = wait_states(kube, namespace, "c1", {"p1": "admitted", "p2": "existing_only"})
@@ -173,10 +207,17 @@ def test_metrics_only_change_writes_no_overlay(kube, namespace, agn):
     urls = started_setup(kube, namespace, agn, providers=("p1",))
     before = kube.get(OVERLAYS, namespace, "c1")
     http_json(f"{urls['p1']}/admin/state", method="POST", body={"waiting": 3})
-    wait_for(lambda: (provider_status(kube, namespace, "p1").get("load") or {}).get("waiting") == 3,
-             what="status.load.waiting == 3")
-    wait_for(lambda: any(e.get("msg") == "provider status changed" and (e.get("load") or {}).get("waiting") == 3
-                         for e in operator_log_events(agn)), what="operator logged the load change")
+    wait_for(
+        lambda: (provider_status(kube, namespace, "p1").get("load") or {}).get("waiting") == 3,
+        what="status.load.waiting == 3",
+    )
+    wait_for(
+        lambda: any(
+            e.get("msg") == "provider status changed" and (e.get("load") or {}).get("waiting") == 3
+            for e in operator_log_events(agn)
+        ),
+        what="operator logged the load change",
+    )
     after = kube.get(OVERLAYS, namespace, "c1")
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
 
@@ -204,8 +245,10 @@ def test_operator_restart_does_not_churn_revisions(kube, namespace, agn):
 
     agn.stop("operator")
     agn.operator()
-    wait_for(lambda: any(e.get("msg") == "initial reconcile done" for e in operator_log_events(agn)),
-             what="the restarted operator's first reconcile of every consumer")
+    wait_for(
+        lambda: any(e.get("msg") == "initial reconcile done" for e in operator_log_events(agn)),
+        what="the restarted operator's first reconcile of every consumer",
+    )
     for c in ("c1", "c2"):
         after = kube.get(OVERLAYS, namespace, c)
         assert after["spec"]["revision"] == before[c]["spec"]["revision"]
@@ -226,8 +269,13 @@ def test_stale_metrics_remove_provider(kube, namespace, agn):
     assert status["probe"]["healthy"] is True
     assert "404" in status["probe"]["metricsError"]
     assert status["probe"]["metricsObservedAt"]  # the last successful scrape is kept
-    wait_for(lambda: any(c["type"] == "MetricsFresh" and c["status"] == "False"
-                         for c in provider_status(kube, namespace, "p1")["conditions"]), what="MetricsFresh=False")
+    wait_for(
+        lambda: any(
+            c["type"] == "MetricsFresh" and c["status"] == "False"
+            for c in provider_status(kube, namespace, "p1")["conditions"]
+        ),
+        what="MetricsFresh=False",
+    )
 
     http_json(f"{urls['p1']}/admin/state", method="POST", body={"metrics": True})
     wait_states(kube, namespace, "c1", {"p1": "admitted", "p2": "admitted"}, timeout=15)
@@ -268,14 +316,18 @@ def test_restart_after_outage_longer_than_metrics_bound_does_not_churn(kube, nam
     agn.stop("operator")
 
     def all_stale():
-        ages = [time.time() - parse_time(provider_status(kube, namespace, p)["probe"]["metricsObservedAt"])
-                for p in ("p1", "p2")]
+        ages = [
+            time.time() - parse_time(provider_status(kube, namespace, p)["probe"]["metricsObservedAt"])
+            for p in ("p1", "p2")
+        ]
         return min(ages) > 3 and ages
 
     wait_for(all_stale, timeout=15, interval=0.2, what="provider metrics to age past the network's bound")
     agn.operator()
-    wait_for(lambda: any(e.get("msg") == "initial reconcile done" for e in operator_log_events(agn)),
-             what="the restarted operator's first reconcile")
+    wait_for(
+        lambda: any(e.get("msg") == "initial reconcile done" for e in operator_log_events(agn)),
+        what="the restarted operator's first reconcile",
+    )
     after = kube.get(OVERLAYS, namespace, "c1")
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
     assert after["spec"]["revision"] == before["spec"]["revision"]
@@ -288,8 +340,13 @@ def test_consumer_without_network_gets_no_overlay_until_it_exists(kube, namespac
     make_network(kube, namespace, name="other", providerSelector={})
     agn.operator()
     wait_states(kube, namespace, "c0", {"p1": "admitted"})  # the operator is up and reconciling
-    wait_for(lambda: any(e.get("msg", "").startswith("consumer's network not found") and e.get("consumer") == "c1"
-                         for e in operator_log_events(agn)), what="the missing network to be logged")
+    wait_for(
+        lambda: any(
+            e.get("msg", "").startswith("consumer's network not found") and e.get("consumer") == "c1"
+            for e in operator_log_events(agn)
+        ),
+        what="the missing network to be logged",
+    )
     assert overlay(kube, namespace, "c1") is None
     make_network(kube, namespace)
     spec = wait_states(kube, namespace, "c1", {"p1": "admitted"})

@@ -7,6 +7,7 @@ the Lease's holder, the ``agn.dev/published-by`` annotation on overlays, and eac
 ``/healthz`` (``leader``, ``identity``, ``holder`` and the writes it sent). Every wait is a
 wait-for-condition that fails on timeout; no fixed sleeps.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,12 +17,12 @@ import time
 import urllib.error
 
 import pytest
+from test_operator import make_consumer, make_network, make_provider, overlay, set_drain, started_setup, wait_states
 
 from agn.kube import CONSUMERS, LEASES, OVERLAYS, Conflict, NotFound
 from agn.operator.controller import PUBLISHED_BY
 from agn.operator.lease import DEFAULT_LEASE_NAME
 from agnprocs import http_json, wait_for
-from test_operator import make_consumer, make_network, make_provider, overlay, set_drain, started_setup, wait_states
 from xtask.runtime.controlplane import free_port
 
 pytestmark = pytest.mark.integration
@@ -110,7 +111,9 @@ def test_overlays_are_owned_by_their_consumer_and_deleted_with_it(kube, namespac
 
     kube.delete(CONSUMERS, namespace, "c1")
     wait_for(lambda: overlay(kube, namespace, "c1") is None, timeout=10, what="c1's overlay to be deleted")
-    assert kube.get(OVERLAYS, namespace, "c2")["metadata"]["resourceVersion"] == c2_before["metadata"]["resourceVersion"]
+    assert (
+        kube.get(OVERLAYS, namespace, "c2")["metadata"]["resourceVersion"] == c2_before["metadata"]["resourceVersion"]
+    )
     deleted = [e for e in log_events(agn, "operator") if e.get("msg") == "overlay deleted"]
     assert [(e["consumer"], e["reason"]) for e in deleted] == [("c1", "orphan")]
 
@@ -129,21 +132,41 @@ def test_overlays_left_behind_while_no_operator_ran_are_cleaned_up_or_adopted(ku
     kube.delete(CONSUMERS, namespace, "c1")  # gone for good: its overlay is an orphan
     kube.delete(CONSUMERS, namespace, "c2")  # replaced: its overlay belongs to the old consumer
     make_consumer(kube, namespace, "c2")
-    kube.create(OVERLAYS, namespace, {"apiVersion": API, "kind": "RoutingOverlay", "metadata": {"name": "ghost"},
-                                      "spec": {**c3_before, "consumer": "ghost"}})  # never had a consumer
+    kube.create(
+        OVERLAYS,
+        namespace,
+        {
+            "apiVersion": API,
+            "kind": "RoutingOverlay",
+            "metadata": {"name": "ghost"},
+            "spec": {**c3_before, "consumer": "ghost"},
+        },
+    )  # never had a consumer
     # c3's overlay as an operator without ownerReferences wrote it.
     kube.merge_patch(OVERLAYS, namespace, "c3", {"metadata": {"ownerReferences": None, "annotations": None}})
 
     agn.operator()
-    wait_for(lambda: overlay(kube, namespace, "c1") is None and overlay(kube, namespace, "ghost") is None,
-             timeout=15, what="the orphaned overlays to be deleted")
-    new_c2 = wait_for(lambda: (o := get_or_none(kube, OVERLAYS, namespace, "c2"))
-                      and o["metadata"]["uid"] != old_c2["metadata"]["uid"] and o,
-                      timeout=15, what="c2's overlay to be replaced")
+    wait_for(
+        lambda: overlay(kube, namespace, "c1") is None and overlay(kube, namespace, "ghost") is None,
+        timeout=15,
+        what="the orphaned overlays to be deleted",
+    )
+    new_c2 = wait_for(
+        lambda: (
+            (o := get_or_none(kube, OVERLAYS, namespace, "c2"))
+            and o["metadata"]["uid"] != old_c2["metadata"]["uid"]
+            and o
+        ),
+        timeout=15,
+        what="c2's overlay to be replaced",
+    )
     assert new_c2["metadata"]["ownerReferences"] == [consumer_ref(kube, namespace, "c2")]
     assert new_c2["spec"]["revision"] == 1
-    wait_for(lambda: owner_refs(kube, namespace, "c3") == [consumer_ref(kube, namespace, "c3")],
-             timeout=15, what="c3's overlay to be adopted")
+    wait_for(
+        lambda: owner_refs(kube, namespace, "c3") == [consumer_ref(kube, namespace, "c3")],
+        timeout=15,
+        what="c3's overlay to be adopted",
+    )
     assert kube.get(OVERLAYS, namespace, "c3")["spec"] == c3_before  # adoption is not a new revision
     reasons = {(e["consumer"], e["reason"]) for e in log_events(agn, "operator") if e.get("msg") == "overlay deleted"}
     assert reasons == {("c1", "orphan"), ("ghost", "orphan"), ("c2", "stale")}
@@ -215,8 +238,11 @@ def test_a_leader_that_loses_its_lease_writes_nothing_until_it_leads_again(kube,
             return None
 
     wait_for(steal, what="the lease to be taken over by an intruder")
-    wait_for(lambda: healthz(a)["leader"] is False and healthz(a)["holder"] == "intruder",
-             timeout=5, what="operator-a to stop leading")
+    wait_for(
+        lambda: healthz(a)["leader"] is False and healthz(a)["holder"] == "intruder",
+        timeout=5,
+        what="operator-a to stop leading",
+    )
     set_drain(kube, namespace, "p1", True)  # must wait for the next term
     # The intruder never renews: after its 2 s, operator-a takes the lease back (a new term).
     wait_for(lambda: healthz(a)["leader"] and healthz(a)["term"] == 2, timeout=10, what="operator-a to lead again")

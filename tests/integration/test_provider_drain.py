@@ -1,5 +1,6 @@
 """provider-drain against the real API server, real operator and real consumer gateways,
 driven through the real CLI in a subprocess."""
+
 from __future__ import annotations
 
 import pytest
@@ -74,7 +75,7 @@ def test_patch_only_reports_stored_and_rerun_writes_nothing(env: DrainEnv):
     assert report["journal"] is None  # nothing to write, nothing to journal
     assert generations(env) == before
     # No spec write happened; only the operator's status writes may have moved resourceVersion.
-    for name, rv in rvs.items():
+    for name, _rv in rvs.items():
         assert env.provider(name)["metadata"]["generation"] == before[name][0]
 
 
@@ -137,8 +138,10 @@ def test_undrain_of_unhealthy_provider_is_not_eligible_until_healthy(env: DrainE
     assert env.drain_value("p-one") is False  # the undrain is stored
     env.set_health("p-one", True)
     # Eligibility follows what the operator has observed: wait for its probe to see recovery.
-    wait_for(lambda: (env.provider("p-one").get("status") or {}).get("probe", {}).get("healthy") is True,
-             what="the operator to observe p-one healthy again")
+    wait_for(
+        lambda: (env.provider("p-one").get("status") or {}).get("probe", {}).get("healthy") is True,
+        what="the operator to observe p-one healthy again",
+    )
     code, report = env.run_json("--provider", "p-one", "--undrain", *env.targets())
     assert code == 0, report
     assert all(env.states(c)["p-one"] == "admitted" for c in CONSUMER_NAMES)

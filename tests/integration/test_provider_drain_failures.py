@@ -1,6 +1,7 @@
 """provider-drain when things go wrong, for real: the API server rejecting writes mid-fan-out
 (a ValidatingAdmissionPolicy that lets server-side dry runs through but denies real writes),
 a concurrent writer, real signals to a real process, and kill -9 followed by journal restore."""
+
 from __future__ import annotations
 
 import signal
@@ -43,24 +44,44 @@ def reject_all_writes(kube, namespace):
 def _admission_policy(kube, namespace, *, expression: str):
     token = uuid.uuid4().hex[:8]
     name = f"agn-test-reject-{token}"
-    kube.apply({
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": name},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{"apiGroups": ["agn.dev"], "apiVersions": ["*"],
-                                                    "operations": ["UPDATE"], "resources": ["inferenceproviders"]}]},
-            "validations": [{"expression": expression,
-                             "message": "writes to this provider are frozen (test admission policy)"}],
-        },
-    })
-    kube.apply({
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name},
-        "spec": {"policyName": name, "validationActions": ["Deny"],
-                 "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                                    "objectSelector": {"matchLabels": {"reject-writes": token}}}},
-    })
+    kube.apply(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": ["agn.dev"],
+                            "apiVersions": ["*"],
+                            "operations": ["UPDATE"],
+                            "resources": ["inferenceproviders"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {"expression": expression, "message": "writes to this provider are frozen (test admission policy)"}
+                ],
+            },
+        }
+    )
+    kube.apply(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                    "objectSelector": {"matchLabels": {"reject-writes": token}},
+                },
+            },
+        }
+    )
     yield token
     kube.delete_cluster_object("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", name)
     kube.delete_cluster_object("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", name)
@@ -73,8 +94,9 @@ def label(env: DrainEnv, provider: str, key: str, value: str) -> None:
 def wait_policy_active(env: DrainEnv, provider: str, *, dry_run: bool = False) -> None:
     def rejected() -> bool:
         try:
-            env.kube.merge_patch(PROVIDERS, env.ns, provider, {"metadata": {"annotations": {"probe": uuid.uuid4().hex}}},
-                                 dry_run=dry_run)
+            env.kube.merge_patch(
+                PROVIDERS, env.ns, provider, {"metadata": {"annotations": {"probe": uuid.uuid4().hex}}}, dry_run=dry_run
+            )
         except Invalid:
             return True
         return False
@@ -136,8 +158,11 @@ def test_concurrent_writer_is_never_clobbered(env: DrainEnv, reject_real_writes)
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_mid_fan_out_restores_and_exits_interrupted(env: DrainEnv, sig):
     run = env.spawn("--gateway", "gw-big", "--concurrency", "1", "--qps", "2")
-    wait_for(lambda: any(any(e["written"] for e in j["providers"].values()) for j in env.journals()), timeout=30,
-             what="first write recorded in the journal")
+    wait_for(
+        lambda: any(any(e["written"] for e in j["providers"].values()) for j in env.journals()),
+        timeout=30,
+        what="first write recorded in the journal",
+    )
     run.signal(sig)
     code = run.wait(timeout=60)
     assert code == 8, run.output
@@ -166,29 +191,45 @@ def test_signal_mid_wait_keeps_applied_state_and_names_the_unconfirmed(env: Drai
 
 def test_kill_9_then_journal_restore(env: DrainEnv):
     run = env.spawn("--gateway", "gw-big", "--concurrency", "1", "--qps", "2", "--reason", "rack move")
-    wait_for(lambda: sum(e["written"] for j in env.journals() for e in j["providers"].values()) >= 2, timeout=30,
-             what="two writes recorded")
+    wait_for(
+        lambda: sum(e["written"] for j in env.journals() for e in j["providers"].values()) >= 2,
+        timeout=30,
+        what="two writes recorded",
+    )
     run.signal(signal.SIGKILL)
     assert run.wait(timeout=10) == -signal.SIGKILL
     journal_path = env.journal_paths()[-1]
     written = [n for n, e in env.journals()[-1]["providers"].items() if e["written"]]
     assert all(env.drain_value(n) is True for n in written)
-    restore = subprocess.run([sys.executable, "-m", "xtask", "env", "drain-restore", str(journal_path)],
-                             capture_output=True, text=True, env=env.env(), timeout=60)
+    restore = subprocess.run(
+        [sys.executable, "-m", "xtask", "env", "drain-restore", str(journal_path)],
+        capture_output=True,
+        text=True,
+        env=env.env(),
+        timeout=60,
+    )
     assert restore.returncode == 0, restore.stdout + restore.stderr
     for name in written:
         assert f"{name}: restored" in restore.stdout
         assert env.drain_value(name) is None
         assert REASON not in (env.provider(name)["metadata"].get("annotations") or {})
-    again = subprocess.run([sys.executable, "-m", "xtask", "env", "drain-restore", str(journal_path)],
-                           capture_output=True, text=True, env=env.env(), timeout=60)
+    again = subprocess.run(
+        [sys.executable, "-m", "xtask", "env", "drain-restore", str(journal_path)],
+        capture_output=True,
+        text=True,
+        env=env.env(),
+        timeout=60,
+    )
     assert again.returncode == 0 and "nothing to restore" in again.stdout
 
 
 def test_second_signal_stops_at_once_and_points_at_the_journal(env: DrainEnv):
     run = env.spawn("--gateway", "gw-big", "--concurrency", "1", "--qps", "2")
-    wait_for(lambda: any(any(e["written"] for e in j["providers"].values()) for j in env.journals()), timeout=30,
-             what="first write recorded in the journal")
+    wait_for(
+        lambda: any(any(e["written"] for e in j["providers"].values()) for j in env.journals()),
+        timeout=30,
+        what="first write recorded in the journal",
+    )
     # Two different signals: identical standard signals sent back to back merge into one.
     run.signal(signal.SIGINT)
     run.signal(signal.SIGTERM)
@@ -199,7 +240,12 @@ def test_second_signal_stops_at_once_and_points_at_the_journal(env: DrainEnv):
     assert f"journal: {journal_path}" in run.output
     assert f"python -m xtask env drain-restore {journal_path}" in run.output
     # What it left behind is recoverable from the journal.
-    restore = subprocess.run([sys.executable, "-m", "xtask", "env", "drain-restore", journal_path],
-                             capture_output=True, text=True, env=env.env(), timeout=60)
+    restore = subprocess.run(
+        [sys.executable, "-m", "xtask", "env", "drain-restore", journal_path],
+        capture_output=True,
+        text=True,
+        env=env.env(),
+        timeout=60,
+    )
     assert restore.returncode == 0, restore.stdout + restore.stderr
     assert all(env.drain_value(n) is None for n in BIG)

@@ -10,6 +10,7 @@ Found on this API server (and relied upon by the gateway): ``resourceNames`` res
 ``metadata.name=<name>`` is authorized as a request for ``<name>``; without that selector (or
 with another name) it is Forbidden.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,6 +19,7 @@ import pytest
 
 from agn.kube import CONSUMERS, LEASES, OVERLAYS, PROVIDERS, Forbidden, NotFound
 from agn.operator.lease import DEFAULT_LEASE_NAME
+from kubetest import can_i, impersonating
 from xtask.envdef import load_env
 from xtask.manifests import env_objects, render
 
@@ -39,10 +41,18 @@ def rbac(kube, namespace):
         if obj["kind"] in ("ServiceAccount", "Role", "RoleBinding"):
             kube.apply(obj)
 
-    def check(identity: str, verb: str, resource: str, *, subresource: str | None = None, name: str | None = None,
-              group: str = "agn.dev") -> bool:
-        return kube.can_i(sa(namespace, identity), verb, resource, namespace, subresource=subresource, name=name,
-                          group=group)
+    def check(
+        identity: str,
+        verb: str,
+        resource: str,
+        *,
+        subresource: str | None = None,
+        name: str | None = None,
+        group: str = "agn.dev",
+    ) -> bool:
+        return can_i(
+            kube, sa(namespace, identity), verb, resource, namespace, subresource=subresource, name=name, group=group
+        )
 
     return check
 
@@ -100,10 +110,14 @@ def test_gateway_reads_only_its_overlay_and_writes_only_its_status(rbac, consume
 
 def test_provider_drain_reads_and_patches_providers_reads_the_rest_nothing_else(rbac):
     allowed = [(v, "inferenceproviders", None, None) for v in (*READ, "patch")]
-    allowed += [(v, r, None, None) for r in ("routingoverlays", "inferenceconsumers", "inferencenetworks") for v in READ]
+    allowed += [
+        (v, r, None, None) for r in ("routingoverlays", "inferenceconsumers", "inferencenetworks") for v in READ
+    ]
     denied = [(v, "inferenceproviders", None, "provider-one") for v in ("create", "update", "delete")]
     denied += [(v, "inferenceproviders", "status", "provider-one") for v in ("update", "patch")]
-    denied += [(v, r, None, None) for r in ("routingoverlays", "inferenceconsumers", "inferencenetworks") for v in WRITE]
+    denied += [
+        (v, r, None, None) for r in ("routingoverlays", "inferenceconsumers", "inferencenetworks") for v in WRITE
+    ]
     denied += [("patch", "inferenceconsumers", "status", "consumer-a")]
     expect(rbac, "agn-provider-drain", allowed, denied)
     assert not rbac("agn-provider-drain", "get", "secrets", group="")
@@ -120,9 +134,16 @@ def _seed(kube, namespace: str) -> None:
     for obj in env_objects(dataclasses.replace(ENVDEF, namespace=namespace)):
         kube.apply(obj)
     for c in ENVDEF.consumers:
-        kube.create(OVERLAYS, namespace, {
-            "apiVersion": "agn.dev/v1alpha1", "kind": "RoutingOverlay", "metadata": {"name": c.name},
-            "spec": {"network": c.network, "consumer": c.name, "revision": 1, "digest": "d", "candidates": []}})
+        kube.create(
+            OVERLAYS,
+            namespace,
+            {
+                "apiVersion": "agn.dev/v1alpha1",
+                "kind": "RoutingOverlay",
+                "metadata": {"name": c.name},
+                "spec": {"network": c.network, "consumer": c.name, "revision": 1, "digest": "d", "candidates": []},
+            },
+        )
 
 
 @pytest.fixture
@@ -131,7 +152,7 @@ def as_sa(kube, namespace, rbac):
     opened = []
 
     def connect(identity: str):
-        k = kube.impersonating(sa(namespace, identity))
+        k = impersonating(kube, sa(namespace, identity))
         opened.append(k)
         return k
 
@@ -154,8 +175,11 @@ def test_gateway_lists_and_watches_its_overlay_by_name_only(as_sa, namespace):
     gateway = as_sa("agn-gateway-consumer-a")
     items, version = gateway.list(OVERLAYS, namespace, field_selector="metadata.name=consumer-a")
     assert [o["metadata"]["name"] for o in items] == ["consumer-a"]
-    events = list(gateway.watch(OVERLAYS, namespace, resource_version=version, timeout_seconds=1,
-                                field_selector="metadata.name=consumer-a"))
+    events = list(
+        gateway.watch(
+            OVERLAYS, namespace, resource_version=version, timeout_seconds=1, field_selector="metadata.name=consumer-a"
+        )
+    )
     assert all(obj["metadata"].get("name") in (None, "consumer-a") for _, obj in events)
     assert gateway.get(OVERLAYS, namespace, "consumer-a")["spec"]["consumer"] == "consumer-a"
     with pytest.raises(Forbidden):
@@ -195,16 +219,21 @@ def lease(name: str, holder: str, version: str | None = None) -> dict:
     meta = {"name": name}
     if version:
         meta["resourceVersion"] = version
-    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
-            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}}
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": meta,
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15},
+    }
 
 
 def test_operator_takes_and_renews_its_lease_and_deletes_overlays_but_no_other_lease(as_sa, kube, namespace):
     operator = as_sa("agn-operator")
     created = operator.create(LEASES, namespace, lease(DEFAULT_LEASE_NAME, "op-1"))
     assert operator.get(LEASES, namespace, DEFAULT_LEASE_NAME)["spec"]["holderIdentity"] == "op-1"
-    operator.replace(LEASES, namespace, DEFAULT_LEASE_NAME,
-                     lease(DEFAULT_LEASE_NAME, "op-2", created["metadata"]["resourceVersion"]))
+    operator.replace(
+        LEASES, namespace, DEFAULT_LEASE_NAME, lease(DEFAULT_LEASE_NAME, "op-2", created["metadata"]["resourceVersion"])
+    )
     assert kube.get(LEASES, namespace, DEFAULT_LEASE_NAME)["spec"]["holderIdentity"] == "op-2"
     with pytest.raises(Forbidden):
         operator.delete(LEASES, namespace, DEFAULT_LEASE_NAME)

@@ -8,6 +8,7 @@ with the reason otherwise (``xtask.runtime.select.kind_problems``). Run it with
 State and the kubeconfig live in a temporary folder; the cluster is named ``example`` after
 the env, so the test refuses to touch a kind cluster of that name that it did not create.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,13 +33,20 @@ pytestmark = [
 
 
 def run(env: dict, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "xtask", *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "xtask", *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def kubectl_json(env: dict, *args: str) -> dict:
-    out = subprocess.run(["kubectl", "--context", f"kind-{ENV}", "-n", NAMESPACE, *args, "-o", "json"], env=env,
-                         capture_output=True, text=True, check=True, timeout=60)
+    out = subprocess.run(
+        ["kubectl", "--context", f"kind-{ENV}", "-n", NAMESPACE, *args, "-o", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     return json.loads(out.stdout)
 
 
@@ -46,10 +54,17 @@ def kubectl_json(env: dict, *args: str) -> dict:
 def cli_env(tmp_path_factory):
     clusters = subprocess.run(["kind", "get", "clusters"], capture_output=True, text=True, check=True).stdout.split()
     if ENV in clusters:
-        pytest.skip(f"a kind cluster named {ENV!r} already exists; the e2e test does not touch clusters it did not create")
+        pytest.skip(
+            f"a kind cluster named {ENV!r} already exists; the e2e test does not touch clusters it did not create"
+        )
     home = tmp_path_factory.mktemp("kind-e2e")
-    env = {**os.environ, "AGN_XTASK_HOME": str(home / "xtask"), "KUBECONFIG": str(home / "kubeconfig"),
-           "PYTHONPATH": str(REPO_ROOT), "NO_COLOR": "1"}
+    env = {
+        **os.environ,
+        "AGN_XTASK_HOME": str(home / "xtask"),
+        "KUBECONFIG": str(home / "kubeconfig"),
+        "PYTHONPATH": str(REPO_ROOT),
+        "NO_COLOR": "1",
+    }
     yield env
     run(env, "env", "down", "--env", ENV, timeout=300)  # whatever happened above
 
@@ -71,8 +86,24 @@ def test_up_drain_down(cli_env):
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["started"] == []  # idempotent: the cluster and every deployment are reused
 
-    drain_args = ["env", "provider-drain", "--context", f"kind-{ENV}", "--namespace", NAMESPACE, "--gateway", "provider-a",
-                  "--network", "production", "--consumer", "consumer-a", "--consumer", "consumer-b", "--timeout", "120"]
+    drain_args = [
+        "env",
+        "provider-drain",
+        "--context",
+        f"kind-{ENV}",
+        "--namespace",
+        NAMESPACE,
+        "--gateway",
+        "provider-a",
+        "--network",
+        "production",
+        "--consumer",
+        "consumer-a",
+        "--consumer",
+        "consumer-b",
+        "--timeout",
+        "120",
+    ]
     drained = run(cli_env, *drain_args, "--reason", "kind e2e")
     assert drained.returncode == 0, drained.stdout + drained.stderr
     for overlay in kubectl_json(cli_env, "get", "routingoverlays")["items"]:

@@ -1,5 +1,6 @@
 """Unit tests for the drain's pure core: selection, planning, capacity guard, restoration
 decisions, the convergence predicate and exit-code mapping."""
+
 from __future__ import annotations
 
 import pytest
@@ -27,7 +28,10 @@ def prov(name, gateway=None, drain=None, rv="1", gen=1, annotations=None):
         spec["providerGateway"] = gateway
     if drain is not None:
         spec["trafficPolicy"] = {"drain": drain}
-    return {"metadata": {"name": name, "resourceVersion": rv, "generation": gen, "annotations": annotations or {}}, "spec": spec}
+    return {
+        "metadata": {"name": name, "resourceVersion": rv, "generation": gen, "annotations": annotations or {}},
+        "spec": spec,
+    }
 
 
 PROVIDERS = [prov("p-c", "gw-a"), prov("p-a", "gw-a"), prov("p-b", "gw-b"), prov("p-d", "gw-a-extra")]
@@ -64,7 +68,11 @@ class TestSelection:
 class TestPlan:
     def test_plan_marks_already_in_state(self):
         changes = plan_changes([prov("a", drain=True), prov("b"), prov("c", drain=False)], requested=True)
-        assert [(c.provider, c.previous, c.already) for c in changes] == [("a", True, True), ("b", None, False), ("c", False, False)]
+        assert [(c.provider, c.previous, c.already) for c in changes] == [
+            ("a", True, True),
+            ("b", None, False),
+            ("c", False, False),
+        ]
 
     def test_drain_patch_touches_only_the_field_and_our_annotations(self):
         (change,) = plan_changes([prov("a", rv="42")], requested=True)
@@ -106,7 +114,9 @@ class TestRestoreDecision:
 
     def test_another_operation_stamped_it(self):
         # Same value and generation, but another drain run's write: not ours to undo.
-        assert self.decide(prov("a", drain=True, gen=4, annotations={OPERATION: "op-2"})) is RestoreDecision.OTHER_WRITER
+        assert (
+            self.decide(prov("a", drain=True, gen=4, annotations={OPERATION: "op-2"})) is RestoreDecision.OTHER_WRITER
+        )
 
     def test_already_back(self):
         assert self.decide(prov("a", drain=False, gen=5)) is RestoreDecision.ALREADY
@@ -123,9 +133,18 @@ def cand(cid, provider, group, state=ADMITTED, rank=0):
 
 
 class TestCapacityGuard:
-    overlay = Overlay("net", "c1", 3, "d", (
-        cand("1", "one", "chat"), cand("2", "two", "embed"), cand("3", "three", "chat"), cand("4", "four", "embed"),
-    ))
+    overlay = Overlay(
+        "net",
+        "c1",
+        3,
+        "d",
+        (
+            cand("1", "one", "chat"),
+            cand("2", "two", "embed"),
+            cand("3", "three", "chat"),
+            cand("4", "four", "embed"),
+        ),
+    )
 
     def test_mixed_gateway_drain_is_allowed(self):
         assert capacity_violations({"c1": self.overlay}, ["one", "two"]) == []
@@ -141,8 +160,15 @@ class TestCapacityGuard:
 
 
 def pview(name, drain, healthy=True):
-    return ProviderView(name=name, endpoint="http://127.0.0.1:1", candidate_id=f"id-{name}", selection_group="g",
-                        drain=drain, healthy=healthy, metrics_observed_at=1000.0)
+    return ProviderView(
+        name=name,
+        endpoint="http://127.0.0.1:1",
+        candidate_id=f"id-{name}",
+        selection_group="g",
+        drain=drain,
+        healthy=healthy,
+        metrics_observed_at=1000.0,
+    )
 
 
 def observation(*, drain=True, state=EXISTING_ONLY, revision=5, accepted=5, serving=5, healthy=True, present=True):
@@ -207,8 +233,10 @@ class TestConvergence:
 
     def test_target_problems(self):
         probs = targets_problems(
-            network=NetworkView("net", match_labels={"x": "y"}), network_name="net",
-            consumers={"a": ConsumerView("a", "other"), "b": None}, providers=[pview("p", True)],
+            network=NetworkView("net", match_labels={"x": "y"}),
+            network_name="net",
+            consumers={"a": ConsumerView("a", "other"), "b": None},
+            providers=[pview("p", True)],
         )
         assert any("belongs to network 'other'" in p for p in probs)
         assert any("consumer 'b' not found" in p for p in probs)
@@ -217,7 +245,9 @@ class TestConvergence:
 
 class TestExitCodes:
     def base(self, **kw):
-        args = dict(refused=False, failed=0, interrupted_during_writes=False, restorations=[], wait_state=None, stored_ok=True)
+        args = dict(
+            refused=False, failed=0, interrupted_during_writes=False, restorations=[], wait_state=None, stored_ok=True
+        )
         args.update(kw)
         return exit_code_for(**args)
 

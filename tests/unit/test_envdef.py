@@ -13,8 +13,12 @@ def test_example_env_matches_the_seed():
     assert [n.name for n in env.networks] == ["production"]
     assert [c.name for c in env.consumers] == ["consumer-a", "consumer-b"]
     gateways = {p.name: p.provider_gateway for p in env.providers}
-    assert gateways == {"provider-one": "provider-a", "provider-two": "provider-a",
-                        "provider-three": "provider-b", "provider-four": "provider-b"}
+    assert gateways == {
+        "provider-one": "provider-a",
+        "provider-two": "provider-a",
+        "provider-three": "provider-b",
+        "provider-four": "provider-b",
+    }
 
 
 def test_example_groups_mix_gateways():
@@ -66,20 +70,23 @@ def problems(data) -> list[str]:
     return str(exc.value).split("\n")[1:]
 
 
-@pytest.mark.parametrize("endpoint, detail", [
-    ("ftp://[::1", "got 'ftp://[::1' (Invalid IPv6 URL)"),
-    ("ftp://host:21", "got 'ftp://host:21' (scheme 'ftp')"),
-    ("127.0.0.1:8080", "got '127.0.0.1:8080' (scheme 'missing')"),
-    ("localhost:8080", "got 'localhost:8080' (scheme 'localhost')"),
-    ("//host:80", "(scheme 'missing')"),
-    ("http://", "must be an http(s) URL with a host, got 'http://'"),
-    ("http://:80/x", "with a host, got 'http://:80/x'"),
-    ("http://h:99999", "got 'http://h:99999' (Port out of range 0-65535)"),
-    ("http://h:port", "got 'http://h:port' (Port could not be cast to integer value as 'port')"),
-    ("http://h:0", "(port 0)"),
-    ("", "must be an http(s) URL, got ''"),
-    (8080, "must be an http(s) URL, got 8080"),
-])
+@pytest.mark.parametrize(
+    "endpoint, detail",
+    [
+        ("ftp://[::1", "got 'ftp://[::1' (Invalid IPv6 URL)"),
+        ("ftp://host:21", "got 'ftp://host:21' (scheme 'ftp')"),
+        ("127.0.0.1:8080", "got '127.0.0.1:8080' (scheme 'missing')"),
+        ("localhost:8080", "got 'localhost:8080' (scheme 'localhost')"),
+        ("//host:80", "(scheme 'missing')"),
+        ("http://", "must be an http(s) URL with a host, got 'http://'"),
+        ("http://:80/x", "with a host, got 'http://:80/x'"),
+        ("http://h:99999", "got 'http://h:99999' (Port out of range 0-65535)"),
+        ("http://h:port", "got 'http://h:port' (Port could not be cast to integer value as 'port')"),
+        ("http://h:0", "(port 0)"),
+        ("", "must be an http(s) URL, got ''"),
+        (8080, "must be an http(s) URL, got 8080"),
+    ],
+)
 def test_malformed_endpoints_are_rejected(endpoint, detail):
     data = example()
     data["providers"][0]["endpoint"] = endpoint
@@ -87,8 +94,9 @@ def test_malformed_endpoints_are_rejected(endpoint, detail):
     assert problem.startswith("  providers[0].endpoint: ") and detail in problem
 
 
-@pytest.mark.parametrize("endpoint", ["http://127.0.0.1:8080", "https://provider.example:443/v1", "http://[::1]:9000",
-                                      "http://provider"])
+@pytest.mark.parametrize(
+    "endpoint", ["http://127.0.0.1:8080", "https://provider.example:443/v1", "http://[::1]:9000", "http://provider"]
+)
 def test_good_endpoints_pass(endpoint):
     data = example()
     data["providers"][0]["endpoint"] = endpoint
@@ -103,11 +111,17 @@ def test_empty_file_says_it_is_empty(tmp_path):
     assert "NoneType" not in str(exc.value)
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"\xff\xd8\xff\xe0 binary", "not UTF-8 text"),
-    (b"name: x\n  bad indent: [\n", "not valid YAML (line 2"),
-    (b"name: a\n---\nname: b\n", "not valid YAML (line 2, column 1: expected a single document in the stream, but found another document)"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"\xff\xd8\xff\xe0 binary", "not UTF-8 text"),
+        (b"name: x\n  bad indent: [\n", "not valid YAML (line 2"),
+        (
+            b"name: a\n---\nname: b\n",
+            "not valid YAML (line 2, column 1: expected a single document in the stream, but found another document)",
+        ),
+    ],
+)
 def test_unreadable_files_are_one_line_errors(tmp_path, content, message):
     (tmp_path / "bad.yaml").write_bytes(content)
     with pytest.raises(EnvDefinitionError) as exc:
@@ -121,31 +135,53 @@ def test_a_missing_required_field_is_reported_once():
     del data["providers"][1]["name"]
     del data["providers"][2]["selectionGroup"]
     del data["consumers"][0]["network"]
-    assert problems(data) == ["  consumers[0].network: is required", "  providers[1].name: is required",
-                              "  providers[2].selectionGroup: is required"]
+    assert problems(data) == [
+        "  consumers[0].network: is required",
+        "  providers[1].name: is required",
+        "  providers[2].selectionGroup: is required",
+    ]
 
 
 def test_an_item_that_is_not_a_mapping_is_reported_once():
     data = example()
     data["providers"][0] = "provider-one"
     data["networks"] = {"production": {}}
-    assert problems(data) == ["  networks: must be a list, got dict {'production': {}}",
-                              "  providers[0]: must be a mapping, got 'provider-one'",
-                              "  consumers[0].network: names unknown network 'production' (known: none)",
-                              "  consumers[1].network: names unknown network 'production' (known: none)"]
+    assert problems(data) == [
+        "  networks: must be a list, got dict {'production': {}}",
+        "  providers[0]: must be a mapping, got 'provider-one'",
+        "  consumers[0].network: names unknown network 'production' (known: none)",
+        "  consumers[1].network: names unknown network 'production' (known: none)",
+    ]
 
 
-@pytest.mark.parametrize("change, expected", [
-    (lambda d: d["networks"][0].update(trust=["http"]), "networks[0].trust: must be a mapping, got list ['http']"),
-    (lambda d: d["networks"][0].update(metricsMaxAgeSeconds="45s"), "networks[0].metricsMaxAgeSeconds: must be a positive integer, got '45s'"),
-    (lambda d: d["consumers"][0].update(excludedProviders="provider-one"),
-     "consumers[0].excludedProviders: must be a list of provider names, got 'provider-one'"),
-    (lambda d: d["consumers"][0].update(network=7), "consumers[0].network: must be a non-empty string, got 7"),
-    (lambda d: d["providers"][0].update(labels={"tier": 1}), "providers[0].labels: must map strings to strings, got dict {'tier': 1}"),
-    (lambda d: d["providers"][0].update(name="Provider_One"), "providers[0].name: must be a DNS-1123 label (lowercase letters, digits, '-'), got 'Provider_One'"),
-    (lambda d: d["providers"][0].update(rank=True), "providers[0].rank: must be a non-negative integer, got True"),
-    (lambda d: d.update(namespace=None), "namespace: must be a DNS-1123 label (lowercase letters, digits, '-'), got nothing (null)"),
-])
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (lambda d: d["networks"][0].update(trust=["http"]), "networks[0].trust: must be a mapping, got list ['http']"),
+        (
+            lambda d: d["networks"][0].update(metricsMaxAgeSeconds="45s"),
+            "networks[0].metricsMaxAgeSeconds: must be a positive integer, got '45s'",
+        ),
+        (
+            lambda d: d["consumers"][0].update(excludedProviders="provider-one"),
+            "consumers[0].excludedProviders: must be a list of provider names, got 'provider-one'",
+        ),
+        (lambda d: d["consumers"][0].update(network=7), "consumers[0].network: must be a non-empty string, got 7"),
+        (
+            lambda d: d["providers"][0].update(labels={"tier": 1}),
+            "providers[0].labels: must map strings to strings, got dict {'tier': 1}",
+        ),
+        (
+            lambda d: d["providers"][0].update(name="Provider_One"),
+            "providers[0].name: must be a DNS-1123 label (lowercase letters, digits, '-'), got 'Provider_One'",
+        ),
+        (lambda d: d["providers"][0].update(rank=True), "providers[0].rank: must be a non-negative integer, got True"),
+        (
+            lambda d: d.update(namespace=None),
+            "namespace: must be a DNS-1123 label (lowercase letters, digits, '-'), got nothing (null)",
+        ),
+    ],
+)
 def test_every_message_names_field_and_value(change, expected):
     data = example()
     change(data)

@@ -1,4 +1,5 @@
 """Non-finite numbers (nan, inf, 1e999) are usage errors wherever a float is parsed."""
+
 from __future__ import annotations
 
 import pytest
@@ -24,17 +25,22 @@ def test_env_up_rejects_non_finite_timeout(capsys, value):
     assert "Invalid value for '--timeout'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flag, value, message", [
-    ("--qps", "0", "0.0 is not in the range x>=0.1"),
-    ("--timeout", "0.5", "0.5 is not in the range x>=1"),
-    ("--qps", "fast", "'fast' is not a valid float"),
-])
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("--qps", "0", "0.0 is not in the range x>=0.1"),
+        ("--timeout", "0.5", "0.5 is not in the range x>=1"),
+        ("--qps", "fast", "'fast' is not a valid float"),
+    ],
+)
 def test_ranges_and_garbage_still_rejected(capsys, flag, value, message):
     assert main(["env", "provider-drain", "--provider", "p", flag, value]) == 2
     assert message in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flag", ["--probe-interval", "--probe-timeout", "--resync", "--coalesce-window", "--max-batch-wait"])
+@pytest.mark.parametrize(
+    "flag", ["--probe-interval", "--probe-timeout", "--resync", "--coalesce-window", "--max-batch-wait"]
+)
 @pytest.mark.parametrize("value", ["nan", "inf", "1e999", "soon"])
 def test_operator_rejects_non_finite_and_garbage(capsys, flag, value):
     with pytest.raises(SystemExit) as exc:

@@ -1,4 +1,5 @@
 """The follower's accept -> swap -> serve order and the status writer, against a fake API boundary."""
+
 from __future__ import annotations
 
 import io
@@ -8,10 +9,10 @@ import threading
 import pytest
 
 from agn.gateway.follower import OverlayFollower
-from agn.logs import JsonLog
-from agn.gateway.status import StatusWriter
+from agn.gateway.status_writer import StatusWriter
 from agn.gateway.table import RoutingTable
 from agn.kube import CONSUMERS, NotFound, Unreachable
+from agn.logs import JsonLog
 from agn.model import ADMITTED, Candidate, Overlay, overlay_digest
 
 
@@ -37,7 +38,10 @@ class FakeKube:
 
 def overlay_obj(revision: int, *, consumer: str = "c1", providers: tuple[str, ...] = ("a",)) -> dict:
     cands = tuple(Candidate(f"c-{p}", p, f"http://127.0.0.1:1/{p}", "g", 0, ADMITTED) for p in providers)
-    return {"metadata": {"name": "c1"}, "spec": Overlay("net", consumer, revision, overlay_digest(cands), cands).to_spec()}
+    return {
+        "metadata": {"name": "c1"},
+        "spec": Overlay("net", consumer, revision, overlay_digest(cands), cands).to_spec(),
+    }
 
 
 @pytest.fixture
@@ -51,8 +55,16 @@ def rig():
         status = StatusWriter(kube, namespace="ns", consumer="c1", log=log)
         thread = threading.Thread(target=status.run, daemon=True)
         thread.start()
-        follower = OverlayFollower(kube, namespace="ns", consumer="c1", table=table, status=status, log=log,
-                                   stop=threading.Event(), accept_write_timeout=accept_write_timeout)
+        follower = OverlayFollower(
+            kube,
+            namespace="ns",
+            consumer="c1",
+            table=table,
+            status=status,
+            log=log,
+            stop=threading.Event(),
+            accept_write_timeout=accept_write_timeout,
+        )
         made.append((status, thread))
         return kube, status, follower
 
@@ -163,7 +175,8 @@ def test_run_relists_on_gone_and_after_errors_and_rewatches_from_last_version():
     other = overlay_obj(9)
     other["metadata"].update(name="someone-else", resourceVersion="21")
     kube = FakeWatchKube(
-        table, stop=stop,
+        table,
+        stop=stop,
         lists=[Unreachable("api down"), ([overlay_obj(1)], "10"), ([overlay_obj(1)], "15")],
         watches=[Gone("too old", status=410), [("MODIFIED", rev2), ("ADDED", other)]],
     )

@@ -1,4 +1,5 @@
 """The gateway's pure routing decision, overlay validation and routing table."""
+
 from __future__ import annotations
 
 import threading
@@ -18,6 +19,7 @@ def cand(provider: str, *, state: str = ADMITTED, rank: int = 0, group: str = "g
 
 
 # -- choose ------------------------------------------------------------------------------------
+
 
 def test_new_session_gets_lowest_rank_admitted():
     cands = [cand("a", rank=2), cand("b", rank=1), cand("c", rank=3)]
@@ -92,14 +94,19 @@ def test_selection_group_overrides_affinity_in_other_group():
 
 states = st.sampled_from([ADMITTED, EXISTING_ONLY])
 candidate_lists = st.lists(
-    st.builds(lambda p, s, r: cand(p, state=s, rank=r), st.text("abcdef", min_size=1, max_size=3), states,
-              st.integers(0, 5)),
-    max_size=8, unique_by=lambda c: c.provider,
+    st.builds(
+        lambda p, s, r: cand(p, state=s, rank=r), st.text("abcdef", min_size=1, max_size=3), states, st.integers(0, 5)
+    ),
+    max_size=8,
+    unique_by=lambda c: c.provider,
 )
 
 
-@given(candidate_lists, st.dictionaries(st.sampled_from(["s1", "s2"]), st.text("abcdef", min_size=1, max_size=3)),
-       st.sampled_from(["s1", "s2", "s3", None]))
+@given(
+    candidate_lists,
+    st.dictionaries(st.sampled_from(["s1", "s2"]), st.text("abcdef", min_size=1, max_size=3)),
+    st.sampled_from(["s1", "s2", "s3", None]),
+)
 def test_choice_invariants(cands, affinities, session):
     decision = choose(cands, affinities, session)
     best = best_admitted(cands)
@@ -114,6 +121,7 @@ def test_choice_invariants(cands, affinities, session):
 
 # -- validation --------------------------------------------------------------------------------
 
+
 def spec_for(consumer: str, revision: int, cands: list[Candidate]) -> dict:
     return Overlay("net", consumer, revision, overlay_digest(cands), tuple(cands)).to_spec()
 
@@ -125,20 +133,23 @@ def test_valid_overlay_accepted():
     assert digest_matches(overlay)
 
 
-@pytest.mark.parametrize("mutate, problem", [
-    (lambda s: s.update(consumer="someone-else"), "spec.consumer"),
-    (lambda s: s.update(revision=0), "spec.revision"),
-    (lambda s: s.update(revision="7"), "spec.revision"),
-    (lambda s: s.update(revision=True), "spec.revision"),
-    (lambda s: s.update(digest=""), "spec.digest"),
-    (lambda s: s.update(candidates="nope"), "spec.candidates"),
-    (lambda s: s["candidates"][0].update(admission_state="maybe"), "admission_state"),
-    (lambda s: s["candidates"][0].update(endpoint="not a url"), "endpoint"),
-    (lambda s: s["candidates"][0].pop("provider"), "provider"),
-    (lambda s: s["candidates"][0].update(rank=-1), "rank"),
-    (lambda s: s["candidates"][1].update(provider="a"), "duplicate candidate provider"),
-    (lambda s: s["candidates"][1].update(id="c-a"), "duplicate candidate id"),
-])
+@pytest.mark.parametrize(
+    "mutate, problem",
+    [
+        (lambda s: s.update(consumer="someone-else"), "spec.consumer"),
+        (lambda s: s.update(revision=0), "spec.revision"),
+        (lambda s: s.update(revision="7"), "spec.revision"),
+        (lambda s: s.update(revision=True), "spec.revision"),
+        (lambda s: s.update(digest=""), "spec.digest"),
+        (lambda s: s.update(candidates="nope"), "spec.candidates"),
+        (lambda s: s["candidates"][0].update(admission_state="maybe"), "admission_state"),
+        (lambda s: s["candidates"][0].update(endpoint="not a url"), "endpoint"),
+        (lambda s: s["candidates"][0].pop("provider"), "provider"),
+        (lambda s: s["candidates"][0].update(rank=-1), "rank"),
+        (lambda s: s["candidates"][1].update(provider="a"), "duplicate candidate provider"),
+        (lambda s: s["candidates"][1].update(id="c-a"), "duplicate candidate id"),
+    ],
+)
 def test_invalid_overlay_rejected(mutate, problem):
     spec = spec_for("c1", 3, [cand("a"), cand("b")])
     mutate(spec)
@@ -153,6 +164,7 @@ def test_missing_spec_rejected():
 
 
 # -- routing table -------------------------------------------------------------------------------
+
 
 def overlay_of(revision: int, cands: list[Candidate]) -> Overlay:
     return Overlay("net", "c1", revision, overlay_digest(cands), tuple(cands))

@@ -1,4 +1,5 @@
 """The gateway's HTTP surface in-process, routing to an in-process fake provider (loopback only)."""
+
 from __future__ import annotations
 
 import io
@@ -10,9 +11,9 @@ import urllib.request
 
 import pytest
 
-from agn.logs import JsonLog
 from agn.gateway.server import serve
 from agn.gateway.table import RoutingTable
+from agn.logs import JsonLog
 from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Overlay, overlay_digest
 from agn.provider.server import ProviderState
 from agn.provider.server import serve as serve_provider
@@ -39,7 +40,9 @@ def rig():
 
     provider = start(serve_provider(ProviderState(name="p1"), port=0))
     table = RoutingTable()
-    gateway = start(serve(table, consumer="c1", log=JsonLog(component="gateway", stream=io.StringIO()), port=0, upstream_timeout=5))
+    gateway = start(
+        serve(table, consumer="c1", log=JsonLog(component="gateway", stream=io.StringIO()), port=0, upstream_timeout=5)
+    )
     yield table, gateway, provider
     for server in servers:
         server.shutdown()
@@ -66,8 +69,9 @@ def test_health_and_readiness(rig):
 def test_completion_is_proxied_and_annotated(rig):
     table, gateway, provider = rig
     table.swap(overlay_of(1, [Candidate("c-1", "p1", provider, "g", 0, ADMITTED)]))
-    code, body, headers = request(f"{gateway}/v1/completions", method="POST", data=b'{"prompt": "hi"}',
-                                  headers={"x-session-id": "s1"})
+    code, body, headers = request(
+        f"{gateway}/v1/completions", method="POST", data=b'{"prompt": "hi"}', headers={"x-session-id": "s1"}
+    )
     assert code == 200 and headers["x-agn-provider"] == "p1"
     assert body["provider"] == "p1" and body["session"] == "s1" and body["text"] == "[p1] hi"
     assert (body["routedBy"], body["candidateId"], body["admission_state"]) == ("c1", "c-1", ADMITTED)

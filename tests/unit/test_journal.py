@@ -1,4 +1,5 @@
 """The drain journal as a write-ahead log: records, replay, torn tails, legacy files, cost."""
+
 from __future__ import annotations
 
 import json
@@ -14,14 +15,23 @@ def provider(name: str, *, gen: int = 3, rv: str = "10", drain=None) -> dict:
     spec = {"endpoint": "http://127.0.0.1/x"}
     if drain is not None:
         spec["trafficPolicy"] = {"drain": drain}
-    return {"metadata": {"name": name, "generation": gen, "resourceVersion": rv, "annotations": {OPERATION: "older"}},
-            "spec": spec}
+    return {
+        "metadata": {"name": name, "generation": gen, "resourceVersion": rv, "annotations": {OPERATION: "older"}},
+        "spec": spec,
+    }
 
 
 def new_journal(tmp_path: Path, names=("a", "b", "c")) -> Journal:
     changes = plan_changes([provider(n) for n in names], requested=True)
-    return Journal.create(operation="op-1", context="ctx", namespace="ns", requested=True, changes=changes,
-                          reason="rack move", folder=tmp_path)
+    return Journal.create(
+        operation="op-1",
+        context="ctx",
+        namespace="ns",
+        requested=True,
+        changes=changes,
+        reason="rack move",
+        folder=tmp_path,
+    )
 
 
 def test_replay_follows_intent_done_failed_and_restore(tmp_path):
@@ -65,7 +75,7 @@ def test_every_record_is_one_appended_line(tmp_path):
     (change,) = plan_changes([provider("a")], requested=True)
     j.intents([change])
     after = j.path.read_bytes()
-    assert after.startswith(before) and after[len(before):].count(b"\n") == 1
+    assert after.startswith(before) and after[len(before) :].count(b"\n") == 1
     assert [json.loads(line)["type"] for line in after.decode().splitlines()] == ["header", "intent"]
 
 
@@ -74,11 +84,18 @@ def test_journal_size_is_linear_in_the_number_of_providers(tmp_path):
     for n in (100, 1000):
         names = [f"provider-{i:05d}" for i in range(n)]
         changes = plan_changes([provider(x) for x in names], requested=True)
-        j = Journal.create(operation=f"op-{n}", context="ctx", namespace="ns", requested=True, changes=changes,
-                           reason=None, folder=tmp_path)
+        j = Journal.create(
+            operation=f"op-{n}",
+            context="ctx",
+            namespace="ns",
+            requested=True,
+            changes=changes,
+            reason=None,
+            folder=tmp_path,
+        )
         for start in range(0, n, 8):
-            j.intents(changes[start:start + 8])
-            for c in changes[start:start + 8]:
+            j.intents(changes[start : start + 8])
+            for c in changes[start : start + 8]:
                 j.done(c.provider, generation=4)
         j.set_state("complete")
         j.close()
@@ -116,17 +133,28 @@ def test_a_bad_line_in_the_middle_is_an_error_naming_the_line(tmp_path):
         read_journal(j.path)
 
 
-@pytest.mark.parametrize("text,message", [
-    ("[]", "expected JSON lines"),
-    ("{}", "earlier versions"),
-    ('{"request": "drain", "providers": []}', "providers object"),
-    ('{"request": "drain", "namespace": "ns", "operation": "o", "providers": {"a": {"previous": "yes"}}}', "previous"),
-    ("", "no complete header"),
-    ('{"type":"header","format":"agn.dev/drain-journal/v2","operation":"o","namespace":"ns","request":"sideways","plan":[]}\n',
-     "request"),
-    ('{"type":"header","format":"agn.dev/drain-journal/v2","operation":"o","namespace":"ns","request":"drain","plan":[]}\n'
-     '{"type":"done","provider":"ghost","generation":2}\n', "not in the plan"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("[]", "expected JSON lines"),
+        ("{}", "earlier versions"),
+        ('{"request": "drain", "providers": []}', "providers object"),
+        (
+            '{"request": "drain", "namespace": "ns", "operation": "o", "providers": {"a": {"previous": "yes"}}}',
+            "previous",
+        ),
+        ("", "no complete header"),
+        (
+            '{"type":"header","format":"agn.dev/drain-journal/v2","operation":"o","namespace":"ns","request":"sideways","plan":[]}\n',
+            "request",
+        ),
+        (
+            '{"type":"header","format":"agn.dev/drain-journal/v2","operation":"o","namespace":"ns","request":"drain","plan":[]}\n'
+            '{"type":"done","provider":"ghost","generation":2}\n',
+            "not in the plan",
+        ),
+    ],
+)
 def test_json_that_is_not_a_journal_is_refused_with_the_file_named(tmp_path, text, message):
     path = tmp_path / "drain-x.jsonl"
     path.write_text(text)
@@ -137,13 +165,32 @@ def test_json_that_is_not_a_journal_is_refused_with_the_file_named(tmp_path, tex
 
 def test_legacy_json_journal_is_read_and_written_back_in_its_own_format(tmp_path):
     legacy = {
-        "operation": "20261201T000000Z-abcdef", "context": "local-example", "namespace": "agn-example",
-        "request": "drain", "reason": None, "state": "applying", "startedAt": "2026-12-01T00:00:00+00:00",
+        "operation": "20261201T000000Z-abcdef",
+        "context": "local-example",
+        "namespace": "agn-example",
+        "request": "drain",
+        "reason": None,
+        "state": "applying",
+        "startedAt": "2026-12-01T00:00:00+00:00",
         "providers": {
-            "p1": {"previous": None, "previousAnnotations": {}, "resourceVersion": "5", "generation": 1,
-                   "written": True, "writtenGeneration": 2, "restored": None},
-            "p2": {"previous": None, "previousAnnotations": {}, "resourceVersion": "6", "generation": 1,
-                   "written": False, "writtenGeneration": None, "restored": None},
+            "p1": {
+                "previous": None,
+                "previousAnnotations": {},
+                "resourceVersion": "5",
+                "generation": 1,
+                "written": True,
+                "writtenGeneration": 2,
+                "restored": None,
+            },
+            "p2": {
+                "previous": None,
+                "previousAnnotations": {},
+                "resourceVersion": "6",
+                "generation": 1,
+                "written": False,
+                "writtenGeneration": None,
+                "restored": None,
+            },
         },
     }
     path = tmp_path / "drain-20261201T000000Z-abcdef.json"

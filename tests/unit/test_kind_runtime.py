@@ -1,4 +1,5 @@
 """The kind runtime's command sequence, driven by the fake runner and a fake Kube (no Docker, no cluster)."""
+
 from __future__ import annotations
 
 import json
@@ -9,11 +10,11 @@ import pytest
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS
 from agn.model import compute_candidates, next_overlay
 from agn.objects import consumer_view, network_view, provider_view, rfc3339
+from fakes import FakeCmdRunner
 from xtask.crds import crd_documents
 from xtask.envdef import ENVS_DIR, load_env
 from xtask.errors import CommandFailed, RuntimeUnavailable, XtaskError
 from xtask.manifests import deployment_names, render
-from xtask.procs import FakeCmdRunner
 from xtask.runtime.kind import KindEnv
 from xtask.state import EnvRecord, env_dir
 
@@ -61,8 +62,9 @@ class FakeKube:
         for c in consumers:
             view = consumer_view(c)
             network = next(network_view(n) for n in networks if n["metadata"]["name"] == view.network)
-            overlay = next_overlay(None, compute_candidates(views, network, view, now=now), network=network.name,
-                                   consumer=view.name)
+            overlay = next_overlay(
+                None, compute_candidates(views, network, view, now=now), network=network.name, consumer=view.name
+            )
             overlays.append({"metadata": {"name": view.name}, "spec": overlay.to_spec()})
         return overlays, "1"
 
@@ -83,8 +85,14 @@ def envdef():
 
 
 def deployment_list(names):
-    return json.dumps({"items": [{"metadata": {"name": n}, "spec": {"replicas": 1},
-                                  "status": {"readyReplicas": 1, "updatedReplicas": 1}} for n in names]})
+    return json.dumps(
+        {
+            "items": [
+                {"metadata": {"name": n}, "spec": {"replicas": 1}, "status": {"readyReplicas": 1, "updatedReplicas": 1}}
+                for n in names
+            ]
+        }
+    )
 
 
 def make(envdef, *, clusters=(), deployments=(), fail=None, tools=("docker", "kind", "kubectl")):
@@ -98,8 +106,12 @@ def make(envdef, *, clusters=(), deployments=(), fail=None, tools=("docker", "ki
         handlers[fail] = lambda argv: (1, "boom")
     runner = FakeCmdRunner(handlers=handlers)
     kube = FakeKube(envdef)
-    kind = KindEnv(ENV, runner=runner, kube_factory=lambda kubeconfig, context: kube,
-                   which=lambda tool: f"/usr/bin/{tool}" if tool in tools else None)
+    kind = KindEnv(
+        ENV,
+        runner=runner,
+        kube_factory=lambda kubeconfig, context: kube,
+        which=lambda tool: f"/usr/bin/{tool}" if tool in tools else None,
+    )
     return kind, runner, kube
 
 
@@ -168,7 +180,7 @@ def test_repair_recreates_only_the_missing_deployment(home, envdef):
     result, _ = up(kind, envdef)
     assert result["started"] == ["deployment fake-provider-one"]
     assert "kubectl rollout status deployment/fake-provider-one" in commands(runner)
-    assert kube.applied[len(crd_documents()):] == render(envdef, image_id="sha256:abc")
+    assert kube.applied[len(crd_documents()) :] == render(envdef, image_id="sha256:abc")
 
 
 def test_recorded_env_whose_cluster_vanished_is_recreated(home, envdef):
@@ -206,11 +218,14 @@ def test_failure_while_repairing_never_deletes_a_reused_cluster(home, envdef):
     assert not any(argv[:2] == ["kind", "delete"] for argv in runner.calls)
 
 
-@pytest.mark.parametrize("tools, missing", [
-    (("docker", "kubectl"), "`kind` is not on PATH"),
-    (("kind", "kubectl"), "`docker` is not on PATH"),
-    (("docker", "kind"), "`kubectl` is not on PATH"),
-])
+@pytest.mark.parametrize(
+    "tools, missing",
+    [
+        (("docker", "kubectl"), "`kind` is not on PATH"),
+        (("kind", "kubectl"), "`docker` is not on PATH"),
+        (("docker", "kind"), "`kubectl` is not on PATH"),
+    ],
+)
 def test_missing_tool_is_a_clear_error_naming_it_and_the_local_runtime(home, envdef, tools, missing):
     kind, runner, _ = make(envdef, tools=tools)
     with pytest.raises(RuntimeUnavailable) as err:
@@ -259,20 +274,36 @@ def test_down_collects_a_failure_and_keeps_the_record_for_a_retry(home, envdef):
 
 def test_components_report_each_deployment_readiness(home, envdef):
     EnvRecord(ENV, "kind", "kind-example", str(home / "kubeconfig"), envdef.namespace).save()
-    items = {"items": [
-        {"metadata": {"name": "agn-operator"}, "spec": {"replicas": 1}, "status": {"readyReplicas": 1, "updatedReplicas": 1}},
-        {"metadata": {"name": "fake-provider-one"}, "spec": {"replicas": 1}, "status": {}},
-    ]}
+    items = {
+        "items": [
+            {
+                "metadata": {"name": "agn-operator"},
+                "spec": {"replicas": 1},
+                "status": {"readyReplicas": 1, "updatedReplicas": 1},
+            },
+            {"metadata": {"name": "fake-provider-one"}, "spec": {"replicas": 1}, "status": {}},
+        ]
+    }
     runner = FakeCmdRunner(handlers={("kubectl",): lambda argv: (0, json.dumps(items))})
     comps = KindEnv(ENV, runner=runner).components()
     assert [(c["name"], c["running"], c["healthy"]) for c in comps] == [
-        ("agn-operator", True, True), ("fake-provider-one", False, False)]
-    assert runner.calls[0][:7] == ["kubectl", "--kubeconfig", str(home / "kubeconfig"), "--context", "kind-example",
-                                   "--namespace", envdef.namespace]
+        ("agn-operator", True, True),
+        ("fake-provider-one", False, False),
+    ]
+    assert runner.calls[0][:7] == [
+        "kubectl",
+        "--kubeconfig",
+        str(home / "kubeconfig"),
+        "--context",
+        "kind-example",
+        "--namespace",
+        envdef.namespace,
+    ]
 
 
 def test_components_when_the_cluster_is_unreachable(home, envdef):
     EnvRecord(ENV, "kind", "kind-example", str(home / "kubeconfig"), envdef.namespace).save()
     runner = FakeCmdRunner(handlers={("kubectl",): lambda argv: (1, "connection refused")})
     assert KindEnv(ENV, runner=runner).components() == [
-        {"name": f"kind cluster {ENV}", "pid": None, "running": False, "healthy": False}]
+        {"name": f"kind cluster {ENV}", "pid": None, "running": False, "healthy": False}
+    ]

@@ -1,9 +1,10 @@
 """``Kube.from_kubeconfig`` falls back to the pod's service account only inside a pod with no kubeconfig."""
+
 from __future__ import annotations
 
+import kubernetes.config
 import pytest
 
-import kubernetes.config
 from agn.kube import ConfigError, Kube
 
 

@@ -1,4 +1,5 @@
 """Reading kubeconfigs as kubectl does: which files, the merge, relative paths, context choice, errors."""
+
 from __future__ import annotations
 
 import os
@@ -14,11 +15,15 @@ from agn.kube import ConfigError, Kube, context_namespace, kubeconfig_path
 
 
 def config(*contexts: str, current: str | None = None, server: str = "https://127.0.0.1:6443", ns: str = "") -> dict:
-    out = {"apiVersion": "v1", "kind": "Config",
-           "clusters": [{"name": c, "cluster": {"server": server}} for c in contexts],
-           "users": [{"name": c, "user": {"token": f"token-{c}"}} for c in contexts],
-           "contexts": [{"name": c, "context": {"cluster": c, "user": c, **({"namespace": ns} if ns else {})}}
-                        for c in contexts]}
+    out = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": c, "cluster": {"server": server}} for c in contexts],
+        "users": [{"name": c, "user": {"token": f"token-{c}"}} for c in contexts],
+        "contexts": [
+            {"name": c, "context": {"cluster": c, "user": c, **({"namespace": ns} if ns else {})}} for c in contexts
+        ],
+    }
     if current is not None:
         out["current-context"] = current
     return out
@@ -37,12 +42,15 @@ def test_files_explicit_then_env_list_then_default():
     assert kc.kubeconfig_files(None, {}, home="/h").paths == ("/h/.kube/config",)
 
 
-@pytest.mark.parametrize("paths, existing, expected", [
-    (("a",), set(), "a"),
-    (("a", "b", "c"), {"b", "c"}, "b"),  # the first one that exists
-    (("a", "b"), {"a", "b"}, "a"),
-    (("a", "b"), set(), "b"),  # none exists: the last one
-])
+@pytest.mark.parametrize(
+    "paths, existing, expected",
+    [
+        (("a",), set(), "a"),
+        (("a", "b", "c"), {"b", "c"}, "b"),  # the first one that exists
+        (("a", "b"), {"a", "b"}, "a"),
+        (("a", "b"), set(), "b"),  # none exists: the last one
+    ],
+)
 def test_write_target_is_kubectls_default_filename(paths, existing, expected):
     assert kc.write_target(kc.Files(paths, "$KUBECONFIG"), exists=existing.__contains__) == expected
 
@@ -63,26 +71,47 @@ def test_kubeconfig_path_follows_the_env_list(tmp_path, monkeypatch):
 # -- the merge -------------------------------------------------------------------------------------
 def test_first_file_wins_per_named_entry_whole():
     first = {"clusters": [{"name": "c", "cluster": {"server": "https://first"}}], "current-context": ""}
-    second = {"clusters": [{"name": "c", "cluster": {"server": "https://second", "proxy-url": "http://p"}},
-                           {"name": "d", "cluster": {"server": "https://d"}}],
-              "current-context": "from-second"}
+    second = {
+        "clusters": [
+            {"name": "c", "cluster": {"server": "https://second", "proxy-url": "http://p"}},
+            {"name": "d", "cluster": {"server": "https://d"}},
+        ],
+        "current-context": "from-second",
+    }
     merged = kc.merge([("/k/a", first), ("/k/b", second)])
-    assert merged["clusters"] == [{"name": "c", "cluster": {"server": "https://first"}},
-                                  {"name": "d", "cluster": {"server": "https://d"}}]
+    assert merged["clusters"] == [
+        {"name": "c", "cluster": {"server": "https://first"}},
+        {"name": "d", "cluster": {"server": "https://d"}},
+    ]
     assert merged["current-context"] == "from-second"  # the first *non-empty* one
     assert kc.merge([("/k/b", second), ("/k/a", {"current-context": "a"})])["current-context"] == "from-second"
 
 
 def test_relative_file_references_resolve_against_their_own_file():
-    doc = {"clusters": [{"name": "c", "cluster": {"server": "https://s", "certificate-authority": "ca.crt"}}],
-           "users": [{"name": "u", "user": {"client-certificate": "certs/u.crt", "client-key": "/abs/u.key",
-                                            "tokenFile": "tok", "exec": {"command": "./bin/auth"}}},
-                     {"name": "v", "user": {"exec": {"command": "kubelogin"}}}]}
+    doc = {
+        "clusters": [{"name": "c", "cluster": {"server": "https://s", "certificate-authority": "ca.crt"}}],
+        "users": [
+            {
+                "name": "u",
+                "user": {
+                    "client-certificate": "certs/u.crt",
+                    "client-key": "/abs/u.key",
+                    "tokenFile": "tok",
+                    "exec": {"command": "./bin/auth"},
+                },
+            },
+            {"name": "v", "user": {"exec": {"command": "kubelogin"}}},
+        ],
+    }
     merged = kc.merge([("/etc/kube/one", doc)])
     assert merged["clusters"][0]["cluster"]["certificate-authority"] == "/etc/kube/ca.crt"
     user = merged["users"][0]["user"]
     assert (user["client-certificate"], user["client-key"], user["tokenFile"], user["exec"]["command"]) == (
-        "/etc/kube/certs/u.crt", "/abs/u.key", "/etc/kube/tok", "/etc/kube/./bin/auth")
+        "/etc/kube/certs/u.crt",
+        "/abs/u.key",
+        "/etc/kube/tok",
+        "/etc/kube/./bin/auth",
+    )
     assert merged["users"][1]["user"]["exec"]["command"] == "kubelogin"  # looked up on PATH
     assert doc["clusters"][0]["cluster"]["certificate-authority"] == "ca.crt"  # inputs untouched
 
@@ -92,8 +121,10 @@ names = st.lists(st.sampled_from(["a", "b", "c", "d"]), unique=True, max_size=4)
 
 @given(st.lists(st.tuples(names, st.sampled_from(["", "a", "b"])), min_size=1, max_size=4))
 def test_merge_property_first_definition_wins(files):
-    docs = [(f"/k/{i}", {"contexts": [{"name": n, "context": {"cluster": f"{n}-{i}"}} for n in ns],
-                         "current-context": cur}) for i, (ns, cur) in enumerate(files)]
+    docs = [
+        (f"/k/{i}", {"contexts": [{"name": n, "context": {"cluster": f"{n}-{i}"}} for n in ns], "current-context": cur})
+        for i, (ns, cur) in enumerate(files)
+    ]
     merged = kc.merge(docs)
     for entry in merged["contexts"]:
         first = next(i for i, (ns, _) in enumerate(files) if entry["name"] in ns)
@@ -103,21 +134,24 @@ def test_merge_property_first_definition_wins(files):
 
 
 # -- parsing: every error names the file, on one line -------------------------------------------------
-@pytest.mark.parametrize("data, message", [
-    (b"\xff\xfe\x00\x01", "not UTF-8 text"),
-    ("clusters: [\n  - name: a\n", "not valid YAML (line 2, column 3: expected the node content, but found '-')"),
-    ("a: b: c", "not valid YAML (line 1, column 5: mapping values are not allowed here)"),
-    ("- just\n- a list\n", "expected a mapping at the top, got list"),
-    ("hello", "expected a mapping at the top, got 'hello'"),
-    ("contexts: 5", "contexts must be a list, got 5"),
-    ("contexts: [x]", "contexts[0] must be a mapping, got 'x'"),
-    ("contexts: [{context: {cluster: c}}]", "contexts[0].name must be a non-empty string, got nothing (null)"),
-    ("users: [{name: u}, {name: u}]", "users[1].name: duplicate name 'u' in users"),
-    ("contexts: [{name: c, context: [a]}]", "contexts[0].context must be a mapping, got list ['a']"),
-    ("contexts: [{name: c, context: {namespace: 5}}]", "contexts[0].context.namespace must be a string, got 5"),
-    ("clusters: [{name: c, cluster: {server: [x]}}]", "clusters[0].cluster.server must be a string"),
-    ("current-context: [a]", "current-context must be a string, got list ['a']"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (b"\xff\xfe\x00\x01", "not UTF-8 text"),
+        ("clusters: [\n  - name: a\n", "not valid YAML (line 2, column 3: expected the node content, but found '-')"),
+        ("a: b: c", "not valid YAML (line 1, column 5: mapping values are not allowed here)"),
+        ("- just\n- a list\n", "expected a mapping at the top, got list"),
+        ("hello", "expected a mapping at the top, got 'hello'"),
+        ("contexts: 5", "contexts must be a list, got 5"),
+        ("contexts: [x]", "contexts[0] must be a mapping, got 'x'"),
+        ("contexts: [{context: {cluster: c}}]", "contexts[0].name must be a non-empty string, got nothing (null)"),
+        ("users: [{name: u}, {name: u}]", "users[1].name: duplicate name 'u' in users"),
+        ("contexts: [{name: c, context: [a]}]", "contexts[0].context must be a mapping, got list ['a']"),
+        ("contexts: [{name: c, context: {namespace: 5}}]", "contexts[0].context.namespace must be a string, got 5"),
+        ("clusters: [{name: c, cluster: {server: [x]}}]", "clusters[0].cluster.server must be a string"),
+        ("current-context: [a]", "current-context must be a string, got list ['a']"),
+    ],
+)
 def test_parse_errors_name_file_field_and_value(data, message):
     with pytest.raises(ConfigError) as exc:
         kc.parse(data, "/home/me/.kube/config")
@@ -152,11 +186,15 @@ def test_missing_files_are_named(tmp_path):
         kc.load(None, {"KUBECONFIG": f"{tmp_path}/a"})
     assert str(exc.value) == f"no kubeconfig: {tmp_path}/a (from $KUBECONFIG) does not exist"
 
+
 def test_missing_default_file_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     with pytest.raises(kc.NoKubeconfig) as exc:
         kc.load(None, {})
-    assert str(exc.value) == f"no kubeconfig: {tmp_path}/.kube/config does not exist (set $KUBECONFIG or pass --kubeconfig)"
+    assert (
+        str(exc.value)
+        == f"no kubeconfig: {tmp_path}/.kube/config does not exist (set $KUBECONFIG or pass --kubeconfig)"
+    )
 
 
 def test_a_bad_file_anywhere_in_the_list_is_an_error_naming_it(tmp_path):
@@ -175,18 +213,32 @@ def test_an_explicit_context_works_without_current_context():
     assert (name, kc.namespace_of(body)) == ("b", "team")
 
 
-@pytest.mark.parametrize("cfg, context, message", [
-    (config("a"), None, "no context: kubeconfig /k sets no current-context; pass --context"),
-    (config("a", current="a"), "zz", "context 'zz' not found in kubeconfig /k (contexts: a)"),
-    (config("a", current="ghost"), None, "context 'ghost' not found in kubeconfig /k (contexts: a)"),
-    ({"contexts": [{"name": "a", "context": {"cluster": "nope"}}]}, "a",
-     "context 'a' names cluster 'nope', which is not in kubeconfig /k"),
-    ({"clusters": [{"name": "c", "cluster": {}}], "contexts": [{"name": "a", "context": {"cluster": "c"}}]}, "a",
-     "cluster 'c' of context 'a' has no server in kubeconfig /k"),
-    ({"clusters": [{"name": "c", "cluster": {"server": "https://s"}}],
-      "contexts": [{"name": "a", "context": {"cluster": "c", "user": "who"}}]}, "a",
-     "context 'a' names user 'who', which is not in kubeconfig /k"),
-])
+@pytest.mark.parametrize(
+    "cfg, context, message",
+    [
+        (config("a"), None, "no context: kubeconfig /k sets no current-context; pass --context"),
+        (config("a", current="a"), "zz", "context 'zz' not found in kubeconfig /k (contexts: a)"),
+        (config("a", current="ghost"), None, "context 'ghost' not found in kubeconfig /k (contexts: a)"),
+        (
+            {"contexts": [{"name": "a", "context": {"cluster": "nope"}}]},
+            "a",
+            "context 'a' names cluster 'nope', which is not in kubeconfig /k",
+        ),
+        (
+            {"clusters": [{"name": "c", "cluster": {}}], "contexts": [{"name": "a", "context": {"cluster": "c"}}]},
+            "a",
+            "cluster 'c' of context 'a' has no server in kubeconfig /k",
+        ),
+        (
+            {
+                "clusters": [{"name": "c", "cluster": {"server": "https://s"}}],
+                "contexts": [{"name": "a", "context": {"cluster": "c", "user": "who"}}],
+            },
+            "a",
+            "context 'a' names user 'who', which is not in kubeconfig /k",
+        ),
+    ],
+)
 def test_context_errors(cfg, context, message):
     with pytest.raises(ConfigError) as exc:
         kc.select_context(kc.merge([("/k", cfg)]), context, where="kubeconfig /k")

@@ -1,4 +1,5 @@
 """The manifest renderer: pure, complete (every consumer and provider), and faithful to the env definition."""
+
 from __future__ import annotations
 
 import copy
@@ -49,7 +50,12 @@ def test_every_consumer_and_provider_has_its_workload():
         assert args[:1] == ["agn.provider"] and args[args.index("--name") + 1] == p.name
     assert "agn-operator" in deployments
     assert sorted(deployment_names(objects)) == sorted(
-        ["agn-operator", *(f"agn-gateway-{c.name}" for c in ENVDEF.consumers), *(f"fake-{p.name}" for p in ENVDEF.providers)])
+        [
+            "agn-operator",
+            *(f"agn-gateway-{c.name}" for c in ENVDEF.consumers),
+            *(f"fake-{p.name}" for p in ENVDEF.providers),
+        ]
+    )
 
 
 def test_services_select_their_pods_and_probes_use_healthz():
@@ -78,8 +84,11 @@ def test_env_objects_are_exactly_the_env_definitions():
     agn = [o for o in objects if o["apiVersion"].startswith("agn.dev/")]
     endpoints = {p.name: provider_endpoint(p.name, ENVDEF.namespace) for p in ENVDEF.providers}
     assert agn == ENVDEF.network_objects() + ENVDEF.consumer_objects() + ENVDEF.provider_objects(endpoints)
-    assert all(o["spec"]["endpoint"] == f"http://{o['metadata']['name']}.agn-example.svc:8080"
-               for o in agn if o["kind"] == "InferenceProvider")
+    assert all(
+        o["spec"]["endpoint"] == f"http://{o['metadata']['name']}.agn-example.svc:8080"
+        for o in agn
+        if o["kind"] == "InferenceProvider"
+    )
 
 
 def test_namespace_override_moves_every_object():
@@ -89,8 +98,9 @@ def test_namespace_override_moves_every_object():
     for binding in by_kind(objects, "RoleBinding").values():
         assert binding["subjects"][0]["namespace"] == "t-123"
     override = dataclasses.replace(ENVDEF, namespace="t-123")
-    assert [o for o in objects if o["apiVersion"].startswith("agn.dev/")][-len(ENVDEF.providers):] == \
-        override.provider_objects({p.name: provider_endpoint(p.name, "t-123") for p in ENVDEF.providers})
+    assert [o for o in objects if o["apiVersion"].startswith("agn.dev/")][
+        -len(ENVDEF.providers) :
+    ] == override.provider_objects({p.name: provider_endpoint(p.name, "t-123") for p in ENVDEF.providers})
 
 
 def test_each_identity_is_bound_to_its_own_role_only():
@@ -103,8 +113,13 @@ def test_each_identity_is_bound_to_its_own_role_only():
     gateway_rules = by_kind(objects, "Role")["agn-gateway-consumer-a"]["rules"]
     assert all(rule["resourceNames"] == ["consumer-a"] for rule in gateway_rules)
     operator_rules = by_kind(objects, "Role")["agn-operator"]["rules"]
-    writes = {(res, verb) for rule in operator_rules for res in rule["resources"] for verb in rule["verbs"]
-              if verb in ("create", "update", "patch", "delete")}
+    writes = {
+        (res, verb)
+        for rule in operator_rules
+        for res in rule["resources"]
+        for verb in rule["verbs"]
+        if verb in ("create", "update", "patch", "delete")
+    }
     assert not {w for w in writes if w[0] == "inferenceproviders"}
     assert ("routingoverlays", "delete") in writes  # orphaned overlays, where no garbage collector runs
 
@@ -114,7 +129,9 @@ def test_operator_may_hold_exactly_its_lease_and_nothing_else_in_coordination():
     coordination = [r for r in rules if "coordination.k8s.io" in r["apiGroups"]]
     assert all(r["apiGroups"] == ["coordination.k8s.io"] and r["resources"] == ["leases"] for r in coordination)
     assert {(tuple(r.get("resourceNames") or ()), tuple(r["verbs"])) for r in coordination} == {
-        ((), ("create",)), ((DEFAULT_LEASE_NAME,), ("get", "update"))}
+        ((), ("create",)),
+        ((DEFAULT_LEASE_NAME,), ("get", "update")),
+    }
     operator = by_kind(render(ENVDEF), "Deployment")["agn-operator"]
     args = operator["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--lease-name" not in args and "--no-leader-elect" not in args  # the default lease, elected
@@ -132,9 +149,11 @@ def test_external_providers_get_no_fake_and_keep_their_endpoint():
 
 def test_image_id_annotation_rolls_pods_when_the_image_changes():
     a, b = render(ENVDEF, image_id="sha256:a"), render(ENVDEF, image_id="sha256:b")
-    for da, db in zip(by_kind(a, "Deployment").values(), by_kind(b, "Deployment").values()):
+    for da, db in zip(by_kind(a, "Deployment").values(), by_kind(b, "Deployment").values(), strict=False):
         assert da["spec"]["template"] != db["spec"]["template"]
-    assert all("annotations" not in d["spec"]["template"]["metadata"] for d in by_kind(render(ENVDEF), "Deployment").values())
+    assert all(
+        "annotations" not in d["spec"]["template"]["metadata"] for d in by_kind(render(ENVDEF), "Deployment").values()
+    )
 
 
 def test_render_command_prints_crds_then_every_object():
@@ -143,6 +162,6 @@ def test_render_command_prints_crds_then_every_object():
     docs = list(yaml.safe_load_all(result.output))
     crds = crd_documents()
     assert docs[: len(crds)] == crds
-    assert docs[len(crds):] == render(ENVDEF, image="agn:test")
+    assert docs[len(crds) :] == render(ENVDEF, image="agn:test")
     no_crds = CliRunner().invoke(env_group, ["render", "--no-crds", "--namespace", "other"])
     assert list(yaml.safe_load_all(no_crds.output)) == render(ENVDEF, namespace="other")

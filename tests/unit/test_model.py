@@ -1,4 +1,5 @@
 """Unit and property tests of the pure overlay model (agn.model, DESIGN §4)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -37,8 +38,13 @@ CONSUMER = ConsumerView(name="c1", network="net")
 
 def provider(name: str = "p1", **changes) -> ProviderView:
     base = ProviderView(
-        name=name, endpoint=f"http://{name}.example:8000", candidate_id=candidate_id(f"uid-{name}"),
-        selection_group="g1", rank=1, healthy=True, metrics_observed_at=NOW - 1,
+        name=name,
+        endpoint=f"http://{name}.example:8000",
+        candidate_id=candidate_id(f"uid-{name}"),
+        selection_group="g1",
+        rank=1,
+        healthy=True,
+        metrics_observed_at=NOW - 1,
     )
     return dataclasses.replace(base, **changes)
 
@@ -79,7 +85,9 @@ def provider_sets(draw):
 
 
 requirements = st.builds(
-    LabelRequirement, key=label_keys, operator=st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist"]),
+    LabelRequirement,
+    key=label_keys,
+    operator=st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist"]),
     values=st.lists(label_values, max_size=2).map(tuple),
 )
 networks = st.builds(
@@ -92,7 +100,9 @@ networks = st.builds(
     metrics_max_age_seconds=st.integers(min_value=1, max_value=120),
 )
 consumers = st.builds(
-    ConsumerView, name=st.just("c1"), network=st.just("net"),
+    ConsumerView,
+    name=st.just("c1"),
+    network=st.just("net"),
     excluded_providers=st.frozensets(names, max_size=3),
 )
 
@@ -118,7 +128,12 @@ def test_drain_keeps_identity_and_only_changes_admission(p, net, consumer):
         (u,), (d,) = undrained, drained
         assert u.admission_state == ADMITTED and d.admission_state == EXISTING_ONLY
         assert (u.id, u.provider, u.endpoint, u.selection_group, u.rank) == (
-            d.id, d.provider, d.endpoint, d.selection_group, d.rank)
+            d.id,
+            d.provider,
+            d.endpoint,
+            d.selection_group,
+            d.rank,
+        )
     else:
         assert undrained == drained == ()
 
@@ -135,7 +150,9 @@ def test_exclusion_precedence_hard_failures_first():
     consumer = ConsumerView("c1", "net", frozenset({"p1"}))
     strict = NetworkView("net", allowed_hosts=("elsewhere",))
     assert exclusion(provider(endpoint="nope", healthy=False), strict, consumer, now=NOW) is Exclusion.INVALID
-    assert exclusion(provider(healthy=False, metrics_observed_at=None), strict, consumer, now=NOW) is Exclusion.UNAVAILABLE
+    assert (
+        exclusion(provider(healthy=False, metrics_observed_at=None), strict, consumer, now=NOW) is Exclusion.UNAVAILABLE
+    )
     assert exclusion(provider(healthy=None), strict, consumer, now=NOW) is Exclusion.UNAVAILABLE
     assert exclusion(provider(metrics_observed_at=None), strict, consumer, now=NOW) is Exclusion.STALE
     assert exclusion(provider(), strict, consumer, now=NOW) is Exclusion.UNTRUSTED
@@ -143,10 +160,16 @@ def test_exclusion_precedence_hard_failures_first():
     assert exclusion(provider(), NET, CONSUMER, now=NOW) is None
 
 
-@pytest.mark.parametrize("change", [
-    {"endpoint": "ftp://x"}, {"healthy": False}, {"healthy": None}, {"metrics_observed_at": None},
-    {"metrics_observed_at": NOW - 46},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"endpoint": "ftp://x"},
+        {"healthy": False},
+        {"healthy": None},
+        {"metrics_observed_at": None},
+        {"metrics_observed_at": NOW - 46},
+    ],
+)
 def test_each_hard_failure_removes_a_drained_provider(change):
     p = provider(drain=True, **change)
     assert compute_candidates([p], NET, CONSUMER, now=NOW) == ()
@@ -184,8 +207,12 @@ def test_digest_is_independent_of_order(ps, net, consumer, seed):
 @given(ps=provider_sets(), net=networks, consumer=consumers, jitter=st.floats(min_value=0, max_value=1))
 def test_digest_ignores_timestamps_while_freshness_is_unchanged(ps, net, consumer, jitter):
     """Moving metrics timestamps (and time) within the freshness bound changes nothing semantic."""
-    assume(all(p.metrics_observed_at is None or abs(NOW - p.metrics_observed_at - net.metrics_max_age_seconds) > 2
-               for p in ps))
+    assume(
+        all(
+            p.metrics_observed_at is None or abs(NOW - p.metrics_observed_at - net.metrics_max_age_seconds) > 2
+            for p in ps
+        )
+    )
     moved = [
         dataclasses.replace(p, metrics_observed_at=p.metrics_observed_at + jitter) if p.metrics_observed_at else p
         for p in ps
@@ -198,8 +225,14 @@ def test_digest_ignores_timestamps_while_freshness_is_unchanged(ps, net, consume
 def test_digest_covers_every_semantic_field():
     (base,) = compute_candidates([provider()], NET, CONSUMER, now=NOW)
     digests = {overlay_digest([base])}
-    for change in ({"id": "c-other"}, {"provider": "px"}, {"endpoint": "http://x:1"}, {"selection_group": "g9"},
-                   {"rank": 7}, {"admission_state": EXISTING_ONLY}):
+    for change in (
+        {"id": "c-other"},
+        {"provider": "px"},
+        {"endpoint": "http://x:1"},
+        {"selection_group": "g9"},
+        {"rank": 7},
+        {"admission_state": EXISTING_ONLY},
+    ):
         digests.add(overlay_digest([dataclasses.replace(base, **change)]))
     assert len(digests) == 7
     assert overlay_digest([]) != overlay_digest([base])
@@ -210,12 +243,19 @@ def test_same_admission_same_digest_same_revision(ps, net, consumer, start):
     cands = compute_candidates(ps, net, consumer, now=NOW)
     prev = next_overlay(None, cands, network="net", consumer="c1")
     prev = dataclasses.replace(prev, revision=start)
-    again = next_overlay(prev, compute_candidates(list(reversed(ps)), net, consumer, now=NOW), network="net", consumer="c1")
+    again = next_overlay(
+        prev, compute_candidates(list(reversed(ps)), net, consumer, now=NOW), network="net", consumer="c1"
+    )
     assert again == prev
 
 
-@given(before=provider_sets(), after=provider_sets(), net=networks, consumer=consumers,
-       start=st.integers(min_value=1, max_value=1000))
+@given(
+    before=provider_sets(),
+    after=provider_sets(),
+    net=networks,
+    consumer=consumers,
+    start=st.integers(min_value=1, max_value=1000),
+)
 def test_revision_increments_by_one_exactly_when_digest_changes(before, after, net, consumer, start):
     a = compute_candidates(before, net, consumer, now=NOW)
     b = compute_candidates(after, net, consumer, now=NOW)
@@ -252,7 +292,9 @@ def test_candidate_id_is_stable_and_uid_derived():
 
 def test_group_admitted_counts():
     cands = compute_candidates(
-        [provider("p1"), provider("p2", drain=True), provider("p3", selection_group="g2", drain=True)], NET, CONSUMER,
+        [provider("p1"), provider("p2", drain=True), provider("p3", selection_group="g2", drain=True)],
+        NET,
+        CONSUMER,
         now=NOW,
     )
     assert group_admitted_counts(cands) == {"g1": 1, "g2": 0}
@@ -263,22 +305,25 @@ def net_with(*exprs: LabelRequirement, **match_labels: str) -> NetworkView:
     return NetworkView("n", match_labels=match_labels, match_expressions=tuple(exprs))
 
 
-@pytest.mark.parametrize(("network", "labels", "expected"), [
-    (net_with(), {}, True),
-    (net_with(tier="a"), {"tier": "a"}, True),
-    (net_with(tier="a"), {"tier": "b"}, False),
-    (net_with(tier="a"), {}, False),
-    (net_with(LabelRequirement("tier", "In", ("a", "b"))), {"tier": "b"}, True),
-    (net_with(LabelRequirement("tier", "In", ("a",))), {}, False),
-    (net_with(LabelRequirement("tier", "NotIn", ("a",))), {}, True),
-    (net_with(LabelRequirement("tier", "NotIn", ("a",))), {"tier": "a"}, False),
-    (net_with(LabelRequirement("tier", "Exists")), {"tier": ""}, True),
-    (net_with(LabelRequirement("tier", "Exists")), {}, False),
-    (net_with(LabelRequirement("tier", "DoesNotExist")), {}, True),
-    (net_with(LabelRequirement("tier", "DoesNotExist")), {"tier": "a"}, False),
-    (net_with(LabelRequirement("zone", "Exists"), tier="a"), {"tier": "a"}, False),
-    (net_with(LabelRequirement("zone", "Exists"), tier="a"), {"tier": "a", "zone": "z"}, True),
-])
+@pytest.mark.parametrize(
+    ("network", "labels", "expected"),
+    [
+        (net_with(), {}, True),
+        (net_with(tier="a"), {"tier": "a"}, True),
+        (net_with(tier="a"), {"tier": "b"}, False),
+        (net_with(tier="a"), {}, False),
+        (net_with(LabelRequirement("tier", "In", ("a", "b"))), {"tier": "b"}, True),
+        (net_with(LabelRequirement("tier", "In", ("a",))), {}, False),
+        (net_with(LabelRequirement("tier", "NotIn", ("a",))), {}, True),
+        (net_with(LabelRequirement("tier", "NotIn", ("a",))), {"tier": "a"}, False),
+        (net_with(LabelRequirement("tier", "Exists")), {"tier": ""}, True),
+        (net_with(LabelRequirement("tier", "Exists")), {}, False),
+        (net_with(LabelRequirement("tier", "DoesNotExist")), {}, True),
+        (net_with(LabelRequirement("tier", "DoesNotExist")), {"tier": "a"}, False),
+        (net_with(LabelRequirement("zone", "Exists"), tier="a"), {"tier": "a"}, False),
+        (net_with(LabelRequirement("zone", "Exists"), tier="a"), {"tier": "a", "zone": "z"}, True),
+    ],
+)
 def test_label_selector_semantics(network, labels, expected):
     assert selects(network, labels) is expected
 
@@ -295,10 +340,18 @@ def test_unselected_provider_is_not_a_candidate():
     assert compute_candidates([provider(labels={"tier": "b"})], net, CONSUMER, now=NOW) == ()
 
 
-@pytest.mark.parametrize(("endpoint", "valid"), [
-    ("http://127.0.0.1:8000", True), ("https://gpu.example", True), ("ftp://x", False), ("http://", False),
-    ("", False), ("http://h:notaport", False), ("127.0.0.1:8000", False),
-])
+@pytest.mark.parametrize(
+    ("endpoint", "valid"),
+    [
+        ("http://127.0.0.1:8000", True),
+        ("https://gpu.example", True),
+        ("ftp://x", False),
+        ("http://", False),
+        ("", False),
+        ("http://h:notaport", False),
+        ("127.0.0.1:8000", False),
+    ],
+)
 def test_endpoint_valid(endpoint, valid):
     assert endpoint_valid(endpoint) is valid
 

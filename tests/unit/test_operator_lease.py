@@ -2,6 +2,7 @@
 lease store that behaves like the API server for one object (resourceVersion preconditions,
 409 on a lost race, 404 before creation). The real thing runs in
 tests/integration/test_operator_lifecycle.py."""
+
 from __future__ import annotations
 
 import copy
@@ -20,8 +21,8 @@ from agn.operator.lease import (
     Step,
     decide,
     expired,
-    lease_spec,
     leading,
+    lease_spec,
     new_identity,
     observe,
     record_of,
@@ -31,8 +32,14 @@ from agn.operator.lease import (
 
 # -- the pure rules ------------------------------------------------------------------------------
 def rec(holder="a", renew="t1", duration=15, transitions=0, rv="1"):
-    return LeaseRecord(holder=holder, duration=duration, acquire_time="t0", renew_time=renew,
-                       transitions=transitions, resource_version=rv)
+    return LeaseRecord(
+        holder=holder,
+        duration=duration,
+        acquire_time="t0",
+        renew_time=renew,
+        transitions=transitions,
+        resource_version=rv,
+    )
 
 
 def test_default_timings_are_sane_and_bad_ones_are_named():
@@ -46,9 +53,16 @@ def test_default_timings_are_sane_and_bad_ones_are_named():
 
 
 def test_record_of_a_lease_object():
-    lease = {"metadata": {"resourceVersion": "7"}, "spec": {
-        "holderIdentity": "a", "leaseDurationSeconds": 15, "acquireTime": "t0", "renewTime": "t1",
-        "leaseTransitions": 2}}
+    lease = {
+        "metadata": {"resourceVersion": "7"},
+        "spec": {
+            "holderIdentity": "a",
+            "leaseDurationSeconds": 15,
+            "acquireTime": "t0",
+            "renewTime": "t1",
+            "leaseTransitions": 2,
+        },
+    }
     assert record_of(lease) == LeaseRecord("a", 15, "t0", "t1", 2, "7")
     assert record_of({"metadata": {}, "spec": {}}).holder == ""
 
@@ -159,8 +173,16 @@ def world():
     leases, clock = Leases(), Clock()
 
     def elector(identity):
-        return LeaderElector(leases, "ns", identity=identity, timings=TIMINGS, log=JsonLog(component="t", stream=io.StringIO()),
-                             stop=threading.Event(), clock=clock, wall=lambda: clock.now)
+        return LeaderElector(
+            leases,
+            "ns",
+            identity=identity,
+            timings=TIMINGS,
+            log=JsonLog(component="t", stream=io.StringIO()),
+            stop=threading.Event(),
+            clock=clock,
+            wall=lambda: clock.now,
+        )
 
     return leases, clock, elector
 

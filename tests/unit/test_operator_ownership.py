@@ -1,4 +1,5 @@
 """Who owns an overlay (pure): the consumer's controller reference and the cleanup verdicts."""
+
 from __future__ import annotations
 
 from agn.operator.ownership import (
@@ -22,8 +23,13 @@ def overlay(name="c1", refs=None):
 
 
 def test_owner_reference_names_the_consumer_as_controller_without_blocking_its_deletion():
-    assert owner_reference(consumer()) == {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceConsumer",
-                                           "name": "c1", "uid": "uid-1", "controller": True}
+    assert owner_reference(consumer()) == {
+        "apiVersion": "agn.dev/v1alpha1",
+        "kind": "InferenceConsumer",
+        "name": "c1",
+        "uid": "uid-1",
+        "controller": True,
+    }
     assert "blockOwnerDeletion" not in owner_reference(consumer())
 
 
@@ -43,8 +49,10 @@ def test_desired_references_keep_other_owners_as_non_controllers_and_drop_old_co
     other = {"apiVersion": "example.com/v1", "kind": "Thing", "name": "t", "uid": "x", "controller": True}
     old = owner_reference(consumer(uid="uid-0"))
     refs = desired_owner_references(overlay(refs=[other, old]), consumer())
-    assert refs == [{"apiVersion": "example.com/v1", "kind": "Thing", "name": "t", "uid": "x"},
-                    owner_reference(consumer())]
+    assert refs == [
+        {"apiVersion": "example.com/v1", "kind": "Thing", "name": "t", "uid": "x"},
+        owner_reference(consumer()),
+    ]
     assert sum(1 for r in refs if r.get("controller")) == 1
     assert desired_owner_references(None, consumer()) == [owner_reference(consumer())]
 

@@ -1,4 +1,5 @@
 """Probing one endpoint over real loopback HTTP: health, metrics, redirects, invalid endpoints."""
+
 from __future__ import annotations
 
 import threading

@@ -1,4 +1,5 @@
 """Parsing provider metrics: absent stays absent, never zero."""
+
 from __future__ import annotations
 
 import pytest
@@ -47,8 +48,16 @@ def test_non_finite_or_negative_counts_are_absent(value):
     assert load_reading(f"agn_provider_waiting {value}\n").waiting is None
 
 
-@pytest.mark.parametrize("text", ["agn_provider_running\n", "agn_provider_running abc\n", "{x=\"1\"} 2\n",
-                                  'agn_provider_running{x="1" 2\n', "agn_provider_running 1 2 3\n"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "agn_provider_running\n",
+        "agn_provider_running abc\n",
+        '{x="1"} 2\n',
+        'agn_provider_running{x="1" 2\n',
+        "agn_provider_running 1 2 3\n",
+    ],
+)
 def test_malformed_lines_fail_the_scrape(text):
     with pytest.raises(MetricsParseError):
         load_reading(text)

@@ -1,5 +1,6 @@
 """Nothing keyed by a deleted object's name stays: the pure pruning, the prober's per-provider
 memory and the controller's per-consumer memory (no API: nothing here reaches one)."""
+
 from __future__ import annotations
 
 import io
@@ -37,8 +38,11 @@ def log():
 
 
 def provider(name, uid=None):
-    return {"metadata": {"name": name, "uid": uid or f"uid-{name}", "resourceVersion": "1"},
-            "spec": {"endpoint": "http://127.0.0.1:1"}, "status": {}}
+    return {
+        "metadata": {"name": name, "uid": uid or f"uid-{name}", "resourceVersion": "1"},
+        "spec": {"endpoint": "http://127.0.0.1:1"},
+        "status": {},
+    }
 
 
 def test_prune_drops_keys_that_are_not_live():
@@ -55,8 +59,17 @@ def prober():
     providers = Store()
     providers.replace([provider("p1"), provider("p2")])
     leadership = Leader()
-    p = Prober(None, "ns", leadership=leadership, providers=providers, networks=Store(), interval=1.0, timeout=0.1,
-               log=log(), stop=threading.Event())
+    p = Prober(
+        None,
+        "ns",
+        leadership=leadership,
+        providers=providers,
+        networks=Store(),
+        interval=1.0,
+        timeout=0.1,
+        log=log(),
+        stop=threading.Event(),
+    )
     yield p, providers, leadership
     p._pool.shutdown()
 

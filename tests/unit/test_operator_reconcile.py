@@ -1,4 +1,5 @@
 """The overlay plan: write only on change, recheck when metrics are about to go stale."""
+
 from __future__ import annotations
 
 import dataclasses

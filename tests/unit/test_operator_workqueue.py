@@ -1,4 +1,5 @@
 """The coalescing work queue, driven by a fake clock (no sleeps)."""
+
 from __future__ import annotations
 
 import threading
@@ -39,7 +40,7 @@ def test_burst_is_capped_by_max_window():
     """200 events, one every 10 ms, give a handful of batches, not 200."""
     q, clock = make()
     batches = []
-    for i in range(200):
+    for _i in range(200):
         q.add("c1", "c2")
         clock.advance(0.01)
         batch = q.take_ready()

@@ -1,4 +1,5 @@
 """env up's readiness (pure): the operator's rules and the drain waiter's serving check, reused."""
+
 from __future__ import annotations
 
 import time
@@ -14,15 +15,24 @@ CONSUMER = ConsumerView("c", "net")
 
 
 def provider(name, *, drain=False, healthy=True, endpoint=None):
-    return ProviderView(name, endpoint or f"http://127.0.0.1:1/{name}", f"id-{name}", "chat", 0, drain, {}, healthy, NOW)
+    return ProviderView(
+        name, endpoint or f"http://127.0.0.1:1/{name}", f"id-{name}", "chat", 0, drain, {}, healthy, NOW
+    )
 
 
 def readiness(providers, *, serving=None, overlay_from=None):
-    overlay = next_overlay(None, compute_candidates(overlay_from or providers, NET, CONSUMER, now=NOW), network="net",
-                           consumer="c")
+    overlay = next_overlay(
+        None, compute_candidates(overlay_from or providers, NET, CONSUMER, now=NOW), network="net", consumer="c"
+    )
     rev = overlay.revision if serving is None else serving
-    return evaluate_readiness(providers=providers, networks={"net": NET}, consumers=[CONSUMER],
-                              revisions={"c": (rev, rev)}, overlays={"c": overlay}, now=NOW)
+    return evaluate_readiness(
+        providers=providers,
+        networks={"net": NET},
+        consumers=[CONSUMER],
+        revisions={"c": (rev, rev)},
+        overlays={"c": overlay},
+        now=NOW,
+    )
 
 
 def test_ready_when_every_gateway_serves_its_current_overlay():
@@ -64,8 +74,9 @@ def test_an_unprobed_provider_is_waited_for():
 
 
 def test_a_missing_overlay_is_named():
-    r = evaluate_readiness(providers=[provider("a")], networks={"net": NET}, consumers=[CONSUMER], revisions={},
-                           overlays={}, now=NOW)
+    r = evaluate_readiness(
+        providers=[provider("a")], networks={"net": NET}, consumers=[CONSUMER], revisions={}, overlays={}, now=NOW
+    )
     assert r.problems == ("consumer c: no overlay published yet",)
 
 

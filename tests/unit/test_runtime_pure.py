@@ -10,9 +10,14 @@ from xtask.runtime.steps import Step, UpContext, run_steps
 
 
 def entry(name, server="https://127.0.0.1:1"):
-    return {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": name, "cluster": {"server": server}}],
-            "users": [{"name": name, "user": {}}], "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
-            "current-context": name}
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": {"server": server}}],
+        "users": [{"name": name, "user": {}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+        "current-context": name,
+    }
 
 
 def test_merge_keeps_other_entries_and_replaces_same_name():
@@ -67,7 +72,10 @@ def test_a_lock_left_behind_is_an_error_naming_it(tmp_path: Path, monkeypatch):
 def test_a_file_that_is_not_a_kubeconfig_is_never_overwritten(tmp_path: Path, content: bytes):
     path = tmp_path / "config"
     path.write_bytes(content)
-    for change in (lambda: kubeconfig.add_context(path, entry("local-a")), lambda: kubeconfig.remove_context(path, "x")):
+    for change in (
+        lambda: kubeconfig.add_context(path, entry("local-a")),
+        lambda: kubeconfig.remove_context(path, "x"),
+    ):
         with pytest.raises(KubeconfigError) as exc:
             change()
         assert str(exc.value).startswith(f"kubeconfig {path}: ") and "\n" not in str(exc.value)
@@ -92,9 +100,11 @@ def test_steps_roll_back_in_reverse_on_failure():
     def boom(_):
         raise RuntimeError("step 3 failed")
 
-    steps = [Step("one", lambda _: log.append("run1"), lambda _: log.append("undo1")),
-             Step("two", lambda _: log.append("run2"), lambda _: log.append("undo2")),
-             Step("three", boom, lambda _: log.append("undo3"))]
+    steps = [
+        Step("one", lambda _: log.append("run1"), lambda _: log.append("undo1")),
+        Step("two", lambda _: log.append("run2"), lambda _: log.append("undo2")),
+        Step("three", boom, lambda _: log.append("undo3")),
+    ]
     with pytest.raises(RuntimeError):
         run_steps(steps, ctx(), progress=lambda m: None)
     assert log == ["run1", "run2", "undo3", "undo2", "undo1"]
@@ -110,8 +120,10 @@ def test_steps_retain_skips_rollback():
 
 def test_a_step_whose_check_passes_is_skipped_and_not_undone():
     log, lines = [], []
-    steps = [Step("one", lambda _: log.append("run1"), lambda _: log.append("undo1"), check=lambda _: True),
-             Step("two", lambda _: 1 / 0, lambda _: log.append("undo2"))]
+    steps = [
+        Step("one", lambda _: log.append("run1"), lambda _: log.append("undo1"), check=lambda _: True),
+        Step("two", lambda _: 1 / 0, lambda _: log.append("undo2")),
+    ]
     with pytest.raises(ZeroDivisionError):
         run_steps(steps, ctx(), progress=lines.append)
     assert log == ["undo2"] and lines == ["one: already done", "two"]

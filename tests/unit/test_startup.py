@@ -1,4 +1,5 @@
 """Start-up cost: commands that do not talk to a cluster never import the Kubernetes client."""
+
 from __future__ import annotations
 
 import subprocess
@@ -16,17 +17,20 @@ print(code, ",".join(loaded))
 """
 
 
-@pytest.mark.parametrize("argv,code", [
-    (["--help"], 0),
-    (["env", "--help"], 0),
-    (["env", "provider-drain", "--help"], 0),
-    (["env", "render"], 0),
-    (["env", "provider-drain", "--context", "x"], 2),  # usage error: neither --provider nor --gateway
-    (["env", "provider-drain", "--provider", "a", "--gateway", "b"], 2),
-    (["env", "provider-drain", "--provider", "a", "--qps", "nan"], 2),
-    # A kubeconfig that cannot be used is reported before the client is imported.
-    (["env", "provider-drain", "--provider", "a", "--dry-run", "--kubeconfig", "/nonexistent/kubeconfig"], 1),
-])
+@pytest.mark.parametrize(
+    "argv,code",
+    [
+        (["--help"], 0),
+        (["env", "--help"], 0),
+        (["env", "provider-drain", "--help"], 0),
+        (["env", "render"], 0),
+        (["env", "provider-drain", "--context", "x"], 2),  # usage error: neither --provider nor --gateway
+        (["env", "provider-drain", "--provider", "a", "--gateway", "b"], 2),
+        (["env", "provider-drain", "--provider", "a", "--qps", "nan"], 2),
+        # A kubeconfig that cannot be used is reported before the client is imported.
+        (["env", "provider-drain", "--provider", "a", "--dry-run", "--kubeconfig", "/nonexistent/kubeconfig"], 1),
+    ],
+)
 def test_no_kubernetes_import(argv, code):
     out = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -42,7 +46,23 @@ def test_the_probe_can_see_an_import(tmp_path):
         "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:9'}}]\n"
         "users: [{name: c, user: {token: t}}]\n"
         "contexts: [{name: c, context: {cluster: c, user: c}}]\n"
-        "current-context: c\n")
-    out = subprocess.run([sys.executable, "-c", PROBE, "env", "provider-drain", "--provider", "a", "--dry-run",
-                          "--kubeconfig", str(kubeconfig)], capture_output=True, text=True, timeout=60)
+        "current-context: c\n"
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            PROBE,
+            "env",
+            "provider-drain",
+            "--provider",
+            "a",
+            "--dry-run",
+            "--kubeconfig",
+            str(kubeconfig),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "kubernetes.client" in out.stdout

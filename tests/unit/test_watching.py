@@ -1,4 +1,5 @@
 """The shared list+watch loop, driven by scripted fakes of the list and watch calls."""
+
 from __future__ import annotations
 
 import threading
@@ -33,8 +34,14 @@ class TestFollow:
             yield "MODIFIED", {"metadata": {"name": "b", "resourceVersion": "12"}}
             stop.set()
 
-        follow(list_fn=list_fn, watch_fn=watch_fn, on_snapshot=lambda items: seen.append(("snapshot", len(items))),
-               on_event=lambda kind, obj: seen.append((kind, obj["metadata"]["name"])), stop=stop, backoff=lambda n: 0)
+        follow(
+            list_fn=list_fn,
+            watch_fn=watch_fn,
+            on_snapshot=lambda items: seen.append(("snapshot", len(items))),
+            on_event=lambda kind, obj: seen.append((kind, obj["metadata"]["name"])),
+            stop=stop,
+            backoff=lambda n: 0,
+        )
         assert watches == ["10", "11", "10", "10"]
         assert len(lists) == 3  # initial, after 410, after the error
         assert ("ADDED", "a") in seen and ("MODIFIED", "b") in seen

@@ -1,4 +1,5 @@
 """The click command tree. Commands are thin: parse flags, call one library function, render."""
+
 from __future__ import annotations
 
 import click
@@ -15,15 +16,18 @@ EXIT_CODES_HELP = "\b\nExit codes:\n" + "\n".join(
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=EXIT_CODES_HELP,
 )
-@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks and debug detail on errors.")
-@click.pass_context
-def cli(ctx: click.Context, verbose: bool) -> None:
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    expose_value=False,
+    help="Show tracebacks and debug detail on errors (read by the entry point, which reports errors).",
+)
+def cli() -> None:
     """AGN xtask: bring up AGN environments and operate them (cargo-xtask style).
 
     Run `python -m xtask env --help` for the environment commands.
     """
-    ctx.ensure_object(dict)
-    ctx.obj["verbose"] = verbose
 
 
 cli.add_command(env_group)

@@ -3,6 +3,7 @@
 rich is imported on first use only: a command that prints JSON or plain lines does not pay
 for it at start-up.
 """
+
 from __future__ import annotations
 
 import functools
@@ -20,18 +21,20 @@ def fancy() -> bool:
 
 
 @functools.cache
-def err_console() -> "Console":
+def err_console() -> Console:
     from rich.console import Console
 
     return Console(stderr=True, highlight=False, no_color=bool(os.environ.get("NO_COLOR")))
 
 
 @functools.cache
-def out_console() -> "Console":
+def out_console() -> Console:
     from rich.console import Console
 
     # Off a terminal rich would assume 80 columns and squeeze tables; logs and pipes have room.
-    return Console(highlight=False, no_color=bool(os.environ.get("NO_COLOR")), width=None if sys.stdout.isatty() else 200)
+    return Console(
+        highlight=False, no_color=bool(os.environ.get("NO_COLOR")), width=None if sys.stdout.isatty() else 200
+    )
 
 
 def progress(message: str) -> None:

@@ -1,4 +1,5 @@
 """Click parameter types shared by the commands."""
+
 from __future__ import annotations
 
 import math

@@ -4,6 +4,7 @@ An :class:`Observation` is one consistent look at the selected providers, the na
 consumers and their overlays. :func:`evaluate` says whether it shows the request serving
 everywhere; :class:`Agreement` implements "two consecutive agreeing observations".
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -107,7 +108,9 @@ def evaluate(obs: Observation, *, drain: bool) -> Verdict:
                         )
                     continue
             states.append(ProviderState(consumer_name, name, state, False))
-            lagging.append(f"consumer {consumer_name}: {name} is {state} in overlay revision {overlay.revision}, want {want}")
+            lagging.append(
+                f"consumer {consumer_name}: {name} is {state} in overlay revision {overlay.revision}, want {want}"
+            )
         signature.append((consumer_name, overlay.revision, overlay.digest, accepted, serving))
     signature.append(tuple(sorted((n, p.drain if p else None) for n, p in obs.providers.items())))
     if lagging:
@@ -140,7 +143,10 @@ class Agreement:
 
 
 def targets_problems(
-    *, network: NetworkView | None, network_name: str, consumers: Mapping[str, ConsumerView | None],
+    *,
+    network: NetworkView | None,
+    network_name: str,
+    consumers: Mapping[str, ConsumerView | None],
     providers: Sequence[ProviderView],
 ) -> list[str]:
     """Why the targets cannot be used (checked before any write)."""

@@ -25,6 +25,7 @@ anywhere else is an error. The single-JSON-object format of earlier versions is 
 
 This module does file I/O only; it never talks to the API server.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -60,11 +61,11 @@ def journal_dir() -> Path:
 
 
 def new_operation_id() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat()
+    return dt.datetime.now(dt.UTC).isoformat()
 
 
 # -- the pure part: records and their replay ------------------------------------------------------
@@ -109,19 +110,33 @@ class JournalState:
 
     def to_restore(self) -> list[tuple[Change, int]]:
         """Providers this run may have changed and that are not yet put back, sorted by name."""
-        return [(e.change, e.expected_generation) for name, e in sorted(self.entries.items())
-                if e.maybe_written and e.restored not in SETTLED]
+        return [
+            (e.change, e.expected_generation)
+            for name, e in sorted(self.entries.items())
+            if e.maybe_written and e.restored not in SETTLED
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         """A summary (also the single-object format of earlier versions, which is written back as such)."""
         return {
-            "operation": self.operation, "context": self.context, "namespace": self.namespace,
-            "request": self.request, "reason": self.reason, "state": self.state, "startedAt": self.started_at,
+            "operation": self.operation,
+            "context": self.context,
+            "namespace": self.namespace,
+            "request": self.request,
+            "reason": self.reason,
+            "state": self.state,
+            "startedAt": self.started_at,
             "providers": {
-                name: {"previous": e.change.previous, "previousAnnotations": dict(e.change.previous_annotations),
-                       "resourceVersion": e.change.resource_version, "generation": e.change.generation,
-                       "write": e.write, "written": e.write == "written", "writtenGeneration": e.written_generation,
-                       "restored": e.restored}
+                name: {
+                    "previous": e.change.previous,
+                    "previousAnnotations": dict(e.change.previous_annotations),
+                    "resourceVersion": e.change.resource_version,
+                    "generation": e.change.generation,
+                    "write": e.write,
+                    "written": e.write == "written",
+                    "writtenGeneration": e.written_generation,
+                    "restored": e.restored,
+                }
                 for name, e in sorted(self.entries.items())
             },
         }
@@ -135,31 +150,50 @@ def _change_from(provider: str, requested: bool, rec: Mapping[str, Any]) -> Chan
     if previous is not None and not isinstance(previous, bool):
         raise ValueError("previous must be true, false or null")
     return Change(
-        provider=provider, previous=previous, requested=requested, resource_version=str(rec.get("resourceVersion") or ""),
+        provider=provider,
+        previous=previous,
+        requested=requested,
+        resource_version=str(rec.get("resourceVersion") or ""),
         generation=int(rec.get("generation") or 0),
         previous_annotations={k: annotations.get(k) for k in OUR_ANNOTATIONS},
     )
 
 
-def header_record(*, operation: str, context: str | None, namespace: str, requested: bool, reason: str | None,
-                  changes: list[Change]) -> dict[str, Any]:
+def header_record(
+    *, operation: str, context: str | None, namespace: str, requested: bool, reason: str | None, changes: list[Change]
+) -> dict[str, Any]:
     return {
-        "type": "header", "format": FORMAT, "operation": operation, "context": context, "namespace": namespace,
-        "request": "drain" if requested else "undrain", "reason": reason, "startedAt": _now(),
+        "type": "header",
+        "format": FORMAT,
+        "operation": operation,
+        "context": context,
+        "namespace": namespace,
+        "request": "drain" if requested else "undrain",
+        "reason": reason,
+        "startedAt": _now(),
         "plan": [_plan_item(c) for c in changes],
     }
 
 
 def _plan_item(c: Change) -> dict[str, Any]:
-    return {"provider": c.provider, "previous": c.previous, "previousAnnotations": dict(c.previous_annotations),
-            "resourceVersion": c.resource_version, "generation": c.generation}
+    return {
+        "provider": c.provider,
+        "previous": c.previous,
+        "previousAnnotations": dict(c.previous_annotations),
+        "resourceVersion": c.resource_version,
+        "generation": c.generation,
+    }
 
 
 def intent_record(change: Change, *, replanned: bool = False) -> dict[str, Any]:
     if replanned:
         return {"type": "intent", **_plan_item(change)}
-    return {"type": "intent", "provider": change.provider, "resourceVersion": change.resource_version,
-            "generation": change.generation}
+    return {
+        "type": "intent",
+        "provider": change.provider,
+        "resourceVersion": change.resource_version,
+        "generation": change.generation,
+    }
 
 
 def state_from_header(rec: Mapping[str, Any]) -> JournalState:
@@ -179,9 +213,15 @@ def state_from_header(rec: Mapping[str, Any]) -> JournalState:
     for key in ("operation", "namespace"):
         if not isinstance(rec.get(key), str) or not rec[key]:
             raise ValueError(f"header.{key} must be a non-empty string")
-    return JournalState(operation=rec["operation"], context=rec.get("context"), namespace=rec["namespace"],
-                        requested=requested, reason=rec.get("reason"), started_at=str(rec.get("startedAt") or ""),
-                        entries=entries)
+    return JournalState(
+        operation=rec["operation"],
+        context=rec.get("context"),
+        namespace=rec["namespace"],
+        requested=requested,
+        reason=rec.get("reason"),
+        started_at=str(rec.get("startedAt") or ""),
+        entries=entries,
+    )
 
 
 def apply_record(state: JournalState, rec: Mapping[str, Any]) -> None:
@@ -194,12 +234,16 @@ def apply_record(state: JournalState, rec: Mapping[str, Any]) -> None:
     entry = state.entries.get(name) if isinstance(name, str) else None
     if entry is None:
         raise ValueError(f"a {kind} record names provider {name!r}, which is not in the plan")
+    assert isinstance(name, str)
     if kind == "intent":
         if "previous" in rec:
             entry.change = _change_from(name, state.requested, rec)
         else:
-            entry.change = dataclasses.replace(entry.change, resource_version=str(rec.get("resourceVersion") or ""),
-                                               generation=int(rec.get("generation") or 0))
+            entry.change = dataclasses.replace(
+                entry.change,
+                resource_version=str(rec.get("resourceVersion") or ""),
+                generation=int(rec.get("generation") or 0),
+            )
         entry.write, entry.written_generation = "intended", None
     elif kind == "done":
         entry.write, entry.written_generation = "written", int(rec["generation"])
@@ -266,9 +310,17 @@ def _legacy_state(obj: Mapping[str, Any], *, source: str) -> JournalState:
             entries[name] = entry
         if not isinstance(obj.get("namespace"), str) or not isinstance(obj.get("operation"), str):
             raise ValueError("needs operation and namespace strings")
-        return JournalState(operation=obj["operation"], context=obj.get("context"), namespace=obj["namespace"],
-                            requested=requested, reason=obj.get("reason"), started_at=str(obj.get("startedAt") or ""),
-                            entries=entries, state=str(obj.get("state") or "applying"), legacy=True)
+        return JournalState(
+            operation=obj["operation"],
+            context=obj.get("context"),
+            namespace=obj["namespace"],
+            requested=requested,
+            reason=obj.get("reason"),
+            started_at=str(obj.get("startedAt") or ""),
+            entries=entries,
+            state=str(obj.get("state") or "applying"),
+            legacy=True,
+        )
     except (ValueError, TypeError) as exc:
         raise JournalError(f"{source}: not a drain journal (JSON format of earlier versions): {exc}") from exc
 
@@ -295,19 +347,34 @@ class Journal:
 
     @classmethod
     def create(
-        cls, *, operation: str, context: str | None, namespace: str, requested: bool, changes: list[Change],
-        reason: str | None, folder: Path | None = None,
-    ) -> "Journal":
+        cls,
+        *,
+        operation: str,
+        context: str | None,
+        namespace: str,
+        requested: bool,
+        changes: list[Change],
+        reason: str | None,
+        folder: Path | None = None,
+    ) -> Journal:
         folder = folder or journal_dir()
         path = folder / f"drain-{operation}{SUFFIX}"
-        header = header_record(operation=operation, context=context, namespace=namespace, requested=requested,
-                               reason=reason, changes=changes)
+        header = header_record(
+            operation=operation,
+            context=context,
+            namespace=namespace,
+            requested=requested,
+            reason=reason,
+            changes=changes,
+        )
         try:
             folder.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
         except OSError as exc:
-            raise JournalError(f"cannot create the drain journal in {folder}: {exc.strerror or exc}",
-                               hint="choose a writable folder with --journal-dir or AGN_XTASK_JOURNAL_DIR") from exc
+            raise JournalError(
+                f"cannot create the drain journal in {folder}: {exc.strerror or exc}",
+                hint="choose a writable folder with --journal-dir or AGN_XTASK_JOURNAL_DIR",
+            ) from exc
         journal = cls(path, state_from_header(header), fd)
         journal._write_line(header)
         journal.sync()
@@ -315,7 +382,7 @@ class Journal:
         return journal
 
     @classmethod
-    def open(cls, path: Path) -> "Journal":
+    def open(cls, path: Path) -> Journal:
         """An existing journal, replayed, ready for ``drain-restore`` to append its outcomes."""
         try:
             raw = path.read_bytes()
@@ -340,6 +407,7 @@ class Journal:
     # -- appends ---------------------------------------------------------------------------------
     def _write_line(self, rec: Mapping[str, Any]) -> None:
         data = (json.dumps(rec, separators=(",", ":")) + "\n").encode()
+        assert self._fd is not None, "appending to a closed journal"
         os.write(self._fd, data)
         self.bytes_written += len(data)
 

@@ -1,6 +1,7 @@
 """Planning a drain: per-provider changes, the capacity guard, patch bodies, and the
 restoration plan. Pure: plain data in, plain data out.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -49,14 +50,16 @@ def plan_changes(selected: Iterable[Mapping[str, Any]], *, requested: bool) -> l
     for obj in selected:
         meta = obj.get("metadata", {})
         annotations = meta.get("annotations") or {}
-        out.append(Change(
-            provider=meta["name"],
-            previous=raw_drain(obj),
-            requested=requested,
-            resource_version=meta.get("resourceVersion", ""),
-            generation=int(meta.get("generation") or 0),
-            previous_annotations={k: annotations.get(k) for k in OUR_ANNOTATIONS},
-        ))
+        out.append(
+            Change(
+                provider=meta["name"],
+                previous=raw_drain(obj),
+                requested=requested,
+                resource_version=meta.get("resourceVersion", ""),
+                generation=int(meta.get("generation") or 0),
+                previous_annotations={k: annotations.get(k) for k in OUR_ANNOTATIONS},
+            )
+        )
     return out
 
 
@@ -94,7 +97,11 @@ class RestoreDecision(str, enum.Enum):
 
 
 def restore_decision(
-    change: Change, *, operation: str, written_generation: int, current: Mapping[str, Any] | None,
+    change: Change,
+    *,
+    operation: str,
+    written_generation: int,
+    current: Mapping[str, Any] | None,
 ) -> RestoreDecision:
     """Whether a provider this run (``operation``) changed, or may have changed, may be put back.
 
@@ -124,8 +131,10 @@ class CapacityViolation:
     admitted_now: int
 
     def describe(self) -> str:
-        return (f"consumer {self.consumer}: selection group {self.group!r} would have no admitted provider "
-                f"(has {self.admitted_now} now)")
+        return (
+            f"consumer {self.consumer}: selection group {self.group!r} would have no admitted provider "
+            f"(has {self.admitted_now} now)"
+        )
 
 
 def capacity_violations(overlays: Mapping[str, Overlay], selected: Iterable[str]) -> list[CapacityViolation]:
@@ -135,7 +144,9 @@ def capacity_violations(overlays: Mapping[str, Overlay], selected: Iterable[str]
     for consumer, overlay in sorted(overlays.items()):
         before = group_admitted_counts(overlay.candidates)
         after_cands = [
-            dataclasses.replace(c, admission_state=EXISTING_ONLY) if c.provider in chosen and c.admission_state == ADMITTED else c
+            dataclasses.replace(c, admission_state=EXISTING_ONLY)
+            if c.provider in chosen and c.admission_state == ADMITTED
+            else c
             for c in overlay.candidates
         ]
         after = group_admitted_counts(after_cands)

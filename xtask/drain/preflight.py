@@ -2,6 +2,7 @@
 the journal folder can hold a journal, a journal's fields have the types a restoration
 needs, the journal's namespace exists in the cluster. Each raises an error naming the input.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,7 +31,9 @@ def usable_journal_dir(folder: Path) -> Path:
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise JournalError(f"cannot use {folder} as the drain journal folder: {exc.strerror or exc}", hint=_HINT) from exc
+        raise JournalError(
+            f"cannot use {folder} as the drain journal folder: {exc.strerror or exc}", hint=_HINT
+        ) from exc
     return folder
 
 
@@ -61,5 +64,7 @@ def require_namespace(kube: Kube, namespace: str, *, journal: Path, recorded_con
     hint = None
     if recorded_context and recorded_context != here:
         hint = f"the run drained context {recorded_context!r}; pass --context {recorded_context} to restore there"
-    raise XtaskError(f"namespace {namespace!r} from journal {journal} does not exist in context {here!r}; "
-                     "nothing was restored", hint=hint)
+    raise XtaskError(
+        f"namespace {namespace!r} from journal {journal} does not exist in context {here!r}; nothing was restored",
+        hint=hint,
+    )

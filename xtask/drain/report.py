@@ -1,4 +1,5 @@
 """The drain report: everything a run did, as data, and the exit code it maps to. Pure."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -37,8 +38,13 @@ class Report:
 
 
 def exit_code_for(
-    *, refused: bool, failed: int, interrupted_during_writes: bool, restorations: list[dict],
-    wait_state: str | None, stored_ok: bool | None,
+    *,
+    refused: bool,
+    failed: int,
+    interrupted_during_writes: bool,
+    restorations: list[dict],
+    wait_state: str | None,
+    stored_ok: bool | None,
 ) -> ExitCode:
     """The documented exit code for a finished run (see ``xtask.errors.ExitCode``)."""
     if refused:

@@ -3,6 +3,7 @@ server-side dry run, journal, fan-out (restore on failure or interrupt), then re
 (patch-only) or wait for convergence (with targets). Returns a :class:`Report`; only usage
 and connection problems raise.
 """
+
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -12,13 +13,14 @@ import getpass
 import socket
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube, NotFound, context_namespace
 from agn.model import Overlay
 from agn.objects import consumer_view, name_of, network_view, provider_view
-from xtask.drain import apply as fanout
+from xtask.drain import fanout
 from xtask.drain.converge import targets_problems
 from xtask.drain.journal import Journal, new_operation_id
 from xtask.drain.plan import Change, capacity_violations, drain_patch, plan_changes
@@ -73,8 +75,9 @@ def actor() -> str:
 
 def run_drain(req: DrainRequest, *, reporter: Reporter) -> Report:
     """Run one drain or undrain from start to finish; the report carries the exit code."""
-    kube = Kube.from_kubeconfig(kubeconfig=req.kubeconfig, context=req.context, field_manager=FIELD_MANAGER,
-                                pool_size=req.concurrency + 4)
+    kube = Kube.from_kubeconfig(
+        kubeconfig=req.kubeconfig, context=req.context, field_manager=FIELD_MANAGER, pool_size=req.concurrency + 4
+    )
     try:
         namespace = req.namespace or context_namespace(kubeconfig=req.kubeconfig, context=req.context)
         # One pool for the dry run, the writes and any restoration, sized like the HTTP pool.
@@ -100,13 +103,14 @@ class _DrainRun:
         self.namespace = namespace
         self.reporter = reporter
         self.started = time.monotonic()
-        self.report = Report(req.context, namespace, "drain" if req.drain else "undrain", req.selector.describe(),
-                             req.dry_run)
+        self.report = Report(
+            req.context, namespace, "drain" if req.drain else "undrain", req.selector.describe(), req.dry_run
+        )
         self.journal: Journal | None = None
         self.waiter: ConvergenceWaiter | None = None
         self.targets: _Targets | None = None
         self.operation = new_operation_id()
-        self._at = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self._at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         self._actor = actor()
 
     def patch_for(self, change: Change) -> dict:
@@ -121,7 +125,11 @@ class _DrainRun:
         sys.stderr.write(
             "\nsecond signal: stopping at once. Providers changed by this run may need inspection: "
             f"{', '.join(changed) or 'none recorded'}\n"
-            + (f"journal: {journal.path}\nrestore with: python -m xtask env drain-restore {journal.path}\n" if journal else "")
+            + (
+                f"journal: {journal.path}\nrestore with: python -m xtask env drain-restore {journal.path}\n"
+                if journal
+                else ""
+            )
         )
         sys.stderr.flush()
 
@@ -134,13 +142,19 @@ class _DrainRun:
             return self.finish(f"interrupted by {latch.name} before any write", code=ExitCode.INTERRUPTED)
         if self.req.network:
             # Watch before writing: the followers list and sync while the writes go out.
-            self.waiter = ConvergenceWaiter(self.kube, self.namespace, providers=self.report.selection,
-                                            network=self.req.network, consumers=list(self.req.consumers),
-                                            drain=self.req.drain, notify=self.reporter.event,
-                                            network_obj=self.targets.network if self.targets else None)
+            self.waiter = ConvergenceWaiter(
+                self.kube,
+                self.namespace,
+                providers=self.report.selection,
+                network=self.req.network,
+                consumers=list(self.req.consumers),
+                drain=self.req.drain,
+                notify=self.reporter.event,
+                network_obj=self.targets.network if self.targets else None,
+            )
             self.waiter.start()
         try:
-            done = self.apply(changes, latch)
+            done = self.write(changes, latch)
             if done is not None:
                 return done
             if self.waiter is None:
@@ -158,10 +172,17 @@ class _DrainRun:
         items, _ = self.kube.list(PROVIDERS, self.namespace)
         selected = select(items, req.selector, namespace=self.namespace)
         report.selection = [p["metadata"]["name"] for p in selected]
-        self.reporter.line(f"selection ({req.selector.describe()}, namespace {self.namespace}): {', '.join(report.selection)}")
+        self.reporter.line(
+            f"selection ({req.selector.describe()}, namespace {self.namespace}): {', '.join(report.selection)}"
+        )
         changes = plan_changes(selected, requested=req.drain)
         for c in changes:
-            entry = {"provider": c.provider, "current": c.current, "requested": c.requested, "alreadyInState": c.already}
+            entry = {
+                "provider": c.provider,
+                "current": c.current,
+                "requested": c.requested,
+                "alreadyInState": c.already,
+            }
             report.plan.append(entry)
             self.reporter.event("plan", c.provider, entry)
 
@@ -186,26 +207,43 @@ class _DrainRun:
         return changes, None
 
     # -- 2. journal, fan-out, restoration on failure or interrupt ------------------------------
-    def apply(self, changes: list[Change], latch: SignalLatch) -> Report | None:
+    def write(self, changes: list[Change], latch: SignalLatch) -> Report | None:
         req, report = self.req, self.report
         todo = [c for c in changes if not c.already]
         t_apply = time.monotonic()
         if todo:
-            self.journal = Journal.create(operation=self.operation, context=req.context, namespace=self.namespace,
-                                          requested=req.drain, changes=todo, reason=req.reason, folder=req.journal_dir)
+            self.journal = Journal.create(
+                operation=self.operation,
+                context=req.context,
+                namespace=self.namespace,
+                requested=req.drain,
+                changes=todo,
+                reason=req.reason,
+                folder=req.journal_dir,
+            )
             report.journal = str(self.journal.path)
             self.reporter.line(f"journal: {self.journal.path}")
         else:
             self.reporter.line("every selected provider is already in the requested state; nothing to write")
-        outcomes = fanout.fan_out(self.kube, self.namespace, changes, self.patch_for, pool=self.pool,
-                                  concurrency=req.concurrency, qps=req.qps, stop=latch.interrupted, journal=self.journal,
-                                  notify=self.reporter.event)
+        outcomes = fanout.fan_out(
+            self.kube,
+            self.namespace,
+            changes,
+            self.patch_for,
+            pool=self.pool,
+            concurrency=req.concurrency,
+            qps=req.qps,
+            stop=latch.interrupted,
+            journal=self.journal,
+            notify=self.reporter.event,
+        )
         report.outcomes = [o.to_dict() for o in outcomes]
         report.timings["applySeconds"] = round(time.monotonic() - t_apply, 3)
         failed = [o for o in outcomes if o.outcome == "failed"]
         # A signal that lands while this run has written anything counts as "during the fan-out".
         interrupted = latch.interrupted.is_set() and (
-            self.journal is not None or any(o.outcome == "not-attempted" for o in outcomes))
+            self.journal is not None or any(o.outcome == "not-attempted" for o in outcomes)
+        )
         if not (failed or interrupted):
             return None
         if interrupted:
@@ -215,11 +253,24 @@ class _DrainRun:
         self.reporter.line(f"{why}; restoring {len(written)} provider(s) this run changed")
         if self.journal:
             self.journal.set_state("restoring")
-        restored = fanout.restore(self.kube, self.namespace, written, operation=self.operation, pool=self.pool,
-                                  journal=self.journal, notify=self.reporter.event)
+        restored = fanout.restore(
+            self.kube,
+            self.namespace,
+            written,
+            operation=self.operation,
+            pool=self.pool,
+            journal=self.journal,
+            notify=self.reporter.event,
+        )
         report.restorations = [r.to_dict() for r in restored]
-        code = exit_code_for(refused=False, failed=len(failed), interrupted_during_writes=interrupted,
-                             restorations=report.restorations, wait_state=None, stored_ok=None)
+        code = exit_code_for(
+            refused=False,
+            failed=len(failed),
+            interrupted_during_writes=interrupted,
+            restorations=report.restorations,
+            wait_state=None,
+            stored_ok=None,
+        )
         if self.journal:
             clean = code in (ExitCode.PARTIAL_RESTORED, ExitCode.INTERRUPTED)
             self.journal.set_state("restored" if clean else "needs-inspection")
@@ -234,9 +285,13 @@ class _DrainRun:
         if self.journal:
             self.journal.set_state("complete" if ok else "needs-inspection")
         if not ok:
-            return self.finish(f"{self.report.request} not stored as requested: {stored}", code=ExitCode.NEEDS_INSPECTION)
-        return self.finish(f"stored: spec.trafficPolicy.drain={str(req.drain).lower()} on {len(names)} provider(s) "
-                           "(read back from the API; pass --network/--consumer to wait until it is serving)")
+            return self.finish(
+                f"{self.report.request} not stored as requested: {stored}", code=ExitCode.NEEDS_INSPECTION
+            )
+        return self.finish(
+            f"stored: spec.trafficPolicy.drain={str(req.drain).lower()} on {len(names)} provider(s) "
+            "(read back from the API; pass --network/--consumer to wait until it is serving)"
+        )
 
     # -- 3b. with targets: wait until every consumer serves it ----------------------------------
     def wait(self, waiter: ConvergenceWaiter, latch: SignalLatch) -> Report:
@@ -250,9 +305,17 @@ class _DrainRun:
         if result.state == "interrupted":
             report.interrupted = latch.name
         if self.journal:
-            self.journal.set_state("complete" if result.state in ("converged", "not-eligible") else f"applied-{result.state}")
-        code = exit_code_for(refused=False, failed=0, interrupted_during_writes=False, restorations=[],
-                             wait_state=result.state, stored_ok=None)
+            self.journal.set_state(
+                "complete" if result.state in ("converged", "not-eligible") else f"applied-{result.state}"
+            )
+        code = exit_code_for(
+            refused=False,
+            failed=0,
+            interrupted_during_writes=False,
+            restorations=[],
+            wait_state=result.state,
+            stored_ok=None,
+        )
         return self.finish(_wait_summary(result, req), code=code)
 
 
@@ -265,6 +328,7 @@ class _Targets:
 
 def _read_targets(kube: Kube, namespace: str, req: DrainRequest) -> _Targets:
     """The named network, and every consumer and overlay of the namespace (two LISTs, not 2N GETs)."""
+    assert req.network is not None
     try:
         network = kube.get(NETWORKS, namespace, req.network)
     except NotFound:
@@ -274,16 +338,24 @@ def _read_targets(kube: Kube, namespace: str, req: DrainRequest) -> _Targets:
     return _Targets(network, consumers, overlays)
 
 
-def _target_refusals(targets: _Targets, req: DrainRequest, selected: list[dict], changes: list[Change]) -> list[str]:
+def _target_refusals(
+    targets: _Targets, req: DrainRequest, selected: Sequence[Mapping[str, Any]], changes: list[Change]
+) -> list[str]:
+    assert req.network is not None  # targets are only read when a network is named
     network = network_view(targets.network) if targets.network else None
-    consumers = {name: consumer_view(targets.consumers[name]) if name in targets.consumers else None
-                 for name in req.consumers}
-    problems = targets_problems(network=network, network_name=req.network, consumers=consumers,
-                                providers=[provider_view(p) for p in selected])
+    consumers = {
+        name: consumer_view(targets.consumers[name]) if name in targets.consumers else None for name in req.consumers
+    }
+    problems = targets_problems(
+        network=network, network_name=req.network, consumers=consumers, providers=[provider_view(p) for p in selected]
+    )
     if problems or not req.drain or req.force:
         return problems
-    overlays = {name: Overlay.from_spec(targets.overlays[name]["spec"])
-                for name in req.consumers if name in targets.overlays and targets.overlays[name].get("spec")}
+    overlays = {
+        name: Overlay.from_spec(targets.overlays[name]["spec"])
+        for name in req.consumers
+        if name in targets.overlays and targets.overlays[name].get("spec")
+    }
     to_drain = [c.provider for c in changes if not c.already]
     violations = capacity_violations(overlays, to_drain)
     return [f"capacity guard: {v.describe()} (use --force to drain anyway)" for v in violations]
@@ -298,7 +370,8 @@ def _convergence_dict(result) -> dict:
         out["providers"] = [dataclasses.asdict(p) for p in verdict.providers]
         out["consumers"] = [
             {"consumer": s[0], "overlayRevision": s[1], "acceptedRevision": s[3], "servingRevision": s[4]}
-            for s in verdict.signature if isinstance(s, tuple) and len(s) == 5
+            for s in verdict.signature
+            if isinstance(s, tuple) and len(s) == 5
         ]
     return out
 

@@ -2,6 +2,7 @@
 
 Pure. Gateway membership is the explicit field only — never inferred from endpoints.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -37,7 +38,7 @@ def select(providers: Iterable[Mapping[str, Any]], selector: Selector, *, namesp
     else:
         chosen = [p for p in items if (p.get("spec") or {}).get("providerGateway") == selector.gateway]
         if not chosen:
-            known = sorted({(p.get("spec") or {}).get("providerGateway") for p in items} - {None, ""})
+            known = sorted({str(g) for p in items if (g := (p.get("spec") or {}).get("providerGateway"))})
             raise RefusedError(
                 f"no provider in namespace {namespace} has spec.providerGateway == {selector.gateway!r}",
                 hint=f"gateways present: {', '.join(known) or 'none'}",

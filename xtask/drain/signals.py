@@ -4,6 +4,7 @@ First SIGINT/SIGTERM: ``interrupted`` is set; the fan-out stops issuing writes, 
 in-flight ones finish and restores; the waiter stops waiting. A second signal calls the
 ``on_second`` callback (which prints what may need inspection) and exits immediately.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,7 +31,7 @@ class SignalLatch:
         self.signum = signum
         self.interrupted.set()
 
-    def __enter__(self) -> "SignalLatch":
+    def __enter__(self) -> SignalLatch:
         for sig in (signal.SIGINT, signal.SIGTERM):
             self._previous[sig] = signal.signal(sig, self._handle)
         return self

@@ -7,6 +7,7 @@ that end are resumed from the last resourceVersion; ``410 Gone`` triggers a re-l
 errors back off and retry. No fixed sleeps: the waiter blocks on events, re-checking about
 once a second because metrics staleness depends on the clock.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,16 +18,15 @@ from collections.abc import Callable, Iterable
 
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube, KubeError, Resource
 from agn.model import Overlay
+from agn.objects import Obj, consumer_revisions, consumer_view, name_of, network_view, provider_view
 from agn.watching import follow
-from agn.objects import consumer_revisions, consumer_view, name_of, network_view, provider_view
 from xtask.drain.converge import Agreement, Observation, State, Verdict, evaluate
 
-Obj = dict
 Notify = Callable[[str, str, dict], None]
 
 
 class _Cache:
-    def __init__(self, wake: "queue.Queue[str]", label: str) -> None:
+    def __init__(self, wake: queue.Queue[str], label: str) -> None:
         self.items: dict[str, Obj] = {}
         self.lock = threading.Lock()
         self.wake = wake
@@ -62,8 +62,16 @@ class WaitResult:
 
 class ConvergenceWaiter:
     def __init__(
-        self, kube: Kube, namespace: str, *, providers: list[str], network: str, consumers: list[str], drain: bool,
-        notify: Notify, network_obj: Obj | None = None,
+        self,
+        kube: Kube,
+        namespace: str,
+        *,
+        providers: list[str],
+        network: str,
+        consumers: list[str],
+        drain: bool,
+        notify: Notify,
+        network_obj: Obj | None = None,
     ) -> None:
         self.kube = kube
         self.namespace = namespace
@@ -73,7 +81,7 @@ class ConvergenceWaiter:
         self.drain = drain
         self.notify = notify
         self._network_obj = network_obj  # as read before the writes; else read when the wait starts
-        self._wake: "queue.Queue[str]" = queue.Queue()
+        self._wake: queue.Queue[str] = queue.Queue()
         self._stop_watches = threading.Event()
         self._caches = {r.plural: _Cache(self._wake, r.plural) for r in (PROVIDERS, CONSUMERS, OVERLAYS)}
         self._started = False
@@ -90,7 +98,9 @@ class ConvergenceWaiter:
                 target=follow,
                 kwargs=dict(
                     list_fn=lambda res=res: self.kube.list(res, self.namespace),
-                    watch_fn=lambda rv, res=res: self.kube.watch(res, self.namespace, resource_version=rv, timeout_seconds=30),
+                    watch_fn=lambda rv, res=res: self.kube.watch(
+                        res, self.namespace, resource_version=rv, timeout_seconds=30
+                    ),
                     on_snapshot=cache.snapshot,
                     on_event=cache.event,
                     stop=self._stop_watches,
@@ -108,7 +118,11 @@ class ConvergenceWaiter:
         consumers, revisions, overlays = {}, {}, {}
         for name in self.consumers:
             c = lookup(CONSUMERS, name)
-            consumers[name] = consumer_view(c) if c else consumer_view({"metadata": {"name": name}, "spec": {"network": self.network}})
+            consumers[name] = (
+                consumer_view(c)
+                if c
+                else consumer_view({"metadata": {"name": name}, "spec": {"network": self.network}})
+            )
             revisions[name] = consumer_revisions(c) if c else (None, None)
             o = lookup(OVERLAYS, name)
             overlays[name] = Overlay.from_spec(o["spec"]) if o and o.get("spec") else None
@@ -119,8 +133,10 @@ class ConvergenceWaiter:
 
     def _fresh(self) -> Callable[[Resource, str], Obj | None]:
         """A lookup over one fresh read of each kind: three LISTs, however many providers."""
-        snapshot = {res.plural: {name_of(o): o for o in self.kube.list(res, self.namespace)[0]}
-                    for res in (PROVIDERS, CONSUMERS, OVERLAYS)}
+        snapshot = {
+            res.plural: {name_of(o): o for o in self.kube.list(res, self.namespace)[0]}
+            for res in (PROVIDERS, CONSUMERS, OVERLAYS)
+        }
         return lambda res, name: snapshot[res.plural].get(name)
 
     def close(self) -> None:

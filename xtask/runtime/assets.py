@@ -4,6 +4,7 @@ Order: ``$KUBEBUILDER_ASSETS`` (the envtest convention) when it holds all three,
 versioned cache that ``scripts/install-control-plane.sh`` fills. Building is that script's job;
 this module only runs it (through :mod:`xtask.procs`) when asked to.
 """
+
 from __future__ import annotations
 
 import os
@@ -13,8 +14,8 @@ from pathlib import Path
 
 from xtask.errors import RuntimeUnavailable
 from xtask.procs import RealCmdRunner
+from xtask.state import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTALL_SCRIPT = REPO_ROOT / "scripts" / "install-control-plane.sh"
 BINARIES = ("kube-apiserver", "etcd", "kubectl")
 
@@ -60,8 +61,12 @@ def ensure_assets(*, build: bool = True) -> Path:
     )
     if not build or shutil.which("go") is None:
         raise RuntimeUnavailable("local control-plane binaries are missing and cannot be built here", hint=hint)
-    print(f"control-plane binaries not found; building them into {cache_dir()} "
-          "(once per version, about 5 minutes on 2 cores)", file=sys.stderr, flush=True)
+    print(
+        f"control-plane binaries not found; building them into {cache_dir()} "
+        "(once per version, about 5 minutes on 2 cores)",
+        file=sys.stderr,
+        flush=True,
+    )
     RealCmdRunner().run_visible(["bash", str(INSTALL_SCRIPT)], timeout=3600)
     found = find_assets()
     if found is None:

@@ -2,6 +2,7 @@
 for 127.0.0.1/localhost, an admin client certificate in ``system:masters``, and a key pair
 for service-account token signing. Writes PEM files; reuses them when already present.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,10 +30,22 @@ class CertPaths:
     sa_pub: Path
 
     @classmethod
-    def under(cls, folder: Path) -> "CertPaths":
-        return cls(*(folder / n for n in (
-            "ca.crt", "ca.key", "apiserver.crt", "apiserver.key", "admin.crt", "admin.key", "sa.key", "sa.pub"
-        )))
+    def under(cls, folder: Path) -> CertPaths:
+        return cls(
+            *(
+                folder / n
+                for n in (
+                    "ca.crt",
+                    "ca.key",
+                    "apiserver.crt",
+                    "apiserver.key",
+                    "admin.crt",
+                    "admin.key",
+                    "sa.key",
+                    "sa.pub",
+                )
+            )
+        )
 
     def complete(self) -> bool:
         return all(p.exists() for p in dataclasses.astuple(self))
@@ -43,7 +56,9 @@ def _key() -> ec.EllipticCurvePrivateKey:
 
 
 def _pem_key(key) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -57,7 +72,7 @@ def ensure_certs(folder: Path) -> CertPaths:
     if paths.complete():
         return paths
     folder.mkdir(parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
+    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
 
     ca_key = _key()
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "agn-local-ca")])

@@ -6,6 +6,7 @@ signing keys, readiness waited on ``/readyz``. Used by the ``local`` runtime and
 integration-test fixture. Processes are started and stopped only through
 :class:`xtask.procs.Supervisor` (by pid).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -179,13 +180,17 @@ class ControlPlane:
                 )
             return probe()
 
-        retrying = Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(0.1), retry=retry_if_result(lambda ok: not ok))
+        retrying = Retrying(
+            stop=stop_after_delay(timeout), wait=wait_fixed(0.1), retry=retry_if_result(lambda ok: not ok)
+        )
         try:
             retrying(check)
         except RetryError:
             self.supervisor.stop(rec.name)
             raise ComponentFailed(
-                f"{rec.name} did not become ready within {timeout:.0f}s", log_tail=log_tail(rec.log), hint=f"full log: {rec.log}"
+                f"{rec.name} did not become ready within {timeout:.0f}s",
+                log_tail=log_tail(rec.log),
+                hint=f"full log: {rec.log}",
             ) from None
 
     def _ssl_context(self) -> ssl.SSLContext:

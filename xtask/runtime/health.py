@@ -3,6 +3,7 @@
 API server (watches failing past their bound, or connected to an address the env no longer
 uses). Loopback HTTP only; nothing here starts or stops anything.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -45,7 +46,10 @@ def lost_api_server(report: ComponentReport, *, server: str | None) -> str | Non
     """Why a component that answers has lost its API server, or None."""
     if report.status == 503 and any(not w.get("live", True) for w in (report.body.get("watches") or {}).values()):
         return "its watches keep failing: " + "; ".join(
-            f"{name}: {w.get('lastError', '')}" for name, w in sorted(report.body["watches"].items()) if not w.get("live"))
+            f"{name}: {w.get('lastError', '')}"
+            for name, w in sorted(report.body["watches"].items())
+            if not w.get("live")
+        )
     used = report.body.get("server")
     if server and used and used.rstrip("/") != server.rstrip("/"):
         return f"it uses API server {used}, the environment's is {server}"
@@ -72,6 +76,8 @@ def component_health(url: str, *, server: str | None) -> tuple[bool, str]:
     if report.status != 200:
         return False, report.detail or f"/healthz answered {report.status}"
     if report.body.get("servesLatest") is False:
-        return False, (f"serves overlay revision {report.body.get('servingRevision')}, "
-                       f"newest seen is {report.body.get('latestRevision')}")
+        return False, (
+            f"serves overlay revision {report.body.get('servingRevision')}, "
+            f"newest seen is {report.body.get('latestRevision')}"
+        )
     return True, report.detail

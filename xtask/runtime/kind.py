@@ -13,15 +13,16 @@ arguments, captured output), so the command sequence is unit-tested with the fak
 Objects are applied in-process with :class:`agn.kube.Kube` — the same server-side apply the
 local runtime uses and the dry-run test exercises — rather than through ``kubectl apply``.
 """
+
 from __future__ import annotations
 
 import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from agn.kube import Kube, kubeconfig_path
-from xtask.crds import install_crds
 from xtask.envdef import ENVS_DIR, EnvDef
 from xtask.errors import CommandFailed, RuntimeUnavailable, XtaskError
 from xtask.manifests import IMAGE, deployment_names, render
@@ -52,8 +53,14 @@ class KindEnv:
     """One environment on the kind runtime."""
 
     def __init__(
-        self, env: str, *, runner: CmdRunner | None = None, kube_factory: KubeFactory = _connect,
-        which: Callable[[str], str | None] = shutil.which, envs_dir: Path = ENVS_DIR, build_context: Path = REPO_ROOT,
+        self,
+        env: str,
+        *,
+        runner: CmdRunner | None = None,
+        kube_factory: KubeFactory = _connect,
+        which: Callable[[str], str | None] = shutil.which,
+        envs_dir: Path = ENVS_DIR,
+        build_context: Path = REPO_ROOT,
         image: str = IMAGE,
     ) -> None:
         self.env = env
@@ -77,7 +84,9 @@ class KindEnv:
     def deployments(self, kubeconfig: str, namespace: str) -> list[dict]:
         """The AGN Deployments in ``namespace`` as kubectl reports them (empty when there are none)."""
         res = self.runner.run(
-            self._kubectl(kubeconfig, namespace, "get", "deployments", "-l", "app.kubernetes.io/part-of=agn", "-o", "json"),
+            self._kubectl(
+                kubeconfig, namespace, "get", "deployments", "-l", "app.kubernetes.io/part-of=agn", "-o", "json"
+            ),
             timeout=60,
         )
         return json.loads(res.stdout or "{}").get("items", [])
@@ -87,22 +96,40 @@ class KindEnv:
         """Bring the environment up (or repair it). Returns what was created."""
         record = EnvRecord.load(self.env)
         if record is not None and record.runtime != RUNTIME:
-            raise XtaskError(f"environment {self.env} is up on the {record.runtime} runtime",
-                             hint=f"run `python -m xtask env down --env {self.env}` first")
+            raise XtaskError(
+                f"environment {self.env} is up on the {record.runtime} runtime",
+                hint=f"run `python -m xtask env down --env {self.env}` first",
+            )
         problems = kind_problems(self.runner, which=self._which)
         if problems:
             raise RuntimeUnavailable(
                 "the kind runtime cannot be used here: " + "; ".join(problems),
                 hint=f"use the embedded control plane instead: python -m xtask env up --runtime local --env {self.env}",
             )
-        ctx = UpContext(env=self.env, envdef=envdef, context=self.context, kubeconfig=Path(kubeconfig_path()),
-                        fresh=record is None, wait_timeout=wait_timeout)
+        ctx = UpContext(
+            env=self.env,
+            envdef=envdef,
+            context=self.context,
+            kubeconfig=Path(kubeconfig_path()),
+            fresh=record is None,
+            wait_timeout=wait_timeout,
+        )
         read_kubeconfig(ctx.kubeconfig)  # not a kubeconfig: fail before creating anything
         exists = self.env in self.clusters()
-        built: dict[str, object] = {}
+        built: dict[str, Any] = {}
 
         def create_cluster(ctx: UpContext) -> None:
-            argv = ["kind", "create", "cluster", "--name", self.env, "--kubeconfig", str(ctx.kubeconfig), "--wait", "120s"]
+            argv = [
+                "kind",
+                "create",
+                "cluster",
+                "--name",
+                self.env,
+                "--kubeconfig",
+                str(ctx.kubeconfig),
+                "--wait",
+                "120s",
+            ]
             config = kind_config_path(self.env, envs_dir=self._envs_dir)
             if config.exists():
                 argv += ["--config", str(config)]
@@ -114,13 +141,15 @@ class KindEnv:
         def delete_created_cluster(ctx: UpContext) -> None:
             if exists:
                 return  # a reused cluster predates this run; a failed repair must not destroy it
-            self.runner.run(["kind", "delete", "cluster", "--name", self.env, "--kubeconfig", str(ctx.kubeconfig)],
-                            timeout=300)
+            self.runner.run(
+                ["kind", "delete", "cluster", "--name", self.env, "--kubeconfig", str(ctx.kubeconfig)], timeout=300
+            )
             shutil.rmtree(env_dir(self.env), ignore_errors=True)
 
         def write_context(ctx: UpContext) -> None:
-            self.runner.run(["kind", "export", "kubeconfig", "--name", self.env, "--kubeconfig", str(ctx.kubeconfig)],
-                            timeout=60)
+            self.runner.run(
+                ["kind", "export", "kubeconfig", "--name", self.env, "--kubeconfig", str(ctx.kubeconfig)], timeout=60
+            )
             EnvRecord(self.env, RUNTIME, self.context, str(ctx.kubeconfig), envdef.namespace).save()
             ctx.kube = self._kube_factory(str(ctx.kubeconfig), self.context)
 
@@ -143,22 +172,34 @@ class KindEnv:
         def rollouts(ctx: UpContext) -> None:
             for name in built["deployments"]:
                 self.runner.run(
-                    self._kubectl(str(ctx.kubeconfig), envdef.namespace, "rollout", "status", f"deployment/{name}",
-                                  f"--timeout={int(wait_timeout)}s"),
+                    self._kubectl(
+                        str(ctx.kubeconfig),
+                        envdef.namespace,
+                        "rollout",
+                        "status",
+                        f"deployment/{name}",
+                        f"--timeout={int(wait_timeout)}s",
+                    ),
                     timeout=wait_timeout + 30,
                 )
 
         steps = [
-            Step(f"create kind cluster {self.env}", create_cluster, undo=delete_created_cluster,
-                 check=lambda ctx: exists),
+            Step(
+                f"create kind cluster {self.env}", create_cluster, undo=delete_created_cluster, check=lambda ctx: exists
+            ),
             Step(f"write kube context {self.context} to {ctx.kubeconfig}", write_context),
             Step(f"build image {self.image}", build_image),
             Step(f"load image {self.image} into kind cluster {self.env}", load_image),
             install_crds_step(),
             Step(f"apply manifests (namespace {envdef.namespace}, RBAC, deployments, AGN objects)", apply_manifests),
             Step("wait for every deployment to roll out", rollouts),
-            readiness_step(diagnose=lambda: [f"{c['name']}: {c.get('replicas', 'not ready')} ready"
-                                             for c in self.components() if not c["healthy"]]),
+            readiness_step(
+                diagnose=lambda: [
+                    f"{c['name']}: {c.get('replicas', 'not ready')} ready"
+                    for c in self.components()
+                    if not c["healthy"]
+                ]
+            ),
         ]
         try:
             run_steps(steps, ctx, progress=progress, retain=retain)
@@ -178,7 +219,9 @@ class KindEnv:
             existed = self.env in self.clusters()
             if existed:
                 progress(f"delete kind cluster {self.env} (and context {self.context})")
-                self.runner.run(["kind", "delete", "cluster", "--name", self.env, "--kubeconfig", kubeconfig], timeout=300)
+                self.runner.run(
+                    ["kind", "delete", "cluster", "--name", self.env, "--kubeconfig", kubeconfig], timeout=300
+                )
                 stopped.append(f"kind cluster {self.env}")
         except CommandFailed as exc:
             errors.append(f"{exc}: {exc.output.strip()}" if exc.output.strip() else str(exc))
@@ -202,7 +245,13 @@ class KindEnv:
             want = (d.get("spec") or {}).get("replicas", 1)
             status = d.get("status") or {}
             ready = status.get("readyReplicas", 0)
-            out.append({"name": d["metadata"]["name"], "pid": None, "running": ready > 0,
-                        "healthy": ready >= want and status.get("updatedReplicas", 0) >= want,
-                        "replicas": f"{ready}/{want}"})
+            out.append(
+                {
+                    "name": d["metadata"]["name"],
+                    "pid": None,
+                    "running": ready > 0,
+                    "healthy": ready >= want and status.get("updatedReplicas", 0) >= want,
+                    "replicas": f"{ready}/{want}",
+                }
+            )
         return out

@@ -7,6 +7,7 @@ and deleted after the write. kubectl refuses to write while that file exists, so
 always removed — a lock left behind would break ``kubectl config use-context``. A file that
 is not a kubeconfig is an error naming it, never silently replaced.
 """
+
 from __future__ import annotations
 
 import base64
@@ -29,21 +30,32 @@ LOCK_WAIT_SECONDS = 2.0  # kubectl holds the lock for milliseconds; longer means
 
 
 def empty_config() -> Config:
-    return {"apiVersion": "v1", "kind": "Config", "preferences": {}, "clusters": [], "users": [], "contexts": [],
-            "current-context": ""}
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "preferences": {},
+        "clusters": [],
+        "users": [],
+        "contexts": [],
+        "current-context": "",
+    }
 
 
 def _b64(path: Path) -> str:
     return base64.b64encode(path.read_bytes()).decode()
 
 
-def context_entries(*, name: str, server: str, ca_cert: Path, client_cert: Path, client_key: Path, namespace: str) -> Config:
+def context_entries(
+    *, name: str, server: str, ca_cert: Path, client_cert: Path, client_key: Path, namespace: str
+) -> Config:
     """A self-contained kubeconfig (certificates embedded) holding only this context."""
     return {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority-data": _b64(ca_cert)}}],
-        "users": [{"name": name, "user": {"client-certificate-data": _b64(client_cert), "client-key-data": _b64(client_key)}}],
+        "users": [
+            {"name": name, "user": {"client-certificate-data": _b64(client_cert), "client-key-data": _b64(client_key)}}
+        ],
         "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": namespace}}],
         "current-context": name,
     }
@@ -99,7 +111,8 @@ def locked(path: Path, *, wait: float | None = None) -> Iterator[None]:
             if time.monotonic() >= deadline:
                 raise KubeconfigError(
                     f"kubeconfig {path} is locked: {lock} exists",
-                    hint=f"another kubectl, kind or xtask is writing it; if none is, delete {lock}") from None
+                    hint=f"another kubectl, kind or xtask is writing it; if none is, delete {lock}",
+                ) from None
             time.sleep(0.05)
         except OSError as exc:
             raise KubeconfigError(f"kubeconfig {path}: cannot create the lock {lock}: {exc.strerror or exc}") from exc

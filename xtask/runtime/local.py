@@ -6,6 +6,7 @@ consumer. Every process is tracked by a pid file under the env's state folder an
 by pid. ``up`` is idempotent (running pieces are kept, dead ones restarted); ``down``
 stops everything, removes the kube context and the state folder, and collects every error.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,13 @@ from xtask.runtime.assets import ensure_assets
 from xtask.runtime.controlplane import ControlPlane, free_port, port_free
 from xtask.runtime.health import component_health, component_problem
 from xtask.runtime.steps import (
-    Progress, Step, UpContext, apply_objects_step, install_crds_step, readiness_step, run_steps,
+    Progress,
+    Step,
+    UpContext,
+    apply_objects_step,
+    install_crds_step,
+    readiness_step,
+    run_steps,
 )
 from xtask.state import REPO_ROOT, EnvRecord, env_dir
 
@@ -84,15 +91,27 @@ class LocalEnv:
         """Bring the environment up, or repair it: start what is dead, restart what lost its API server."""
         record = EnvRecord.load(self.env)
         if record is not None and record.runtime != RUNTIME:
-            raise XtaskError(f"environment {self.env} is up on the {record.runtime} runtime", hint=f"run `env down --env {self.env}` first")
-        ctx = UpContext(env=self.env, envdef=envdef, context=context_name(self.env), kubeconfig=Path(kubeconfig_path()),
-                        fresh=record is None, wait_timeout=wait_timeout)
+            raise XtaskError(
+                f"environment {self.env} is up on the {record.runtime} runtime",
+                hint=f"run `env down --env {self.env}` first",
+            )
+        ctx = UpContext(
+            env=self.env,
+            envdef=envdef,
+            context=context_name(self.env),
+            kubeconfig=Path(kubeconfig_path()),
+            fresh=record is None,
+            wait_timeout=wait_timeout,
+        )
         # A kubeconfig that cannot take the context fails now, before anything is started.
         kubeconfig.read(ctx.kubeconfig)
         cp = ControlPlane(self.dir, ensure_assets())
         steps = [
-            Step("start etcd and kube-apiserver", lambda c: self._start_control_plane(c, cp),
-                 undo=lambda c: self._remove_if_fresh(c, cp)),
+            Step(
+                "start etcd and kube-apiserver",
+                lambda c: self._start_control_plane(c, cp),
+                undo=lambda c: self._remove_if_fresh(c, cp),
+            ),
             Step(f"write kube context {ctx.context} to {ctx.kubeconfig}", lambda c: self._connect(c, cp)),
             install_crds_step(),
             Step("start fake providers", self._start_providers, undo=self._stop_started),
@@ -122,10 +141,20 @@ class LocalEnv:
                 shutil.rmtree(self.dir, ignore_errors=True)
 
     def _connect(self, ctx: UpContext, cp: ControlPlane) -> None:
-        kubeconfig.add_context(ctx.kubeconfig, kubeconfig.context_entries(
-            name=ctx.context, server=cp.server, ca_cert=cp.certs.ca_cert, client_cert=cp.certs.admin_cert,
-            client_key=cp.certs.admin_key, namespace=ctx.envdef.namespace))
-        ctx.kube = Kube.from_kubeconfig(kubeconfig=str(ctx.kubeconfig), context=ctx.context, field_manager=FIELD_MANAGER)
+        kubeconfig.add_context(
+            ctx.kubeconfig,
+            kubeconfig.context_entries(
+                name=ctx.context,
+                server=cp.server,
+                ca_cert=cp.certs.ca_cert,
+                client_cert=cp.certs.admin_cert,
+                client_key=cp.certs.admin_key,
+                namespace=ctx.envdef.namespace,
+            ),
+        )
+        ctx.kube = Kube.from_kubeconfig(
+            kubeconfig=str(ctx.kubeconfig), context=ctx.context, field_manager=FIELD_MANAGER
+        )
 
     def _kube_args(self, ctx: UpContext) -> list[str]:
         return ["--kubeconfig", str(ctx.kubeconfig), "--context", ctx.context, "--namespace", ctx.envdef.namespace]
@@ -144,8 +173,12 @@ class LocalEnv:
     def _start_operator(self, ctx: UpContext) -> None:
         port = self._port_for("operator")
         self._restart_if_stale("operator", port, ctx)
-        if self._python("operator", "agn.operator", [*self._kube_args(ctx), "--health-port", str(port)],
-                        ready_url=f"http://127.0.0.1:{port}/healthz"):
+        if self._python(
+            "operator",
+            "agn.operator",
+            [*self._kube_args(ctx), "--health-port", str(port)],
+            ready_url=f"http://127.0.0.1:{port}/healthz",
+        ):
             ctx.started.append("operator")
 
     def _start_gateways(self, ctx: UpContext) -> None:
@@ -153,8 +186,12 @@ class LocalEnv:
             name = f"gateway-{c.name}"
             port = self._port_for(name)
             self._restart_if_stale(name, port, ctx)
-            if self._python(name, "agn.gateway", [*self._kube_args(ctx), "--consumer", c.name, "--port", str(port)],
-                            ready_url=f"http://127.0.0.1:{port}/healthz"):
+            if self._python(
+                name,
+                "agn.gateway",
+                [*self._kube_args(ctx), "--consumer", c.name, "--port", str(port)],
+                ready_url=f"http://127.0.0.1:{port}/healthz",
+            ):
                 ctx.started.append(name)
 
     def _restart_if_stale(self, name: str, port: int, ctx: UpContext) -> None:
@@ -220,7 +257,7 @@ class LocalEnv:
 
     # -- inspection ---------------------------------------------------------------------------
     def components(self) -> list[dict]:
-        out = []
+        out: list[dict] = []
         record = EnvRecord.load(self.env)
         if record is None:
             return out

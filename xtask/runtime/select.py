@@ -1,4 +1,5 @@
 """Choosing a runtime: ``auto`` picks kind when Docker and kind both work, else local."""
+
 from __future__ import annotations
 
 import shutil

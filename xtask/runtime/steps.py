@@ -10,6 +10,7 @@ is re-raised. Undos must therefore tolerate work that was only partly done.
 The steps both runtimes share — CRDs, the env's namespace and objects, readiness — are
 defined once here; each runtime adds its own (processes, or cluster + image + manifests).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,18 +30,18 @@ class UpContext:
     """Everything one ``env up`` run knows and produces; steps read and fill it."""
 
     env: str
-    envdef: "EnvDef"
+    envdef: EnvDef
     context: str
     kubeconfig: Path
     fresh: bool  # no record of this env existed: a failure rolls back everything
     wait_timeout: float
-    kube: "Kube | None" = None
+    kube: Kube | None = None
     started: list[str] = dataclasses.field(default_factory=list)
     served: dict[str, int] = dataclasses.field(default_factory=dict)
     excluded: list[str] = dataclasses.field(default_factory=list)
     endpoints: dict[str, str] = dataclasses.field(default_factory=dict)  # provider -> URL of its fake
 
-    def connected(self) -> "Kube":
+    def connected(self) -> Kube:
         assert self.kube is not None, "a step that needs the API ran before the connect step"
         return self.kube
 
@@ -50,8 +51,13 @@ class UpContext:
             self.kube = None
 
     def summary(self) -> dict:
-        return {"started": self.started, "context": self.context, "kubeconfig": str(self.kubeconfig),
-                "served": self.served, "excluded": self.excluded}
+        return {
+            "started": self.started,
+            "context": self.context,
+            "kubeconfig": str(self.kubeconfig),
+            "served": self.served,
+            "excluded": self.excluded,
+        }
 
 
 Action = Callable[[UpContext], object]
@@ -120,4 +126,6 @@ def apply_objects_step() -> Step:
 
 def readiness_step(diagnose: Callable[[], list[str]]) -> Step:
     """Every provider probed, every overlay current, every gateway serving its overlay's revision."""
-    return Step("wait until every consumer's gateway serves its current overlay", lambda ctx: _wait_ready(ctx, diagnose))
+    return Step(
+        "wait until every consumer's gateway serves its current overlay", lambda ctx: _wait_ready(ctx, diagnose)
+    )

@@ -4,6 +4,7 @@ A command's module imports what that command needs (the Kubernetes client, rich,
 runtimes); loading them all for every invocation would make ``provider-drain`` pay for
 ``up`` and ``status``. ``env --help`` imports them all to show their one-line help.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -1,4 +1,5 @@
 """``xtask env down``."""
+
 from __future__ import annotations
 
 import click
@@ -27,7 +28,9 @@ def down(env_name: str, output: str) -> None:
     if output == "json":
         emit_json(result)
     elif result["was_up"]:
-        out_console().print(f"environment [bold]{env_name}[/bold] is down (stopped: {', '.join(result['stopped']) or 'nothing running'})")
+        out_console().print(
+            f"environment [bold]{env_name}[/bold] is down (stopped: {', '.join(result['stopped']) or 'nothing running'})"
+        )
     else:
         out_console().print(f"environment [bold]{env_name}[/bold] was not up; nothing to do")
     if result["errors"]:

@@ -1,8 +1,10 @@
 """The live rich view of a drain run on a terminal: a progress bar for the writes, a spinner
 for the wait, and final tables. Imported only when stdout is a terminal."""
+
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -19,7 +21,7 @@ class RichReporter(PlainReporter):
         super().__init__(sys.stdout)
         self.console = console
         self.progress: Progress | None = None
-        self.task = None
+        self.task: Any = None  # the rich TaskID of the current bar or spinner
         self.in_flight = 0
         self.failed = 0
         self.total = 0
@@ -28,8 +30,13 @@ class RichReporter(PlainReporter):
     def line(self, text: str) -> None:
         self._stop_progress()
         if text.startswith("waiting for"):
-            self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                                     console=self.console, transient=False)
+            self.progress = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=False,
+            )
             self.progress.start()
             self.task = self.progress.add_task(text, total=None)
             return
@@ -43,13 +50,21 @@ class RichReporter(PlainReporter):
     def event(self, kind: str, provider: str, details: dict) -> None:
         if kind == "plan":
             self.planned += 0 if details["alreadyInState"] else 1
-            mark = "[dim]already in requested state[/dim]" if details["alreadyInState"] else "[yellow]will change[/yellow]"
-            self.console.print(f"  {provider}: drain {str(details['current']).lower()} -> "
-                               f"{str(details['requested']).lower()}  {mark}")
+            mark = (
+                "[dim]already in requested state[/dim]" if details["alreadyInState"] else "[yellow]will change[/yellow]"
+            )
+            self.console.print(
+                f"  {provider}: drain {str(details['current']).lower()} -> {str(details['requested']).lower()}  {mark}"
+            )
         elif kind == "write-started":
             if self.progress is None:
-                self.progress = Progress(TextColumn("writes"), BarColumn(), MofNCompleteColumn(),
-                                         TextColumn("{task.fields[detail]}"), console=self.console)
+                self.progress = Progress(
+                    TextColumn("writes"),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TextColumn("{task.fields[detail]}"),
+                    console=self.console,
+                )
                 self.progress.start()
                 self.task = self.progress.add_task("writes", total=self.planned or None, detail="")
             self.in_flight += 1
@@ -93,6 +108,11 @@ def render_final(report: Report, console: Console) -> None:
         for col in ("consumer", "overlay", "accepted", "serving", *report.selection):
             table.add_column(col)
         for c in report.convergence["consumers"]:
-            table.add_row(c["consumer"], str(c["overlayRevision"]), str(c["acceptedRevision"]), str(c["servingRevision"]),
-                          *(states.get((c["consumer"], name), "-") for name in report.selection))
+            table.add_row(
+                c["consumer"],
+                str(c["overlayRevision"]),
+                str(c["acceptedRevision"]),
+                str(c["servingRevision"]),
+                *(states.get((c["consumer"], name), "-") for name in report.selection),
+            )
         console.print(table)

@@ -1,4 +1,5 @@
 """``xtask env drain-restore JOURNAL``: undo what an interrupted or crashed drain run changed."""
+
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -9,7 +10,7 @@ import click
 
 from agn.kube import Kube
 from xtask.cli.output import emit_json
-from xtask.drain import apply as fanout
+from xtask.drain import fanout
 from xtask.drain.journal import Journal, read_journal
 from xtask.drain.preflight import journal_context, require_namespace
 from xtask.drain.run import FIELD_MANAGER, MAX_CONCURRENCY
@@ -19,12 +20,25 @@ from xtask.errors import ExitCode
 @click.command(name="drain-restore")
 @click.argument("journal_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="JOURNAL")
 @click.option("--context", help="Kube context (default: the one recorded in the journal).")
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig file, alone (default: every file of $KUBECONFIG merged as kubectl does, "
-              "else ~/.kube/config).")
-@click.option("--dry-run", is_flag=True, help="Decide as the real run would (read each provider, server-side dry-run "
-              "each restoring patch) and show it; write nothing, not even to the journal.")
-@click.option("--concurrency", type=click.IntRange(1, MAX_CONCURRENCY), metavar="N", default=8, show_default=True,
-              help=f"Restore requests in flight at most (1-{MAX_CONCURRENCY}).")
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False),
+    help="Kubeconfig file, alone (default: every file of $KUBECONFIG merged as kubectl does, else ~/.kube/config).",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Decide as the real run would (read each provider, server-side dry-run "
+    "each restoring patch) and show it; write nothing, not even to the journal.",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, MAX_CONCURRENCY),
+    metavar="N",
+    default=8,
+    show_default=True,
+    help=f"Restore requests in flight at most (1-{MAX_CONCURRENCY}).",
+)
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def drain_restore(journal_path: Path, context, kubeconfig, dry_run: bool, concurrency: int, output: str) -> None:
     """Put back every provider a provider-drain run changed, where nobody changed it since.
@@ -40,8 +54,12 @@ def drain_restore(journal_path: Path, context, kubeconfig, dry_run: bool, concur
     # context, and that the journal's namespace exists in that cluster.
     state = read_journal(journal_path)
     recorded_context = journal_context(state, journal_path)
-    kube = Kube.from_kubeconfig(kubeconfig=kubeconfig, context=context or recorded_context, field_manager=FIELD_MANAGER,
-                                pool_size=concurrency + 2)
+    kube = Kube.from_kubeconfig(
+        kubeconfig=kubeconfig,
+        context=context or recorded_context,
+        field_manager=FIELD_MANAGER,
+        pool_size=concurrency + 2,
+    )
     journal = None
     try:
         require_namespace(kube, state.namespace, journal=journal_path, recorded_context=recorded_context)
@@ -51,8 +69,16 @@ def drain_restore(journal_path: Path, context, kubeconfig, dry_run: bool, concur
             state = journal.state
         written = state.to_restore()
         with cf.ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="restore") as pool:
-            results = fanout.restore(kube, state.namespace, written, operation=state.operation, pool=pool,
-                                     journal=journal, notify=lambda *a: None, dry_run=dry_run)
+            results = fanout.restore(
+                kube,
+                state.namespace,
+                written,
+                operation=state.operation,
+                pool=pool,
+                journal=journal,
+                notify=lambda *a: None,
+                dry_run=dry_run,
+            )
     except BaseException:
         if journal is not None:
             journal.close()
@@ -65,8 +91,15 @@ def drain_restore(journal_path: Path, context, kubeconfig, dry_run: bool, concur
         journal.close()
     code = ExitCode.NEEDS_INSPECTION if bad else ExitCode.OK
     if output == "json":
-        emit_json({"journal": str(journal_path), "operation": state.operation, "dryRun": dry_run,
-                   "restorations": [r.to_dict() for r in results], "exit": int(code)})
+        emit_json(
+            {
+                "journal": str(journal_path),
+                "operation": state.operation,
+                "dryRun": dry_run,
+                "restorations": [r.to_dict() for r in results],
+                "exit": int(code),
+            }
+        )
     else:
         for r in results:
             print(f"  {r.provider}: {r.outcome}{': ' + r.error if r.error else ''}")

@@ -2,6 +2,7 @@
 progress stream of ``--output json``. The live rich view is :mod:`xtask.cli.env.drain_live`,
 imported only on a terminal (rich costs start-up time a runbook should not pay).
 """
+
 from __future__ import annotations
 
 from typing import TextIO
@@ -18,17 +19,24 @@ class PlainReporter:
     def line(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
 
+    def close(self) -> None:
+        """Nothing to tear down for plain lines (the live view stops its progress display)."""
+
     def event(self, kind: str, provider: str, details: dict) -> None:
         if kind == "plan":
             state = "already in requested state" if details["alreadyInState"] else "will change"
-            self.line(f"  plan {provider}: drain {str(details['current']).lower()} -> {str(details['requested']).lower()} ({state})")
+            self.line(
+                f"  plan {provider}: drain {str(details['current']).lower()} -> {str(details['requested']).lower()} ({state})"
+            )
         elif kind == "dry-run" and details["outcome"] != "dry-run-ok":
             self.line(f"  dry-run {provider}: REJECTED: {details.get('error')}")
         elif kind == "write-finished":
             extra = details.get("error") or details.get("note") or ""
             self.line(f"  write {provider}: {details['outcome']}{': ' + extra if extra else ''}")
         elif kind == "restored":
-            self.line(f"  restore {provider}: {details['outcome']}{': ' + details['error'] if details.get('error') else ''}")
+            self.line(
+                f"  restore {provider}: {details['outcome']}{': ' + details['error'] if details.get('error') else ''}"
+            )
         elif kind == "observation":
             lag = "; ".join(details["lagging"]) or "all targets agree"
             self.line(f"  observed ({details['state']}): {lag}")
@@ -39,8 +47,11 @@ def plain_final(report: Report, stream: TextIO) -> None:
         print(f"  refused: {r}", file=stream)
     if report.convergence:
         for c in report.convergence.get("consumers", []):
-            print(f"  consumer {c['consumer']}: overlay revision {c['overlayRevision']}, accepted {c['acceptedRevision']}, "
-                  f"serving {c['servingRevision']}", file=stream)
+            print(
+                f"  consumer {c['consumer']}: overlay revision {c['overlayRevision']}, accepted {c['acceptedRevision']}, "
+                f"serving {c['servingRevision']}",
+                file=stream,
+            )
         for p in report.convergence.get("providers", []):
             extra = f" ({p['detail']})" if p.get("detail") else ""
             print(f"  {p['consumer']}/{p['provider']}: {p['state']}{extra}", file=stream)

@@ -1,4 +1,5 @@
 """``xtask env provider-drain``."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,41 +17,109 @@ from xtask.drain.run import MAX_CONCURRENCY, DrainRequest, run_drain
 from xtask.drain.selection import Selector
 from xtask.errors import ExitCode, UsageError
 
-EPILOG = "\b\nExit codes:\n" + "\n".join([
-    "  0  done: stored (patch-only) or converged on every named consumer",
-    "  1  error: kubeconfig/context unusable or API server unreachable (message says which)",
-    "  2  usage error; nothing was read or written",
-    "  3  refused before any write: unknown provider/gateway/target, server-side dry-run rejection, capacity guard",
-    "  4  some writes failed; everything this run changed was restored",
-    "  5  needs inspection: restoration incomplete or a second signal (see the journal)",
-    "  6  convergence timeout: the change is stored but not confirmed serving (lagging targets are named)",
-    "  7  undrain stored, but a provider is kept out by a hard failure (not eligible until healthy)",
-    "  8  interrupted: during writes, what this run changed was restored; during the wait, the applied state is kept",
-])
+EPILOG = "\b\nExit codes:\n" + "\n".join(
+    [
+        "  0  done: stored (patch-only) or converged on every named consumer",
+        "  1  error: kubeconfig/context unusable or API server unreachable (message says which)",
+        "  2  usage error; nothing was read or written",
+        "  3  refused before any write: unknown provider/gateway/target, server-side dry-run rejection, capacity guard",
+        "  4  some writes failed; everything this run changed was restored",
+        "  5  needs inspection: restoration incomplete or a second signal (see the journal)",
+        "  6  convergence timeout: the change is stored but not confirmed serving (lagging targets are named)",
+        "  7  undrain stored, but a provider is kept out by a hard failure (not eligible until healthy)",
+        "  8  interrupted: during writes, what this run changed was restored; during the wait, the applied state is kept",
+    ]
+)
 
 
 @click.command(name="provider-drain", epilog=EPILOG)
-@click.option("--context", metavar="CTX", help="Kube context (default: the kubeconfig's current context), e.g. local-example or kind-example.")
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig file, alone (default: every file of $KUBECONFIG merged as kubectl does, "
-              "else ~/.kube/config).")
+@click.option(
+    "--context",
+    metavar="CTX",
+    help="Kube context (default: the kubeconfig's current context), e.g. local-example or kind-example.",
+)
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False),
+    help="Kubeconfig file, alone (default: every file of $KUBECONFIG merged as kubectl does, else ~/.kube/config).",
+)
 @click.option("--provider", metavar="NAME", help="Select one InferenceProvider by name.")
-@click.option("--gateway", metavar="GW", help="Select every InferenceProvider whose spec.providerGateway equals this, exactly.")
+@click.option(
+    "--gateway", metavar="GW", help="Select every InferenceProvider whose spec.providerGateway equals this, exactly."
+)
 @click.option("--undrain", is_flag=True, help="Clear the drain (the operator re-evaluates health and metrics).")
-@click.option("--dry-run", is_flag=True, help="Print the selection and plan, check each patch with a server-side dry run; write nothing.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the selection and plan, check each patch with a server-side dry run; write nothing.",
+)
 @click.option("--network", metavar="NET", help="Network of the consumers to wait for (with --consumer).")
-@click.option("--consumer", "consumers", metavar="NAME", multiple=True, help="Consumer that must serve the change (repeatable; with --network).")
+@click.option(
+    "--consumer",
+    "consumers",
+    metavar="NAME",
+    multiple=True,
+    help="Consumer that must serve the change (repeatable; with --network).",
+)
 @click.option("--namespace", "-n", metavar="NS", help="Namespace (default: the context's namespace).")
-@click.option("--concurrency", type=int, metavar="N", default=8, show_default=True, help=f"Patch requests in flight at most (1-{MAX_CONCURRENCY}).")
-@click.option("--qps", type=FiniteFloat(min=0.1), metavar="QPS", help="Limit patch requests per second (default: no limit).")
-@click.option("--timeout", type=FiniteFloat(min=1), metavar="SECONDS", default=120.0, show_default=True, help="Seconds to wait for convergence.")
-@click.option("--reason", metavar="TEXT", help="Why (recorded with who and when as annotations on each drained provider).")
-@click.option("--force", is_flag=True, help="Drain even if a named consumer's selection group would lose its last admitted provider.")
-@click.option("--journal-dir", type=click.Path(file_okay=False, path_type=Path), help="Where to write the operation journal "
-              "(default: $AGN_XTASK_JOURNAL_DIR or ~/.local/state/agn-xtask/journal).")
-@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True,
-              help="json: one final report on stdout for runbooks (progress goes to stderr).")
-def provider_drain(context, kubeconfig, provider, gateway, undrain, dry_run, network, consumers, namespace, concurrency,
-                   qps, timeout, reason, force, journal_dir, output) -> None:
+@click.option(
+    "--concurrency",
+    type=int,
+    metavar="N",
+    default=8,
+    show_default=True,
+    help=f"Patch requests in flight at most (1-{MAX_CONCURRENCY}).",
+)
+@click.option(
+    "--qps", type=FiniteFloat(min=0.1), metavar="QPS", help="Limit patch requests per second (default: no limit)."
+)
+@click.option(
+    "--timeout",
+    type=FiniteFloat(min=1),
+    metavar="SECONDS",
+    default=120.0,
+    show_default=True,
+    help="Seconds to wait for convergence.",
+)
+@click.option(
+    "--reason", metavar="TEXT", help="Why (recorded with who and when as annotations on each drained provider)."
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Drain even if a named consumer's selection group would lose its last admitted provider.",
+)
+@click.option(
+    "--journal-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where to write the operation journal (default: $AGN_XTASK_JOURNAL_DIR or ~/.local/state/agn-xtask/journal).",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="json: one final report on stdout for runbooks (progress goes to stderr).",
+)
+def provider_drain(
+    context,
+    kubeconfig,
+    provider,
+    gateway,
+    undrain,
+    dry_run,
+    network,
+    consumers,
+    namespace,
+    concurrency,
+    qps,
+    timeout,
+    reason,
+    force,
+    journal_dir,
+    output,
+) -> None:
     """Administratively drain (or --undrain) one provider or a whole providerGateway.
 
     Prints the sorted selection and the plan, checks every patch with a server-side dry
@@ -63,9 +132,20 @@ def provider_drain(context, kubeconfig, provider, gateway, undrain, dry_run, net
     if (provider is None) == (gateway is None):
         raise UsageError("exactly one of --provider or --gateway is required")
     request = DrainRequest(
-        selector=Selector(provider=provider, gateway=gateway), drain=not undrain, context=context, kubeconfig=kubeconfig,
-        namespace=namespace, dry_run=dry_run, network=network, consumers=tuple(consumers), concurrency=concurrency, qps=qps,
-        timeout=timeout, reason=reason, force=force, journal_dir=journal_dir,
+        selector=Selector(provider=provider, gateway=gateway),
+        drain=not undrain,
+        context=context,
+        kubeconfig=kubeconfig,
+        namespace=namespace,
+        dry_run=dry_run,
+        network=network,
+        consumers=tuple(consumers),
+        concurrency=concurrency,
+        qps=qps,
+        timeout=timeout,
+        reason=reason,
+        force=force,
+        journal_dir=journal_dir,
     )
     if not dry_run:
         # Before the first API request: a run that cannot keep a journal must not start writing.
@@ -91,7 +171,10 @@ def provider_drain(context, kubeconfig, provider, gateway, undrain, dry_run, net
             plain_final(report, sys.stdout)
         if report.journal and report.exit_code not in (ExitCode.OK,):
             print(f"journal: {report.journal}", file=sys.stdout)
-        print(("ok: " if report.exit_code == ExitCode.OK else f"exit {int(report.exit_code)}: ") + report.summary, flush=True)
+        print(
+            ("ok: " if report.exit_code == ExitCode.OK else f"exit {int(report.exit_code)}: ") + report.summary,
+            flush=True,
+        )
     sys.stdout.flush()
     if report.exit_code != ExitCode.OK:
         raise click.exceptions.Exit(int(report.exit_code))

@@ -3,6 +3,7 @@
 Read-only: renders from ``envs/<env>.yaml`` and ``manifests/`` and writes nothing, so its
 output can be reviewed, diffed, or piped to ``kubectl apply --server-side -f -``.
 """
+
 from __future__ import annotations
 
 import click
@@ -16,8 +17,13 @@ from xtask.manifests import IMAGE, render
 
 @click.command(name="render")
 @env_option
-@click.option("--runtime", type=click.Choice(["kind"]), default="kind", show_default=True,
-              help="Runtime whose manifests to render (only kind deploys manifests; local runs processes).")
+@click.option(
+    "--runtime",
+    type=click.Choice(["kind"]),
+    default="kind",
+    show_default=True,
+    help="Runtime whose manifests to render (only kind deploys manifests; local runs processes).",
+)
 @click.option("--namespace", default=None, metavar="NS", help="Override the env's namespace.")
 @click.option("--image", default=IMAGE, show_default=True, help="Image for the operator, gateways and fake providers.")
 @click.option("--crds/--no-crds", default=True, show_default=True, help="Include the AGN CRDs first.")

@@ -1,4 +1,5 @@
 """``xtask env status``."""
+
 from __future__ import annotations
 
 import click
@@ -13,8 +14,16 @@ from xtask.state import EnvRecord
 def collect(env_name: str) -> dict:
     record = EnvRecord.load(env_name)
     if record is None:
-        return {"env": env_name, "state": "down", "runtime": None, "context": None, "kubeconfig": None,
-                "namespace": None, "components": [], "objects": None}
+        return {
+            "env": env_name,
+            "state": "down",
+            "runtime": None,
+            "context": None,
+            "kubeconfig": None,
+            "namespace": None,
+            "components": [],
+            "objects": None,
+        }
     if record.runtime == "kind":
         from xtask.runtime.kind import KindEnv
 
@@ -27,7 +36,9 @@ def collect(env_name: str) -> dict:
     try:
         from agn.kube import Kube, KubeError
 
-        kube = Kube.from_kubeconfig(kubeconfig=record.kubeconfig, context=record.context, field_manager="agn-xtask-status")
+        kube = Kube.from_kubeconfig(
+            kubeconfig=record.kubeconfig, context=record.context, field_manager="agn-xtask-status"
+        )
         try:
             objects = agn_objects(kube, record.namespace)
         finally:
@@ -36,8 +47,14 @@ def collect(env_name: str) -> dict:
         error = str(exc)
     healthy = all(c["healthy"] for c in components) and objects is not None
     return {
-        "env": env_name, "state": "up" if healthy else "degraded", "runtime": record.runtime, "context": record.context,
-        "kubeconfig": record.kubeconfig, "namespace": record.namespace, "components": components, "objects": objects,
+        "env": env_name,
+        "state": "up" if healthy else "degraded",
+        "runtime": record.runtime,
+        "context": record.context,
+        "kubeconfig": record.kubeconfig,
+        "namespace": record.namespace,
+        "components": components,
+        "objects": objects,
         **({"error": error} if error else {}),
     }
 
@@ -56,15 +73,23 @@ def status(env_name: str, output: str) -> None:
         con.print(f"environment [bold]{env_name}[/bold] is down (run `python -m xtask env up --env {env_name}`)")
         return
     color = "green" if data["state"] == "up" else "yellow"
-    con.print(f"environment [bold]{env_name}[/bold]: [{color}]{data['state']}[/{color}]  runtime={data['runtime']}  "
-              f"context={data['context']}  namespace={data['namespace']}")
+    con.print(
+        f"environment [bold]{env_name}[/bold]: [{color}]{data['state']}[/{color}]  runtime={data['runtime']}  "
+        f"context={data['context']}  namespace={data['namespace']}"
+    )
     con.print(f"kubeconfig: {data['kubeconfig']}")
     comps = Table(title="components", title_justify="left")
     for col in ("name", "pid", "running", "healthy", "address", "detail"):
         comps.add_column(col)
     for c in data["components"]:
-        comps.add_row(c["name"], str(c.get("pid") or "-"), _yes(c["running"]), _yes(c["healthy"]), c.get("address", ""),
-                      "" if c["healthy"] else c.get("detail", ""))
+        comps.add_row(
+            c["name"],
+            str(c.get("pid") or "-"),
+            _yes(c["running"]),
+            _yes(c["healthy"]),
+            c.get("address", ""),
+            "" if c["healthy"] else c.get("detail", ""),
+        )
     con.print(comps)
     if data.get("error"):
         con.print(f"[red]cannot read AGN objects:[/red] {data['error']}")
@@ -75,16 +100,28 @@ def status(env_name: str, output: str) -> None:
         provs.add_column(col)
     for p in objs["providers"]:
         drain = str(p["drain"]).lower() + (f" ({p['drainReason']})" if p["drain"] and p.get("drainReason") else "")
-        provs.add_row(p["name"], p["providerGateway"] or "-", drain, p["available"],
-                      p["selectionGroup"] or "-", str(p["rank"]), p["endpoint"] or "")
+        provs.add_row(
+            p["name"],
+            p["providerGateway"] or "-",
+            drain,
+            p["available"],
+            p["selectionGroup"] or "-",
+            str(p["rank"]),
+            p["endpoint"] or "",
+        )
     con.print(provs)
     names = [p["name"] for p in objs["providers"]]
     cons = Table(title="consumers (admission state per provider)", title_justify="left")
     for col in ("consumer", "overlay", "accepted", "serving", *names):
         cons.add_column(col)
     for c in objs["consumers"]:
-        cons.add_row(c["name"], _rev(c["overlayRevision"]), _rev(c["acceptedRevision"]), _rev(c["servingRevision"]),
-                     *(c["candidates"].get(n, "-") for n in names))
+        cons.add_row(
+            c["name"],
+            _rev(c["overlayRevision"]),
+            _rev(c["acceptedRevision"]),
+            _rev(c["servingRevision"]),
+            *(c["candidates"].get(n, "-") for n in names),
+        )
     con.print(cons)
 
 

@@ -1,4 +1,5 @@
 """``xtask env up``."""
+
 from __future__ import annotations
 
 import click
@@ -13,11 +14,23 @@ from xtask.state import EnvRecord
 
 @click.command()
 @env_option
-@click.option("--runtime", type=click.Choice(["auto", "kind", "local"]), default="auto", show_default=True,
-              help="auto: kind when Docker, kind and kubectl work, else the embedded local control plane.")
-@click.option("--retain", is_flag=True, help="On failure, keep what was started (for debugging) instead of rolling back.")
-@click.option("--timeout", type=FiniteFloat(min=1), default=90.0, show_default=True,
-              help="Seconds to wait for consumers to serve their first overlays.")
+@click.option(
+    "--runtime",
+    type=click.Choice(["auto", "kind", "local"]),
+    default="auto",
+    show_default=True,
+    help="auto: kind when Docker, kind and kubectl work, else the embedded local control plane.",
+)
+@click.option(
+    "--retain", is_flag=True, help="On failure, keep what was started (for debugging) instead of rolling back."
+)
+@click.option(
+    "--timeout",
+    type=FiniteFloat(min=1),
+    default=90.0,
+    show_default=True,
+    help="Seconds to wait for consumers to serve their first overlays.",
+)
 @output_option
 def up(env_name: str, runtime: str, retain: bool, timeout: float, output: str) -> None:
     """Bring up an environment (idempotent: repairs dead parts, starts nothing twice)."""

@@ -5,6 +5,7 @@ A gateway-wide change is not a transaction: every provider gets its own outcome.
 while in-flight ones finish. A 409 (the object changed since we read it) is answered by
 re-reading and re-planning, never by overwriting.
 """
+
 from __future__ import annotations
 
 import collections
@@ -55,7 +56,13 @@ OnReplan = Callable[[Change], None]
 
 
 def _write_one(
-    kube: Kube, namespace: str, change: Change, patch_for: PatchFor, *, dry_run: bool, on_replan: OnReplan | None = None,
+    kube: Kube,
+    namespace: str,
+    change: Change,
+    patch_for: PatchFor,
+    *,
+    dry_run: bool,
+    on_replan: OnReplan | None = None,
 ) -> tuple[Outcome, Change]:
     """One conditional PATCH. The common case is one request; only a 409 builds a retry loop."""
     done = "dry-run-ok" if dry_run else "changed"
@@ -71,7 +78,9 @@ def _write_one(
                 # Someone wrote the object since we read it: decide again from what is there now.
                 current = plan_changes([kube.get(PROVIDERS, namespace, change.provider)], requested=change.requested)[0]
                 if current.already:
-                    return Outcome(change.provider, "unchanged", note="already in requested state (set by another writer)"), current
+                    return Outcome(
+                        change.provider, "unchanged", note="already in requested state (set by another writer)"
+                    ), current
                 if on_replan is not None:
                     on_replan(current)
                 obj = kube.merge_patch(PROVIDERS, namespace, change.provider, patch_for(current), dry_run=dry_run)
@@ -84,15 +93,26 @@ def _generation(obj: dict) -> int:
     return int(obj.get("metadata", {}).get("generation") or 0)
 
 
-def server_dry_run(kube: Kube, namespace: str, changes: Sequence[Change], patch_for: PatchFor, *, pool: cf.Executor) -> list[Outcome]:
+def server_dry_run(
+    kube: Kube, namespace: str, changes: Sequence[Change], patch_for: PatchFor, *, pool: cf.Executor
+) -> list[Outcome]:
     """Send every planned patch with ``dryRun=All``: admission, validation and RBAC answer now."""
     todo = [c for c in changes if not c.already]
     return list(pool.map(lambda c: _write_one(kube, namespace, c, patch_for, dry_run=True)[0], todo))
 
 
 def fan_out(
-    kube: Kube, namespace: str, changes: Sequence[Change], patch_for: PatchFor, *, pool: cf.Executor, concurrency: int,
-    qps: float | None, stop: threading.Event, journal: Journal | None, notify: Notify,
+    kube: Kube,
+    namespace: str,
+    changes: Sequence[Change],
+    patch_for: PatchFor,
+    *,
+    pool: cf.Executor,
+    concurrency: int,
+    qps: float | None,
+    stop: threading.Event,
+    journal: Journal | None,
+    notify: Notify,
 ) -> list[Outcome]:
     """Apply ``changes`` with at most ``concurrency`` requests in flight; one outcome per provider.
 
@@ -140,7 +160,9 @@ def fan_out(
                     in_flight[pool.submit(task, change)] = change.provider
             if stop.is_set():
                 for change in queue:
-                    outcomes[change.provider] = Outcome(change.provider, "not-attempted", note="interrupted before write")
+                    outcomes[change.provider] = Outcome(
+                        change.provider, "not-attempted", note="interrupted before write"
+                    )
                 queue.clear()
             if not in_flight:
                 continue
@@ -169,8 +191,15 @@ RESTORE_OK = frozenset({"restored", "already-at-previous-value", "would-restore"
 
 
 def restore(
-    kube: Kube, namespace: str, written: Sequence[tuple[Change, int]], *, operation: str, pool: cf.Executor,
-    journal: Journal | None, notify: Notify, dry_run: bool = False,
+    kube: Kube,
+    namespace: str,
+    written: Sequence[tuple[Change, int]],
+    *,
+    operation: str,
+    pool: cf.Executor,
+    journal: Journal | None,
+    notify: Notify,
+    dry_run: bool = False,
 ) -> list[Restoration]:
     """Put back what ``operation`` changed, only where nobody changed it since. Best effort, per provider.
 
@@ -180,8 +209,9 @@ def restore(
 
     def one(item: tuple[Change, int]) -> Restoration:
         change, written_generation = item
-        result = _restore_one(kube, namespace, change, operation=operation, written_generation=written_generation,
-                              dry_run=dry_run)
+        result = _restore_one(
+            kube, namespace, change, operation=operation, written_generation=written_generation, dry_run=dry_run
+        )
         if journal is not None:
             journal.restored(result.provider, result.outcome)
         notify("restored", result.provider, result.to_dict())
@@ -195,7 +225,13 @@ def restore(
 
 
 def _restore_one(
-    kube: Kube, namespace: str, change: Change, *, operation: str, written_generation: int, dry_run: bool,
+    kube: Kube,
+    namespace: str,
+    change: Change,
+    *,
+    operation: str,
+    written_generation: int,
+    dry_run: bool,
 ) -> Restoration:
     try:
         for attempt in _retrying_conflicts():
@@ -204,13 +240,16 @@ def _restore_one(
                     current = kube.get(PROVIDERS, namespace, change.provider)
                 except NotFound:
                     current = None
-                decision = restore_decision(change, operation=operation, written_generation=written_generation,
-                                            current=current)
+                decision = restore_decision(
+                    change, operation=operation, written_generation=written_generation, current=current
+                )
                 if decision is not RestoreDecision.RESTORE:
                     return Restoration(change.provider, decision.value)
+                assert current is not None  # RESTORE is only decided for an object that exists
                 rv = current["metadata"]["resourceVersion"]
-                kube.merge_patch(PROVIDERS, namespace, change.provider, restore_patch(change, resource_version=rv),
-                                 dry_run=dry_run)
+                kube.merge_patch(
+                    PROVIDERS, namespace, change.provider, restore_patch(change, resource_version=rv), dry_run=dry_run
+                )
         return Restoration(change.provider, "would-restore" if dry_run else "restored")
     except KubeError as exc:
         return Restoration(change.provider, "failed", error=str(exc))

@@ -5,6 +5,7 @@ says what the status should be and whether writing it is worth an API call. The 
 model reads ``probe.healthy`` and ``probe.metricsObservedAt``; the conditions are for humans
 and tools (``kubectl get`` shows ``Available``).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,7 +27,6 @@ VALID = "Valid"
 AVAILABLE = "Available"
 METRICS_FRESH = "MetricsFresh"
 TRUSTED = "Trusted"
-CONDITION_TYPES = (VALID, AVAILABLE, METRICS_FRESH, TRUSTED)
 REFRESH_CAP_SECONDS = 10.0
 
 
@@ -77,14 +77,18 @@ def desired_conditions(
     out = [
         ConditionState(VALID, "True", "EndpointValid", "endpoint is an http(s) URL with a host")
         if valid
-        else ConditionState(VALID, "False", "InvalidEndpoint", f"endpoint {endpoint!r} is not an http(s) URL with a host")
+        else ConditionState(
+            VALID, "False", "InvalidEndpoint", f"endpoint {endpoint!r} is not an http(s) URL with a host"
+        )
     ]
     if not outcome.probed:
         out.append(ConditionState(AVAILABLE, "Unknown", "NotProbed", "the endpoint is invalid, so it is not probed"))
     elif outcome.healthy:
         out.append(ConditionState(AVAILABLE, "True", "HealthCheckPassed", "GET /healthz succeeded"))
     else:
-        out.append(ConditionState(AVAILABLE, "False", "HealthCheckFailed", outcome.health_error or "GET /healthz failed"))
+        out.append(
+            ConditionState(AVAILABLE, "False", "HealthCheckFailed", outcome.health_error or "GET /healthz failed")
+        )
 
     max_age = metrics_max_age(networks)
     error = f": {outcome.metrics_error}" if outcome.metrics_error else ""
@@ -93,37 +97,57 @@ def desired_conditions(
     elif outcome.observed_at - metrics_observed_at <= max_age:
         out.append(ConditionState(METRICS_FRESH, "True", "MetricsFresh", f"last successful scrape within {max_age}s"))
     else:
-        out.append(ConditionState(METRICS_FRESH, "False", "MetricsStale", f"no successful scrape within {max_age}s{error}"))
+        out.append(
+            ConditionState(METRICS_FRESH, "False", "MetricsStale", f"no successful scrape within {max_age}s{error}")
+        )
 
     if not valid:
-        out.append(ConditionState(TRUSTED, "Unknown", "InvalidEndpoint", "trust is not evaluated for an invalid endpoint"))
+        out.append(
+            ConditionState(TRUSTED, "Unknown", "InvalidEndpoint", "trust is not evaluated for an invalid endpoint")
+        )
     elif not networks:
         out.append(ConditionState(TRUSTED, "True", "NoNetwork", "no network selects this provider"))
     else:
         untrusted = sorted(n.name for n in networks if not endpoint_trusted(n, endpoint))
         if untrusted:
-            out.append(ConditionState(TRUSTED, "False", "Untrusted", f"endpoint not allowed by network(s) {', '.join(untrusted)}"))
+            out.append(
+                ConditionState(
+                    TRUSTED, "False", "Untrusted", f"endpoint not allowed by network(s) {', '.join(untrusted)}"
+                )
+            )
         else:
             out.append(ConditionState(TRUSTED, "True", "Trusted", "endpoint allowed by every network that selects it"))
     return out
 
 
-def merge_conditions(previous: Sequence[Mapping[str, Any]], desired: Sequence[ConditionState], *, now: float) -> list[dict]:
+def merge_conditions(
+    previous: Sequence[Mapping[str, Any]], desired: Sequence[ConditionState], *, now: float
+) -> list[dict]:
     """Desired conditions as API dicts; ``lastTransitionTime`` moves only when a status flips."""
     before = {c.get("type"): c for c in previous or ()}
     out = []
     for cond in desired:
         old = before.get(cond.type)
         since = old.get("lastTransitionTime") if old and old.get("status") == cond.status else None
-        out.append({
-            "type": cond.type, "status": cond.status, "reason": cond.reason, "message": cond.message,
-            "lastTransitionTime": since or rfc3339(now),
-        })
+        out.append(
+            {
+                "type": cond.type,
+                "status": cond.status,
+                "reason": cond.reason,
+                "message": cond.message,
+                "lastTransitionTime": since or rfc3339(now),
+            }
+        )
     return out
 
 
 def next_status(
-    previous: Mapping[str, Any], outcome: ProbeOutcome, *, uid: str, generation: int | None, endpoint: str,
+    previous: Mapping[str, Any],
+    outcome: ProbeOutcome,
+    *,
+    uid: str,
+    generation: int | None,
+    endpoint: str,
     networks: Sequence[NetworkView],
 ) -> dict[str, Any]:
     """The complete status after ``outcome``, carrying over what a failed scrape cannot tell.
@@ -153,7 +177,9 @@ def next_status(
     if outcome.metrics_error:
         probe["metricsError"] = outcome.metrics_error
 
-    conditions = desired_conditions(endpoint=endpoint, outcome=outcome, metrics_observed_at=metrics_at, networks=networks)
+    conditions = desired_conditions(
+        endpoint=endpoint, outcome=outcome, metrics_observed_at=metrics_at, networks=networks
+    )
     status: dict[str, Any] = {
         "candidateId": candidate_id(uid),
         "probe": probe,
@@ -174,8 +200,15 @@ def semantic_key(status: Mapping[str, Any]) -> tuple:
         (c.get("type"), c.get("status"), c.get("reason"), c.get("message")) for c in status.get("conditions") or ()
     )
     return (
-        status.get("candidateId"), status.get("observedGeneration"), probe.get("healthy"), probe.get("healthError"),
-        probe.get("metricsError"), "metricsObservedAt" in probe, load.get("running"), load.get("waiting"), conditions,
+        status.get("candidateId"),
+        status.get("observedGeneration"),
+        probe.get("healthy"),
+        probe.get("healthError"),
+        probe.get("metricsError"),
+        "metricsObservedAt" in probe,
+        load.get("running"),
+        load.get("waiting"),
+        conditions,
     )
 
 

@@ -1,10 +1,12 @@
 """Provider status from probe outcomes: conditions, absent load, merge patches, write decisions."""
+
 from __future__ import annotations
 
 from agn.model import NetworkView, candidate_id
 from agn.objects import parse_time, rfc3339
 from agn.operator.prometheus import LoadReading
-from agn.operator.status import (
+from agn.operator.provider_status import (
+    ConditionState,
     ProbeOutcome,
     merge_conditions,
     merge_patch,
@@ -13,7 +15,6 @@ from agn.operator.status import (
     refresh_seconds,
     selecting_networks,
     should_write,
-    ConditionState,
 )
 
 T0 = 1_700_000_000.0
@@ -43,8 +44,12 @@ def test_healthy_provider_status():
     assert s["probe"]["healthy"] is True
     assert parse_time(s["probe"]["metricsObservedAt"]) == parse_time(rfc3339(T0))
     assert s["load"] == {"running": 1, "waiting": 2, "observedAt": rfc3339(T0)}
-    assert conds(s) == {"Valid": ("True", "EndpointValid"), "Available": ("True", "HealthCheckPassed"),
-                        "MetricsFresh": ("True", "MetricsFresh"), "Trusted": ("True", "Trusted")}
+    assert conds(s) == {
+        "Valid": ("True", "EndpointValid"),
+        "Available": ("True", "HealthCheckPassed"),
+        "MetricsFresh": ("True", "MetricsFresh"),
+        "Trusted": ("True", "Trusted"),
+    }
 
 
 def test_absent_waiting_is_absent_not_zero():
@@ -110,7 +115,9 @@ def test_refresh_keeps_metrics_fresh():
     assert refresh_seconds(45) == 10
     assert refresh_seconds(3) == 1
     assert metrics_max_age([]) == 45
-    assert metrics_max_age([NetworkView("a", metrics_max_age_seconds=9), NetworkView("b", metrics_max_age_seconds=2)]) == 2
+    assert (
+        metrics_max_age([NetworkView("a", metrics_max_age_seconds=9), NetworkView("b", metrics_max_age_seconds=2)]) == 2
+    )
 
 
 def test_selecting_networks():

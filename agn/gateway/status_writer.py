@@ -9,13 +9,14 @@ revision ahead of the accepted one. ``None`` as a value deletes the field.
 
 This module must not write any other object or any field outside ``status``.
 """
+
 from __future__ import annotations
 
 import threading
 from typing import Any
 
-from agn.logs import JsonLog
 from agn.kube import CONSUMERS, Kube, KubeError, NotFound
+from agn.logs import JsonLog
 
 INITIAL_BACKOFF = 0.2
 MAX_BACKOFF = 5.0
@@ -69,8 +70,9 @@ class StatusWriter:
                 self._kube.merge_patch_status(CONSUMERS, self._namespace, self._consumer, {"status": batch})
             except KubeError as exc:
                 level = "warning" if isinstance(exc, NotFound) else "error"
-                getattr(self._log, level)("status_write_failed", fields=sorted(batch), error=str(exc),
-                                          status=exc.status, retry_in=backoff)
+                getattr(self._log, level)(
+                    "status_write_failed", fields=sorted(batch), error=str(exc), status=exc.status, retry_in=backoff
+                )
                 with self._cond:
                     self._cond.wait_for(lambda: self._closed, timeout=backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF)
