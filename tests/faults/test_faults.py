@@ -205,3 +205,19 @@ def test_sigstop_gateway_past_timeout_reports_the_laggard_and_keeps_the_drain(cl
     paused.remove(gateway_a)
     assert drained(cli)["provider-two"] is True  # stored, not restored: the change is what was asked
     undrain_everything(cli)
+
+
+def test_up_that_cannot_get_ready_names_the_stopped_gateway(cli):
+    gateway_a = pid_of(cli, "gateway-consumer-a")
+    os.kill(gateway_a, signal.SIGSTOP)
+    paused.append(gateway_a)
+    res = cli("env", "provider-drain", "--context", CTX, "--provider", "provider-four")  # patch-only: a new revision
+    assert res.returncode == 0, res.stdout + res.stderr
+    up = cli("env", "up", "--timeout", "5")
+    assert up.returncode == 1, up.stdout + up.stderr
+    assert "consumer consumer-a: overlay revision" in up.stderr  # the lagging consumer, named
+    assert "gateway-consumer-a is unhealthy: no answer on /healthz" in up.stderr  # and why
+    assert "Traceback" not in up.stderr
+    os.kill(gateway_a, signal.SIGCONT)
+    paused.remove(gateway_a)
+    undrain_everything(cli)

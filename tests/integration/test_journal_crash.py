@@ -211,3 +211,37 @@ def test_a_journal_of_the_earlier_json_format_restores(control_plane, kube, name
     assert result.returncode == 0, result.stdout + result.stderr
     assert changed(kube, namespace) == []
     assert json.loads(legacy.read_text())["state"] == "restored"  # written back in its own format
+
+
+def test_restore_dry_run_makes_the_real_runs_decisions_and_writes_nothing(
+    control_plane, kube, namespace, fleet, tmp_path
+):
+    journal_dir = tmp_path / "journal"
+    done = subprocess.run(
+        drain_argv(control_plane, namespace, journal_dir),
+        capture_output=True,
+        text=True,
+        env=control_plane.env(),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (journal,) = journal_dir.glob("drain-*.jsonl")
+    kube.merge_patch(PROVIDERS, namespace, "p001", {"spec": {"rank": 7}})  # another writer, after our drain
+    before = {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in kube.list(PROVIDERS, namespace)[0]}
+    journal_bytes = journal.read_bytes()
+
+    dry = restore(control_plane, journal, "--dry-run", "-o", "json")
+    assert dry.returncode == 5, dry.stdout + dry.stderr
+    decided = {r["provider"]: r["outcome"] for r in json.loads(dry.stdout)["restorations"]}
+    assert decided["p001"] == "changed-by-another-writer"
+    assert {o for n, o in decided.items() if n != "p001"} == {"would-restore"}
+    assert {
+        p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in kube.list(PROVIDERS, namespace)[0]
+    } == before
+    assert journal.read_bytes() == journal_bytes
+
+    real = restore(control_plane, journal, "-o", "json")
+    assert real.returncode == 5, real.stdout + real.stderr
+    outcomes = {r["provider"]: r["outcome"] for r in json.loads(real.stdout)["restorations"]}
+    assert outcomes == {n: ("restored" if o == "would-restore" else o) for n, o in decided.items()}
+    assert changed(kube, namespace) == ["p001"]
