@@ -40,6 +40,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--namespace", required=True, help="namespace to operate in")
     parser.add_argument("--probe-interval", type=positive, default=1.0, metavar="SECONDS")
     parser.add_argument("--probe-timeout", type=positive, default=1.0, metavar="SECONDS")
+    parser.add_argument(
+        "--probe-failure-threshold",
+        type=_whole_positive,
+        default=3,
+        metavar="N",
+        help="consecutive failed health probes before a healthy provider counts as unavailable (as kubelet's)",
+    )
     parser.add_argument("--resync", type=positive, default=5.0, metavar="SECONDS")
     parser.add_argument(
         "--coalesce-window",
@@ -117,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings(
         probe_interval=args.probe_interval,
         probe_timeout=args.probe_timeout,
+        probe_failure_threshold=args.probe_failure_threshold,
         resync=args.resync,
         coalesce_window=args.coalesce_window,
         max_batch_wait=args.max_batch_wait,

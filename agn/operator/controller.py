@@ -61,6 +61,7 @@ PUBLISHED_BY = f"{GROUP}/published-by"
 class Settings:
     probe_interval: float = 1.0
     probe_timeout: float = 1.0
+    probe_failure_threshold: int = 3
     resync: float = 5.0
     coalesce_window: float = 0.1
     # During a long burst (a gateway-wide drain of hundreds of providers) no quiet period comes;
@@ -116,6 +117,7 @@ class Operator:
             networks=self.networks.store,
             interval=settings.probe_interval,
             timeout=settings.probe_timeout,
+            failure_threshold=settings.probe_failure_threshold,
             log=log,
             stop=stop,
         )

@@ -42,6 +42,7 @@ from agn.operator.provider_status import (
     selecting_networks,
     semantic_key,
     should_write,
+    tolerated,
 )
 from agn.operator.pruning import prune
 from agn.operator.writes import LeaderWrites, NotLeader
@@ -112,6 +113,7 @@ class _Memory:
     uid: str
     status: Obj
     written_at: float | None  # unix seconds of the last write (or its best guess after a restart)
+    failures: int = 0  # consecutive failed health probes
 
 
 class Prober:
@@ -134,6 +136,7 @@ class Prober:
         log: JsonLog,
         stop: threading.Event,
         workers: int = 16,
+        failure_threshold: int = 3,
     ) -> None:
         self.writes = writes
         self.leadership = leadership
@@ -142,6 +145,7 @@ class Prober:
         self.networks = networks
         self.interval = interval
         self.timeout = timeout
+        self.failure_threshold = failure_threshold
         self._log = log
         self._stop = stop
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="probe")
@@ -248,6 +252,13 @@ class Prober:
         networks = selecting_networks(meta.get("labels") or {}, [network_view(n) for n in self.networks.list()])
         outcome = probe_endpoint(endpoint, timeout=self.timeout, now=time.time())
         mem = self._remembered(obj)
+        mem.failures = 0 if outcome.healthy is not False else mem.failures + 1
+        outcome = tolerated(
+            outcome,
+            failures=mem.failures,
+            threshold=self.failure_threshold,
+            previously_healthy=(mem.status.get("probe") or {}).get("healthy") is True,
+        )
         desired = next_status(
             mem.status,
             outcome,

@@ -43,6 +43,16 @@ class ProbeOutcome:
     load: LoadReading | None = None
 
 
+def tolerated(outcome: ProbeOutcome, *, failures: int, previously_healthy: bool, threshold: int) -> ProbeOutcome:
+    """A failed health probe of a provider that was healthy counts only once ``threshold``
+    consecutive ones have failed (kubelet's ``failureThreshold``): one slow answer on a busy
+    machine must not pull a provider out of every overlay and back in a second later.
+    ``failures`` includes this outcome. A success always counts at once."""
+    if outcome.healthy is False and previously_healthy and failures < threshold:
+        return dataclasses.replace(outcome, healthy=True, health_error=None)
+    return outcome
+
+
 @dataclasses.dataclass(frozen=True)
 class ConditionState:
     type: str

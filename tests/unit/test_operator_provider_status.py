@@ -15,6 +15,7 @@ from agn.operator.provider_status import (
     refresh_seconds,
     selecting_networks,
     should_write,
+    tolerated,
 )
 
 T0 = 1_700_000_000.0
@@ -151,3 +152,22 @@ def test_merge_patch_applied_gives_new():
     c = status_after(ok(T0), ok(T0 + 60, waiting=None))
     for old, new in ((a, b), (b, c), (c, a), ({}, a)):
         assert apply(old, merge_patch(old, new)) == new
+
+
+class TestFailureThreshold:
+    def outcome(self, healthy):
+        return ProbeOutcome(1.0, True, healthy, None if healthy else "GET /healthz: timed out")
+
+    def test_a_healthy_provider_survives_fewer_failures_than_the_threshold(self):
+        got = tolerated(self.outcome(False), failures=2, previously_healthy=True, threshold=3)
+        assert got.healthy is True and got.health_error is None
+
+    def test_the_threshold_th_failure_counts(self):
+        got = tolerated(self.outcome(False), failures=3, previously_healthy=True, threshold=3)
+        assert got.healthy is False and "timed out" in got.health_error
+
+    def test_a_provider_not_yet_healthy_gets_no_grace(self):
+        assert tolerated(self.outcome(False), failures=1, previously_healthy=False, threshold=3).healthy is False
+
+    def test_success_counts_at_once(self):
+        assert tolerated(self.outcome(True), failures=0, previously_healthy=False, threshold=3).healthy is True
