@@ -14,8 +14,7 @@ stamp=.venv/.agn-installed
 if [[ ! -f "$stamp" || pyproject.toml -nt "$stamp" ]]; then
   echo "setup: installing the project and test dependencies into .venv" >&2
   .venv/bin/python -m pip install --quiet --upgrade pip
-  # compat mode: a path entry instead of an import hook, which every process would pay ~20 ms for.
-  .venv/bin/python -m pip install --quiet -e '.[test]' --config-settings editable_mode=compat
+  .venv/bin/python -m pip install --quiet -e '.[test]'
   touch "$stamp"
 fi
 scripts/install-control-plane.sh >/dev/null
