@@ -1,4 +1,4 @@
-"""Unit and property tests of the pure overlay model (agn.model, DESIGN §4)."""
+"""Unit and property tests of the pure overlay model (agn.model; README: Overlay semantics)."""
 
 from __future__ import annotations
 

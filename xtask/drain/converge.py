@@ -1,4 +1,4 @@
-"""The convergence predicate for a drain with targets (DESIGN §5). Pure.
+"""The convergence predicate for a drain with targets (README: `env provider-drain`, step 9). Pure.
 
 An :class:`Observation` is one consistent look at the selected providers, the named
 consumers and their overlays. :func:`evaluate` says whether it shows the request serving

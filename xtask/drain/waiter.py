@@ -2,7 +2,7 @@
 
 Three list+watch followers (:func:`agn.watching.follow`: providers, consumers, overlays)
 keep a cache and wake the waiter on every event. When the cached view satisfies the predicate, a fresh direct read
-is taken as the next observation; completion needs the two to agree (DESIGN §5). Watches
+is taken as the next observation; completion needs the two to agree (README: `env provider-drain`, step 9). Watches
 that end are resumed from the last resourceVersion; ``410 Gone`` triggers a re-list; other
 errors back off and retry. No fixed sleeps: the waiter blocks on events, re-checking about
 once a second because metrics staleness depends on the clock.
