@@ -29,6 +29,7 @@ class Spawned:
     """A CLI process whose output is collected while it runs."""
 
     def __init__(self, cli: Cli, *args: str) -> None:
+        spawned.append(self)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "xtask", *args],
             stdout=subprocess.PIPE,
@@ -64,16 +65,25 @@ def cli(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def healthy_and_undrained(cli):
-    """Every test starts from a healthy env with nothing drained, and must leave it repairable."""
+    """Every test starts from a healthy env with nothing drained; whatever a failing test left
+    behind (a paused gateway, a CLI still running, a drain) is cleaned up so it cannot cascade."""
     yield
     for pid in paused:
         os.kill(pid, signal.SIGCONT)
     paused.clear()
+    for run in spawned:
+        if run.proc.poll() is None:
+            run.proc.kill()
+            run.proc.wait(timeout=30)
+    spawned.clear()
     repaired = cli("env", "up")
     assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    for gw in ("provider-a", "provider-b"):  # patch-only undrain: never refused, no wait
+        cli("env", "provider-drain", "--context", CTX, "--gateway", gw, "--undrain")
 
 
 paused: list[int] = []
+spawned: list[Spawned] = []
 
 
 def pid_of(cli: Cli, name: str) -> int:

@@ -110,6 +110,12 @@ class ControlPlane:
         if not self.supervisor.running(APISERVER):
             self._start_apiserver(ports, timeout=timeout)
             started.append(APISERVER)
+        elif started:
+            # A running kube-apiserver whose etcd was just restarted answers requests with
+            # timeouts until it has reconnected; /readyz includes that check.
+            rec = self.supervisor.running(APISERVER)
+            assert rec is not None
+            self._wait_ready(rec, lambda: self._apiserver_ready(ports.apiserver), timeout=timeout)
         return started
 
     def stop(self) -> list[str]:
