@@ -20,6 +20,7 @@ import json
 import os
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from agn import GROUP, VERSION
@@ -145,22 +146,24 @@ def kubeconfig_path(explicit: str | None = None) -> str:
     return kc.write_target(kc.kubeconfig_files(explicit))
 
 
-def context_namespace(*, kubeconfig: str | None, context: str | None) -> str:
-    """The namespace a kube context names (``context``, else the current one), or ``default``."""
-    from agn import kubeconfig as kc
-
-    loaded = kc.load(kubeconfig)
-    _, body = kc.select_context(loaded.config, context, where=loaded.describe())
-    return kc.namespace_of(body)
+SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
 class Kube:
     """A connection to one cluster. Thread-safe; share one per process."""
 
-    def __init__(self, api_client: client.ApiClient, *, field_manager: str, context: str | None = None) -> None:
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        *,
+        field_manager: str,
+        context: str | None = None,
+        namespace: str = "default",
+    ) -> None:
         self._api = api_client
         self.field_manager = field_manager
         self.context = context  # the kube context's name (None: in-cluster)
+        self.namespace = namespace  # the context's namespace (in a pod: the service account's), as kubectl uses it
         self._dynamic: Any = None
         self._dynamic_lock = threading.Lock()
 
@@ -199,7 +202,7 @@ class Kube:
                 # Inside a pod with no kubeconfig: use the pod's service account, as kubectl does.
                 return cls.in_cluster(field_manager=field_manager, pool_size=pool_size)
             raise
-        name, _ = kc.select_context(loaded.config, context, where=loaded.describe())
+        name, body = kc.select_context(loaded.config, context, where=loaded.describe())
 
         from kubernetes import client, config
         from kubernetes.config.config_exception import ConfigException
@@ -214,7 +217,7 @@ class Kube:
             raise ConfigError(f"cannot use context {name!r} from {loaded.describe()}: {detail}") from exc
         cfg.connection_pool_maxsize = pool_size
         cfg.retries = False
-        return cls(client.ApiClient(cfg), field_manager=field_manager, context=name)
+        return cls(client.ApiClient(cfg), field_manager=field_manager, context=name, namespace=kc.namespace_of(body))
 
     @classmethod
     def in_cluster(cls, *, field_manager: str, pool_size: int = 16) -> Kube:
@@ -229,7 +232,11 @@ class Kube:
             raise ConfigError(f"cannot use the in-cluster service account: {exc}") from exc
         cfg.connection_pool_maxsize = pool_size
         cfg.retries = False
-        return cls(client.ApiClient(cfg), field_manager=field_manager)
+        try:
+            namespace = Path(SERVICE_ACCOUNT_NAMESPACE).read_text().strip() or "default"
+        except OSError:
+            namespace = "default"
+        return cls(client.ApiClient(cfg), field_manager=field_manager, namespace=namespace)
 
     @property
     def api_client(self) -> client.ApiClient:

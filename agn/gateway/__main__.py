@@ -21,7 +21,7 @@ from agn.gateway.follower import OverlayFollower
 from agn.gateway.server import serve
 from agn.gateway.status_writer import StatusWriter
 from agn.gateway.table import RoutingTable
-from agn.kube import Kube, KubeError, context_namespace
+from agn.kube import Kube, KubeError
 from agn.logs import LEVELS, JsonLog
 
 EXIT_OK = 0
@@ -47,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     log = JsonLog(component="gateway", fields={"consumer": args.consumer}, level=args.log_level)
     try:
-        namespace = args.namespace or context_namespace(kubeconfig=args.kubeconfig, context=args.context)
         kube = Kube.from_kubeconfig(kubeconfig=args.kubeconfig, context=args.context, field_manager="agn-gateway")
+        namespace = args.namespace or kube.namespace
     except KubeError as exc:
         log.error("start_failed", error=str(exc))
         return EXIT_START_FAILED

@@ -68,6 +68,17 @@ def drain_argv(control_plane, namespace: str, journal_dir: Path) -> list[str]:
     ]
 
 
+def drain_to_completion(control_plane, namespace: str, journal_dir: Path) -> None:
+    done = subprocess.run(
+        drain_argv(control_plane, namespace, journal_dir),
+        capture_output=True,
+        text=True,
+        env=control_plane.env(),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def restore(control_plane, journal: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "xtask", "env", "drain-restore", str(journal), *extra],
@@ -146,14 +157,7 @@ def test_kill_9_at_a_random_point_then_restore_leaves_nothing_changed(
 
 def test_a_torn_last_line_still_restores(control_plane, kube, namespace, fleet, tmp_path):
     journal_dir = tmp_path / "journal"
-    done = subprocess.run(
-        drain_argv(control_plane, namespace, journal_dir),
-        capture_output=True,
-        text=True,
-        env=control_plane.env(),
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    drain_to_completion(control_plane, namespace, journal_dir)
     assert len(changed(kube, namespace)) == FLEET
     (journal,) = journal_dir.glob("drain-*.jsonl")
     # Cut the file inside its last done line, as a crash in the middle of that append would.
@@ -217,14 +221,7 @@ def test_restore_dry_run_makes_the_real_runs_decisions_and_writes_nothing(
     control_plane, kube, namespace, fleet, tmp_path
 ):
     journal_dir = tmp_path / "journal"
-    done = subprocess.run(
-        drain_argv(control_plane, namespace, journal_dir),
-        capture_output=True,
-        text=True,
-        env=control_plane.env(),
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    drain_to_completion(control_plane, namespace, journal_dir)
     (journal,) = journal_dir.glob("drain-*.jsonl")
     kube.merge_patch(PROVIDERS, namespace, "p001", {"spec": {"rank": 7}})  # another writer, after our drain
     before = {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in kube.list(PROVIDERS, namespace)[0]}

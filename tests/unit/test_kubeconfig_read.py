@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agn import kubeconfig as kc
-from agn.kube import ConfigError, Kube, context_namespace, kubeconfig_path
+from agn.kube import ConfigError, Kube, kubeconfig_path
 
 
 def config(*contexts: str, current: str | None = None, server: str = "https://127.0.0.1:6443", ns: str = "") -> dict:
@@ -251,9 +251,9 @@ def test_kube_from_kubeconfig_with_context_and_no_current_context(tmp_path, monk
     kube = Kube.from_kubeconfig(kubeconfig=path, context="b", field_manager="t")
     try:
         assert (kube.host, kube.context) == ("https://10.1.2.3:6443", "b")
+        assert kube.namespace == "team"
     finally:
         kube.close()
-    assert context_namespace(kubeconfig=path, context="b") == "team"
     with pytest.raises(ConfigError, match="sets no current-context"):
         Kube.from_kubeconfig(kubeconfig=path, field_manager="t")
 

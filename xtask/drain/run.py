@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube, NotFound, context_namespace
+from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube, NotFound
 from agn.model import Overlay
 from agn.objects import consumer_view, name_of, network_view, provider_view
 from xtask.drain import fanout
@@ -79,7 +79,7 @@ def run_drain(req: DrainRequest, *, reporter: Reporter) -> Report:
         kubeconfig=req.kubeconfig, context=req.context, field_manager=FIELD_MANAGER, pool_size=req.concurrency + 4
     )
     try:
-        namespace = req.namespace or context_namespace(kubeconfig=req.kubeconfig, context=req.context)
+        namespace = req.namespace or kube.namespace
         # One pool for the dry run, the writes and any restoration, sized like the HTTP pool.
         with cf.ThreadPoolExecutor(max_workers=req.concurrency, thread_name_prefix="drain") as pool:
             run = _DrainRun(req, kube, namespace, reporter, pool)
