@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from xtask.errors import ExitCode
+from xtask.reports import PROVIDER_DRAIN, envelope, exit_status
 
 
 @dataclasses.dataclass
@@ -31,10 +32,13 @@ class Report:
     summary: str = ""
 
     def to_dict(self) -> dict:
+        """The ``ProviderDrainReport`` (schema: ``schemas/provider-drain-report.schema.json``)."""
         data = dataclasses.asdict(self)
-        data["exit"] = {"code": int(self.exit_code), "name": self.exit_code.name.lower().replace("_", "-")}
+        data["dryRun"] = data.pop("dry_run")
+        data["dryRunOutcomes"] = data.pop("dry_run_outcomes")
         del data["exit_code"]
-        return data
+        data["exit"] = exit_status(self.exit_code)
+        return envelope(PROVIDER_DRAIN, data)
 
 
 def exit_code_for(

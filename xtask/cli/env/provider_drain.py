@@ -15,21 +15,9 @@ from xtask.drain.journal import journal_dir as default_journal_dir
 from xtask.drain.preflight import usable_journal_dir
 from xtask.drain.run import MAX_CONCURRENCY, DrainRequest, run_drain
 from xtask.drain.selection import Selector
-from xtask.errors import ExitCode, UsageError
+from xtask.errors import ExitCode, UsageError, exit_codes_epilog
 
-EPILOG = "\b\nExit codes:\n" + "\n".join(
-    [
-        "  0  done: stored (patch-only) or converged on every named consumer",
-        "  1  error: kubeconfig/context unusable or API server unreachable (message says which)",
-        "  2  usage error; nothing was read or written",
-        "  3  refused before any write: unknown provider/gateway/target, server-side dry-run rejection, capacity guard",
-        "  4  some writes failed; everything this run changed was restored",
-        "  5  needs inspection: restoration incomplete or a second signal (see the journal)",
-        "  6  convergence timeout: the change is stored but not confirmed serving (lagging targets are named)",
-        "  7  undrain stored, but a provider is kept out by a hard failure (not eligible until healthy)",
-        "  8  interrupted: during writes, what this run changed was restored; during the wait, the applied state is kept",
-    ]
-)
+EPILOG = exit_codes_epilog()
 
 
 @click.command(name="provider-drain", epilog=EPILOG)
