@@ -21,6 +21,7 @@ class ExitCode(enum.IntEnum):
     TIMEOUT = 6  # stored, but convergence was not confirmed before --timeout
     NOT_ELIGIBLE = 7  # undrain stored, but a provider is kept out by a hard failure
     INTERRUPTED = 8  # SIGINT/SIGTERM; applied state kept or restored as reported
+    NOT_IDLE = 9  # --wait-idle: drained and serving, but a provider was not idle before --idle-timeout
 
 
 class XtaskError(Exception):
