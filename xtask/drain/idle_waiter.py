@@ -100,19 +100,21 @@ class IdleWaiter:
             daemon=True,
         )
         thread.start()
-        verdicts = self._tracker.verdicts()
         shown: dict[str, tuple] = {}
+
+        def result(state: str) -> IdleResult:
+            verdicts = self._judge() if self._synced.is_set() else self._tracker.verdicts()
+            if state == "timeout" and all_idle(verdicts):  # a reading that landed at the deadline counts
+                state = "idle"
+            return IdleResult(state, verdicts, time.monotonic() - start)
+
         try:
             while True:
                 if stop.is_set():
-                    return IdleResult(
-                        "interrupted", self._judge() if self._synced.is_set() else verdicts, time.monotonic() - start
-                    )
+                    return result("interrupted")
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    return IdleResult(
-                        "timeout", self._judge() if self._synced.is_set() else verdicts, time.monotonic() - start
-                    )
+                    return result("timeout")
                 try:
                     self._wake.get(timeout=min(remaining, RECHECK_SECONDS))
                     while True:  # a burst of events was tracked one by one; judge once
