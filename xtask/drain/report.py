@@ -25,6 +25,7 @@ class Report:
     restorations: list[dict] = dataclasses.field(default_factory=list)
     stored: dict[str, Any] | None = None
     convergence: dict[str, Any] | None = None
+    idle: dict[str, Any] | None = None  # --wait-idle: state, and per provider idle | busy | unknown
     interrupted: str | None = None
     journal: str | None = None
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -49,6 +50,7 @@ def exit_code_for(
     restorations: list[dict],
     wait_state: str | None,
     stored_ok: bool | None,
+    idle_state: str | None = None,
 ) -> ExitCode:
     """The documented exit code for a finished run (see ``xtask.errors.ExitCode``)."""
     if refused:
@@ -58,6 +60,8 @@ def exit_code_for(
         if incomplete:
             return ExitCode.NEEDS_INSPECTION
         return ExitCode.INTERRUPTED if interrupted_during_writes else ExitCode.PARTIAL_RESTORED
+    if wait_state == "converged" and idle_state is not None:
+        return {"idle": ExitCode.OK, "timeout": ExitCode.NOT_IDLE, "interrupted": ExitCode.INTERRUPTED}[idle_state]
     if wait_state is not None:
         return {
             "converged": ExitCode.OK,
