@@ -61,3 +61,31 @@ def can_i(
     with _api_errors:
         review = AuthorizationV1Api(kube.api_client).create_subject_access_review(body)
     return bool(review.status and review.status.allowed)
+
+
+def service_account_token(kube: Kube, namespace: str, name: str, *, seconds: int = 3600) -> str:
+    """A bound token of ServiceAccount ``name`` (TokenRequest), as the kubelet would mount it into a pod."""
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": seconds}}
+    with _api_errors:
+        return kube.core.create_namespaced_service_account_token(name, namespace, body).status.token
+
+
+def cluster_entry(config: dict, context: str) -> dict:
+    """The ``cluster`` of ``context`` in a kubeconfig (server, CA)."""
+    ctx = next(c["context"] for c in config["contexts"] if c["name"] == context)
+    return next(c["cluster"] for c in config["clusters"] if c["name"] == ctx["cluster"])
+
+
+def token_kubeconfig(server: str, *, token: str, namespace: str, name: str, ca_file: str) -> dict:
+    """A kubeconfig that authenticates with ``token`` and trusts the CA in ``ca_file``.
+
+    The CA is referenced, not embedded: the client writes embedded certificate data to
+    temporary files, which a read-only root filesystem without a writable /tmp refuses."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority": ca_file}}],
+        "users": [{"name": name, "user": {"token": token}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": namespace}}],
+        "current-context": name,
+    }

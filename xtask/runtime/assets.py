@@ -30,12 +30,17 @@ def versions() -> dict[str, str]:
     return out
 
 
-def cache_dir() -> Path:
-    v = versions()
+def cache_root() -> Path:
+    """``$AGN_CACHE_DIR``, else ``${XDG_CACHE_HOME:-~/.cache}/agn-xtask``: what is built once and reused."""
     root = os.environ.get("AGN_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "agn-xtask"
     )
-    return Path(root) / "controlplane" / f"kubernetes-{v['KUBERNETES_VERSION']}_etcd-{v['ETCD_VERSION']}"
+    return Path(root)
+
+
+def cache_dir() -> Path:
+    v = versions()
+    return cache_root() / "controlplane" / f"kubernetes-{v['KUBERNETES_VERSION']}_etcd-{v['ETCD_VERSION']}"
 
 
 def _complete(folder: Path) -> bool:

@@ -1,0 +1,498 @@
+"""Building ``agn:dev`` with no container registry: ``scripts/build-image.sh``.
+
+The Dockerfile's default base, the public Python image, has to be pulled from a registry.
+Where none is reachable, this module makes the same image from what such a machine does
+have — a Debian mirror and PyPI (or wheels it cached earlier):
+
+1. **Base.** ``debootstrap`` a minimal Debian (variant ``minbase`` plus ``python3``), empty
+   what a container never reads (documentation, locales, apt's lists and caches), pack it and
+   ``docker import`` it as ``agn-base:<digest>``. The tarball is cached by a digest of
+   everything that decides its content (:class:`BaseRecipe`): another release, package list
+   or trim list makes a new base, nothing else does. Debian point releases do not change the
+   digest; delete the cached tarball to pick one up.
+2. **Wheels.** A binary wheel of every dependency for the *base's* Python (so no compiler is
+   needed and the host's Python version does not matter), plus pip's own wheel to install
+   them with, cached by a digest of the requirements and the target (:class:`WheelRecipe`).
+   The project's wheel is built on every run from a copy of the sources, without an index.
+3. **Image.** ``docker build --network none`` of the repository's Dockerfile with
+   ``BASE=agn-base:<digest>`` and ``WHEELS=wheels`` on a staged build context. The build has
+   no network at all, which is what shows that it needs none.
+
+Recipes, digests and command lines are pure; every command runs through
+:class:`xtask.procs.CmdRunner`, and errors name what is missing and how to get it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import sys
+import sysconfig
+import tempfile
+import time
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from xtask.errors import CommandFailed, RuntimeUnavailable, XtaskError
+from xtask.manifests import IMAGE
+from xtask.procs import CmdRunner, CommandResult, RealCmdRunner
+from xtask.runtime.assets import cache_root
+from xtask.state import REPO_ROOT
+
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+# An imported rootfs has no environment; these are what the public Python image sets too.
+IMAGE_ENV = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8")
+# Emptied after debootstrap: read by people and by apt, never by the programs (~140 MB).
+TRIM = (
+    "usr/share/doc",
+    "usr/share/man",
+    "usr/share/info",
+    "usr/share/locale",
+    "var/cache/apt",
+    "var/lib/apt/lists",
+    "var/log",
+)
+# What the Dockerfile copies from the repository (its .dockerignore admits the same).
+SOURCES = ("pyproject.toml", "README.md", "agn", "xtask")
+WHEELS = "wheels"  # the folder of the staged build context the Dockerfile's WHEELS names
+# Timestamps in the project's wheel (1980-01-01, the earliest a zip file holds).
+SOURCE_DATE_EPOCH = "315532800"
+
+Progress = Callable[[str], None]
+
+
+def _digest(data: object) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class BaseRecipe:
+    """Everything that decides the base image's content (the mirror only says where it comes from)."""
+
+    arch: str
+    release: str = "bookworm"
+    variant: str = "minbase"
+    packages: tuple[str, ...] = ("python3",)
+    trim: tuple[str, ...] = TRIM
+    env: tuple[str, ...] = IMAGE_ENV
+    format: int = 1  # bump when the way the tarball is made changes
+
+    @property
+    def digest(self) -> str:
+        return _digest(dataclasses.asdict(self))
+
+    @property
+    def tag(self) -> str:
+        return f"agn-base:{self.digest[:16]}"
+
+    @property
+    def tarball_name(self) -> str:
+        return f"base-{self.release}-{self.arch}-{self.digest[:16]}.tar"
+
+    def debootstrap_argv(self, target: Path, mirror: str) -> list[str]:
+        return [
+            "debootstrap",
+            f"--variant={self.variant}",
+            f"--arch={self.arch}",
+            "--include=" + ",".join(self.packages),
+            self.release,
+            str(target),
+            mirror,
+        ]
+
+    def tar_argv(self, rootfs: Path, out: Path) -> list[str]:
+        # /dev, /proc and /sys are the engine's to provide in every container.
+        excludes = [f"--exclude=./{d}/*" for d in ("dev", "proc", "sys")]
+        return ["tar", "--numeric-owner", "-C", str(rootfs), *excludes, "-cf", str(out), "."]
+
+    def import_argv(self, tarball: Path) -> list[str]:
+        changes = [arg for env in self.env for arg in ("--change", f"ENV {env}")]
+        return ["docker", "import", *changes, str(tarball), self.tag]
+
+
+@dataclasses.dataclass(frozen=True)
+class WheelRecipe:
+    """The wheels an offline install needs: the project's dependencies for one target Python."""
+
+    requirements: tuple[str, ...]  # [project].dependencies
+    build_requirements: tuple[str, ...]  # [build-system].requires, to build the project's wheel offline
+    python: str  # "3.11": the base image's Python, not necessarily the host's
+    platform: str  # the host's (pip picks manylinux wheels for it)
+    format: int = 1
+
+    @property
+    def digest(self) -> str:
+        return _digest(dataclasses.asdict(self))
+
+    @property
+    def folder_name(self) -> str:
+        return f"wheels-py{self.python}-{self.digest[:16]}"
+
+    def deps_argv(self, python: str, dest: Path) -> list[str]:
+        """Binary wheels only, chosen for the target Python, plus pip to install them with."""
+        abi = "cp" + self.python.replace(".", "")
+        return [
+            python,
+            "-m",
+            "pip",
+            "download",
+            "--only-binary=:all:",
+            "--python-version",
+            self.python,
+            "--implementation",
+            "cp",
+            *("--abi", abi, "--abi", "abi3", "--abi", "none"),
+            "--dest",
+            str(dest),
+            *self.requirements,
+            "pip",
+        ]
+
+    def tools_argv(self, python: str, dest: Path) -> list[str]:
+        return [python, "-m", "pip", "download", "--dest", str(dest), *self.build_requirements]
+
+
+def read_requirements(pyproject: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(dependencies, build requirements) of a pyproject.toml."""
+    data = tomllib.loads(pyproject.read_text())
+    return tuple(data["project"]["dependencies"]), tuple(data["build-system"]["requires"])
+
+
+def mounts_below(root: Path, mountinfo: str) -> list[str]:
+    """Mount points strictly below ``root`` in a ``/proc/self/mountinfo`` text, deepest first."""
+    prefix = os.path.realpath(root).rstrip("/") + "/"
+    points = []
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if len(fields) > 4:
+            # Field 5 is the mount point, with space, tab, newline and backslash octal-escaped.
+            point = fields[4].encode().decode("unicode_escape")
+            if point.startswith(prefix):
+                points.append(point)
+    return sorted(points, key=lambda p: p.count("/"), reverse=True)
+
+
+def app_wheel_argv(python: str, *, source: Path, tools: Path, dest: Path) -> list[str]:
+    """The project's wheel, built with the cached build requirements and no index."""
+    return [
+        python,
+        *("-m", "pip", "wheel", "--no-deps", "--no-index"),
+        *("--find-links", str(tools), "--wheel-dir", str(dest), str(source)),
+    ]
+
+
+def docker_build_argv(*, dockerfile: Path, context: Path, base: str, tag: str) -> list[str]:
+    return [
+        "docker",
+        "build",
+        "--network",
+        "none",
+        "-f",
+        str(dockerfile),
+        "--build-arg",
+        f"BASE={base}",
+        "--build-arg",
+        f"WHEELS={WHEELS}",
+        "-t",
+        tag,
+        str(context),
+    ]
+
+
+# -- I/O -----------------------------------------------------------------------------------------
+
+
+class Docker:
+    """The docker CLI against one engine: ``host`` is a ``DOCKER_HOST`` (None: the CLI's default)."""
+
+    def __init__(self, host: str | None = None, *, runner: CmdRunner | None = None) -> None:
+        self.host = host
+        self.runner = runner or RealCmdRunner()
+
+    @property
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.host:
+            env["DOCKER_HOST"] = self.host
+        return env
+
+    def __call__(self, *args: str, timeout: float = 120, check: bool = True, input: str | None = None) -> CommandResult:
+        return self.runner.run(["docker", *args], env=self.env, timeout=timeout, check=check, input=input)
+
+    def run_argv(self, argv: Sequence[str], *, timeout: float) -> CommandResult:
+        """Run a full ``["docker", ...]`` command line (from the recipes) against this engine."""
+        return self.runner.run(list(argv), env=self.env, timeout=timeout)
+
+    def image_exists(self, ref: str) -> bool:
+        return self("image", "inspect", "--format", "{{.Id}}", ref, check=False).returncode == 0
+
+    def inspect(self, ref: str, *, kind: str = "container") -> dict:
+        return json.loads(self(kind, "inspect", ref).stdout)[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildResult:
+    tag: str
+    image_id: str
+    size: int  # bytes, as `docker image inspect` reports it
+    base: str
+    seconds: dict[str, float]
+
+
+def _stderr(message: str) -> None:
+    print(f"build-image: {message}", file=sys.stderr, flush=True)
+
+
+def _dpkg_arch(runner: CmdRunner) -> str:
+    try:
+        return runner.run(["dpkg", "--print-architecture"], timeout=30).stdout.strip()
+    except CommandFailed:
+        return {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _empty(folder: Path) -> None:
+    if not folder.is_dir() or folder.is_symlink():
+        return
+    for child in folder.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+
+
+class ImageBuilder:
+    """Builds ``agn:dev`` from a debootstrapped base and host-built wheels (see the module docstring)."""
+
+    def __init__(
+        self,
+        docker: Docker,
+        *,
+        runner: CmdRunner | None = None,
+        cache: Path | None = None,
+        repo: Path = REPO_ROOT,
+        python: str = sys.executable,
+        mirror: str = DEFAULT_MIRROR,
+        progress: Progress = _stderr,
+        which: Callable[[str], str | None] = shutil.which,
+    ) -> None:
+        self.docker = docker
+        self.runner = runner or RealCmdRunner()
+        self.cache = (cache or cache_root()) / "image"
+        self.repo = repo
+        self.python = python
+        self.mirror = mirror
+        self.progress = progress
+        self._which = which
+
+    def engine_problems(self) -> list[str]:
+        """What keeps this builder from using its Docker engine (empty when it answers)."""
+        if self._which("docker") is None:
+            return ["`docker` (the CLI) is not on PATH"]
+        info = self.docker("info", "--format", "{{.ServerVersion}}", check=False, timeout=30)
+        if info.returncode != 0:
+            where = self.docker.host or "the default DOCKER_HOST"
+            return [f"no Docker engine answers at {where}: {(info.stderr or info.stdout).strip()[-300:]}"]
+        return []
+
+    def debootstrap_problems(self) -> list[str]:
+        """What keeps this host from making a base rootfs (empty when it can)."""
+        out = []
+        if self._which("debootstrap") is None:
+            out.append("`debootstrap` is not on PATH (Debian/Ubuntu: apt-get install debootstrap)")
+        if os.geteuid() != 0:
+            out.append("debootstrap needs root (it creates device nodes and runs the packages' scripts in a chroot)")
+        return out
+
+    def recipe(self) -> BaseRecipe:
+        return BaseRecipe(arch=_dpkg_arch(self.runner))
+
+    # -- 1. base -------------------------------------------------------------------------------
+    def base(self, recipe: BaseRecipe | None = None) -> str:
+        """The base image's tag: imported already, imported from the cached tarball, or made now."""
+        recipe = recipe or self.recipe()
+        if self.docker.image_exists(recipe.tag):
+            self.progress(f"base {recipe.tag}: already in the engine")
+            return recipe.tag
+        tarball = self.cache / recipe.tarball_name
+        if tarball.exists():
+            self.progress(f"base {recipe.tag}: importing the cached {tarball}")
+        else:
+            problems = self.debootstrap_problems()
+            if problems:
+                raise RuntimeUnavailable(
+                    "cannot make the base image: " + "; ".join(problems),
+                    hint="with a registry, build the usual way instead: docker build -t agn:dev .",
+                )
+            self._make_tarball(recipe, tarball)
+        self.docker.run_argv(recipe.import_argv(tarball), timeout=600)
+        return recipe.tag
+
+    def _make_tarball(self, recipe: BaseRecipe, tarball: Path) -> None:
+        self.cache.mkdir(parents=True, exist_ok=True)
+        # Same filesystem as the cache, so the finished tarball is renamed into place atomically
+        # and a concurrent build sees either no tarball or a whole one.
+        tmp = Path(tempfile.mkdtemp(prefix="base-", dir=self.cache))
+        rootfs = tmp / "rootfs"
+        try:
+            self.progress(
+                f"base {recipe.tag}: debootstrap {recipe.release} ({recipe.variant} + "
+                f"{', '.join(recipe.packages)}) from {self.mirror}"
+            )
+            self.runner.run(recipe.debootstrap_argv(rootfs, self.mirror), timeout=1800)
+            self._release_mounts(rootfs)
+            for path in recipe.trim:
+                _empty(rootfs / path)
+            part = tmp / "base.tar"
+            self.runner.run(recipe.tar_argv(rootfs, part), timeout=600)
+            os.replace(part, tarball)
+        finally:
+            self._remove_rootfs(tmp)
+        self.progress(f"base {recipe.tag}: cached {tarball} ({tarball.stat().st_size / 2**20:.0f} MiB)")
+
+    def _release_mounts(self, rootfs: Path) -> None:
+        """Unmount what debootstrap left mounted in the rootfs (it sometimes leaves /proc)."""
+        for point in mounts_below(rootfs, Path("/proc/self/mountinfo").read_text()):
+            self.runner.run(["umount", point], check=False, timeout=60)
+
+    def _remove_rootfs(self, tmp: Path) -> None:
+        """Delete the scratch folder, but never through a mount point: rmtree would follow it
+        into /proc, or into the host's /dev if a bind mount were left."""
+        self._release_mounts(tmp)
+        left = mounts_below(tmp, Path("/proc/self/mountinfo").read_text())
+        if left:
+            raise XtaskError(
+                f"{tmp} still has mounts ({', '.join(left)}); not deleting it",
+                hint="unmount them (umount PATH) and delete the folder by hand",
+            )
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    def base_python(self, base: str) -> str:
+        """The base image's Python as "3.11": the wheels are chosen for it, not for the host's."""
+        out = self.docker(
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "--entrypoint",
+            "python3",
+            base,
+            "-c",
+            "import sys; print('%d.%d' % sys.version_info[:2])",
+        )
+        return out.stdout.strip()
+
+    # -- 2. wheels -----------------------------------------------------------------------------
+    def wheel_recipe(self, python: str) -> WheelRecipe:
+        deps, build = read_requirements(self.repo / "pyproject.toml")
+        return WheelRecipe(
+            requirements=deps, build_requirements=build, python=python, platform=sysconfig.get_platform()
+        )
+
+    def wheels(self, recipe: WheelRecipe) -> Path:
+        """The cached folder with deps/ (dependencies + pip) and tools/ (to build the project's wheel)."""
+        folder = self.cache / recipe.folder_name
+        if folder.is_dir():
+            self.progress(f"wheels: cached {folder}")
+            return folder
+        self.cache.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="wheels-", dir=self.cache) as tmp:
+            part = Path(tmp) / "wheels"
+            self.progress(f"wheels: downloading {len(recipe.requirements)} requirements for Python {recipe.python}")
+            self.runner.run(recipe.deps_argv(self.python, part / "deps"), timeout=900)
+            self.runner.run(recipe.tools_argv(self.python, part / "tools"), timeout=900)
+            try:
+                part.rename(folder)
+            except OSError:
+                if not folder.is_dir():  # a concurrent build that finished first is just as good
+                    raise
+        return folder
+
+    # -- 3. image ------------------------------------------------------------------------------
+    def stage(self, wheels: Path, context: Path) -> None:
+        """The build context: the sources the Dockerfile copies, deps/ and the project's wheel in app/."""
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+        source = context.parent / "source"
+        for folder in (context, source):
+            folder.mkdir(parents=True)
+            for name in SOURCES:
+                src = self.repo / name
+                if src.is_dir():
+                    shutil.copytree(src, folder / name, ignore=ignore)
+                elif src.exists():
+                    shutil.copy2(src, folder / name)
+        shutil.copytree(wheels / "deps", context / WHEELS / "deps", copy_function=_link_or_copy)
+        # Built from its own copy: pip builds in the source tree and leaves build/ behind. With
+        # fixed timestamps the same sources give the same bytes, so Docker's layer cache holds.
+        self.runner.run(
+            app_wheel_argv(self.python, source=source, tools=wheels / "tools", dest=context / WHEELS / "app"),
+            env={**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH},
+            timeout=600,
+        )
+
+    def build(self, tag: str = IMAGE) -> BuildResult:
+        problems = self.engine_problems()
+        if problems:
+            raise RuntimeUnavailable("cannot build the image: " + "; ".join(problems))
+        seconds: dict[str, float] = {}
+        start = time.monotonic()
+        base = self.base()
+        seconds["base"] = time.monotonic() - start
+        mark = time.monotonic()
+        wheels = self.wheels(self.wheel_recipe(self.base_python(base)))
+        seconds["wheels"] = time.monotonic() - mark
+        mark = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="agn-image-") as tmp:
+            context = Path(tmp) / "context"
+            self.stage(wheels, context)
+            seconds["stage"] = time.monotonic() - mark
+            mark = time.monotonic()
+            self.progress(f"docker build {tag} (base {base}, no network)")
+            self.docker.run_argv(
+                docker_build_argv(dockerfile=self.repo / "Dockerfile", context=context, base=base, tag=tag),
+                timeout=1800,
+            )
+        seconds["docker build"] = time.monotonic() - mark
+        seconds["total"] = time.monotonic() - start
+        image = self.docker.inspect(tag, kind="image")
+        return BuildResult(tag=tag, image_id=image["Id"], size=int(image["Size"]), base=base, seconds=seconds)
+
+
+def main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] = os.environ) -> int:
+    parser = argparse.ArgumentParser(
+        prog="scripts/build-image.sh",
+        description="Build the agn:dev image with no container registry: a debootstrapped Debian base "
+        "(cached by a digest of its recipe) and wheels built on this host.",
+    )
+    parser.add_argument("--tag", default=IMAGE, help=f"image to tag (default {IMAGE})")
+    parser.add_argument(
+        "--mirror", default=DEFAULT_MIRROR, help=f"Debian mirror for debootstrap (default {DEFAULT_MIRROR})"
+    )
+    args = parser.parse_args(argv)
+    builder = ImageBuilder(Docker(environ.get("DOCKER_HOST")), mirror=args.mirror)
+    try:
+        result = builder.build(args.tag)
+    except CommandFailed as exc:
+        print(f"error: {exc}\n{exc.output.strip()}", file=sys.stderr)
+        return 1
+    except XtaskError as exc:
+        print(f"error: {exc}" + (f"\nhint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
+        return 1
+    times = ", ".join(f"{k} {v:.1f} s" for k, v in result.seconds.items())
+    print(f"{result.tag}: {result.image_id} ({result.size / 1e6:.0f} MB), base {result.base}; {times}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
