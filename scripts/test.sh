@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: set up (idempotent), lint and type-check, then run every test
-# suite. The kind suite skips itself, with its reason, where Docker or kind is missing.
+# suite. The kind suite skips itself, with its reason, where Docker or kind is missing, and so
+# does the container suite where no Docker engine can run or its base image cannot be made.
 # With arguments (a test path, -k, -m ...) only pytest runs, with those arguments.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

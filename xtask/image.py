@@ -62,6 +62,7 @@ SOURCES = ("pyproject.toml", "README.md", "agn", "xtask")
 WHEELS = "wheels"  # the folder of the staged build context the Dockerfile's WHEELS names
 # Timestamps in the project's wheel (1980-01-01, the earliest a zip file holds).
 SOURCE_DATE_EPOCH = "315532800"
+APP_WHEELS_KEPT = 8  # cached wheels of the project (one per distinct source tree)
 
 Progress = Callable[[str], None]
 
@@ -175,6 +176,23 @@ def mounts_below(root: Path, mountinfo: str) -> list[str]:
             if point.startswith(prefix):
                 points.append(point)
     return sorted(points, key=lambda p: p.count("/"), reverse=True)
+
+
+def source_digest(folder: Path, names: Sequence[str] = SOURCES) -> str:
+    """sha256 over the path and bytes of every file of ``names`` under ``folder`` (bytecode excluded)."""
+    digest = hashlib.sha256()
+    for name in names:
+        root = folder / name
+        if root.is_dir():
+            files = sorted(
+                p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+            )
+        else:
+            files = [root] if root.is_file() else []
+        for path in files:
+            digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def app_wheel_argv(python: str, *, source: Path, tools: Path, dest: Path) -> list[str]:
@@ -423,23 +441,56 @@ class ImageBuilder:
     def stage(self, wheels: Path, context: Path) -> None:
         """The build context: the sources the Dockerfile copies, deps/ and the project's wheel in app/."""
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-        source = context.parent / "source"
-        for folder in (context, source):
-            folder.mkdir(parents=True)
-            for name in SOURCES:
-                src = self.repo / name
-                if src.is_dir():
-                    shutil.copytree(src, folder / name, ignore=ignore)
-                elif src.exists():
-                    shutil.copy2(src, folder / name)
+        context.mkdir(parents=True)
+        for name in SOURCES:
+            src = self.repo / name
+            if src.is_dir():
+                shutil.copytree(src, context / name, ignore=ignore)
+            elif src.exists():
+                shutil.copy2(src, context / name)
         shutil.copytree(wheels / "deps", context / WHEELS / "deps", copy_function=_link_or_copy)
-        # Built from its own copy: pip builds in the source tree and leaves build/ behind. With
-        # fixed timestamps the same sources give the same bytes, so Docker's layer cache holds.
-        self.runner.run(
-            app_wheel_argv(self.python, source=source, tools=wheels / "tools", dest=context / WHEELS / "app"),
-            env={**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH},
-            timeout=600,
+        app = self._app_wheel(wheels, context)
+        shutil.copytree(app, context / WHEELS / "app", copy_function=_link_or_copy)
+
+    def _app_wheel(self, wheels: Path, context: Path) -> Path:
+        """A folder with the project's wheel for the staged sources: cached by their digest, since
+        building it (an isolated build environment) costs more than the rest of a warm build."""
+        cache = self.cache / "app"
+        folder = cache / f"{wheels.name}-{source_digest(context)[:16]}"
+        if folder.is_dir():
+            folder.touch()
+            return folder
+        cache.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="app-", dir=cache) as tmp:
+            # Built from its own copy: pip builds in the source tree and leaves build/ behind.
+            # With fixed timestamps the same sources give the same bytes, so a rebuilt wheel
+            # still hits Docker's layer cache.
+            source = Path(tmp) / "source"
+            for name in SOURCES:
+                if (context / name).is_dir():
+                    shutil.copytree(context / name, source / name)
+                elif (context / name).exists():
+                    source.mkdir(exist_ok=True)
+                    shutil.copy2(context / name, source / name)
+            part = Path(tmp) / "wheel"
+            self.runner.run(
+                app_wheel_argv(self.python, source=source, tools=wheels / "tools", dest=part),
+                env={**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH},
+                timeout=600,
+            )
+            try:
+                part.rename(folder)
+            except OSError:
+                if not folder.is_dir():
+                    raise
+        # Keep the newest few: one per source change would otherwise pile up.
+        kept = sorted(
+            (p for p in cache.iterdir() if p.is_dir() and not p.name.startswith("app-")),
+            key=lambda p: p.stat().st_mtime,
         )
+        for old in kept[:-APP_WHEELS_KEPT]:
+            shutil.rmtree(old, ignore_errors=True)
+        return folder
 
     def build(self, tag: str = IMAGE) -> BuildResult:
         problems = self.engine_problems()

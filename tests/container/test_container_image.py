@@ -23,6 +23,7 @@ import base64
 import dataclasses
 import json
 import socket
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -34,10 +35,11 @@ from agnprocs import http_json, http_status, wait_for
 from dockerpod import CREDENTIALS_MOUNT, KUBECONFIG, ContainerRun, container_run, memory_bytes, pod_of, service_account
 from kubetest import cluster_entry, service_account_token, token_kubeconfig
 from xtask.envdef import load_env
-from xtask.manifests import render
+from xtask.manifests import IMAGE, fake_provider_name, gateway_name, render
 from xtask.runtime.controlplane import free_port
 
-pytestmark = pytest.mark.container
+# The first test also builds the image: a cold build (debootstrap included) takes minutes.
+pytestmark = [pytest.mark.container, pytest.mark.timeout(1800)]
 
 ENVDEF = load_env("example")
 CONSUMERS = [c.name for c in ENVDEF.consumers]
@@ -75,20 +77,21 @@ class Workloads:
     namespace: str
     items: dict[str, Workload]
     drain: DrainEnv
+    server: str  # the control plane's API server
 
-    def of(self, component: str) -> list[Workload]:
-        return [
-            w
-            for w in self.items.values()
-            if w.deployment["metadata"]["labels"]["app.kubernetes.io/component"] == component
-        ]
+    def of(self, kind: str) -> list[Workload]:
+        return [w for w in self.items.values() if component(w.deployment) == kind]
 
     def url(self, name: str) -> str:
         return f"http://127.0.0.1:{self.items[name].run.port}"
 
 
-def deployments() -> list[dict]:
-    return [o for o in render(ENVDEF) if o["kind"] == "Deployment"]
+def deployments(objects: list[dict] | None = None) -> list[dict]:
+    return [o for o in (render(ENVDEF) if objects is None else objects) if o["kind"] == "Deployment"]
+
+
+def component(deployment: dict) -> str:
+    return deployment["metadata"]["labels"]["app.kubernetes.io/component"]
 
 
 def _wait_ready(engine, workload: Workload, timeout: float = 90) -> None:
@@ -118,7 +121,9 @@ def workloads(docker_engine, agn_image, control_plane, tmp_path_factory):
         entrypoint = agn_image_config(docker_engine)["Entrypoint"]
         credentials: dict[str, str] = {}
         runs: dict[str, ContainerRun] = {}
-        for dep in (o for o in objects if o["kind"] == "Deployment"):
+        # Providers first (the operator probes them), then the operator, then the gateways.
+        order = ("provider", "operator", "gateway")
+        for dep in sorted(deployments(objects), key=lambda d: order.index(component(d))):
             name = dep["metadata"]["name"]
             account = service_account(dep)
             if account is not None and account not in credentials:
@@ -131,17 +136,16 @@ def workloads(docker_engine, agn_image, control_plane, tmp_path_factory):
                 credentials=credentials,
             )
         # The providers' endpoints are the provider containers on loopback (in kind: Services).
-        fakes = {p.name: f"fake-{p.name}" for p in envdef.providers if not p.endpoint}
-        endpoints = {p: f"http://127.0.0.1:{runs[d].port}" for p, d in fakes.items()}
+        fakes = [p.name for p in envdef.providers if not p.endpoint]
+        endpoints = {p: f"http://127.0.0.1:{runs[fake_provider_name(p)].port}" for p in fakes}
         for obj in envdef.network_objects() + envdef.consumer_objects() + envdef.provider_objects(endpoints):
             kube.apply(obj)
 
         items: dict[str, Workload] = {}
-        order = sorted(runs, key=lambda n: ("provider", "operator", "gateway").index(_component(objects, n)))
-        for name in order:
-            dep = next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == name)
-            items[name] = Workload(dep, runs[name], docker_engine.run(runs[name].argv))
-            if _component(objects, name) == "provider":
+        by_name = {d["metadata"]["name"]: d for d in deployments(objects)}
+        for name, run in runs.items():
+            items[name] = Workload(by_name[name], run, docker_engine.run(run.argv))
+            if component(by_name[name]) == "provider":
                 _wait_ready(docker_engine, items[name])
         for item in items.values():
             _wait_ready(docker_engine, item)
@@ -151,7 +155,7 @@ def workloads(docker_engine, agn_image, control_plane, tmp_path_factory):
             timeout=90,
             what="both consumer gateways serving an overlay with every provider admitted",
         )
-        yield Workloads(namespace, items, drain)
+        yield Workloads(namespace, items, drain, control_plane.server)
     finally:
         errors = docker_engine.remove_all()
         kube.delete_namespace(namespace)
@@ -178,14 +182,7 @@ def _credentials(folder: Path, kube, cluster: dict, namespace: str, account: str
     return folder
 
 
-def _component(objects: list[dict], name: str) -> str:
-    dep = next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == name)
-    return dep["metadata"]["labels"]["app.kubernetes.io/component"]
-
-
 def agn_image_config(engine) -> dict:
-    from xtask.manifests import IMAGE
-
     return engine.docker.inspect(IMAGE, kind="image")["Config"]
 
 
@@ -275,7 +272,7 @@ def test_kernel_enforces_the_settings_inside_each_container(docker_engine, workl
             assert seen["kubeconfig"] is None, name
 
 
-def test_probe_endpoints_answer_as_the_manifests_declare(control_plane, workloads):
+def test_probe_endpoints_answer_as_the_manifests_declare(workloads):
     for name, w in workloads.items.items():
         _, container = pod_of(w.deployment)
         declared = {"readiness": container["readinessProbe"], "liveness": container["livenessProbe"]}
@@ -291,16 +288,14 @@ def test_probe_endpoints_answer_as_the_manifests_declare(control_plane, workload
     # Operator and gateways talk to the control plane through the mounted kubeconfig.
     for w in workloads.of("operator") + workloads.of("gateway"):
         health = http_json(f"http://127.0.0.1:{w.run.port}/healthz")
-        assert health["server"] == control_plane.server, (w.run.name, health)
+        assert health["server"] == workloads.server, (w.run.name, health)
     assert http_json(f"http://127.0.0.1:{workloads.of('operator')[0].run.port}/healthz")["leader"] is True
 
 
 def _route(workloads: Workloads, consumer: str, session: str) -> str:
     """The provider a new session of group ``chat`` is routed to, through the gateway container."""
-    import urllib.request
-
     req = urllib.request.Request(
-        workloads.url(f"agn-gateway-{consumer}") + "/v1/completions",
+        workloads.url(gateway_name(consumer)) + "/v1/completions",
         data=json.dumps({"prompt": "hello"}).encode(),
         method="POST",
         headers={"Content-Type": "application/json", "x-session-id": session, "x-selection-group": "chat"},
