@@ -13,7 +13,8 @@ have — a Debian mirror and PyPI (or wheels it cached earlier):
 2. **Wheels.** A binary wheel of every dependency for the *base's* Python (so no compiler is
    needed and the host's Python version does not matter), plus pip's own wheel to install
    them with, cached by a digest of the requirements and the target (:class:`WheelRecipe`).
-   The project's wheel is built on every run from a copy of the sources, without an index.
+   The project's wheel is built from a copy of the sources without an index, and cached by
+   a digest of those sources (building it costs more than the rest of a warm build).
 3. **Image.** ``docker build --network none`` of the repository's Dockerfile with
    ``BASE=agn-base:<digest>`` and ``WHEELS=wheels`` on a staged build context. The build has
    no network at all, which is what shows that it needs none.
@@ -495,7 +496,10 @@ class ImageBuilder:
     def build(self, tag: str = IMAGE) -> BuildResult:
         problems = self.engine_problems()
         if problems:
-            raise RuntimeUnavailable("cannot build the image: " + "; ".join(problems))
+            raise RuntimeUnavailable(
+                "cannot build the image: " + "; ".join(problems),
+                hint="start a Docker engine (e.g. `systemctl start docker`) or point DOCKER_HOST at one",
+            )
         seconds: dict[str, float] = {}
         start = time.monotonic()
         base = self.base()
