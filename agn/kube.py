@@ -159,10 +159,12 @@ class Kube:
         field_manager: str,
         context: str | None = None,
         namespace: str = "default",
+        user: str | None = None,
     ) -> None:
         self._api = api_client
         self.field_manager = field_manager
         self.context = context  # the kube context's name (None: in-cluster)
+        self.user = user  # the context's user entry (None: in-cluster); recorded with drains as "who"
         self.namespace = namespace  # the context's namespace (in a pod: the service account's), as kubectl uses it
         self._dynamic: Any = None
         self._dynamic_lock = threading.Lock()
@@ -180,6 +182,12 @@ class Kube:
         from kubernetes.client import CoreV1Api
 
         return CoreV1Api(self._api)
+
+    @functools.cached_property
+    def events(self) -> client.EventsV1Api:
+        from kubernetes.client import EventsV1Api
+
+        return EventsV1Api(self._api)
 
     @functools.cached_property
     def ext(self) -> client.ApiextensionsV1Api:
@@ -217,7 +225,13 @@ class Kube:
             raise ConfigError(f"cannot use context {name!r} from {loaded.describe()}: {detail}") from exc
         cfg.connection_pool_maxsize = pool_size
         cfg.retries = False
-        return cls(client.ApiClient(cfg), field_manager=field_manager, context=name, namespace=kc.namespace_of(body))
+        return cls(
+            client.ApiClient(cfg),
+            field_manager=field_manager,
+            context=name,
+            namespace=kc.namespace_of(body),
+            user=str(body.get("user") or "") or None,
+        )
 
     @classmethod
     def in_cluster(cls, *, field_manager: str, pool_size: int = 16) -> Kube:
@@ -362,6 +376,20 @@ class Kube:
                         raise Gone(obj.get("message", "resource version too old"), status=410, reason="Expired")
                     raise KubeError(obj.get("message", "watch error"), status=code, reason=obj.get("reason", ""))
                 yield kind, obj
+
+    # -- Events (events.k8s.io/v1) ------------------------------------------------------------
+    def create_event(self, namespace: str, body: Obj, *, timeout: float | None = None) -> None:
+        """Create an Event (:func:`agn.events.event_body`). The answer is not decoded: callers
+        only need to know it was stored, and decoding would import the client's Event models."""
+        kwargs: dict[str, Any] = {"_preload_content": False}
+        if timeout:
+            kwargs["_request_timeout"] = timeout
+        with _api_errors:
+            response = self.events.create_namespaced_event(namespace, body, field_manager=self.field_manager, **kwargs)
+            try:
+                response.read()
+            finally:
+                response.release_conn()
 
     # -- core and CRDs ----------------------------------------------------------------------
     def ensure_namespace(self, name: str) -> None:

@@ -22,6 +22,7 @@ from agn.model import Overlay
 from agn.objects import consumer_view, name_of, network_view, provider_view
 from xtask.drain import fanout
 from xtask.drain.converge import targets_problems
+from xtask.drain.events import EVENT_POOL, DrainEvents, outcome_facts, restoration_facts
 from xtask.drain.journal import Journal, new_operation_id
 from xtask.drain.plan import Change, capacity_violations, drain_patch, plan_changes
 from xtask.drain.report import Report, exit_code_for
@@ -76,7 +77,10 @@ def actor() -> str:
 def run_drain(req: DrainRequest, *, reporter: Reporter) -> Report:
     """Run one drain or undrain from start to finish; the report carries the exit code."""
     kube = Kube.from_kubeconfig(
-        kubeconfig=req.kubeconfig, context=req.context, field_manager=FIELD_MANAGER, pool_size=req.concurrency + 4
+        kubeconfig=req.kubeconfig,
+        context=req.context,
+        field_manager=FIELD_MANAGER,
+        pool_size=req.concurrency + 4 + EVENT_POOL,
     )
     try:
         namespace = req.namespace or kube.namespace
@@ -87,6 +91,7 @@ def run_drain(req: DrainRequest, *, reporter: Reporter) -> Report:
                 try:
                     return run.execute(latch)
                 finally:
+                    run.events.close()
                     if run.journal is not None:
                         run.journal.close()
     finally:
@@ -112,6 +117,9 @@ class _DrainRun:
         self.operation = new_operation_id()
         self._at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         self._actor = actor()
+        self.events = DrainEvents(
+            kube, namespace, operation=self.operation, actor=self._actor, reason=req.reason, warn=reporter.line
+        )
 
     def patch_for(self, change: Change) -> dict:
         return drain_patch(change, operation=self.operation, actor=self._actor, at=self._at, reason=self.req.reason)
@@ -171,6 +179,7 @@ class _DrainRun:
         targets = self.pool.submit(_read_targets, self.kube, self.namespace, req) if req.network else None
         items, _ = self.kube.list(PROVIDERS, self.namespace)
         selected = select(items, req.selector, namespace=self.namespace)
+        self.events.know(selected)
         report.selection = [p["metadata"]["name"] for p in selected]
         self.reporter.line(
             f"selection ({req.selector.describe()}, namespace {self.namespace}): {', '.join(report.selection)}"
@@ -239,6 +248,7 @@ class _DrainRun:
         )
         report.outcomes = [o.to_dict() for o in outcomes]
         report.timings["applySeconds"] = round(time.monotonic() - t_apply, 3)
+        self.events.record(outcome_facts(report.outcomes, drain=req.drain))
         failed = [o for o in outcomes if o.outcome == "failed"]
         # A signal that lands while this run has written anything counts as "during the fan-out".
         interrupted = latch.interrupted.is_set() and (
@@ -263,6 +273,9 @@ class _DrainRun:
             notify=self.reporter.event,
         )
         report.restorations = [r.to_dict() for r in restored]
+        self.events.record(
+            restoration_facts(report.restorations, previous={c.provider: c.previous for c, _ in written})
+        )
         code = exit_code_for(
             refused=False,
             failed=len(failed),
