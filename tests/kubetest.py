@@ -1,10 +1,14 @@
-"""API calls only tests make (RBAC reviews, impersonation, the server version), kept out of
-the product's Kubernetes boundary :mod:`agn.kube`."""
+"""API calls only tests make (RBAC reviews, impersonation, service-account tokens, reading
+Events, the server version), kept out of the product's Kubernetes boundary :mod:`agn.kube`."""
 
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from agn import GROUP
 from agn.kube import Kube, _api_errors
@@ -61,3 +65,47 @@ def can_i(
     with _api_errors:
         review = AuthorizationV1Api(kube.api_client).create_subject_access_review(body)
     return bool(review.status and review.status.allowed)
+
+
+def events(kube: Kube, namespace: str, *, regarding: str | None = None, reason: str | None = None) -> list[dict]:
+    """The ``events.k8s.io/v1`` Events of ``namespace`` as API dicts, oldest first, optionally only
+    those about the object named ``regarding`` and/or with ``reason``."""
+    from kubernetes.client import EventsV1Api
+
+    with _api_errors:
+        response = EventsV1Api(kube.api_client).list_namespaced_event(namespace, _preload_content=False)
+        items = json.loads(response.data)["items"]
+    return sorted(
+        (
+            e
+            for e in items
+            if (regarding is None or (e.get("regarding") or {}).get("name") == regarding)
+            and (reason is None or e.get("reason") == reason)
+        ),
+        key=lambda e: e.get("eventTime") or "",
+    )
+
+
+def service_account_kubeconfig(kube: Kube, admin_kubeconfig: Path, namespace: str, account: str, path: Path) -> Path:
+    """Write a kubeconfig that authenticates as ServiceAccount ``account`` with a real token
+    (TokenRequest), against the same API server as ``admin_kubeconfig``'s current context, so a
+    CLI run with it is authorized exactly as that account would be in a pod."""
+    from kubernetes.client import CoreV1Api
+
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
+    with _api_errors:
+        token = CoreV1Api(kube.api_client).create_namespaced_service_account_token(account, namespace, request)
+    admin = yaml.safe_load(admin_kubeconfig.read_text())
+    context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])
+    cluster = next(c for c in admin["clusters"] if c["name"] == context["context"]["cluster"])
+    name = f"sa-{account}"
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": cluster["cluster"]}],
+        "users": [{"name": account, "user": {"token": token.status.token}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": account, "namespace": namespace}}],
+        "current-context": name,
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
