@@ -78,7 +78,8 @@ def event_name(regarding: str, *parts: str) -> str:
     Deterministic names make recording idempotent: the same fact recorded twice (a retried
     ``drain-restore`` that finds the same provider changed by another writer) is one Event.
     """
-    suffix = ".".join(_NOT_IN_NAME.sub("-", p.lower()).strip("-.") for p in parts if p)
+    cleaned = (_NOT_IN_NAME.sub("-", p.lower()).strip("-.") for p in parts)
+    suffix = ".".join(p for p in cleaned if p)
     head = regarding[: NAME_LIMIT - len(suffix) - 1].rstrip("-.")
     return f"{head}.{suffix}" if suffix else head
 

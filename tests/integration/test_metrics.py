@@ -72,15 +72,18 @@ def test_operator_probe_metrics_count_failures_and_reading_age(env: DrainEnv):
     # Metrics export off: the scrape fails (counted), and the last reading only gets older.
     http_json(f"{env.urls['p-three']}/admin/state", method="POST", body={"metrics": False})
     wait_for(
-        lambda: (sample(operator_metrics(env), "agn_probe_failures_total", provider="p-three", check="metrics") or 0)
-        >= 1,
+        lambda: (
+            (sample(operator_metrics(env), "agn_probe_failures_total", provider="p-three", check="metrics") or 0) >= 1
+        ),
         timeout=30,
         what="a failed metrics scrape of p-three counted",
     )
     ages = [sample(operator_metrics(env), "agn_provider_reading_age_seconds", provider="p-three")]
     wait_for(
-        lambda: ages.append(sample(operator_metrics(env), "agn_provider_reading_age_seconds", provider="p-three"))
-        or ages[-1] > ages[0] + 1,
+        lambda: (
+            ages.append(sample(operator_metrics(env), "agn_provider_reading_age_seconds", provider="p-three"))
+            or ages[-1] > ages[0] + 1
+        ),
         timeout=30,
         what="p-three's reading to age",
     )
