@@ -50,6 +50,11 @@ AGN_RESOURCES = (PROVIDERS, NETWORKS, CONSUMERS, OVERLAYS)
 # Not an AGN resource, but its REST paths have the same shape, so the generic object methods
 # below (get/create/replace, conditional on resourceVersion) serve the operator's leader election.
 LEASES = Resource("Lease", "leases", group="coordination.k8s.io", version="v1")
+# Events (events.k8s.io/v1) go the same generic way, as plain dicts. The generated
+# EventsV1Api would first validate the dict into its pydantic model and send ``eventTime``
+# back through ``datetime.isoformat()``, which drops the fraction when the microseconds are
+# zero — a MicroTime the API server then rejects — and its models cost ~0.15 s to load.
+EVENTS = Resource("Event", "events", group="events.k8s.io", version="v1")
 
 
 class KubeError(Exception):
@@ -182,12 +187,6 @@ class Kube:
         from kubernetes.client import CoreV1Api
 
         return CoreV1Api(self._api)
-
-    @functools.cached_property
-    def events(self) -> client.EventsV1Api:
-        from kubernetes.client import EventsV1Api
-
-        return EventsV1Api(self._api)
 
     @functools.cached_property
     def ext(self) -> client.ApiextensionsV1Api:
@@ -378,18 +377,9 @@ class Kube:
                 yield kind, obj
 
     # -- Events (events.k8s.io/v1) ------------------------------------------------------------
-    def create_event(self, namespace: str, body: Obj, *, timeout: float | None = None) -> None:
-        """Create an Event (:func:`agn.events.event_body`). The answer is not decoded: callers
-        only need to know it was stored, and decoding would import the client's Event models."""
-        kwargs: dict[str, Any] = {"_preload_content": False}
-        if timeout:
-            kwargs["_request_timeout"] = timeout
-        with _api_errors:
-            response = self.events.create_namespaced_event(namespace, body, field_manager=self.field_manager, **kwargs)
-            try:
-                response.read()
-            finally:
-                response.release_conn()
+    def create_event(self, namespace: str, body: Obj, *, timeout: float | None = None) -> Obj:
+        """Create an ``events.k8s.io/v1`` Event (:func:`agn.events.event_body`); see :data:`EVENTS`."""
+        return self.create(EVENTS, namespace, body, timeout=timeout)
 
     # -- core and CRDs ----------------------------------------------------------------------
     def ensure_namespace(self, name: str) -> None:

@@ -4,14 +4,13 @@ Events, the server version), kept out of the product's Kubernetes boundary :mod:
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from agn import GROUP
-from agn.kube import Kube, _api_errors
+from agn.kube import EVENTS, Kube, _api_errors
 
 
 def server_version(kube: Kube) -> str:
@@ -68,13 +67,9 @@ def can_i(
 
 
 def events(kube: Kube, namespace: str, *, regarding: str | None = None, reason: str | None = None) -> list[dict]:
-    """The ``events.k8s.io/v1`` Events of ``namespace`` as API dicts, oldest first, optionally only
-    those about the object named ``regarding`` and/or with ``reason``."""
-    from kubernetes.client import EventsV1Api
-
-    with _api_errors:
-        response = EventsV1Api(kube.api_client).list_namespaced_event(namespace, _preload_content=False)
-        items = json.loads(response.data)["items"]
+    """The ``events.k8s.io/v1`` Events of ``namespace``, oldest first, optionally only those about
+    the object named ``regarding`` and/or with ``reason``."""
+    items, _ = kube.list(EVENTS, namespace)
     return sorted(
         (
             e

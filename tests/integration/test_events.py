@@ -17,6 +17,7 @@ import sys
 
 import pytest
 
+from agn.events import Regarding, event_body, event_name, micro_time
 from agn.kube import CONSUMERS, PROVIDERS
 from agnprocs import sample, scrape, wait_for
 from drainenv import CONSUMER_NAMES, DrainEnv
@@ -35,6 +36,25 @@ WHO = f"{getpass.getuser()}@{socket.gethostname()}"
 def env(kube, namespace, agn, control_plane, tmp_path) -> DrainEnv:
     # A short resync, so "nothing new is recorded across many reconciles" is quick to observe.
     return DrainEnv(kube, namespace, agn, control_plane, tmp_path).up(operator_args=("--resync", "0.3"))
+
+
+@pytest.mark.parametrize("at", [1_700_000_000.0, 1_700_000_000.123456])
+def test_an_event_at_a_whole_second_is_stored_with_its_microseconds(kube, namespace, at):
+    # The generated EventsV1Api would send a whole second as "...:20+00:00", which the API server
+    # rejects as a MicroTime; the Event must reach the server exactly as built.
+    body = event_body(
+        name=event_name("p", f"{at}"),
+        regarding=Regarding("InferenceProvider", "p", namespace, uid="u-1"),
+        reason="ProviderDrained",
+        action="Drain",
+        note="n",
+        type_="Normal",
+        controller="agn.dev/provider-drain",
+        instance="test",
+        at=at,
+    )
+    kube.create_event(namespace, body)
+    assert only(events(kube, namespace, regarding="p"))["eventTime"] == micro_time(at)
 
 
 def provider_events(env: DrainEnv, name: str, reason: str | None = None) -> list[dict]:
