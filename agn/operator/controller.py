@@ -43,7 +43,7 @@ from agn.logs import JsonLog
 from agn.model import NetworkView, Overlay, ProviderView, hard_failure, selects
 from agn.objects import consumer_view, network_view, provider_view
 from agn.operator.elector import LeaderElector
-from agn.operator.events import EventSink, HardFailures
+from agn.operator.events import EventSink, HardFailures, observed
 from agn.operator.informer import Informer, Obj
 from agn.operator.lease import AlwaysLeader, Leadership, new_identity
 from agn.operator.metrics import OperatorMetrics
@@ -390,8 +390,8 @@ class Operator:
 
         Consumers of the same network share one memory, so each transition is reported once."""
         for view in providers:
-            if view.healthy is None or not selects(network, view.labels):
-                continue  # never probed: not failing, just not looked at yet
+            if not observed(view) or not selects(network, view.labels):
+                continue  # not probed yet: not failing, just not looked at yet
             obj = self.providers.store.get(view.name)
             if obj is None:
                 continue

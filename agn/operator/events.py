@@ -31,7 +31,7 @@ from typing import Any
 from agn.events import NORMAL, WARNING, Regarding, event_body, event_name
 from agn.kube import KubeError
 from agn.logs import JsonLog
-from agn.model import ADMITTED, EXISTING_ONLY, Exclusion, Overlay
+from agn.model import ADMITTED, EXISTING_ONLY, Exclusion, Overlay, ProviderView, endpoint_valid
 from agn.operator.writes import LeaderWrites, NotLeader
 
 CONTROLLER = "agn.dev/operator"
@@ -89,6 +89,12 @@ def failure_detail(failure: Exclusion, provider: Mapping[str, Any], *, network: 
     if failure is Exclusion.UNTRUSTED:
         return f"endpoint {endpoint!r} is not allowed by network {network}"
     return failure.value
+
+
+def observed(provider: ProviderView) -> bool:
+    """Whether the operator has looked at the provider: probed, or with an endpoint it never
+    dials (invalid). A valid endpoint not probed yet is neither failing nor healthy."""
+    return provider.healthy is not None or not endpoint_valid(provider.endpoint)
 
 
 @dataclasses.dataclass(frozen=True)

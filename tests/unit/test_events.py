@@ -9,8 +9,8 @@ import re
 import pytest
 
 from agn.events import NOTE_LIMIT, Regarding, clip, event_body, event_name, micro_time
-from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Exclusion, Overlay
-from agn.operator.events import HardFailures, Transition, admission_changes, failure_detail, published_note
+from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Exclusion, Overlay, ProviderView
+from agn.operator.events import HardFailures, Transition, admission_changes, failure_detail, observed, published_note
 from xtask.drain.events import (
     DRAIN_FAILED,
     DRAINED,
@@ -194,3 +194,10 @@ def test_failure_details_name_the_cause():
         "no successful metrics scrape within 45s: GET /metrics: HTTP 404"
     )
     assert "network n" in failure_detail(Exclusion.UNTRUSTED, provider, network="n", max_age=45)
+
+
+def test_a_provider_not_probed_yet_is_not_reported_but_an_invalid_endpoint_is():
+    # An invalid endpoint is never dialled, so it never gets a health result: it is observed anyway.
+    assert not observed(ProviderView("p", "http://p:8080", "c-p"))
+    assert observed(ProviderView("p", "http://p:8080", "c-p", healthy=False))
+    assert observed(ProviderView("p", "ftp://p", "c-p"))

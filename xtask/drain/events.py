@@ -13,9 +13,12 @@ inferenceprovider NAME`` and ``kubectl get events`` show the history next to the
 The note carries ``--reason``, the operation id and who (``user@host``, as the
 ``agn.dev/drain-by`` annotation records it, plus the kube context and its user).
 
-Events are a trail, not part of the operation: they are sent after the provider writes, by
-a small pool of their own (bounded, each request with a timeout), and a failure never fails
-the run — the first one is reported once as a warning when the run ends. The facts are
+Events are a trail, not part of the operation: they are sent once the provider writes (and
+any restoration) are done — while the run reads back or waits for convergence — by a pool of
+their own as wide as the run's ``--concurrency`` (the write pool is idle by then, so they
+reuse its HTTP connections), each request with a timeout; the end of the run waits for them
+at most :data:`CLOSE_TIMEOUT`. A failure never fails the run: the first one is reported
+once, as a warning, when the run ends. The facts are
 derived purely (:func:`outcome_facts`, :func:`restoration_facts`, :func:`note`); only
 :class:`DrainEvents` does I/O.
 """
@@ -39,7 +42,6 @@ DRAIN_FAILED = "DrainFailed"
 UNDRAIN_FAILED = "UndrainFailed"
 RESTORED = "DrainRestored"
 RESTORE_FAILED = "DrainRestoreFailed"
-EVENT_POOL = 2  # Events in flight at most; callers add this many connections to their HTTP pool
 REQUEST_TIMEOUT = 5.0  # seconds, per Event
 CLOSE_TIMEOUT = 5.0  # seconds the end of a run waits for Events still in flight
 
@@ -134,6 +136,7 @@ class DrainEvents:
         actor: str,
         reason: str | None,
         warn: Callable[[str], None],
+        workers: int = 8,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._kube = kube
@@ -143,6 +146,7 @@ class DrainEvents:
         self._reason = reason
         self._warn = warn
         self._clock = clock
+        self._workers = workers
         self._uids: dict[str, str] = {}
         self._pool: cf.ThreadPoolExecutor | None = None
         self._futures: list[cf.Future] = []
@@ -157,15 +161,17 @@ class DrainEvents:
             if meta.get("name") and meta.get("uid"):
                 self._uids[meta["name"]] = meta["uid"]
 
-    def record(self, facts: Sequence[Fact]) -> None:
+    def record(self, facts: Sequence[Fact], *, at: float | None = None) -> None:
+        """Queue Events for ``facts``, which happened at ``at`` (default: now; their ``eventTime``)."""
         if not facts:
             return
+        when = self._clock() if at is None else at
         if self._pool is None:
-            self._pool = cf.ThreadPoolExecutor(max_workers=EVENT_POOL, thread_name_prefix="events")
+            self._pool = cf.ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="events")
         for fact in facts:
-            self._futures.append(self._pool.submit(self._send, fact))
+            self._futures.append(self._pool.submit(self._send, fact, when))
 
-    def _send(self, fact: Fact) -> None:
+    def _send(self, fact: Fact, at: float) -> None:
         try:
             uid = self._uids.get(fact.provider)
             if uid is None:
@@ -192,7 +198,7 @@ class DrainEvents:
                 type_=fact.type,
                 controller=CONTROLLER,
                 instance=self._actor,
-                at=self._clock(),
+                at=at,
             )
             try:
                 self._kube.create_event(self._namespace, body, timeout=REQUEST_TIMEOUT)

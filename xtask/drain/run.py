@@ -22,7 +22,7 @@ from agn.model import Overlay
 from agn.objects import consumer_view, name_of, network_view, provider_view
 from xtask.drain import fanout
 from xtask.drain.converge import targets_problems
-from xtask.drain.events import EVENT_POOL, DrainEvents, outcome_facts, restoration_facts
+from xtask.drain.events import DrainEvents, outcome_facts, restoration_facts
 from xtask.drain.journal import Journal, new_operation_id
 from xtask.drain.plan import Change, capacity_violations, drain_patch, plan_changes
 from xtask.drain.report import Report, exit_code_for
@@ -80,7 +80,7 @@ def run_drain(req: DrainRequest, *, reporter: Reporter) -> Report:
         kubeconfig=req.kubeconfig,
         context=req.context,
         field_manager=FIELD_MANAGER,
-        pool_size=req.concurrency + 4 + EVENT_POOL,
+        pool_size=req.concurrency + 4,
     )
     try:
         namespace = req.namespace or kube.namespace
@@ -118,7 +118,13 @@ class _DrainRun:
         self._at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         self._actor = actor()
         self.events = DrainEvents(
-            kube, namespace, operation=self.operation, actor=self._actor, reason=req.reason, warn=reporter.line
+            kube,
+            namespace,
+            operation=self.operation,
+            actor=self._actor,
+            reason=req.reason,
+            warn=reporter.line,
+            workers=req.concurrency,
         )
 
     def patch_for(self, change: Change) -> dict:
@@ -248,13 +254,14 @@ class _DrainRun:
         )
         report.outcomes = [o.to_dict() for o in outcomes]
         report.timings["applySeconds"] = round(time.monotonic() - t_apply, 3)
-        self.events.record(outcome_facts(report.outcomes, drain=req.drain))
+        facts, written_at = outcome_facts(report.outcomes, drain=req.drain), time.time()
         failed = [o for o in outcomes if o.outcome == "failed"]
         # A signal that lands while this run has written anything counts as "during the fan-out".
         interrupted = latch.interrupted.is_set() and (
             self.journal is not None or any(o.outcome == "not-attempted" for o in outcomes)
         )
         if not (failed or interrupted):
+            self.events.record(facts)
             return None
         if interrupted:
             report.interrupted = latch.name
@@ -273,9 +280,10 @@ class _DrainRun:
             notify=self.reporter.event,
         )
         report.restorations = [r.to_dict() for r in restored]
-        self.events.record(
-            restoration_facts(report.restorations, previous={c.provider: c.previous for c, _ in written})
-        )
+        # After the restoration, so Events never compete with writes for the pool's connections.
+        self.events.record(facts, at=written_at)
+        previous = {c.provider: c.previous for c, _ in written}
+        self.events.record(restoration_facts(report.restorations, previous=previous))
         code = exit_code_for(
             refused=False,
             failed=len(failed),

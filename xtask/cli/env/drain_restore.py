@@ -11,7 +11,7 @@ import click
 from agn.kube import Kube
 from xtask.cli.output import emit_json
 from xtask.drain import fanout
-from xtask.drain.events import EVENT_POOL, DrainEvents, restoration_facts
+from xtask.drain.events import DrainEvents, restoration_facts
 from xtask.drain.journal import Journal, read_journal
 from xtask.drain.preflight import journal_context, require_namespace
 from xtask.drain.run import FIELD_MANAGER, MAX_CONCURRENCY, actor
@@ -59,7 +59,7 @@ def drain_restore(journal_path: Path, context, kubeconfig, dry_run: bool, concur
         kubeconfig=kubeconfig,
         context=context or recorded_context,
         field_manager=FIELD_MANAGER,
-        pool_size=concurrency + 2 + EVENT_POOL,
+        pool_size=concurrency + 2,
     )
     journal = None
     events = DrainEvents(
@@ -69,6 +69,7 @@ def drain_restore(journal_path: Path, context, kubeconfig, dry_run: bool, concur
         actor=actor(),
         reason=state.reason,
         warn=lambda text: print(text, file=sys.stderr, flush=True),
+        workers=concurrency,  # after the restoration, on its idle connections
     )
     try:
         require_namespace(kube, state.namespace, journal=journal_path, recorded_context=recorded_context)
