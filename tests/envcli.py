@@ -3,11 +3,13 @@ journal folder (shared by the e2e and faults suites)."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+from reportschema import parse_report
+from xtask.reports import ENV_STATUS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -39,4 +41,4 @@ class Cli:
     def status(self) -> dict:
         proc = self("env", "status", "--output", "json")
         assert proc.returncode == 0, proc.stderr
-        return json.loads(proc.stdout)
+        return parse_report(proc.stdout, ENV_STATUS)

@@ -7,6 +7,7 @@ documented code.
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 
@@ -14,6 +15,15 @@ import click
 
 from agn.kube import KubeError
 from xtask.errors import CommandFailed, ComponentFailed, ExitCode, XtaskError
+
+# Shell completion is keyed by the console script's name, however the CLI was started:
+# eval "$(_XTASK_COMPLETE=bash_source xtask)".
+COMPLETE_VAR = "_XTASK_COMPLETE"
+
+
+def prog_name() -> str:
+    """``xtask`` when run as the console script, ``python -m xtask`` otherwise (usage lines)."""
+    return "xtask" if os.path.basename(sys.argv[0]) == "xtask" else "python -m xtask"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     verbose = "-v" in args or "--verbose" in args
     try:
         # Without standalone mode click returns (not raises) the code of a ctx.exit()/Exit.
-        code = cli.main(args=args, prog_name="python -m xtask", standalone_mode=False)
+        code = cli.main(args=args, prog_name=prog_name(), complete_var=COMPLETE_VAR, standalone_mode=False)
         return code if isinstance(code, int) else ExitCode.OK
     except click.exceptions.Exit as exc:
         return exc.exit_code

@@ -10,17 +10,50 @@ import enum
 
 
 class ExitCode(enum.IntEnum):
-    """Exit statuses of ``python -m xtask``; documented in ``--help`` and the README."""
+    """Exit statuses of ``python -m xtask``.
+
+    This enum and :data:`EXIT_CODE_MEANINGS` are the one source of truth: ``--help`` is
+    generated from them, and tests check the README table and the report schemas against them.
+    """
 
     OK = 0
-    ERROR = 1  # environment or unexpected failure (message says what)
-    USAGE = 2  # bad flags or arguments; nothing was read or written
-    REFUSED = 3  # refused before any write: bad selection/target, dry-run rejection, capacity guard
-    PARTIAL_RESTORED = 4  # some writes failed; what this run changed was restored
-    NEEDS_INSPECTION = 5  # restoration incomplete or interrupted hard; see the journal
-    TIMEOUT = 6  # stored, but convergence was not confirmed before --timeout
-    NOT_ELIGIBLE = 7  # undrain stored, but a provider is kept out by a hard failure
-    INTERRUPTED = 8  # SIGINT/SIGTERM; applied state kept or restored as reported
+    ERROR = 1
+    USAGE = 2
+    REFUSED = 3
+    PARTIAL_RESTORED = 4
+    NEEDS_INSPECTION = 5
+    TIMEOUT = 6
+    NOT_ELIGIBLE = 7
+    INTERRUPTED = 8
+    NOT_IDLE = 9
+
+    @property
+    def label(self) -> str:
+        """The name reports carry (``exit.name``), e.g. ``needs-inspection``."""
+        return self.name.lower().replace("_", "-")
+
+    @property
+    def meaning(self) -> str:
+        return EXIT_CODE_MEANINGS[self]
+
+
+EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
+    ExitCode.OK: "done: stored (patch-only), or converged on every named consumer",
+    ExitCode.ERROR: "error: env/kubeconfig/context unusable, API server unreachable, a component failed to start",
+    ExitCode.USAGE: "usage error; nothing was read or written",
+    ExitCode.REFUSED: "refused before any write: unknown provider/gateway/target, server-side dry-run rejection, capacity guard",
+    ExitCode.PARTIAL_RESTORED: "partial failure: some writes failed, everything this run changed was restored",
+    ExitCode.NEEDS_INSPECTION: "needs inspection: restoration incomplete (e.g. changed by another writer), or a second signal",
+    ExitCode.TIMEOUT: "convergence timeout: stored, not confirmed serving; the lagging targets are named",
+    ExitCode.NOT_ELIGIBLE: "undrain stored, but a provider is kept out by a hard failure (not eligible until healthy)",
+    ExitCode.INTERRUPTED: "interrupted (SIGINT/SIGTERM): restored if during writes; applied state kept if during the wait (convergence or idle)",
+    ExitCode.NOT_IDLE: "--wait-idle: drained and serving, not idle before --idle-timeout; each busy or unknown provider is named with its last reading and its age; the drain stays applied",
+}
+
+
+def exit_codes_epilog() -> str:
+    """The ``Exit codes:`` block of ``--help`` (``\\b`` keeps click from rewrapping it)."""
+    return "\b\nExit codes:\n" + "\n".join(f"  {code.value}  {code.meaning}" for code in ExitCode)
 
 
 class XtaskError(Exception):

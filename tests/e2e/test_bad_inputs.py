@@ -211,6 +211,7 @@ def legacy(**fields) -> str:
 
 DRAIN = ("env", "provider-drain")
 P1 = (*DRAIN, "--provider", "p-one")
+TARGETS = ("--network", "net", "--consumer", "c-a")
 RESTORE = ("env", "drain-restore", "{tmp}/j.jsonl")
 UP = ("env", "up", "--runtime", "local")
 ENVS = {"AGN_XTASK_ENVS_DIR": "{tmp}/envs"}
@@ -244,6 +245,23 @@ ROWS: dict[str, Row] = {
     "network-without-consumer": Row((*P1, "--network", "net"), 2, "--network and --consumer go together"),
     "consumer-without-network": Row((*P1, "--consumer", "c-a"), 2, "--network and --consumer go together"),
     "reason-on-undrain": Row((*P1, "--undrain", "--reason", "x"), 2, "--reason records why a provider is drained"),
+    "wait-idle-on-undrain": Row(
+        (*P1, *TARGETS, "--undrain", "--wait-idle"), 2, "--wait-idle waits for drained providers to go idle"
+    ),
+    "wait-idle-without-targets": Row((*P1, "--wait-idle"), 2, "--wait-idle runs once the drain is serving"),
+    "idle-timeout-without-wait-idle": Row(
+        (*P1, *TARGETS, "--idle-timeout", "60"), 2, "--idle-timeout bounds the wait of --wait-idle"
+    ),
+    "idle-timeout-nan": Row(
+        (*P1, *TARGETS, "--wait-idle", "--idle-timeout", "nan"),
+        2,
+        "Invalid value for '--idle-timeout': 'nan' is not a finite number",
+    ),
+    "idle-timeout-negative": Row(
+        (*P1, *TARGETS, "--wait-idle", "--idle-timeout", "-5"),
+        2,
+        "Invalid value for '--idle-timeout': -5.0 is not in the range x>=1",
+    ),
     "output-yaml": Row((*P1, "--output", "yaml"), 2, "Invalid value for '--output' / '-o': 'yaml' is not one of"),
     "unknown-flag": Row((*P1, "--frobnicate"), 2, "No such option '--frobnicate'"),
     "journal-dir-is-a-file": Row(

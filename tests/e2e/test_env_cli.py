@@ -13,7 +13,9 @@ import yaml
 
 from agnprocs import http_json, wait_for
 from envcli import Cli
+from reportschema import parse_report
 from xtask.procs import ProcessRecord, is_alive
+from xtask.reports import ENV_UP
 from xtask.runtime.assets import ensure_assets
 
 pytestmark = pytest.mark.e2e
@@ -40,6 +42,11 @@ def test_up_is_idempotent_and_status_reports_everything(cli, example):
     again = cli("env", "up", "--env", "example", "--runtime", "local")
     assert again.returncode == 0, again.stderr
     assert "was already up on the local runtime; nothing started" in again.stdout
+    as_json = cli("env", "up", "--env", "example", "--runtime", "local", "--output", "json")
+    assert as_json.returncode == 0, as_json.stderr
+    up_report = parse_report(as_json.stdout, ENV_UP)
+    assert (up_report["started"], up_report["context"], up_report["runtime"]) == ([], CTX, "local")
+    assert sorted(up_report["served"]) == ["consumer-a", "consumer-b"]
     status = cli.status()
     assert (status["state"], status["runtime"], status["context"], status["namespace"]) == (
         "up",

@@ -7,7 +7,6 @@ processes tracked by pid. The CLI runs as ``python -m xtask`` in a subprocess, a
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube, NotFound
 from agnprocs import AgnProcesses, http_json, wait_for
+from reportschema import parse_report
 from xtask.drain.journal import read_journal
 
 LAYOUT = {  # name: (gateway, group, rank)
@@ -151,11 +151,9 @@ class DrainEnv:
     def run_json(self, *args: str, timeout: float = 120) -> tuple[int, dict]:
         proc = self.run(*args, "--output", "json", timeout=timeout)
         try:
-            return proc.returncode, json.loads(proc.stdout)
-        except ValueError as exc:
-            raise AssertionError(
-                f"no JSON on stdout (exit {proc.returncode}): {proc.stdout!r} {proc.stderr!r}"
-            ) from exc
+            return proc.returncode, parse_report(proc.stdout)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n(exit {proc.returncode}; stderr: {proc.stderr[-2000:]!r})") from exc
 
     def targets(self) -> list[str]:
         return ["--network", "net", *sum((["--consumer", c] for c in CONSUMER_NAMES), [])]

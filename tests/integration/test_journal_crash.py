@@ -17,8 +17,10 @@ import pytest
 
 from agn.kube import PROVIDERS
 from agnprocs import wait_for
+from reportschema import parse_report
 from xtask.drain.journal import read_journal
 from xtask.drain.plan import OUR_ANNOTATIONS
+from xtask.reports import DRAIN_RESTORE
 
 pytestmark = pytest.mark.integration
 
@@ -147,7 +149,11 @@ def test_kill_9_at_a_random_point_then_restore_leaves_nothing_changed(
         assert not any(e.write == "written" for e in read_journal(journal).entries.values())
     dry = restore(control_plane, journal, "--dry-run", "-o", "json")
     assert dry.returncode == 0, dry.stdout + dry.stderr
-    would = {r["provider"] for r in json.loads(dry.stdout)["restorations"] if r["outcome"] == "would-restore"}
+    would = {
+        r["provider"]
+        for r in parse_report(dry.stdout, DRAIN_RESTORE)["restorations"]
+        if r["outcome"] == "would-restore"
+    }
     assert would == set(changed(kube, namespace))  # the dry run decides as the real run will, and writes nothing
     result = restore(control_plane, journal)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -229,7 +235,7 @@ def test_restore_dry_run_makes_the_real_runs_decisions_and_writes_nothing(
 
     dry = restore(control_plane, journal, "--dry-run", "-o", "json")
     assert dry.returncode == 5, dry.stdout + dry.stderr
-    decided = {r["provider"]: r["outcome"] for r in json.loads(dry.stdout)["restorations"]}
+    decided = {r["provider"]: r["outcome"] for r in parse_report(dry.stdout, DRAIN_RESTORE)["restorations"]}
     assert decided["p001"] == "changed-by-another-writer"
     assert {o for n, o in decided.items() if n != "p001"} == {"would-restore"}
     assert {
@@ -239,6 +245,6 @@ def test_restore_dry_run_makes_the_real_runs_decisions_and_writes_nothing(
 
     real = restore(control_plane, journal, "-o", "json")
     assert real.returncode == 5, real.stdout + real.stderr
-    outcomes = {r["provider"]: r["outcome"] for r in json.loads(real.stdout)["restorations"]}
+    outcomes = {r["provider"]: r["outcome"] for r in parse_report(real.stdout, DRAIN_RESTORE)["restorations"]}
     assert outcomes == {n: ("restored" if o == "would-restore" else o) for n, o in decided.items()}
     assert changed(kube, namespace) == ["p001"]

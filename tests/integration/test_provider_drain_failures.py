@@ -111,7 +111,7 @@ def test_server_side_dry_run_rejection_refuses_before_any_write(env: DrainEnv, r
     for extra in ((), ("--dry-run",)):
         code, report = env.run_json("--gateway", "gw-big", *extra)
         assert code == 3, report
-        rejected = [o for o in report["dry_run_outcomes"] if o["outcome"] == "dry-run-rejected"]
+        rejected = [o for o in report["dryRunOutcomes"] if o["outcome"] == "dry-run-rejected"]
         assert [o["provider"] for o in rejected] == ["p3"] and "frozen" in rejected[0]["error"]
         assert report["outcomes"] == [] and report["journal"] is None
     assert {n: env.provider(n)["metadata"]["generation"] for n in BIG} == generations

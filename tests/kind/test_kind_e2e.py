@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from reportschema import parse_report
+from xtask.reports import ENV_STATUS, ENV_UP
 from xtask.runtime.select import kind_problems
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -72,19 +74,21 @@ def cli_env(tmp_path_factory):
 def test_up_drain_down(cli_env):
     up = run(cli_env, "env", "up", "--runtime", "kind", "--env", ENV, "--timeout", "300", "--output", "json")
     assert up.returncode == 0, up.stderr
-    result = json.loads(up.stdout)
+    result = parse_report(up.stdout, ENV_UP)
     assert (result["runtime"], result["context"]) == ("kind", f"kind-{ENV}")
     assert set(result["served"]) == {"consumer-a", "consumer-b"}
 
     status = run(cli_env, "env", "status", "--env", ENV, "--output", "json")
     assert status.returncode == 0, status.stderr
-    data = json.loads(status.stdout)
+    data = parse_report(status.stdout, ENV_STATUS)
     assert data["state"] == "up" and data["runtime"] == "kind"
     assert {c["name"] for c in data["components"]} >= {"agn-operator", "agn-gateway-consumer-a", "fake-provider-one"}
 
     again = run(cli_env, "env", "up", "--runtime", "kind", "--env", ENV, "--output", "json")
     assert again.returncode == 0, again.stderr
-    assert json.loads(again.stdout)["started"] == []  # idempotent: the cluster and every deployment are reused
+    assert (
+        parse_report(again.stdout, ENV_UP)["started"] == []
+    )  # idempotent: the cluster and every deployment are reused
 
     drain_args = [
         "env",

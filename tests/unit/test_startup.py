@@ -21,6 +21,7 @@ print(code, ",".join(loaded))
     "argv,code",
     [
         (["--help"], 0),
+        (["--version"], 0),
         (["env", "--help"], 0),
         (["env", "provider-drain", "--help"], 0),
         (["env", "render"], 0),

@@ -5,17 +5,14 @@ from __future__ import annotations
 import click
 
 from xtask.cli.env import env_group
-from xtask.errors import ExitCode
-
-EXIT_CODES_HELP = "\b\nExit codes:\n" + "\n".join(
-    f"  {code.value}  {code.name.lower().replace('_', '-')}" for code in ExitCode
-)
+from xtask.errors import exit_codes_epilog
 
 
 @click.group(
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-    epilog=EXIT_CODES_HELP,
+    epilog=exit_codes_epilog(),
 )
+@click.version_option(package_name="agn-xtask", prog_name="xtask", message="%(prog)s %(version)s")
 @click.option(
     "-v",
     "--verbose",
@@ -26,7 +23,8 @@ EXIT_CODES_HELP = "\b\nExit codes:\n" + "\n".join(
 def cli() -> None:
     """AGN xtask: bring up AGN environments and operate them (cargo-xtask style).
 
-    Run `python -m xtask env --help` for the environment commands.
+    Run `xtask env --help` (or `python -m xtask env --help`) for the environment commands.
+    Shell completion: eval "$(_XTASK_COMPLETE=bash_source xtask)" (zsh_source, fish_source).
     """
 
 

@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from xtask.errors import ExitCode
+from xtask.reports import PROVIDER_DRAIN, envelope, exit_status
 
 
 @dataclasses.dataclass
@@ -24,6 +25,7 @@ class Report:
     restorations: list[dict] = dataclasses.field(default_factory=list)
     stored: dict[str, Any] | None = None
     convergence: dict[str, Any] | None = None
+    idle: dict[str, Any] | None = None  # --wait-idle: state, and per provider idle | busy | unknown
     interrupted: str | None = None
     journal: str | None = None
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -31,10 +33,13 @@ class Report:
     summary: str = ""
 
     def to_dict(self) -> dict:
+        """The ``ProviderDrainReport`` (schema: ``schemas/provider-drain-report.schema.json``)."""
         data = dataclasses.asdict(self)
-        data["exit"] = {"code": int(self.exit_code), "name": self.exit_code.name.lower().replace("_", "-")}
+        data["dryRun"] = data.pop("dry_run")
+        data["dryRunOutcomes"] = data.pop("dry_run_outcomes")
         del data["exit_code"]
-        return data
+        data["exit"] = exit_status(self.exit_code)
+        return envelope(PROVIDER_DRAIN, data)
 
 
 def exit_code_for(
@@ -45,6 +50,7 @@ def exit_code_for(
     restorations: list[dict],
     wait_state: str | None,
     stored_ok: bool | None,
+    idle_state: str | None = None,
 ) -> ExitCode:
     """The documented exit code for a finished run (see ``xtask.errors.ExitCode``)."""
     if refused:
@@ -54,6 +60,8 @@ def exit_code_for(
         if incomplete:
             return ExitCode.NEEDS_INSPECTION
         return ExitCode.INTERRUPTED if interrupted_during_writes else ExitCode.PARTIAL_RESTORED
+    if wait_state == "converged" and idle_state is not None:
+        return {"idle": ExitCode.OK, "timeout": ExitCode.NOT_IDLE, "interrupted": ExitCode.INTERRUPTED}[idle_state]
     if wait_state is not None:
         return {
             "converged": ExitCode.OK,

@@ -23,6 +23,8 @@ from agn.objects import consumer_view, name_of, network_view, provider_view
 from xtask.drain import fanout
 from xtask.drain.converge import targets_problems
 from xtask.drain.events import DrainEvents, outcome_facts, restoration_facts
+from xtask.drain.idle import not_idle
+from xtask.drain.idle_waiter import IdleResult, IdleWaiter
 from xtask.drain.journal import Journal, new_operation_id
 from xtask.drain.plan import Change, capacity_violations, drain_patch, plan_changes
 from xtask.drain.report import Report, exit_code_for
@@ -33,6 +35,7 @@ from xtask.errors import ExitCode, UsageError
 
 FIELD_MANAGER = "agn-xtask-provider-drain"
 MAX_CONCURRENCY = 64
+DEFAULT_IDLE_TIMEOUT = 300.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,10 +54,20 @@ class DrainRequest:
     reason: str | None = None
     force: bool = False
     journal_dir: Path | None = None
+    wait_idle: bool = False
+    idle_timeout: float | None = None  # None: DEFAULT_IDLE_TIMEOUT (and not given on the command line)
 
     def __post_init__(self) -> None:
         if bool(self.network) != bool(self.consumers):
             raise UsageError("--network and --consumer go together: name the network and every consumer to wait for")
+        if self.wait_idle and not self.drain:
+            raise UsageError("--wait-idle waits for drained providers to go idle; it does not apply to --undrain")
+        if self.wait_idle and not self.network:
+            raise UsageError(
+                "--wait-idle runs once the drain is serving: name --network and every --consumer to wait for"
+            )
+        if self.idle_timeout is not None and not self.wait_idle:
+            raise UsageError("--idle-timeout bounds the wait of --wait-idle; it does nothing without it")
         if not 1 <= self.concurrency <= MAX_CONCURRENCY:
             raise UsageError(f"--concurrency must be between 1 and {MAX_CONCURRENCY}")
         if self.reason and not self.drain:
@@ -80,7 +93,9 @@ def run_drain(req: DrainRequest, *, reporter: Reporter) -> Report:
         kubeconfig=req.kubeconfig,
         context=req.context,
         field_manager=FIELD_MANAGER,
-        pool_size=req.concurrency + 4,
+        # --concurrency writes (later: as many Events), the waiters' four watches, and two spare:
+        # a request beyond the pool would open a connection that urllib3 discards with a warning.
+        pool_size=req.concurrency + 6,
     )
     try:
         namespace = req.namespace or kube.namespace
@@ -325,6 +340,8 @@ class _DrainRun:
         report.convergence = _convergence_dict(result)
         if result.state == "interrupted":
             report.interrupted = latch.name
+        if result.state == "converged" and req.wait_idle:
+            return self.wait_idle(latch)
         if self.journal:
             self.journal.set_state(
                 "complete" if result.state in ("converged", "not-eligible") else f"applied-{result.state}"
@@ -338,6 +355,39 @@ class _DrainRun:
             stored_ok=None,
         )
         return self.finish(_wait_summary(result, req), code=code)
+
+    # -- 3c. --wait-idle: after convergence, wait until every drained provider is idle ------------
+    def wait_idle(self, latch: SignalLatch) -> Report:
+        req, report = self.req, self.report
+        if self.journal:
+            self.journal.set_state("waiting-idle")
+        assert self.targets is not None and self.targets.network is not None  # --wait-idle needs --network
+        max_age = network_view(self.targets.network).metrics_max_age_seconds
+        timeout = req.idle_timeout if req.idle_timeout is not None else DEFAULT_IDLE_TIMEOUT
+        self.reporter.line(
+            f"waiting for {', '.join(report.selection)} to be idle: running 0 and waiting 0 in two consecutive "
+            f"fresh readings (metricsMaxAgeSeconds {max_age}; timeout {timeout:.0f}s)"
+        )
+        waiter = IdleWaiter(
+            self.kube, self.namespace, providers=report.selection, max_age=max_age, notify=self.reporter.event
+        )
+        result = waiter.wait(timeout=timeout, stop=latch.interrupted)
+        report.timings["idleSeconds"] = round(result.seconds, 3)
+        report.idle = _idle_dict(result, timeout=timeout, max_age=max_age)
+        if result.state == "interrupted":
+            report.interrupted = latch.name
+        if self.journal:
+            self.journal.set_state("complete" if result.state == "idle" else f"applied-idle-{result.state}")
+        code = exit_code_for(
+            refused=False,
+            failed=0,
+            interrupted_during_writes=False,
+            restorations=[],
+            wait_state="converged",
+            stored_ok=None,
+            idle_state=result.state,
+        )
+        return self.finish(_idle_summary(result, req, timeout), code=code)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -408,6 +458,28 @@ def _wait_summary(result, req: DrainRequest) -> str:
     if result.state == "timeout":
         return f"timed out after {req.timeout:.0f}s; lagging: {lag}"
     return f"interrupted while waiting; the applied state is kept; not yet confirmed: {lag}"
+
+
+def _idle_dict(result: IdleResult, *, timeout: float, max_age: float) -> dict:
+    return {
+        "state": result.state,
+        "seconds": round(result.seconds, 3),
+        "timeoutSeconds": timeout,
+        "metricsMaxAgeSeconds": max_age,
+        "providers": [p.to_dict() for p in result.providers],
+        "notIdle": not_idle(result.providers),
+    }
+
+
+def _idle_summary(result: IdleResult, req: DrainRequest, timeout: float) -> str:
+    consumers = ", ".join(req.consumers)
+    if result.state == "idle":
+        names = ", ".join(p.reading.provider for p in result.providers)
+        return f"drained, serving on {consumers}, and idle: {names} (two idle readings each, {result.seconds:.2f}s)"
+    busy = "; ".join(not_idle(result.providers))
+    if result.state == "timeout":
+        return f"drained and serving, not idle after {timeout:.0f}s: {busy}; the drain stays applied"
+    return f"interrupted while waiting for idle; the drain is kept (serving on {consumers}); not idle yet: {busy}"
 
 
 def _restoration_summary(restorations: list[dict]) -> str:

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from xtask.cli.env.drain_view import PlainReporter
+from xtask.cli.env.drain_view import PlainReporter, idle_line
 from xtask.drain.report import Report
 
 
@@ -80,6 +80,10 @@ class RichReporter(PlainReporter):
         elif kind == "observation" and self.progress is not None:
             lag = "; ".join(details["lagging"]) or "all targets agree (confirmed by a second, fresh observation)"
             self.progress.update(self.task, description=f"{details['state']}: {lag}"[:150])
+        elif kind == "idle-tick" and self.progress is not None:
+            # Every provider's last reading and its age, refreshed about once a second.
+            text = "; ".join(idle_line(p) for p in details["providers"])
+            self.progress.update(self.task, description=text[:200])
         elif kind in ("dry-run", "restored"):
             self._stop_progress()
             super().event(kind, provider, details)
@@ -114,5 +118,20 @@ def render_final(report: Report, console: Console) -> None:
                 str(c["acceptedRevision"]),
                 str(c["servingRevision"]),
                 *(states.get((c["consumer"], name), "-") for name in report.selection),
+            )
+        console.print(table)
+    if report.idle and report.idle.get("providers"):
+        table = Table(title=f"idle ({report.idle['state']})", title_justify="left")
+        for col in ("provider", "state", "running", "waiting", "read", "detail"):
+            table.add_column(col)
+        for p in report.idle["providers"]:
+            reading = p.get("lastReading") or {}
+            table.add_row(
+                p["provider"],
+                p["state"],
+                str(reading.get("running", "-")),
+                str(reading.get("waiting", "-")),
+                f"{p['ageSeconds']:.1f}s ago" if p.get("ageSeconds") is not None else "-",
+                p["detail"],
             )
         console.print(table)

@@ -16,6 +16,7 @@ from xtask.drain.journal import Journal, read_journal
 from xtask.drain.preflight import journal_context, require_namespace
 from xtask.drain.run import FIELD_MANAGER, MAX_CONCURRENCY, actor
 from xtask.errors import ExitCode
+from xtask.reports import DRAIN_RESTORE, envelope, exit_status
 
 
 @click.command(name="drain-restore")
@@ -106,13 +107,16 @@ def drain_restore(journal_path: Path, context, kubeconfig, dry_run: bool, concur
     code = ExitCode.NEEDS_INSPECTION if bad else ExitCode.OK
     if output == "json":
         emit_json(
-            {
-                "journal": str(journal_path),
-                "operation": state.operation,
-                "dryRun": dry_run,
-                "restorations": [r.to_dict() for r in results],
-                "exit": int(code),
-            }
+            envelope(
+                DRAIN_RESTORE,
+                {
+                    "journal": str(journal_path),
+                    "operation": state.operation,
+                    "dryRun": dry_run,
+                    "restorations": [r.to_dict() for r in results],
+                    "exit": exit_status(code),
+                },
+            )
         )
     else:
         for r in results:

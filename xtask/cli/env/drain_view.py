@@ -40,6 +40,14 @@ class PlainReporter:
         elif kind == "observation":
             lag = "; ".join(details["lagging"]) or "all targets agree"
             self.line(f"  observed ({details['state']}): {lag}")
+        elif kind == "idle":  # a provider's idle state or reading changed (``idle-tick`` is for the live view)
+            self.line(f"  idle-wait {idle_line(details)}")
+
+
+def idle_line(p: dict) -> str:
+    """``p-one: busy (running 0, waiting 3; read 1.2s ago)``, from one provider of the idle report."""
+    age = f"; read {p['ageSeconds']:.1f}s ago" if p.get("ageSeconds") is not None else ""
+    return f"{p['provider']}: {p['state']} ({p['detail']}{age})"
 
 
 def plain_final(report: Report, stream: TextIO) -> None:
@@ -55,3 +63,6 @@ def plain_final(report: Report, stream: TextIO) -> None:
         for p in report.convergence.get("providers", []):
             extra = f" ({p['detail']})" if p.get("detail") else ""
             print(f"  {p['consumer']}/{p['provider']}: {p['state']}{extra}", file=stream)
+    if report.idle:
+        for p in report.idle.get("providers", []):
+            print(f"  idle {idle_line(p)}", file=stream)

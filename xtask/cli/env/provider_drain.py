@@ -13,23 +13,11 @@ from xtask.cli.output import emit_json, fancy, out_console
 from xtask.cli.params import FiniteFloat
 from xtask.drain.journal import journal_dir as default_journal_dir
 from xtask.drain.preflight import usable_journal_dir
-from xtask.drain.run import MAX_CONCURRENCY, DrainRequest, run_drain
+from xtask.drain.run import DEFAULT_IDLE_TIMEOUT, MAX_CONCURRENCY, DrainRequest, run_drain
 from xtask.drain.selection import Selector
-from xtask.errors import ExitCode, UsageError
+from xtask.errors import ExitCode, UsageError, exit_codes_epilog
 
-EPILOG = "\b\nExit codes:\n" + "\n".join(
-    [
-        "  0  done: stored (patch-only) or converged on every named consumer",
-        "  1  error: kubeconfig/context unusable or API server unreachable (message says which)",
-        "  2  usage error; nothing was read or written",
-        "  3  refused before any write: unknown provider/gateway/target, server-side dry-run rejection, capacity guard",
-        "  4  some writes failed; everything this run changed was restored",
-        "  5  needs inspection: restoration incomplete or a second signal (see the journal)",
-        "  6  convergence timeout: the change is stored but not confirmed serving (lagging targets are named)",
-        "  7  undrain stored, but a provider is kept out by a hard failure (not eligible until healthy)",
-        "  8  interrupted: during writes, what this run changed was restored; during the wait, the applied state is kept",
-    ]
-)
+EPILOG = exit_codes_epilog()
 
 
 @click.command(name="provider-drain", epilog=EPILOG)
@@ -82,6 +70,19 @@ EPILOG = "\b\nExit codes:\n" + "\n".join(
     help="Seconds to wait for convergence.",
 )
 @click.option(
+    "--wait-idle",
+    is_flag=True,
+    help="Drain only, with --network/--consumer: once the drain is serving, wait until every selected provider "
+    "is idle (running 0 and waiting 0 in two consecutive fresh load readings of the operator; a missing, "
+    "expired or incomplete reading is not idle).",
+)
+@click.option(
+    "--idle-timeout",
+    type=FiniteFloat(min=1),
+    metavar="SECONDS",
+    help=f"Seconds to wait for idle with --wait-idle (default: {DEFAULT_IDLE_TIMEOUT:.0f}); then exit 9, drain kept.",
+)
+@click.option(
     "--reason", metavar="TEXT", help="Why (recorded with who and when as annotations on each drained provider)."
 )
 @click.option(
@@ -115,6 +116,8 @@ def provider_drain(
     concurrency,
     qps,
     timeout,
+    wait_idle,
+    idle_timeout,
     reason,
     force,
     journal_dir,
@@ -126,8 +129,9 @@ def provider_drain(
     run, then patches only spec.trafficPolicy.drain with bounded concurrency. Any failure
     restores what this run changed. Without --network/--consumer it reports the stored
     state; with them it waits until every consumer serves the change (two agreeing
-    observations). A journal file records every write so an interrupted run can be
-    undone with `env drain-restore`.
+    observations); with --wait-idle it then waits until every drained provider is idle.
+    A journal file records every write so an interrupted run can be undone with
+    `env drain-restore`.
     """
     if (provider is None) == (gateway is None):
         raise UsageError("exactly one of --provider or --gateway is required")
@@ -143,6 +147,8 @@ def provider_drain(
         concurrency=concurrency,
         qps=qps,
         timeout=timeout,
+        wait_idle=wait_idle,
+        idle_timeout=idle_timeout,
         reason=reason,
         force=force,
         journal_dir=journal_dir,

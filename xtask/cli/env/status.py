@@ -8,6 +8,7 @@ from rich.table import Table
 from xtask.cli.env.options import env_option, output_option
 from xtask.cli.output import emit_json, out_console
 from xtask.envstatus import agn_objects
+from xtask.reports import ENV_STATUS, envelope
 from xtask.state import EnvRecord
 
 
@@ -66,7 +67,7 @@ def status(env_name: str, output: str) -> None:
     """Show an environment: runtime, context, process health and metrics addresses, providers and per-consumer overlays."""
     data = collect(env_name)
     if output == "json":
-        emit_json(data)
+        emit_json(envelope(ENV_STATUS, data))
         return
     con = out_console()
     if data["state"] == "down":

@@ -8,6 +8,7 @@ from xtask.cli.env.options import env_option, output_option
 from xtask.cli.output import emit_json, out_console, progress
 from xtask.cli.params import FiniteFloat
 from xtask.envdef import load_env
+from xtask.reports import ENV_UP, envelope
 from xtask.runtime.select import choose_runtime
 from xtask.state import EnvRecord
 
@@ -47,7 +48,7 @@ def up(env_name: str, runtime: str, retain: bool, timeout: float, output: str) -
         result = LocalEnv(env_name).up(envdef, progress=progress, retain=retain, wait_timeout=timeout)
     result = {"env": env_name, "runtime": chosen, "namespace": envdef.namespace, **result}
     if output == "json":
-        emit_json(result)
+        emit_json(envelope(ENV_UP, result))
         return
     con = out_console()
     started = result["started"]

@@ -1,0 +1,175 @@
+"""When a drained provider is idle (README: `--wait-idle`). Pure: no I/O, no clock (callers pass ``now``).
+
+The source of truth is the load reading the operator writes into each InferenceProvider's
+status (``status.load``: ``running``, ``waiting`` and ``observedAt``, the time of the scrape;
+``status.probe.metricsError`` when the last scrape failed). One reading is:
+
+- **idle** — fresh (``now - observedAt <= metricsMaxAgeSeconds`` of the named network),
+  the last scrape succeeded, and it exports both gauges, with ``running == 0`` and
+  ``waiting == 0``;
+- **busy** — fresh, last scrape succeeded, both gauges exported, and either is above zero;
+- **unknown** — anything else: no reading, an expired reading, a failed last scrape (the
+  stored reading is older than the provider's current load), or a gauge the provider does
+  not export. An absent number is never read as zero.
+
+Freshness works for a quiet provider too: the operator rewrites a status whose meaning did
+not change at least every ``min(10 s, metricsMaxAgeSeconds / 3)`` (``refresh_seconds`` in
+``agn/operator/provider_status.py``), with a new ``observedAt``, so an unchanged idle reading
+never expires while the operator is probing; it expires only when the operator stops.
+
+**Two consecutive readings.** A provider counts as idle only after two *distinct* readings in
+a row (different ``observedAt``) were idle. Seeing the same reading twice proves nothing about
+the provider, so it does not count twice. Because the operator writes every reading whose
+meaning changed at once, two consecutive written idle readings mean every probe between them
+saw the provider idle too. Any busy or unknown look in between starts the count again, and
+so does a gap in what the caller saw (a re-list after a broken watch).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from agn.objects import parse_time
+
+IDLE = "idle"
+BUSY = "busy"
+UNKNOWN = "unknown"
+CONFIRMATIONS = 2  # distinct idle readings in a row
+
+
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    """One provider's load reading as the operator last wrote it, judged at one moment."""
+
+    provider: str
+    state: str  # idle | busy | unknown, for this reading alone
+    why: str  # in words: "running 0, waiting 0", "no load reading yet", ...
+    running: int | None = None
+    waiting: int | None = None
+    observed_at: str | None = None  # the reading's observedAt as written (also its identity)
+    age: float | None = None  # seconds since observedAt (never negative)
+
+    def last_reading(self) -> dict[str, Any] | None:
+        """The reading as the report shows it; None when there is none. Absent gauges stay absent."""
+        if self.observed_at is None:
+            return None
+        out: dict[str, Any] = {"observedAt": self.observed_at}
+        if self.running is not None:
+            out["running"] = self.running
+        if self.waiting is not None:
+            out["waiting"] = self.waiting
+        return out
+
+
+def _gauge(value: Any) -> int | None:
+    """A count as the CRD allows it (a non-negative integer); anything else reads as not exported."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
+
+
+def classify(provider: str, obj: Mapping[str, Any] | None, *, max_age: float, now: float) -> Reading:
+    """Judge one provider object's load reading at ``now`` against the network's ``max_age``."""
+    if obj is None:
+        return Reading(provider, UNKNOWN, "the provider no longer exists")
+    status = obj.get("status") or {}
+    load = status.get("load") or {}
+    probe = status.get("probe") or {}
+    observed_text = load.get("observedAt")
+    observed = parse_time(observed_text) if isinstance(observed_text, str) else None
+    if observed is None:
+        error = probe.get("metricsError")
+        return Reading(provider, UNKNOWN, f"no load reading yet{': ' + error if error else ''}")
+    running, waiting = _gauge(load.get("running")), _gauge(load.get("waiting"))
+    age = max(0.0, now - observed)
+
+    def seen(state: str, why: str) -> Reading:
+        return Reading(provider, state, why, running, waiting, observed_text, age)
+
+    if age > max_age:
+        return seen(UNKNOWN, f"reading expired: older than metricsMaxAgeSeconds {max_age:g}")
+    if probe.get("metricsError"):
+        return seen(UNKNOWN, f"the last scrape failed: {probe['metricsError']}")
+    if running is None:
+        return seen(UNKNOWN, "the provider does not export agn_provider_running")
+    if waiting is None:
+        return seen(UNKNOWN, "the provider does not export agn_provider_waiting")
+    return seen(IDLE if running == 0 and waiting == 0 else BUSY, f"running {running}, waiting {waiting}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProviderIdle:
+    """One provider's verdict: its current reading and how many idle readings in a row back it."""
+
+    reading: Reading
+    idle_readings: int
+
+    @property
+    def state(self) -> str:
+        if self.reading.state == IDLE and self.idle_readings < CONFIRMATIONS:
+            return UNKNOWN  # idle once: not yet confirmed by a second reading
+        return self.reading.state
+
+    @property
+    def detail(self) -> str:
+        r = self.reading
+        if self.state == UNKNOWN and r.state == IDLE:
+            return f"{r.why}: idle in {self.idle_readings} reading, waiting for the next one"
+        return r.why
+
+    def describe(self) -> str:
+        """``p-one busy (running 0, waiting 3; read 1.2s ago)``: the words a timeout names it with."""
+        age = f"; read {self.reading.age:.1f}s ago" if self.reading.age is not None else ""
+        return f"{self.reading.provider} {self.state} ({self.detail}{age})"
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.reading
+        return {
+            "provider": r.provider,
+            "state": self.state,
+            "lastReading": r.last_reading(),
+            "ageSeconds": None if r.age is None else round(r.age, 3),
+            "idleReadings": self.idle_readings,
+            "detail": self.detail,
+        }
+
+
+class IdleTracker:
+    """Counts distinct idle readings in a row, per provider (see the module docstring).
+
+    Feed it every look at a provider — each watch event, each periodic re-judgement (an
+    idle reading can expire while nothing changes) — in the order they happened.
+    """
+
+    def __init__(self, providers: list[str]) -> None:
+        self._streak = dict.fromkeys(providers, 0)
+        self._last: dict[str, str | None] = dict.fromkeys(providers, None)
+        self._current: dict[str, Reading] = {p: Reading(p, UNKNOWN, "not observed yet") for p in providers}
+
+    def observe(self, reading: Reading, *, after_gap: bool = False) -> None:
+        """Record one look. ``after_gap``: readings may have been missed since the previous look
+        (a re-list), so a new reading does not continue the old count."""
+        name = reading.provider
+        if name not in self._streak:
+            return
+        self._current[name] = reading
+        new = reading.observed_at != self._last[name]
+        self._last[name] = reading.observed_at
+        if reading.state != IDLE:
+            self._streak[name] = 0
+        elif new:
+            self._streak[name] = (0 if after_gap else self._streak[name]) + 1
+
+    def verdicts(self) -> list[ProviderIdle]:
+        return [ProviderIdle(self._current[p], self._streak[p]) for p in sorted(self._streak)]
+
+
+def all_idle(verdicts: list[ProviderIdle]) -> bool:
+    return all(v.state == IDLE for v in verdicts)
+
+
+def not_idle(verdicts: list[ProviderIdle]) -> list[str]:
+    """Each provider that is busy or unknown, with its last reading and its age."""
+    return [v.describe() for v in verdicts if v.state != IDLE]

@@ -1,0 +1,136 @@
+"""The idle waiter of ``provider-drain --wait-idle``: watch-driven, with a deadline.
+
+It runs after the drain has converged. One list+watch follower (:func:`agn.watching.follow`)
+on InferenceProviders feeds every event of a selected provider to an
+:class:`~xtask.drain.idle.IdleTracker` as it arrives — not a coalesced cache, so a busy
+reading between two idle ones is never skipped. The first list counts as the first look; a
+re-list after a broken watch counts as a gap (the count starts again). The wait blocks on
+events and re-judges about once a second, because a reading can expire while nothing is
+written. No fixed sleeps; the decision rules are in :mod:`xtask.drain.idle`.
+
+Starting the follower only after convergence means the confirming (second) reading was
+written after the drain was serving everywhere: idleness seen before that proves nothing,
+as new sessions could still land on the provider.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+import time
+from collections.abc import Callable
+
+from agn.kube import PROVIDERS, Kube
+from agn.objects import Obj, name_of
+from agn.watching import follow
+from xtask.drain.idle import IdleTracker, ProviderIdle, all_idle, classify
+
+Notify = Callable[[str, str, dict], None]
+RECHECK_SECONDS = 1.0
+
+
+@dataclasses.dataclass
+class IdleResult:
+    state: str  # idle | timeout | interrupted
+    providers: list[ProviderIdle]
+    seconds: float
+
+
+class IdleWaiter:
+    def __init__(self, kube: Kube, namespace: str, *, providers: list[str], max_age: float, notify: Notify) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.providers = providers
+        self.max_age = max_age
+        self.notify = notify
+        self._wanted = set(providers)
+        self._tracker = IdleTracker(providers)
+        self._objects: dict[str, Obj | None] = dict.fromkeys(providers)
+        self._lock = threading.Lock()
+        self._wake: queue.Queue[str] = queue.Queue()
+        self._synced = threading.Event()
+        self._lists = 0
+        self._stop_watch = threading.Event()
+
+    # -- follower callbacks (the watch thread) --------------------------------------------------
+    def _snapshot(self, items: list[Obj]) -> None:
+        now = time.time()
+        by_name = {name_of(o): o for o in items}
+        with self._lock:
+            self._lists += 1
+            for name in self.providers:
+                self._objects[name] = by_name.get(name)
+                reading = classify(name, self._objects[name], max_age=self.max_age, now=now)
+                self._tracker.observe(reading, after_gap=self._lists > 1)
+        self._synced.set()
+        self._wake.put("list")
+
+    def _event(self, kind: str, obj: Obj) -> None:
+        name = name_of(obj)
+        if name not in self._wanted:
+            return
+        with self._lock:
+            self._objects[name] = None if kind == "DELETED" else obj
+            self._tracker.observe(classify(name, self._objects[name], max_age=self.max_age, now=time.time()))
+        self._wake.put(name)
+
+    def _judge(self) -> list[ProviderIdle]:
+        """Re-judge every provider's current reading now (it may have expired) and return the verdicts."""
+        now = time.time()
+        with self._lock:
+            for name in self.providers:
+                self._tracker.observe(classify(name, self._objects[name], max_age=self.max_age, now=now))
+            return self._tracker.verdicts()
+
+    # -- the wait -----------------------------------------------------------------------------
+    def wait(self, *, timeout: float, stop: threading.Event) -> IdleResult:
+        start = time.monotonic()
+        deadline = start + timeout
+        thread = threading.Thread(
+            target=follow,
+            kwargs=dict(
+                list_fn=lambda: self.kube.list(PROVIDERS, self.namespace),
+                watch_fn=lambda rv: self.kube.watch(PROVIDERS, self.namespace, resource_version=rv, timeout_seconds=30),
+                on_snapshot=self._snapshot,
+                on_event=self._event,
+                stop=self._stop_watch,
+            ),
+            name="watch-idle",
+            daemon=True,
+        )
+        thread.start()
+        shown: dict[str, tuple] = {}
+
+        def result(state: str) -> IdleResult:
+            verdicts = self._judge() if self._synced.is_set() else self._tracker.verdicts()
+            if state == "timeout" and all_idle(verdicts):  # a reading that landed at the deadline counts
+                state = "idle"
+            return IdleResult(state, verdicts, time.monotonic() - start)
+
+        try:
+            while True:
+                if stop.is_set():
+                    return result("interrupted")
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return result("timeout")
+                try:
+                    self._wake.get(timeout=min(remaining, RECHECK_SECONDS))
+                    while True:  # a burst of events was tracked one by one; judge once
+                        self._wake.get_nowait()
+                except queue.Empty:
+                    pass
+                if not self._synced.is_set():
+                    continue
+                verdicts = self._judge()
+                for v in verdicts:
+                    key = (v.state, v.reading.observed_at, v.idle_readings, v.detail)
+                    if shown.get(v.reading.provider) != key:
+                        shown[v.reading.provider] = key
+                        self.notify("idle", v.reading.provider, v.to_dict())
+                self.notify("idle-tick", "", {"providers": [v.to_dict() for v in verdicts]})
+                if all_idle(verdicts):
+                    return IdleResult("idle", verdicts, time.monotonic() - start)
+        finally:
+            self._stop_watch.set()
