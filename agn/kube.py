@@ -50,6 +50,11 @@ AGN_RESOURCES = (PROVIDERS, NETWORKS, CONSUMERS, OVERLAYS)
 # Not an AGN resource, but its REST paths have the same shape, so the generic object methods
 # below (get/create/replace, conditional on resourceVersion) serve the operator's leader election.
 LEASES = Resource("Lease", "leases", group="coordination.k8s.io", version="v1")
+# Events (events.k8s.io/v1) go the same generic way, as plain dicts. The generated
+# EventsV1Api would first validate the dict into its pydantic model and send ``eventTime``
+# back through ``datetime.isoformat()``, which drops the fraction when the microseconds are
+# zero — a MicroTime the API server then rejects — and its models cost ~0.15 s to load.
+EVENTS = Resource("Event", "events", group="events.k8s.io", version="v1")
 
 
 class KubeError(Exception):
@@ -159,10 +164,12 @@ class Kube:
         field_manager: str,
         context: str | None = None,
         namespace: str = "default",
+        user: str | None = None,
     ) -> None:
         self._api = api_client
         self.field_manager = field_manager
         self.context = context  # the kube context's name (None: in-cluster)
+        self.user = user  # the context's user entry (None: in-cluster); recorded with drains as "who"
         self.namespace = namespace  # the context's namespace (in a pod: the service account's), as kubectl uses it
         self._dynamic: Any = None
         self._dynamic_lock = threading.Lock()
@@ -217,7 +224,13 @@ class Kube:
             raise ConfigError(f"cannot use context {name!r} from {loaded.describe()}: {detail}") from exc
         cfg.connection_pool_maxsize = pool_size
         cfg.retries = False
-        return cls(client.ApiClient(cfg), field_manager=field_manager, context=name, namespace=kc.namespace_of(body))
+        return cls(
+            client.ApiClient(cfg),
+            field_manager=field_manager,
+            context=name,
+            namespace=kc.namespace_of(body),
+            user=str(body.get("user") or "") or None,
+        )
 
     @classmethod
     def in_cluster(cls, *, field_manager: str, pool_size: int = 16) -> Kube:
@@ -362,6 +375,11 @@ class Kube:
                         raise Gone(obj.get("message", "resource version too old"), status=410, reason="Expired")
                     raise KubeError(obj.get("message", "watch error"), status=code, reason=obj.get("reason", ""))
                 yield kind, obj
+
+    # -- Events (events.k8s.io/v1) ------------------------------------------------------------
+    def create_event(self, namespace: str, body: Obj, *, timeout: float | None = None) -> Obj:
+        """Create an ``events.k8s.io/v1`` Event (:func:`agn.events.event_body`); see :data:`EVENTS`."""
+        return self.create(EVENTS, namespace, body, timeout=timeout)
 
     # -- core and CRDs ----------------------------------------------------------------------
     def ensure_namespace(self, name: str) -> None:

@@ -185,8 +185,10 @@ def metrics_fresh(provider: ProviderView, network: NetworkView, *, now: float) -
     return seen is not None and now - seen <= network.metrics_max_age_seconds
 
 
-def exclusion(provider: ProviderView, network: NetworkView, consumer: ConsumerView, *, now: float) -> Exclusion | None:
-    """The hard failure that keeps ``provider`` out of ``consumer``'s overlay, or None if usable."""
+def hard_failure(provider: ProviderView, network: NetworkView, *, now: float) -> Exclusion | None:
+    """The hard failure that keeps ``provider`` out of every overlay of ``network``, or None.
+
+    The same for every consumer of the network (a consumer's own exclusions come after it)."""
     if not endpoint_valid(provider.endpoint):
         return Exclusion.INVALID
     if provider.healthy is not True:
@@ -195,6 +197,14 @@ def exclusion(provider: ProviderView, network: NetworkView, consumer: ConsumerVi
         return Exclusion.STALE
     if not endpoint_trusted(network, provider.endpoint):
         return Exclusion.UNTRUSTED
+    return None
+
+
+def exclusion(provider: ProviderView, network: NetworkView, consumer: ConsumerView, *, now: float) -> Exclusion | None:
+    """Why ``provider`` is not in ``consumer``'s overlay (a hard failure first), or None if usable."""
+    failure = hard_failure(provider, network, now=now)
+    if failure is not None:
+        return failure
     if provider.name in consumer.excluded_providers:
         return Exclusion.EXCLUDED
     return None

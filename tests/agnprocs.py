@@ -13,6 +13,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from xtask.procs import ProcessRecord, Supervisor, log_tail
 from xtask.runtime.controlplane import free_port
 
@@ -50,6 +52,22 @@ def http_status(url: str) -> int:
         return 0
 
 
+def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """One scrape of a ``/metrics`` URL: ``{(sample name, sorted labels): value}``."""
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        text = resp.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def sample(samples: dict, name: str, **labels: str) -> float | None:
+    """The value of sample ``name`` with exactly ``labels`` in a :func:`scrape` (None: absent)."""
+    return samples.get((name, tuple(sorted(labels.items()))))
+
+
 class AgnProcesses:
     """Starts AGN processes against one control plane and namespace; ``stop_all`` at teardown."""
 
@@ -80,6 +98,14 @@ class AgnProcesses:
     def operator(self, *extra: str, name: str = "operator") -> ProcessRecord:
         """Start an operator (``name`` tells several apart: pid file, log ``<name>.log``)."""
         return self._start(name, ["-m", "agn.operator", *self._kube_args(), *extra])
+
+    def operator_with_health(self, *extra: str, name: str = "operator") -> str:
+        """Start an operator serving /healthz and /metrics; returns its base URL once it answers."""
+        port = free_port()
+        self.operator("--health-port", str(port), *extra, name=name)
+        url = f"http://127.0.0.1:{port}"
+        wait_for(lambda: http_status(f"{url}/healthz") == 200, what=f"operator {name} /healthz")
+        return url
 
     def gateway(self, consumer: str, *, port: int | None = None) -> str:
         """Start a consumer gateway; returns its base URL once /healthz answers."""

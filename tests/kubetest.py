@@ -1,13 +1,16 @@
-"""API calls only tests make (RBAC reviews, impersonation, the server version), kept out of
-the product's Kubernetes boundary :mod:`agn.kube`."""
+"""API calls only tests make (RBAC reviews, impersonation, service-account tokens, reading
+Events, the server version), kept out of the product's Kubernetes boundary :mod:`agn.kube`."""
 
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
+import yaml
+
 from agn import GROUP
-from agn.kube import Kube, _api_errors
+from agn.kube import EVENTS, Kube, _api_errors
 
 
 def server_version(kube: Kube) -> str:
@@ -89,3 +92,37 @@ def token_kubeconfig(server: str, *, token: str, namespace: str, name: str, ca_f
         "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": namespace}}],
         "current-context": name,
     }
+
+
+def events(kube: Kube, namespace: str, *, regarding: str | None = None, reason: str | None = None) -> list[dict]:
+    """The ``events.k8s.io/v1`` Events of ``namespace``, oldest first, optionally only those about
+    the object named ``regarding`` and/or with ``reason``."""
+    items, _ = kube.list(EVENTS, namespace)
+    return sorted(
+        (
+            e
+            for e in items
+            if (regarding is None or (e.get("regarding") or {}).get("name") == regarding)
+            and (reason is None or e.get("reason") == reason)
+        ),
+        key=lambda e: e.get("eventTime") or "",
+    )
+
+
+def service_account_kubeconfig(kube: Kube, admin_kubeconfig: Path, namespace: str, account: str, path: Path) -> Path:
+    """Write a kubeconfig that authenticates as ServiceAccount ``account`` with a real token
+    (TokenRequest), against the same API server as ``admin_kubeconfig``'s current context, so a
+    CLI run with it is authorized exactly as that account would be in a pod."""
+    admin = yaml.safe_load(admin_kubeconfig.read_text())
+    cluster = cluster_entry(admin, admin["current-context"])
+    name = f"sa-{account}"
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": cluster}],
+        "users": [{"name": account, "user": {"token": service_account_token(kube, namespace, account)}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": account, "namespace": namespace}}],
+        "current-context": name,
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path

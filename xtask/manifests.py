@@ -3,7 +3,8 @@
 ``render(envdef)`` returns plain dicts in apply order: the Namespace, ServiceAccounts,
 least-privilege Roles and RoleBindings, a Service and a Deployment for the operator, for
 one gateway per consumer and for one fake provider per provider, then the env's own AGN
-objects. Those come from :class:`xtask.envdef.EnvDef` itself (with Service URLs as provider
+objects. The operator's and gateways' pods carry the usual ``prometheus.io/scrape``,
+``/port`` and ``/path`` annotations for their ``/metrics``. Those come from :class:`xtask.envdef.EnvDef` itself (with Service URLs as provider
 endpoints), so the kind and local runtimes share one source of truth.
 
 Pure: no API calls, no subprocesses, no clock. The only input besides the arguments are
@@ -31,6 +32,13 @@ OPERATOR = "agn-operator"
 PROVIDER_DRAIN = "agn-provider-drain"
 # Matches the Dockerfile's USER: the pods refuse to start as root even if the image changed.
 RUN_AS = 10001
+METRICS_PATH = "/metrics"
+# The annotations Prometheus' kubernetes_sd pod relabelling conventionally reads.
+SCRAPE_ANNOTATIONS = {
+    "prometheus.io/scrape": "true",
+    "prometheus.io/port": str(PORT),
+    "prometheus.io/path": METRICS_PATH,
+}
 
 
 def gateway_name(consumer: str) -> str:
@@ -85,13 +93,16 @@ def render(
     objects += roles
     objects += [_role_binding(role["metadata"]["name"], ns) for role in roles]
 
-    # /healthz answers 200 once every cache is synced and the reconcile worker runs.
+    # /healthz answers 200 once every cache is synced and the reconcile worker runs. The Service
+    # gives its /metrics a stable address (``env status`` shows it).
+    objects.append(_service(OPERATOR, ns, component="operator"))
     objects.append(
         pod.deployment(
             OPERATOR,
             ns,
             component="operator",
             service_account=OPERATOR,
+            scrape=True,
             probes=(_http_probe("/healthz"), _http_probe("/healthz", period=10)),
             args=["agn.operator", "--namespace", ns, "--health-host", "0.0.0.0", "--health-port", str(PORT)],
         )
@@ -106,6 +117,7 @@ def render(
                 ns,
                 component="gateway",
                 service_account=name,
+                scrape=True,
                 probes=(_http_probe("/readyz"), _http_probe("/healthz", period=10)),
                 args=["agn.gateway", "--namespace", ns, "--consumer", c, "--host", "0.0.0.0", "--port", str(PORT)],
             )
@@ -129,6 +141,11 @@ def render(
 
 def deployment_names(objects: list[Obj]) -> list[str]:
     return [o["metadata"]["name"] for o in objects if o["kind"] == "Deployment"]
+
+
+def metrics_url(name: str, namespace: str) -> str:
+    """The in-cluster address of the ``/metrics`` of the operator or a gateway (through its Service)."""
+    return f"http://{name}.{namespace}.svc:{PORT}{METRICS_PATH}"
 
 
 # -- pieces ------------------------------------------------------------------------------------
@@ -215,6 +232,7 @@ class _PodSpec:
         args: list[str],
         service_account: str | None,
         probes: tuple[Obj, Obj] | None = None,
+        scrape: bool = False,
     ) -> Obj:
         """One Deployment of one container; ``probes`` = (readiness, liveness) for a component serving HTTP on PORT."""
         container: Obj = {
@@ -240,8 +258,11 @@ class _PodSpec:
                 "app.kubernetes.io/component": component,
             }
         }
+        annotations = dict(SCRAPE_ANNOTATIONS) if scrape else {}
         if self.image_id:
-            template_meta["annotations"] = {"agn.dev/image-id": self.image_id}
+            annotations["agn.dev/image-id"] = self.image_id
+        if annotations:
+            template_meta["annotations"] = annotations
         pod: Obj = {
             "automountServiceAccountToken": service_account is not None,
             "securityContext": {

@@ -18,6 +18,7 @@ import threading
 
 from agn.argtypes import positive
 from agn.gateway.follower import OverlayFollower
+from agn.gateway.metrics import GatewayMetrics
 from agn.gateway.server import serve
 from agn.gateway.status_writer import StatusWriter
 from agn.gateway.table import RoutingTable
@@ -67,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     follower = OverlayFollower(
         kube, namespace=namespace, consumer=args.consumer, table=table, status=status, log=log, stop=stop
     )
+    metrics = GatewayMetrics(
+        accepted=lambda: follower.latest_revision,
+        serving=lambda: overlay.revision if (overlay := table.serving) else None,
+    )
     try:
         server = serve(
             table,
@@ -76,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             upstream_timeout=args.upstream_timeout,
             host=args.host,
             health=follower.health_report,
+            metrics=metrics,
         )
     except OSError as exc:
         log.error("start_failed", error=f"cannot listen on {args.host}:{args.port}: {exc}")

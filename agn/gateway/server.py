@@ -5,6 +5,8 @@
   (liveness: a restart reconnects).
 - ``GET /readyz`` — 200 once an overlay is being served, else 503.
 - ``GET /routes`` — JSON: consumer, serving revision, candidates, session affinities.
+- ``GET /metrics`` — Prometheus text (:mod:`agn.gateway.metrics`): requests by outcome and
+  admission state, sticky-session hits, accepted and serving revisions.
 - ``POST /v1/completions`` — route by :mod:`agn.gateway.routing` (headers ``x-session-id``
   and optionally ``x-selection-group``) and proxy the body to the provider; the provider's
   JSON plus ``routedBy``, ``candidateId``, ``admission_state``, and header ``x-agn-provider``.
@@ -22,6 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+from agn.gateway.metrics import BAD_REQUEST, NO_ROUTE, ROUTED, UPSTREAM_ERROR, GatewayMetrics
+from agn.gateway.routing import AFFINITY
 from agn.gateway.table import RoutingTable
 from agn.gateway.upstream import UpstreamError, post_completion
 from agn.logs import JsonLog
@@ -42,7 +46,12 @@ def make_handler(
     log: JsonLog,
     upstream_timeout: float,
     health: Health | None = None,
+    metrics: GatewayMetrics | None = None,
 ) -> type[BaseHTTPRequestHandler]:
+    def count(outcome: str, admission_state: str | None = None, *, sticky: bool = False) -> None:
+        if metrics is not None:
+            metrics.request(outcome, admission_state, sticky=sticky)
+
     class Handler(BaseHTTPRequestHandler):
         server_version = "agn-gateway/0.1"
         protocol_version = "HTTP/1.1"
@@ -70,6 +79,15 @@ def make_handler(
                 self._json(200 if serving else 503, {"servingRevision": serving.revision if serving else None})
             elif path == "/routes":
                 self._json(200, {"consumer": consumer, **table.snapshot()})
+            elif path == "/metrics" and metrics is not None:
+                from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+                body = generate_latest(metrics.registry)
+                self.send_response(200)
+                self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
             else:
                 self._json(404, {"error": "not found"})
 
@@ -77,6 +95,7 @@ def make_handler(
             length = int(self.headers.get("Content-Length") or 0)
             if length > MAX_BODY_BYTES:
                 self.close_connection = True
+                count(BAD_REQUEST)
                 self._json(413, {"error": "request body too large"})
                 return
             body = self.rfile.read(length) if length else b"{}"
@@ -86,6 +105,7 @@ def make_handler(
             try:
                 json.loads(body)
             except ValueError:
+                count(BAD_REQUEST)
                 self._json(400, {"error": "request body is not JSON", "routedBy": consumer})
                 return
             self._complete(body)
@@ -98,6 +118,7 @@ def make_handler(
             revision = serving.revision if serving else None
             if decision.candidate is None:
                 log.warning("no_route", session=session, selection_group=group, serving_revision=revision)
+                count(NO_ROUTE)
                 self._json(
                     503,
                     {
@@ -118,10 +139,12 @@ def make_handler(
                 reason=decision.reason,
                 previous_provider=decision.previous_provider,
             )
+            sticky = decision.reason == AFFINITY
             try:
                 reply = post_completion(cand.endpoint, body, session=session, timeout=upstream_timeout)
             except UpstreamError as exc:
                 log.warning("upstream_failed", provider=cand.provider, candidate_id=cand.id, error=str(exc))
+                count(UPSTREAM_ERROR, cand.admission_state, sticky=sticky)
                 self._json(
                     502,
                     {"error": str(exc), "routedBy": consumer, "provider": cand.provider, "candidateId": cand.id},
@@ -136,6 +159,7 @@ def make_handler(
                     "routing": decision.reason,
                 }
             )
+            count(ROUTED, cand.admission_state, sticky=sticky)
             self._json(200, reply, headers={PROVIDER_HEADER: cand.provider})
 
     return Handler
@@ -150,9 +174,12 @@ def serve(
     upstream_timeout: float,
     host: str = "127.0.0.1",
     health: Health | None = None,
+    metrics: GatewayMetrics | None = None,
 ) -> ThreadingHTTPServer:
     """Bind ``host``:``port`` (loopback unless told otherwise; 0 picks a port). The caller runs ``serve_forever``."""
-    handler = make_handler(table, consumer=consumer, log=log, upstream_timeout=upstream_timeout, health=health)
+    handler = make_handler(
+        table, consumer=consumer, log=log, upstream_timeout=upstream_timeout, health=health, metrics=metrics
+    )
     server = ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
     return server

@@ -20,6 +20,7 @@ from agn.operator.controller import Operator, Settings
 from agn.operator.elector import LeaderElector
 from agn.operator.health import serve_health
 from agn.operator.lease import DEFAULT_LEASE_NAME, LeaseTimings, new_identity
+from agn.operator.metrics import OperatorMetrics
 
 EXIT_OK = 0
 EXIT_UNEXPECTED = 1
@@ -64,9 +65,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
     parser.add_argument(
-        "--health-port", type=int, metavar="PORT", help="serve /healthz on this port (default: no health endpoint)"
+        "--health-port",
+        type=int,
+        metavar="PORT",
+        help="serve /healthz and /metrics (Prometheus) on this port (default: neither)",
     )
-    parser.add_argument("--health-host", default="127.0.0.1", help="address for /healthz (in a pod: 0.0.0.0)")
+    parser.add_argument(
+        "--health-host", default="127.0.0.1", help="address for /healthz and /metrics (in a pod: 0.0.0.0)"
+    )
     election = parser.add_argument_group("leader election (only the Lease holder writes)")
     election.add_argument(
         "--leader-elect",
@@ -140,11 +146,14 @@ def main(argv: list[str] | None = None) -> int:
             log=log,
             stop=stop,
         )
-    operator = Operator(kube, args.namespace, settings=settings, log=log, stop=stop, elector=elector)
+    metrics = OperatorMetrics()
+    operator = Operator(kube, args.namespace, settings=settings, log=log, stop=stop, elector=elector, metrics=metrics)
     health = None
     if args.health_port is not None:
         try:
-            health = serve_health(operator.health, host=args.health_host, port=args.health_port)
+            health = serve_health(
+                operator.health, host=args.health_host, port=args.health_port, metrics=metrics.registry
+            )
         except OSError as exc:
             log.error("cannot serve /healthz", error=str(exc), port=args.health_port)
             kube.close()

@@ -21,6 +21,10 @@ Lifecycle:
   precondition).
 - **Forgetting**: per-consumer memory is dropped when the consumer is gone (on its reconcile,
   and on every resync against the cache), so nothing keyed by a deleted name stays.
+- **Events and metrics** (:mod:`.events`, :mod:`.metrics`): an ``OverlayPublished`` Event on
+  the consumer for each publication that changed admission, a ``ProviderExcluded`` /
+  ``ProviderEligible`` Event on a provider when a hard failure starts / ends (transitions
+  only); reconcile duration and errors are observed here, the rest is read at scrape time.
 
 This is the only writer of RoutingOverlays. It never writes provider spec or any status
 (provider status belongs to :mod:`.prober`).
@@ -36,11 +40,13 @@ from typing import Any
 from agn import GROUP, VERSION
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Conflict, Kube, KubeError, NotFound
 from agn.logs import JsonLog
-from agn.model import Overlay, ProviderView
+from agn.model import NetworkView, Overlay, ProviderView, hard_failure, selects
 from agn.objects import consumer_view, network_view, provider_view
 from agn.operator.elector import LeaderElector
+from agn.operator.events import EventSink, HardFailures, observed
 from agn.operator.informer import Informer, Obj
 from agn.operator.lease import AlwaysLeader, Leadership, new_identity
+from agn.operator.metrics import OperatorMetrics
 from agn.operator.ownership import Verdict, desired_owner_references, owner_references_current, verdict
 from agn.operator.prober import Prober
 from agn.operator.pruning import prune
@@ -95,6 +101,7 @@ class Operator:
         log: JsonLog,
         stop: threading.Event,
         elector: LeaderElector | None = None,
+        metrics: OperatorMetrics | None = None,
     ) -> None:
         self.kube = kube
         self.namespace = namespace
@@ -109,6 +116,16 @@ class Operator:
         self.networks = self._informer(NETWORKS, self._on_all_consumers)
         self.consumers = self._informer(CONSUMERS, self._on_named)
         self.overlays = self._informer(OVERLAYS, self._on_named)
+        self.metrics = metrics or OperatorMetrics()
+        self.metrics.watch_state(
+            queue_depth=lambda: len(self.queue.pending()),
+            leader=self.leadership.is_leader,
+            overlays=self.overlays.store.list,
+            providers=self.providers.store.list,
+        )
+        self.events = EventSink(self.writes, instance=self.leadership.identity, log=log, stop=stop)
+        # Per (network, provider): the hard failure last reported, so only transitions become Events.
+        self.hard_failures = HardFailures()
         self.prober = Prober(
             self.writes,
             namespace,
@@ -120,6 +137,7 @@ class Operator:
             failure_threshold=settings.probe_failure_threshold,
             log=log,
             stop=stop,
+            metrics=self.metrics,
         )
         # Per consumer, forgotten when the consumer is gone. The last overlay published (with the
         # consumer's uid): revision continuity if an overlay is deleted under us.
@@ -198,6 +216,7 @@ class Operator:
         if self.elector is not None:
             self.elector.start()
         self.prober.start()
+        self.events.start()
         self._worker.start()
         try:
             while not self.stop.wait(0.2):
@@ -207,6 +226,7 @@ class Operator:
             self.queue.close()
             self._worker.join(5.0)
             self.prober.stop(timeout=self.settings.probe_timeout * 2 + 1.0)
+            self.events.join(1.0)
             if self.elector is not None:
                 # After the writers stopped: a successor takes over at once instead of after expiry.
                 self.elector.join(self.elector.timings.request_timeout + 1.0)
@@ -246,6 +266,7 @@ class Operator:
             # consumers may come and go) before this process leads again; the caches are the truth.
             self._published.clear()
             self._missing_network.clear()
+            self.hard_failures.clear()
 
     def _lead_term(self, term: int) -> None:
         # Statuses in the cache may have gone stale while no operator led; let the first probe
@@ -293,6 +314,7 @@ class Operator:
     def _forget_deleted(self) -> None:
         """Drop per-consumer memory of every consumer the cache no longer has (a missed DELETED)."""
         live: set[str] = set(self.consumers.store.names())
+        self.hard_failures.forget(set(self.providers.store.names()))
         gone = sorted(set(prune(self._published, live)) | set(prune(self._missing_network, live)))
         if gone:
             self.log.debug("forgot deleted consumers", consumers=gone)
@@ -303,16 +325,21 @@ class Operator:
 
     # -- reconcile -----------------------------------------------------------------------
     def _reconcile_safely(self, name: str, providers: list[ProviderView]) -> None:
+        started = time.perf_counter()
         try:
             self.reconcile(name, providers=providers)
         except NotLeader:
             self.log.debug("not leading; write skipped", consumer=name)
         except KubeError as exc:
+            self.metrics.reconcile_errors.inc()
             self.log.warning("overlay write failed; retrying", consumer=name, error=str(exc), status=exc.status)
             self.queue.add_after(name, ERROR_RETRY_SECONDS)
         except Exception as exc:  # noqa: BLE001 - the worker must survive one consumer's failure
+            self.metrics.reconcile_errors.inc()
             self.log.error("reconcile failed unexpectedly; retrying", consumer=name, error=repr(exc))
             self.queue.add_after(name, ERROR_RETRY_SECONDS)
+        finally:
+            self.metrics.reconcile_duration.observe(time.perf_counter() - started)
 
     def reconcile(self, name: str, *, providers: list[ProviderView] | None = None) -> None:
         """Bring consumer ``name``'s overlay up to date with the caches (or the given provider snapshot)."""
@@ -348,13 +375,30 @@ class Operator:
             published = self._published.get(name)
             previous = published[1] if published is not None and published[0] == uid else None
         now = time.time()
-        plan = plan_overlay(consumer, network_view(network_obj), providers, previous=previous, now=now)
+        network = network_view(network_obj)
+        self._report_hard_failures(network, providers, now=now)
+        plan = plan_overlay(consumer, network, providers, previous=previous, now=now)
         if plan.recheck_at is not None and plan.recheck_at > now:
             self.queue.add_after(name, plan.recheck_at - now + RECHECK_SLACK_SECONDS)
         owned = current is not None and owner_references_current(current, consumer_obj)
         if not plan.write and owned:
             return
         self._publish(plan.overlay, consumer=consumer_obj, current=current, previous=previous, spec_changed=plan.write)
+
+    def _report_hard_failures(self, network: NetworkView, providers: list[ProviderView], *, now: float) -> None:
+        """An Event for each provider of ``network`` whose hard failure began, changed or ended.
+
+        Consumers of the same network share one memory, so each transition is reported once."""
+        for view in providers:
+            if not observed(view) or not selects(network, view.labels):
+                continue  # not probed yet: not failing, just not looked at yet
+            obj = self.providers.store.get(view.name)
+            if obj is None:
+                continue
+            failure = hard_failure(view, network, now=now)
+            change = self.hard_failures.observe(network.name, view.name, obj["metadata"].get("uid", ""), failure)
+            if change is not None:
+                self.events.hard_failure(change, obj, max_age=network.metrics_max_age_seconds)
 
     def _publish(
         self, overlay: Overlay, *, consumer: Obj, current: Obj | None, previous: Overlay | None, spec_changed: bool
@@ -396,6 +440,7 @@ class Operator:
             digest=overlay.digest,
             candidates={c.provider: c.admission_state for c in overlay.candidates},
         )
+        self.events.overlay_published(consumer, previous, overlay)
 
     def _remove_overlay(self, name: str, overlay: Obj) -> bool:
         """Delete an overlay whose consumer is gone (or is a newer consumer of the same name).

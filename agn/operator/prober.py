@@ -32,6 +32,7 @@ from agn.model import endpoint_valid
 from agn.objects import Obj, network_view, parse_time
 from agn.operator.informer import Store
 from agn.operator.lease import Leadership
+from agn.operator.metrics import OperatorMetrics
 from agn.operator.prometheus import MetricsParseError, load_reading
 from agn.operator.provider_status import (
     ProbeOutcome,
@@ -137,6 +138,7 @@ class Prober:
         stop: threading.Event,
         workers: int = 16,
         failure_threshold: int = 3,
+        metrics: OperatorMetrics | None = None,
     ) -> None:
         self.writes = writes
         self.leadership = leadership
@@ -146,6 +148,7 @@ class Prober:
         self.interval = interval
         self.timeout = timeout
         self.failure_threshold = failure_threshold
+        self.metrics = metrics or OperatorMetrics()
         self._log = log
         self._stop = stop
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="probe")
@@ -206,6 +209,7 @@ class Prober:
             active = leader and term == self._term
             prune(self._due, names)
             prune(self._memory, names)
+            self.metrics.forget_providers(names)
             self._note_first_round_locked(set(self._first_round_left or ()) - names)
             if not active:
                 return []
@@ -250,7 +254,14 @@ class Prober:
         name = meta["name"]
         endpoint = str((obj.get("spec") or {}).get("endpoint", ""))
         networks = selecting_networks(meta.get("labels") or {}, [network_view(n) for n in self.networks.list()])
+        started = time.perf_counter()
         outcome = probe_endpoint(endpoint, timeout=self.timeout, now=time.time())
+        self.metrics.probed(
+            name,
+            seconds=time.perf_counter() - started,
+            health_failed=outcome.healthy is not True,
+            metrics_failed=not outcome.metrics_ok,
+        )
         mem = self._remembered(obj)
         mem.failures = 0 if outcome.healthy is not False else mem.failures + 1
         outcome = tolerated(

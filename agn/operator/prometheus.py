@@ -1,20 +1,24 @@
-"""Parsing the Prometheus text exposition format, just enough to read provider load gauges.
+"""Reading provider load gauges from Prometheus text, with ``prometheus_client``'s parser.
 
 Pure: text in, numbers out. An absent metric is reported as ``None`` — never as zero —
 because "the provider does not export this" and "nothing is waiting" mean different things.
+
+Samples are matched by their exact name. The parser follows the exposition format's typing
+rules, so a provider that declares ``# TYPE agn_provider_waiting counter`` has its samples
+read as ``agn_provider_waiting_total``: a counter is not a load gauge, and reads as absent.
+``prometheus_client``'s parser is laxer than Prometheus' own about what follows a sample's
+value and timestamp; anything it cannot read at all fails the whole scrape.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import re
+
+from prometheus_client.parser import text_string_to_metric_families
 
 RUNNING = "agn_provider_running"
 WAITING = "agn_provider_waiting"
-
-_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(,|$)')
 
 
 class MetricsParseError(ValueError):
@@ -36,52 +40,16 @@ class LoadReading:
     waiting: int | None
 
 
-def _unescape(value: str) -> str:
-    return re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), value)
-
-
-def _parse_labels(text: str, lineno: int) -> tuple[tuple[str, str], ...]:
-    labels = []
-    pos = 0
-    while pos < len(text):
-        m = _LABEL.match(text, pos)
-        if not m:
-            raise MetricsParseError(f"line {lineno}: malformed labels {{{text}}}")
-        labels.append((m.group(1), _unescape(m.group(2))))
-        pos = m.end()
-    return tuple(labels)
-
-
-def _parse_value(token: str, lineno: int) -> float:
-    try:
-        return float(token)  # accepts NaN, +Inf, -Inf as the format does
-    except ValueError:
-        raise MetricsParseError(f"line {lineno}: bad sample value {token!r}") from None
-
-
 def parse_samples(text: str) -> list[Sample]:
-    """Every sample in ``text``. Comments and blank lines are skipped; a malformed line fails the scrape."""
-    samples = []
-    for lineno, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        m = _NAME.match(line)
-        if not m:
-            raise MetricsParseError(f"line {lineno}: no metric name in {raw!r}")
-        name, rest = m.group(0), line[m.end() :]
-        labels: tuple[tuple[str, str], ...] = ()
-        if rest.startswith("{"):
-            close = rest.rfind("}")
-            if close < 0:
-                raise MetricsParseError(f"line {lineno}: unterminated labels")
-            labels = _parse_labels(rest[1:close], lineno)
-            rest = rest[close + 1 :]
-        tokens = rest.split()
-        if not tokens or len(tokens) > 2 or (rest and not rest[0].isspace()):
-            raise MetricsParseError(f"line {lineno}: expected 'name[{{labels}}] value [timestamp]'")
-        samples.append(Sample(name, labels, _parse_value(tokens[0], lineno)))
-    return samples
+    """Every sample in ``text``, in order. A line the parser cannot read fails the scrape."""
+    try:
+        return [
+            Sample(s.name, tuple(s.labels.items()), float(s.value))
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        ]
+    except (ValueError, IndexError, KeyError, TypeError) as exc:
+        raise MetricsParseError(f"not Prometheus text format: {exc or type(exc).__name__}") from None
 
 
 def gauge(samples: list[Sample], name: str) -> float | None:

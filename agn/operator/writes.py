@@ -53,6 +53,10 @@ class LeaderWrites:
         self._admit(f"{res.plural}:delete", name)
         self._kube.delete(res, namespace, name, uid=uid)
 
+    def create_event(self, namespace: str, body: Obj, *, timeout: float | None = None) -> None:
+        self._admit("events:create", body["metadata"]["name"])
+        self._kube.create_event(namespace, body, timeout=timeout)
+
     def counts(self) -> dict[str, int]:
         """Writes attempted per ``plural[/status]:verb`` since start (sent to the API, whatever the outcome)."""
         with self._lock:

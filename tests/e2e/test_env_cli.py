@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,20 @@ def test_up_is_idempotent_and_status_reports_everything(cli, example):
         assert set(consumer["candidates"].values()) == {"admitted"}
     table = cli("env", "status")
     assert "consumer-a" in table.stdout and "provider-three" in table.stdout
+
+
+def test_status_shows_where_the_operator_and_each_gateway_serve_metrics(cli, example):
+    components = {c["name"]: c for c in cli.status()["components"]}
+    expected = {"operator": "agn_operator_leader", "gateway-consumer-a": "agn_gateway_serving_revision"}
+    expected["gateway-consumer-b"] = "agn_gateway_serving_revision"
+    for name, metric in expected.items():
+        url = components[name]["metricsUrl"]
+        assert url == components[name]["address"] + "/metrics"
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            assert f"\n{metric} " in resp.read().decode(), name
+    assert not any("metricsUrl" in c for n, c in components.items() if n not in expected)
+    table = cli("env", "status").stdout
+    assert "metrics" in table and components["operator"]["metricsUrl"] in table
 
 
 def test_kubectl_shows_printer_columns(cli, example):

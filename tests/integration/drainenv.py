@@ -36,9 +36,11 @@ class DrainEnv:
         self.cp = control_plane
         self.tmp = tmp
         self.urls: dict[str, str] = {}
+        self.gateways: dict[str, str] = {}  # consumer -> the gateway's base URL
+        self.operator_url = ""  # the operator's /healthz and /metrics
         self.journal_dir = tmp / "journal"
 
-    def up(self, *, providers: dict | None = None) -> DrainEnv:
+    def up(self, *, providers: dict | None = None, operator_args: tuple[str, ...] = ()) -> DrainEnv:
         layout = providers or LAYOUT
         self.kube.create(
             NETWORKS,
@@ -64,9 +66,9 @@ class DrainEnv:
         for name, (gw, group, rank) in layout.items():
             self.urls[name] = self.agn.provider(name)
             self.add_provider(name, gw, group, rank, self.urls[name])
-        self.agn.operator()
+        self.operator_url = self.agn.operator_with_health(*operator_args)
         for c in CONSUMER_NAMES:
-            self.agn.gateway(c)
+            self.gateways[c] = self.agn.gateway(c)
         wait_for(
             lambda: all(self.serving_all_admitted(c, len(layout)) for c in CONSUMER_NAMES),
             timeout=60,

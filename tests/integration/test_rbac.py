@@ -17,9 +17,10 @@ import dataclasses
 
 import pytest
 
-from agn.kube import CONSUMERS, LEASES, OVERLAYS, PROVIDERS, Forbidden, NotFound
+from agn.events import Regarding, event_body
+from agn.kube import CONSUMERS, EVENTS, LEASES, OVERLAYS, PROVIDERS, Forbidden, NotFound
 from agn.operator.lease import DEFAULT_LEASE_NAME
-from kubetest import can_i, impersonating
+from kubetest import can_i, events, impersonating
 from xtask.envdef import load_env
 from xtask.manifests import env_objects, render
 
@@ -127,6 +128,28 @@ def test_the_namespace_default_account_gets_nothing(rbac):
     assert not any(rbac("default", v, r) for r in AGN_PLURALS for v in (*READ, *WRITE))
 
 
+EVENT_VERBS = (*READ, "update", "patch", "delete", "deletecollection")
+
+
+@pytest.mark.parametrize("identity", ["agn-provider-drain", "agn-operator"])
+def test_the_drain_and_the_operator_may_create_events_and_nothing_more(rbac, identity):
+    def check(verb, group, name=None):
+        return rbac(identity, verb, "events", group=group, name=name)
+
+    assert check("create", "events.k8s.io")
+    wrong = [(v, g) for g in ("events.k8s.io", "") for v in EVENT_VERBS if check(v, g)]
+    wrong += [
+        (v, "events.k8s.io", "p.1") for v in ("get", "update", "patch", "delete") if check(v, "events.k8s.io", "p.1")
+    ]
+    assert not wrong, f"{identity} may also {wrong}"
+    assert not check("create", "")  # only through events.k8s.io/v1, the API the tool uses
+
+
+def test_gateways_and_the_default_account_may_not_create_events(rbac):
+    for identity in ("agn-gateway-consumer-a", "default"):
+        assert not rbac(identity, "create", "events", group="events.k8s.io"), identity
+
+
 # -- real requests, made as the service accounts -------------------------------------------------
 
 
@@ -213,6 +236,36 @@ def test_provider_drain_patches_spec_but_not_status_or_overlays(as_sa, kube, nam
         drain.merge_patch(OVERLAYS, namespace, "consumer-a", {"spec": {"revision": 9}})
     with pytest.raises(Forbidden):
         drain.delete(PROVIDERS, namespace, "provider-two")
+
+
+def test_provider_drain_creates_events_but_cannot_read_change_or_delete_them(as_sa, kube, namespace):
+    drain = as_sa("agn-provider-drain")
+    provider = kube.get(PROVIDERS, namespace, "provider-one")
+    body = event_body(
+        name="provider-one.rbac-test",
+        regarding=Regarding.of(provider),
+        reason="ProviderDrained",
+        action="Drain",
+        note="rbac test",
+        type_="Normal",
+        controller="agn.dev/provider-drain",
+        instance="test",
+        at=1_700_000_000.0,
+    )
+    drain.create_event(namespace, body)
+    assert [e["metadata"]["name"] for e in events(kube, namespace, regarding="provider-one")] == [
+        "provider-one.rbac-test"
+    ]
+    name = "provider-one.rbac-test"
+    for call in (
+        lambda: drain.delete(EVENTS, namespace, name),
+        lambda: drain.merge_patch(EVENTS, namespace, name, {"note": "rewritten"}),
+        lambda: drain.get(EVENTS, namespace, name),
+        lambda: drain.list(EVENTS, namespace),
+    ):
+        with pytest.raises(Forbidden):
+            call()
+    assert events(kube, namespace, regarding="provider-one")[0]["note"] == "rbac test"
 
 
 def lease(name: str, holder: str, version: str | None = None) -> dict:

@@ -11,6 +11,7 @@ import urllib.request
 
 import pytest
 
+from agn.gateway.metrics import GatewayMetrics
 from agn.gateway.server import serve
 from agn.gateway.table import RoutingTable
 from agn.logs import JsonLog
@@ -40,8 +41,16 @@ def rig():
 
     provider = start(serve_provider(ProviderState(name="p1"), port=0))
     table = RoutingTable()
+    metrics = GatewayMetrics(accepted=lambda: None, serving=lambda: o.revision if (o := table.serving) else None)
     gateway = start(
-        serve(table, consumer="c1", log=JsonLog(component="gateway", stream=io.StringIO()), port=0, upstream_timeout=5)
+        serve(
+            table,
+            consumer="c1",
+            log=JsonLog(component="gateway", stream=io.StringIO()),
+            port=0,
+            upstream_timeout=5,
+            metrics=metrics,
+        )
     )
     yield table, gateway, provider
     for server in servers:
@@ -99,3 +108,36 @@ def test_bad_requests(rig):
     assert request(f"{gateway}/v1/completions", method="POST", data=b"not json")[0] == 400
     assert request(f"{gateway}/nope", method="POST", data=b"{}")[0] == 404
     assert request(f"{gateway}/nope")[0] == 404
+
+
+def scrape(gateway: str) -> dict:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"{gateway}/metrics", timeout=5) as resp:
+        assert resp.headers["Content-Type"].startswith("text/plain")
+        text = resp.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_metrics_count_every_outcome_and_revisions_are_absent_until_served(rig):
+    table, gateway, provider = rig
+    m = scrape(gateway)
+    assert ("agn_gateway_serving_revision", ()) not in m and ("agn_gateway_accepted_revision", ()) not in m
+    request(f"{gateway}/v1/completions", method="POST", data=b"{}")  # nothing served: no route
+    request(f"{gateway}/v1/completions", method="POST", data=b"not json")
+    table.swap(overlay_of(3, [Candidate("c-1", "p1", provider, "g", 0, ADMITTED)]))
+    for _ in range(2):
+        request(f"{gateway}/v1/completions", method="POST", data=b"{}", headers={"x-session-id": "s1"})
+    table.swap(overlay_of(4, [Candidate("c-1", "p1", f"http://127.0.0.1:{closed_port()}", "g", 0, ADMITTED)]))
+    request(f"{gateway}/v1/completions", method="POST", data=b"{}")
+    m = scrape(gateway)
+    assert m[("agn_gateway_serving_revision", ())] == 4
+    assert m[("agn_gateway_requests_total", (("admission_state", "none"), ("outcome", "no_route")))] == 1
+    assert m[("agn_gateway_requests_total", (("admission_state", "none"), ("outcome", "bad_request")))] == 1
+    assert m[("agn_gateway_requests_total", (("admission_state", "admitted"), ("outcome", "routed")))] == 2
+    assert m[("agn_gateway_requests_total", (("admission_state", "admitted"), ("outcome", "upstream_error")))] == 1
+    assert m[("agn_gateway_sticky_hits_total", ())] == 1  # the second request of session s1

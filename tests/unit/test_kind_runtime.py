@@ -290,6 +290,9 @@ def test_components_report_each_deployment_readiness(home, envdef):
         ("agn-operator", True, True),
         ("fake-provider-one", False, False),
     ]
+    # env status shows where the operator's /metrics is (through its Service); fakes have none.
+    assert comps[0]["metricsUrl"] == f"http://agn-operator.{envdef.namespace}.svc:8080/metrics"
+    assert "metricsUrl" not in comps[1]
     assert runner.calls[0][:7] == [
         "kubectl",
         "--kubeconfig",

@@ -152,8 +152,25 @@ def test_image_id_annotation_rolls_pods_when_the_image_changes():
     for da, db in zip(by_kind(a, "Deployment").values(), by_kind(b, "Deployment").values(), strict=False):
         assert da["spec"]["template"] != db["spec"]["template"]
     assert all(
-        "annotations" not in d["spec"]["template"]["metadata"] for d in by_kind(render(ENVDEF), "Deployment").values()
+        "agn.dev/image-id" not in (d["spec"]["template"]["metadata"].get("annotations") or {})
+        for d in by_kind(render(ENVDEF), "Deployment").values()
     )
+
+
+def test_operator_and_gateways_are_scraped_on_their_metrics_port_and_providers_are_not():
+    deployments = by_kind(render(ENVDEF), "Deployment")
+    for name, d in deployments.items():
+        annotations = d["spec"]["template"]["metadata"].get("annotations") or {}
+        if name == "agn-operator" or name.startswith("agn-gateway-"):
+            assert annotations == {
+                "prometheus.io/scrape": "true",
+                "prometheus.io/port": "8080",
+                "prometheus.io/path": "/metrics",
+            }, name
+            assert container(d)["ports"][0]["containerPort"] == 8080
+        else:
+            assert "prometheus.io/scrape" not in annotations, name
+    assert "agn-operator" in by_kind(render(ENVDEF), "Service")  # a stable address for its /metrics
 
 
 def test_render_command_prints_crds_then_every_object():

@@ -55,9 +55,17 @@ def test_non_finite_or_negative_counts_are_absent(value):
         "agn_provider_running abc\n",
         '{x="1"} 2\n',
         'agn_provider_running{x="1" 2\n',
-        "agn_provider_running 1 2 3\n",
+        "agn_provider_running 1_000\n",
+        "# TYPE agn_provider_running\n",
     ],
 )
 def test_malformed_lines_fail_the_scrape(text):
     with pytest.raises(MetricsParseError):
         load_reading(text)
+
+
+def test_a_counter_is_not_a_load_gauge():
+    # The exposition format's typing: a counter's samples are named ..._total, so a provider
+    # that types its load as a counter has no gauge reading (absent, not 0).
+    text = "# TYPE agn_provider_waiting counter\nagn_provider_waiting 4\nagn_provider_running 2\n"
+    assert load_reading(text) == LoadReading(running=2, waiting=None)

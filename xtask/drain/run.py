@@ -22,6 +22,7 @@ from agn.model import Overlay
 from agn.objects import consumer_view, name_of, network_view, provider_view
 from xtask.drain import fanout
 from xtask.drain.converge import targets_problems
+from xtask.drain.events import DrainEvents, outcome_facts, restoration_facts
 from xtask.drain.idle import not_idle
 from xtask.drain.idle_waiter import IdleResult, IdleWaiter
 from xtask.drain.journal import Journal, new_operation_id
@@ -89,7 +90,12 @@ def actor() -> str:
 def run_drain(req: DrainRequest, *, reporter: Reporter) -> Report:
     """Run one drain or undrain from start to finish; the report carries the exit code."""
     kube = Kube.from_kubeconfig(
-        kubeconfig=req.kubeconfig, context=req.context, field_manager=FIELD_MANAGER, pool_size=req.concurrency + 4
+        kubeconfig=req.kubeconfig,
+        context=req.context,
+        field_manager=FIELD_MANAGER,
+        # --concurrency writes (later: as many Events), the waiters' four watches, and two spare:
+        # a request beyond the pool would open a connection that urllib3 discards with a warning.
+        pool_size=req.concurrency + 6,
     )
     try:
         namespace = req.namespace or kube.namespace
@@ -100,6 +106,7 @@ def run_drain(req: DrainRequest, *, reporter: Reporter) -> Report:
                 try:
                     return run.execute(latch)
                 finally:
+                    run.events.close()
                     if run.journal is not None:
                         run.journal.close()
     finally:
@@ -125,6 +132,15 @@ class _DrainRun:
         self.operation = new_operation_id()
         self._at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         self._actor = actor()
+        self.events = DrainEvents(
+            kube,
+            namespace,
+            operation=self.operation,
+            actor=self._actor,
+            reason=req.reason,
+            warn=reporter.line,
+            workers=req.concurrency,
+        )
 
     def patch_for(self, change: Change) -> dict:
         return drain_patch(change, operation=self.operation, actor=self._actor, at=self._at, reason=self.req.reason)
@@ -184,6 +200,7 @@ class _DrainRun:
         targets = self.pool.submit(_read_targets, self.kube, self.namespace, req) if req.network else None
         items, _ = self.kube.list(PROVIDERS, self.namespace)
         selected = select(items, req.selector, namespace=self.namespace)
+        self.events.know(selected)
         report.selection = [p["metadata"]["name"] for p in selected]
         self.reporter.line(
             f"selection ({req.selector.describe()}, namespace {self.namespace}): {', '.join(report.selection)}"
@@ -252,12 +269,14 @@ class _DrainRun:
         )
         report.outcomes = [o.to_dict() for o in outcomes]
         report.timings["applySeconds"] = round(time.monotonic() - t_apply, 3)
+        facts, written_at = outcome_facts(report.outcomes, drain=req.drain), time.time()
         failed = [o for o in outcomes if o.outcome == "failed"]
         # A signal that lands while this run has written anything counts as "during the fan-out".
         interrupted = latch.interrupted.is_set() and (
             self.journal is not None or any(o.outcome == "not-attempted" for o in outcomes)
         )
         if not (failed or interrupted):
+            self.events.record(facts)
             return None
         if interrupted:
             report.interrupted = latch.name
@@ -276,6 +295,10 @@ class _DrainRun:
             notify=self.reporter.event,
         )
         report.restorations = [r.to_dict() for r in restored]
+        # After the restoration, so Events never compete with writes for the pool's connections.
+        self.events.record(facts, at=written_at)
+        previous = {c.provider: c.previous for c, _ in written}
+        self.events.record(restoration_facts(report.restorations, previous=previous))
         code = exit_code_for(
             refused=False,
             failed=len(failed),

@@ -25,7 +25,7 @@ from typing import Any
 from agn.kube import Kube, kubeconfig_path
 from xtask.envdef import ENVS_DIR, EnvDef
 from xtask.errors import CommandFailed, RuntimeUnavailable, XtaskError
-from xtask.manifests import IMAGE, deployment_names, render
+from xtask.manifests import IMAGE, OPERATOR, deployment_names, metrics_url, render
 from xtask.procs import CmdRunner, RealCmdRunner
 from xtask.runtime.kubeconfig import read as read_kubeconfig
 from xtask.runtime.select import kind_problems
@@ -242,16 +242,23 @@ class KindEnv:
             return [{"name": f"kind cluster {self.env}", "pid": None, "running": False, "healthy": False}]
         out = []
         for d in sorted(items, key=lambda d: d["metadata"]["name"]):
+            name = d["metadata"]["name"]
             want = (d.get("spec") or {}).get("replicas", 1)
             status = d.get("status") or {}
             ready = status.get("readyReplicas", 0)
             out.append(
                 {
-                    "name": d["metadata"]["name"],
+                    "name": name,
                     "pid": None,
                     "running": ready > 0,
                     "healthy": ready >= want and status.get("updatedReplicas", 0) >= want,
                     "replicas": f"{ready}/{want}",
+                    **({"metricsUrl": metrics_url(name, record.namespace)} if _scraped(name) else {}),
                 }
             )
         return out
+
+
+def _scraped(deployment: str) -> bool:
+    """The operator and the gateways serve /metrics (the fake providers' metrics are their load)."""
+    return deployment == OPERATOR or deployment.startswith("agn-gateway-")

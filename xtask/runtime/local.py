@@ -274,6 +274,8 @@ class LocalEnv:
             entry: dict = {"name": rec.name, "pid": rec.pid, "running": running, "healthy": running}
             if port:
                 entry["address"] = f"http://127.0.0.1:{port}"
+                if rec.name == "operator" or rec.name.startswith("gateway-"):
+                    entry["metricsUrl"] = f"{entry['address']}/metrics"  # Prometheus text, next to /healthz
                 if running:
                     # Fake providers answer plain 200; the operator and gateways say whether
                     # their watches are live and which API server and overlay they use.

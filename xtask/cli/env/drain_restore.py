@@ -11,9 +11,10 @@ import click
 from agn.kube import Kube
 from xtask.cli.output import emit_json
 from xtask.drain import fanout
+from xtask.drain.events import DrainEvents, restoration_facts
 from xtask.drain.journal import Journal, read_journal
 from xtask.drain.preflight import journal_context, require_namespace
-from xtask.drain.run import FIELD_MANAGER, MAX_CONCURRENCY
+from xtask.drain.run import FIELD_MANAGER, MAX_CONCURRENCY, actor
 from xtask.errors import ExitCode
 from xtask.reports import DRAIN_RESTORE, envelope, exit_status
 
@@ -62,6 +63,15 @@ def drain_restore(journal_path: Path, context, kubeconfig, dry_run: bool, concur
         pool_size=concurrency + 2,
     )
     journal = None
+    events = DrainEvents(
+        kube,
+        state.namespace,
+        operation=state.operation,
+        actor=actor(),
+        reason=state.reason,
+        warn=lambda text: print(text, file=sys.stderr, flush=True),
+        workers=concurrency,  # after the restoration, on its idle connections
+    )
     try:
         require_namespace(kube, state.namespace, journal=journal_path, recorded_context=recorded_context)
         # A dry run never opens the journal for writing; the real run appends to it.
@@ -80,11 +90,15 @@ def drain_restore(journal_path: Path, context, kubeconfig, dry_run: bool, concur
                 notify=lambda *a: None,
                 dry_run=dry_run,
             )
+        if not dry_run:
+            previous = {change.provider: change.previous for change, _ in written}
+            events.record(restoration_facts([r.to_dict() for r in results], previous=previous))
     except BaseException:
         if journal is not None:
             journal.close()
         raise
     finally:
+        events.close()
         kube.close()
     bad = [r for r in results if r.outcome not in fanout.RESTORE_OK]
     if journal is not None:

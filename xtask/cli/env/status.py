@@ -64,7 +64,7 @@ def collect(env_name: str) -> dict:
 @env_option
 @output_option
 def status(env_name: str, output: str) -> None:
-    """Show an environment: runtime, context, process health, providers and per-consumer overlays."""
+    """Show an environment: runtime, context, process health and metrics addresses, providers and per-consumer overlays."""
     data = collect(env_name)
     if output == "json":
         emit_json(envelope(ENV_STATUS, data))
@@ -80,7 +80,7 @@ def status(env_name: str, output: str) -> None:
     )
     con.print(f"kubeconfig: {data['kubeconfig']}")
     comps = Table(title="components", title_justify="left")
-    for col in ("name", "pid", "running", "healthy", "address", "detail"):
+    for col in ("name", "pid", "running", "healthy", "address", "metrics", "detail"):
         comps.add_column(col)
     for c in data["components"]:
         comps.add_row(
@@ -89,6 +89,7 @@ def status(env_name: str, output: str) -> None:
             _yes(c["running"]),
             _yes(c["healthy"]),
             c.get("address", ""),
+            c.get("metricsUrl", ""),
             "" if c["healthy"] else c.get("detail", ""),
         )
     con.print(comps)

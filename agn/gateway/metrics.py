@@ -1,0 +1,65 @@
+"""The gateway's Prometheus metrics, served on ``/metrics`` of its serving port.
+
+| metric | type | labels | what |
+| --- | --- | --- | --- |
+| ``agn_gateway_requests_total`` | counter | ``outcome``, ``admission_state`` | completion requests by how they ended and the chosen candidate's admission state |
+| ``agn_gateway_sticky_hits_total`` | counter | | requests that stayed on their session's provider |
+| ``agn_gateway_accepted_revision`` | gauge | | the newest valid overlay revision accepted |
+| ``agn_gateway_serving_revision`` | gauge | | the overlay revision being routed with |
+
+``outcome`` is ``routed`` (200), ``no_route`` (503: no admitted candidate), ``upstream_error``
+(502) or ``bad_request`` (400/413); ``admission_state`` is ``admitted``, ``existing_only``
+(a sticky session on a drained provider), or ``none`` when no candidate was chosen. The
+revision gauges are read when scraped and are absent until there is a revision. One
+:class:`~prometheus_client.CollectorRegistry` per gateway, not the global one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+ROUTED = "routed"
+NO_ROUTE = "no_route"
+UPSTREAM_ERROR = "upstream_error"
+BAD_REQUEST = "bad_request"
+NO_CANDIDATE = "none"
+
+
+class _Revisions:
+    def __init__(self, accepted: Callable[[], int | None], serving: Callable[[], int | None]) -> None:
+        self._accepted = accepted
+        self._serving = serving
+
+    def collect(self) -> Iterator[Metric]:
+        for name, doc, read in (
+            ("agn_gateway_accepted_revision", "Newest valid overlay revision accepted.", self._accepted),
+            ("agn_gateway_serving_revision", "Overlay revision being routed with.", self._serving),
+        ):
+            family = GaugeMetricFamily(name, doc)
+            value = read()
+            if value is not None:
+                family.add_metric([], value)
+            yield family
+
+
+class GatewayMetrics:
+    def __init__(self, *, accepted: Callable[[], int | None], serving: Callable[[], int | None]) -> None:
+        self.registry = CollectorRegistry()
+        self._requests = Counter(
+            "agn_gateway_requests",
+            "Completion requests by outcome and the chosen candidate's admission state.",
+            ["outcome", "admission_state"],
+            registry=self.registry,
+        )
+        self._sticky = Counter(
+            "agn_gateway_sticky_hits", "Requests that stayed on their session's provider.", registry=self.registry
+        )
+        self.registry.register(_Revisions(accepted, serving))
+
+    def request(self, outcome: str, admission_state: str | None = None, *, sticky: bool = False) -> None:
+        self._requests.labels(outcome, admission_state or NO_CANDIDATE).inc()
+        if sticky:
+            self._sticky.inc()
