@@ -11,10 +11,12 @@ from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS
 from agn.model import compute_candidates, next_overlay
 from agn.objects import consumer_view, network_view, provider_view, rfc3339
 from fakes import FakeCmdRunner
+from reportschema import check_report
 from xtask.crds import crd_documents
 from xtask.envdef import ENVS_DIR, load_env
 from xtask.errors import CommandFailed, RuntimeUnavailable, XtaskError
 from xtask.manifests import deployment_names, render
+from xtask.reports import ENV_STATUS, envelope
 from xtask.runtime.kind import KindEnv
 from xtask.state import EnvRecord, env_dir
 
@@ -293,6 +295,9 @@ def test_components_report_each_deployment_readiness(home, envdef):
     # env status shows where the operator's /metrics is (through its Service); fakes have none.
     assert comps[0]["metricsUrl"] == f"http://agn-operator.{envdef.namespace}.svc:8080/metrics"
     assert "metricsUrl" not in comps[1]
+    check_report(  # what `env status -o json` prints for a kind env matches its schema
+        envelope(ENV_STATUS, {**EMPTY_STATUS, "env": ENV, "state": "degraded", "runtime": "kind", "components": comps})
+    )
     assert runner.calls[0][:7] == [
         "kubectl",
         "--kubeconfig",
@@ -302,6 +307,9 @@ def test_components_report_each_deployment_readiness(home, envdef):
         "--namespace",
         envdef.namespace,
     ]
+
+
+EMPTY_STATUS = {"context": None, "kubeconfig": None, "namespace": None, "objects": None}
 
 
 def test_components_when_the_cluster_is_unreachable(home, envdef):
