@@ -6,7 +6,9 @@ Endpoints:
   ``agn_provider_waiting``; 404 while metrics export is off, so a prober sees them go stale.
 - ``POST /v1/completions`` — answers ``{"provider": NAME, ...}`` so callers see who served.
 - ``GET|POST /admin/state`` — loopback-only switches for tests: ``healthy``, ``metrics``,
-  ``exportWaiting``, ``waiting``. They drive hard failures for real, over HTTP.
+  ``exportWaiting``, ``waiting``, ``holdCompletions``. They drive hard failures for real, over
+  HTTP. While ``holdCompletions`` is true, completions are accepted and then held in flight
+  (counted in ``agn_provider_running``) until it is set false again: real running requests.
 
 Any path prefix is accepted (``/pool/p17/healthz`` is ``/healthz``), so one process can stand
 in for many providers in scale benchmarks, each with its own endpoint URL.
@@ -22,6 +24,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+HOLD_LIMIT_SECONDS = 600
+
 
 @dataclasses.dataclass
 class ProviderState:
@@ -32,7 +36,12 @@ class ProviderState:
     waiting: int = 0
     running: int = 0
     served: int = 0
+    hold_completions: bool = False
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
+    released: threading.Condition = dataclasses.field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.released = threading.Condition(self.lock)
 
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
@@ -44,6 +53,7 @@ class ProviderState:
                 "waiting": self.waiting,
                 "running": self.running,
                 "served": self.served,
+                "holdCompletions": self.hold_completions,
             }
 
     def update(self, changes: dict[str, Any]) -> None:
@@ -52,6 +62,7 @@ class ProviderState:
             "metrics": ("metrics", bool),
             "exportWaiting": ("export_waiting", bool),
             "waiting": ("waiting", int),
+            "holdCompletions": ("hold_completions", bool),
         }
         unknown = set(changes) - set(fields)
         if unknown:
@@ -64,6 +75,7 @@ class ProviderState:
                 if typ is int and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
                     raise ValueError(f"{key} must be a non-negative integer")
                 setattr(self, attr, value)
+            self.released.notify_all()
 
     def metrics_text(self) -> str:
         with self.lock:
@@ -150,6 +162,8 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
             elif self.route == "/v1/completions":
                 with state.lock:
                     state.running += 1
+                    # Held requests stay in flight until released (bounded, so none outlives a test).
+                    state.released.wait_for(lambda: not state.hold_completions, timeout=HOLD_LIMIT_SECONDS)
                 try:
                     prompt = body.get("prompt", "") if isinstance(body, dict) else ""
                     reply = {

@@ -5,6 +5,8 @@ through the real CLI in a subprocess. Load is set over the fake providers' loopb
 from __future__ import annotations
 
 import signal
+import threading
+import urllib.request
 
 import pytest
 
@@ -80,6 +82,40 @@ def test_busy_provider_blocks_until_its_queue_drains(env: DrainEnv):
     assert busy < idle
     assert lines[-1].startswith("ok: drained, serving on c-a, c-b, and idle: p-one")
     assert env.drain_value("p-one") is True
+
+
+def test_running_requests_hold_the_wait_until_they_finish(env: DrainEnv):
+    """A completion held in flight on the fake provider is a real running request: the wait
+    reports it busy until the request has finished, then idle."""
+    admin(env, "p-one", holdCompletions=True)
+    answers: list[int] = []
+    request = threading.Thread(target=lambda: answers.append(_complete(env.urls["p-one"])), daemon=True)
+    request.start()
+    try:
+        wait_for_load(env, "p-one", running=1, waiting=0)
+        run = env.spawn("--provider", "p-one", "--wait-idle", "--idle-timeout", "120", *env.targets())
+        wait_for(
+            lambda: any("idle-wait p-one: busy (running 1, waiting 0" in line for line in run.lines),
+            timeout=60,
+            what="the idle wait to report p-one busy with one running request",
+        )
+        assert run.proc.poll() is None, run.output
+        assert answers == []  # the request is still in flight
+    finally:
+        admin(env, "p-one", holdCompletions=False)
+    request.join(timeout=30)
+    assert answers == [200]
+    assert run.wait(timeout=90) == 0, run.output
+    assert "idle-wait p-one: idle (running 0, waiting 0" in run.output
+    assert run.output.splitlines()[-1].startswith("ok: drained, serving on c-a, c-b, and idle: p-one")
+
+
+def _complete(base: str) -> int:
+    req = urllib.request.Request(
+        f"{base}/v1/completions", data=b'{"prompt": "hi"}', headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        return resp.status
 
 
 def test_busy_until_timeout_exits_9_naming_it_and_keeps_the_drain(env: DrainEnv):
