@@ -22,9 +22,11 @@ from agn.kube import CONSUMERS, PROVIDERS
 from agnprocs import sample, scrape, wait_for
 from drainenv import CONSUMER_NAMES, DrainEnv
 from kubetest import events, service_account_kubeconfig
+from reportschema import parse_report
 from test_provider_drain_failures import BIG, label, reject_real_writes, wait_policy_active  # noqa: F401 - a fixture
 from xtask.envdef import load_env
 from xtask.manifests import render
+from xtask.reports import PROVIDER_DRAIN
 from xtask.runtime.assets import ensure_assets
 
 pytestmark = pytest.mark.integration
@@ -198,6 +200,7 @@ def test_the_shipped_drain_role_is_enough_to_drain_converge_and_record_events(en
     out = _run_as(env, kubeconfig, "--gateway", "gw-b", "--reason", "maintenance", *env.targets())
     assert out.returncode == 0, out.stdout + out.stderr
     assert "could not record" not in out.stderr
+    assert parse_report(out.stdout, PROVIDER_DRAIN)["events"] == {"recorded": 2, "notRecorded": []}
     for name in ("p-three", "p-four"):
         event = only(provider_events(env, name, "ProviderDrained"))
         assert "kube user agn-provider-drain" in event["note"]
@@ -211,6 +214,9 @@ def test_events_the_api_server_refuses_warn_once_and_the_drain_still_succeeds(en
     assert "could not record 2 Kubernetes Event(s)" in out.stderr and "forbidden" in out.stderr.lower()
     assert env.drain_value("p-three") is True and env.drain_value("p-four") is True
     assert provider_events(env, "p-three") == provider_events(env, "p-four") == []
+    report = parse_report(out.stdout, PROVIDER_DRAIN)  # the report says so too, per provider
+    assert report["events"]["recorded"] == 0 and report["exit"]["code"] == 0
+    assert sorted(e.split(":")[0] for e in report["events"]["notRecorded"]) == ["p-four", "p-three"]
 
 
 # -- the operator's Events -------------------------------------------------------------------------

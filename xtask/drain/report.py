@@ -28,6 +28,7 @@ class Report:
     idle: dict[str, Any] | None = None  # --wait-idle: state, and per provider idle | busy | unknown
     interrupted: str | None = None
     journal: str | None = None
+    events: dict[str, Any] | None = None  # Kubernetes Events about this run: recorded, notRecorded
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     exit_code: ExitCode = ExitCode.OK
     summary: str = ""

@@ -104,11 +104,13 @@ def run_drain(req: DrainRequest, *, reporter: Reporter) -> Report:
             run = _DrainRun(req, kube, namespace, reporter, pool)
             with SignalLatch(on_second=run.on_second_signal, second_exit_code=int(ExitCode.NEEDS_INSPECTION)) as latch:
                 try:
-                    return run.execute(latch)
+                    report = run.execute(latch)
                 finally:
-                    run.events.close()
+                    not_recorded = run.events.close()
                     if run.journal is not None:
                         run.journal.close()
+                report.events = {"recorded": run.events.recorded, "notRecorded": not_recorded}
+                return report
     finally:
         kube.close()
 

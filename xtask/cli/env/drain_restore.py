@@ -98,7 +98,7 @@ def drain_restore(journal_path: Path, context, kubeconfig, dry_run: bool, concur
             journal.close()
         raise
     finally:
-        events.close()
+        not_recorded = events.close()
         kube.close()
     bad = [r for r in results if r.outcome not in fanout.RESTORE_OK]
     if journal is not None:
@@ -114,6 +114,7 @@ def drain_restore(journal_path: Path, context, kubeconfig, dry_run: bool, concur
                     "operation": state.operation,
                     "dryRun": dry_run,
                     "restorations": [r.to_dict() for r in results],
+                    "events": {"recorded": events.recorded, "notRecorded": not_recorded},
                     "exit": exit_status(code),
                 },
             )
