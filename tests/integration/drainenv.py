@@ -148,6 +148,11 @@ class DrainEnv:
     def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         return subprocess.run(self.argv(*args), capture_output=True, text=True, env=self.env(), timeout=timeout)
 
+    def restore(self, journal: Path | str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        """``xtask env drain-restore JOURNAL ARGS`` as a user runs it (the journal names the context)."""
+        argv = [sys.executable, "-m", "xtask", "env", "drain-restore", str(journal), *args]
+        return subprocess.run(argv, capture_output=True, text=True, env=self.env(), timeout=timeout)
+
     def run_json(self, *args: str, timeout: float = 120) -> tuple[int, dict]:
         proc = self.run(*args, "--output", "json", timeout=timeout)
         try:

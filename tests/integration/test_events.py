@@ -13,7 +13,6 @@ import copy
 import getpass
 import socket
 import subprocess
-import sys
 
 import pytest
 
@@ -155,13 +154,7 @@ def test_drain_restore_records_what_it_put_back(env: DrainEnv):
     run.wait(timeout=10)
     written = [n for n, e in env.journals()[-1]["providers"].items() if e["written"]]
     journal = env.journal_paths()[-1]
-    restore = subprocess.run(
-        [sys.executable, "-m", "xtask", "env", "drain-restore", str(journal)],
-        capture_output=True,
-        text=True,
-        env=env.env(),
-        timeout=60,
-    )
+    restore = env.restore(journal)
     assert restore.returncode == 0, restore.stdout + restore.stderr
     operation = env.journals()[-1]["operation"]
     for name in written:

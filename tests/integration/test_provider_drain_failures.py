@@ -5,8 +5,6 @@ a concurrent writer, real signals to a real process, and kill -9 followed by jou
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import uuid
 
 import pytest
@@ -201,25 +199,13 @@ def test_kill_9_then_journal_restore(env: DrainEnv):
     journal_path = env.journal_paths()[-1]
     written = [n for n, e in env.journals()[-1]["providers"].items() if e["written"]]
     assert all(env.drain_value(n) is True for n in written)
-    restore = subprocess.run(
-        [sys.executable, "-m", "xtask", "env", "drain-restore", str(journal_path)],
-        capture_output=True,
-        text=True,
-        env=env.env(),
-        timeout=60,
-    )
+    restore = env.restore(journal_path)
     assert restore.returncode == 0, restore.stdout + restore.stderr
     for name in written:
         assert f"{name}: restored" in restore.stdout
         assert env.drain_value(name) is None
         assert REASON not in (env.provider(name)["metadata"].get("annotations") or {})
-    again = subprocess.run(
-        [sys.executable, "-m", "xtask", "env", "drain-restore", str(journal_path)],
-        capture_output=True,
-        text=True,
-        env=env.env(),
-        timeout=60,
-    )
+    again = env.restore(journal_path)
     assert again.returncode == 0 and "nothing to restore" in again.stdout
 
 
@@ -240,12 +226,6 @@ def test_second_signal_stops_at_once_and_points_at_the_journal(env: DrainEnv):
     assert f"journal: {journal_path}" in run.output
     assert f"python -m xtask env drain-restore {journal_path}" in run.output
     # What it left behind is recoverable from the journal.
-    restore = subprocess.run(
-        [sys.executable, "-m", "xtask", "env", "drain-restore", journal_path],
-        capture_output=True,
-        text=True,
-        env=env.env(),
-        timeout=60,
-    )
+    restore = env.restore(journal_path)
     assert restore.returncode == 0, restore.stdout + restore.stderr
     assert all(env.drain_value(n) is None for n in BIG)
