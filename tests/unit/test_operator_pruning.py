@@ -82,7 +82,7 @@ def test_prober_forgets_a_deleted_provider(prober):
     p._remembered(provider("p2"))
     for name in ("p1", "p2"):
         with p._lock:
-            p._in_flight.discard(name)
+            p.schedule.done(name)
     providers.remove("p2")
     p.tick(100.5)
     assert p.remembered() == {"p1"}
