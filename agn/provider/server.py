@@ -42,6 +42,7 @@ class ProviderState:
     running: int = 0
     served: int = 0
     delay_seconds: float = 0.0
+    health_checks: int = 0  # GET /healthz answered: how often a prober looked
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
 
     def snapshot(self) -> dict[str, Any]:
@@ -55,6 +56,7 @@ class ProviderState:
                 "running": self.running,
                 "served": self.served,
                 "delaySeconds": self.delay_seconds,
+                "healthChecks": self.health_checks,
             }
 
     def update(self, changes: dict[str, Any]) -> None:
@@ -157,6 +159,8 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
                 if delay:
                     time.sleep(delay)  # a slow provider, on purpose
             if route == "/healthz":
+                with state.lock:
+                    state.health_checks += 1
                 healthy = state.snapshot()["healthy"]
                 self._send(200 if healthy else 503, b"ok\n" if healthy else b"unhealthy\n")
             elif route == "/metrics":
