@@ -28,7 +28,10 @@ EXIT_USAGE = 2
 
 
 def _whole_positive(value: str) -> int:
-    number = int(value)
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {value!r}") from None
     if number < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {value}")
     return number
@@ -46,7 +49,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
     parser.add_argument("--context", help="kube context (default: the current one)")
     parser.add_argument("--namespace", required=True, help="namespace to operate in")
-    parser.add_argument("--probe-interval", type=positive, default=1.0, metavar="SECONDS")
+    parser.add_argument(
+        "--probe-interval",
+        type=positive,
+        default=1.0,
+        metavar="SECONDS",
+        help="how often each provider is probed, unless a network selecting it sets spec.probeIntervalSeconds",
+    )
     parser.add_argument(
         "--probe-concurrency",
         type=_whole_positive,
