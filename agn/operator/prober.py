@@ -221,6 +221,7 @@ class Prober:
             self.metrics.forget_providers(names)
             self._note_first_round_locked(set(self._first_round_left or ()) - names)
             if not active:
+                self.schedule.clear()  # a follower keeps nothing due, so it reports no backlog
                 return []
             networks: list | None = None
 
