@@ -67,6 +67,7 @@ class NetworkView:
     allowed_schemes: tuple[str, ...] = ()  # empty: any of http/https
     allowed_hosts: tuple[str, ...] = ()  # empty: any host
     metrics_max_age_seconds: int = DEFAULT_METRICS_MAX_AGE_SECONDS
+    probe_interval_seconds: float | None = None  # None: the operator's --probe-interval
 
 
 @dataclasses.dataclass(frozen=True)

@@ -83,6 +83,9 @@ def network_view(obj: Mapping[str, Any]) -> NetworkView:
         allowed_schemes=tuple(trust.get("allowedSchemes") or ()),
         allowed_hosts=tuple(trust.get("allowedHosts") or ()),
         metrics_max_age_seconds=int(spec.get("metricsMaxAgeSeconds") or DEFAULT_METRICS_MAX_AGE_SECONDS),
+        probe_interval_seconds=(
+            float(spec["probeIntervalSeconds"]) if spec.get("probeIntervalSeconds") is not None else None
+        ),
     )
 
 

@@ -210,13 +210,25 @@ def parse_env(data: Any, *, source: Path, expected_name: str | None = None) -> E
 
     def network(item: Any, where: str) -> NetworkDef | None:
         m = c.mapping(
-            item, where, allowed={"name", "providerSelector", "trust", "metricsMaxAgeSeconds"}, required={"name"}
+            item,
+            where,
+            allowed={"name", "providerSelector", "trust", "metricsMaxAgeSeconds", "probeIntervalSeconds"},
+            required={"name"},
         )
         if m is None:
             return None
         age = m.get("metricsMaxAgeSeconds", 45)
         if not isinstance(age, int) or isinstance(age, bool) or age < 1:
             c.fail(f"{where}.metricsMaxAgeSeconds", f"must be a positive integer, got {show(age)}")
+        if "probeIntervalSeconds" in m:
+            every = m["probeIntervalSeconds"]
+            if not isinstance(every, int | float) or isinstance(every, bool) or not 0.1 <= every < float("inf"):
+                c.fail(f"{where}.probeIntervalSeconds", f"must be a number >= 0.1, got {show(every)}")
+            elif isinstance(age, int) and not isinstance(age, bool) and every * 2 > age:
+                c.fail(
+                    f"{where}.probeIntervalSeconds",
+                    f"must be at most half of metricsMaxAgeSeconds ({age}), got {show(every)}",
+                )
         for key in ("providerSelector", "trust"):
             if key in m and not isinstance(m[key], dict):
                 c.fail(f"{where}.{key}", f"must be a mapping, got {show(m[key])}")

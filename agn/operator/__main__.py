@@ -28,9 +28,19 @@ EXIT_USAGE = 2
 
 
 def _whole_positive(value: str) -> int:
-    number = int(value)
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {value!r}") from None
     if number < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {value}")
+    return number
+
+
+def _fraction(value: str) -> float:
+    number = non_negative(value)
+    if number > 1.0:
+        raise argparse.ArgumentTypeError(f"must be within 0 and 1, got {value}")
     return number
 
 
@@ -39,7 +49,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
     parser.add_argument("--context", help="kube context (default: the current one)")
     parser.add_argument("--namespace", required=True, help="namespace to operate in")
-    parser.add_argument("--probe-interval", type=positive, default=1.0, metavar="SECONDS")
+    parser.add_argument(
+        "--probe-interval",
+        type=positive,
+        default=1.0,
+        metavar="SECONDS",
+        help="how often each provider is probed, unless a network selecting it sets spec.probeIntervalSeconds",
+    )
+    parser.add_argument(
+        "--probe-concurrency",
+        type=_whole_positive,
+        default=16,
+        metavar="N",
+        help="probes running at once; more due probes wait and are reported as backlog (agn_probe_backlog)",
+    )
+    parser.add_argument(
+        "--probe-jitter",
+        type=_fraction,
+        default=0.1,
+        metavar="FRACTION",
+        help="random extra delay per probe, as a fraction (0-1) of its interval, on top of its stable phase",
+    )
     parser.add_argument("--probe-timeout", type=positive, default=1.0, metavar="SECONDS")
     parser.add_argument(
         "--probe-failure-threshold",
@@ -131,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         probe_interval=args.probe_interval,
         probe_timeout=args.probe_timeout,
         probe_failure_threshold=args.probe_failure_threshold,
+        probe_concurrency=args.probe_concurrency,
+        probe_jitter=args.probe_jitter,
         resync=args.resync,
         coalesce_window=args.coalesce_window,
         max_batch_wait=args.max_batch_wait,

@@ -50,7 +50,7 @@ from agn.operator.metrics import OperatorMetrics
 from agn.operator.ownership import Verdict, desired_owner_references, owner_references_current, verdict
 from agn.operator.prober import Prober
 from agn.operator.pruning import prune
-from agn.operator.reconcile import plan_overlay
+from agn.operator.reconcile import overlay_changes, plan_overlay
 from agn.operator.workqueue import CoalescingQueue
 from agn.operator.writes import LeaderWrites, NotLeader
 
@@ -68,6 +68,10 @@ class Settings:
     probe_interval: float = 1.0
     probe_timeout: float = 1.0
     probe_failure_threshold: int = 3
+    # At most this many probes at once; more due ones wait (and are reported as backlog).
+    probe_concurrency: int = 16
+    # Random extra delay per probe, as a fraction of its interval, on top of its stable phase.
+    probe_jitter: float = 0.1
     resync: float = 5.0
     coalesce_window: float = 0.1
     # During a long burst (a gateway-wide drain of hundreds of providers) no quiet period comes;
@@ -135,10 +139,13 @@ class Operator:
             interval=settings.probe_interval,
             timeout=settings.probe_timeout,
             failure_threshold=settings.probe_failure_threshold,
+            concurrency=settings.probe_concurrency,
+            jitter=settings.probe_jitter,
             log=log,
             stop=stop,
             metrics=self.metrics,
         )
+        self.metrics.watch_probes(lambda: self.prober.load(time.monotonic()))
         # Per consumer, forgotten when the consumer is gone. The last overlay published (with the
         # consumer's uid): revision continuity if an overlay is deleted under us.
         self._published: dict[str, tuple[str, Overlay]] = {}
@@ -190,6 +197,7 @@ class Operator:
             "watches": {i.health.name: i.health.to_dict() for i in self._all()},
             **self.leadership.status(),
             "writes": self.writes.counts(),
+            "probes": self.prober.load(time.monotonic()),
         }
 
     def run(self) -> None:
@@ -438,7 +446,7 @@ class Operator:
             revision=overlay.revision,
             previous_revision=previous.revision if previous else None,
             digest=overlay.digest,
-            candidates={c.provider: c.admission_state for c in overlay.candidates},
+            changes=overlay_changes(previous, overlay),
         )
         self.events.overlay_published(consumer, previous, overlay)
 

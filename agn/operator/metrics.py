@@ -11,6 +11,11 @@
 | ``agn_probe_duration_seconds`` | histogram | | one provider's probe (``/healthz`` + ``/metrics``) |
 | ``agn_probe_failures_total`` | counter | ``provider``, ``check`` | failed ``health`` checks and ``metrics`` scrapes |
 | ``agn_provider_reading_age_seconds`` | gauge | ``provider`` | age of the provider's last load reading |
+| ``agn_probe_backlog`` | gauge | | probes due that found no free slot (waiting) |
+| ``agn_probe_lag_seconds`` | gauge | | how long the longest-waiting due probe has waited (0: none waits) |
+| ``agn_probe_in_flight`` | gauge | | probes running now |
+| ``agn_probe_concurrency`` | gauge | | probe slots (``--probe-concurrency``) |
+| ``agn_probe_start_delay_seconds`` | histogram | | how late each probe started against its schedule |
 
 The gauges about objects are read from the informer caches when scraped, so they are never
 stale and nothing has to be deleted when a consumer or provider goes; a provider without a
@@ -36,6 +41,8 @@ from agn.operator.pruning import prune
 ADMISSION_STATES = (ADMITTED, EXISTING_ONLY)
 # Probes of a loopback or in-cluster endpoint take milliseconds; the timeout is about a second.
 PROBE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+# The scheduler looks every 50 ms, so a probe on time starts up to that late.
+START_DELAY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
 def overlay_samples(overlays: Iterable[Mapping[str, Any]]) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
@@ -118,6 +125,28 @@ class _StateCollector:
         yield age
 
 
+class _ProbeCollector:
+    """The prober's backlog gauges, read when scraped."""
+
+    def __init__(self, load: Callable[[], Mapping[str, Any]]) -> None:
+        self._load = load
+
+    def collect(self) -> Iterator[Metric]:
+        load = self._load()
+        yield GaugeMetricFamily(
+            "agn_probe_backlog", "Provider probes that are due but wait for a free slot.", value=load["backlog"]
+        )
+        yield GaugeMetricFamily(
+            "agn_probe_lag_seconds",
+            "How long the longest-waiting due probe has waited (0 when none waits).",
+            value=load["lagSeconds"],
+        )
+        yield GaugeMetricFamily("agn_probe_in_flight", "Provider probes running now.", value=load["inFlight"])
+        yield GaugeMetricFamily(
+            "agn_probe_concurrency", "Probe slots (--probe-concurrency).", value=load["concurrency"]
+        )
+
+
 class OperatorMetrics:
     """The operator's registry and the metrics its parts update as they work."""
 
@@ -137,12 +166,25 @@ class OperatorMetrics:
             buckets=PROBE_BUCKETS,
             registry=self.registry,
         )
+        self.probe_start_delay = Histogram(
+            "agn_probe_start_delay_seconds",
+            "How late a provider probe started against its schedule (waiting for a free slot).",
+            buckets=START_DELAY_BUCKETS,
+            registry=self.registry,
+        )
         self.probe_failures = Counter(
             "agn_probe_failures",
             "Failed provider probes by check (health: /healthz, metrics: /metrics).",
             ["provider", "check"],
             registry=self.registry,
         )
+
+    def watch_probes(self, load: Callable[[], Mapping[str, Any]]) -> None:
+        """Serve the prober's backlog gauges (``load`` is :meth:`.prober.Prober.load` at scrape time)."""
+        self.registry.register(_ProbeCollector(load))
+
+    def probe_started(self, *, late: float) -> None:
+        self.probe_start_delay.observe(late)
 
     def watch_state(
         self,

@@ -1,7 +1,13 @@
 """Probing providers and writing their status: the only writer of InferenceProvider status.
 
-A scheduler thread submits one probe per provider every ``interval`` seconds to a thread
-pool (never two at once for the same provider). A probe GETs ``{endpoint}/healthz`` and
+A scheduler thread hands due probes to a bounded thread pool; *when* each provider is due,
+how many probes run at once and what the backlog is are decided by :mod:`.schedule` (a
+stable per-provider phase plus jitter, ``--probe-concurrency`` slots, never two probes at once
+for one provider, the longest-waiting due probe first). The interval is the operator's
+``--probe-interval`` unless a network selecting the provider asks for a smaller
+``spec.probeIntervalSeconds``. Probes that are due but find no free slot are the backlog; it
+is reported on ``/metrics`` (``agn_probe_backlog``, ``agn_probe_lag_seconds``) and ``/healthz``
+(``probes``) instead of silently ageing load readings. A probe GETs ``{endpoint}/healthz`` and
 ``{endpoint}/metrics`` with a timeout, exactly at the endpoint as given: no redirects, no
 proxies, and an invalid endpoint is not dialled at all. The result becomes a status (see
 :mod:`.status`) that is written with a merge patch on the status subresource only when its
@@ -46,6 +52,7 @@ from agn.operator.provider_status import (
     tolerated,
 )
 from agn.operator.pruning import prune
+from agn.operator.schedule import Backlog, ProbeSchedule, probe_interval
 from agn.operator.writes import LeaderWrites, NotLeader
 
 MAX_BODY_BYTES = 1 << 20
@@ -136,7 +143,8 @@ class Prober:
         timeout: float,
         log: JsonLog,
         stop: threading.Event,
-        workers: int = 16,
+        concurrency: int = 16,
+        jitter: float = 0.0,
         failure_threshold: int = 3,
         metrics: OperatorMetrics | None = None,
     ) -> None:
@@ -151,10 +159,11 @@ class Prober:
         self.metrics = metrics or OperatorMetrics()
         self._log = log
         self._stop = stop
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="probe")
+        # The pool has exactly as many workers as the schedule has slots, so a due probe waits
+        # in the schedule (where it is counted as backlog), never hidden in the pool's queue.
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="probe")
         self._lock = threading.Lock()
-        self._in_flight: set[str] = set()
-        self._due: dict[str, float] = {}
+        self.schedule = ProbeSchedule(concurrency=concurrency, jitter=jitter)
         self._memory: dict[str, _Memory] = {}
         # Set once every provider known at the start of a term has been probed (and its status
         # written if needed), so the first reconcile of a term does not act on statuses that went
@@ -172,7 +181,7 @@ class Prober:
         with self._lock:
             self._term = term
             self._memory.clear()
-            self._due.clear()
+            self.schedule.clear()
             self.first_round.clear()
             self._first_round_left = set(self.providers.names())
             self._note_first_round_locked(())
@@ -207,22 +216,54 @@ class Prober:
         leader, term = self.leadership.is_leader(), self.leadership.term()
         with self._lock:
             active = leader and term == self._term
-            prune(self._due, names)
+            self.schedule.sync(names, now=now)
             prune(self._memory, names)
             self.metrics.forget_providers(names)
             self._note_first_round_locked(set(self._first_round_left or ()) - names)
             if not active:
+                self.schedule.clear()  # a follower keeps nothing due, so it reports no backlog
                 return []
-            ready = [n for n in sorted(names) if n not in self._in_flight and now >= self._due.get(n, 0.0)]
-            for name in ready:
-                self._in_flight.add(name)
-                self._due[name] = now + self.interval
-        return ready
+            networks: list | None = None
+
+            def interval_of(name: str) -> float:
+                nonlocal networks
+                if networks is None:
+                    networks = [network_view(n) for n in self.networks.list()]
+                obj = self.providers.get(name)
+                labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
+                return probe_interval(labels, networks, default=self.interval)
+
+            started = self.schedule.take(now=now, interval_of=interval_of)
+        for probe in started:
+            self.metrics.probe_started(late=probe.late)
+        return [probe.name for probe in started]
+
+    def backlog(self) -> Backlog:
+        """What the schedule looked like after its last tick (for ``/metrics`` and ``/healthz``)."""
+        with self._lock:
+            return self.schedule.backlog()
+
+    def load(self, now: float) -> dict[str, object]:
+        """The probe load for ``/healthz`` (``now``: monotonic seconds).
+
+        ``behind`` is true while a due probe has waited longer than ``--probe-interval``: load
+        readings are then ageing because of the operator, not because of the providers.
+        """
+        with self._lock:
+            backlog, in_flight = self.schedule.backlog(), len(self.schedule.in_flight())
+        lag = backlog.lag(now)
+        return {
+            "concurrency": self.schedule.concurrency,
+            "inFlight": in_flight,
+            "backlog": backlog.waiting,
+            "lagSeconds": round(lag, 3),
+            "behind": lag > self.interval,
+        }
 
     def remembered(self) -> set[str]:
         """Provider names the prober holds any state for (tests: nothing of a deleted provider stays)."""
         with self._lock:
-            return set(self._due) | set(self._memory) | set(self._in_flight) | set(self._first_round_left or ())
+            return self.schedule.known() | set(self._memory) | set(self._first_round_left or ())
 
     def _probe_one(self, name: str) -> None:
         try:
@@ -233,7 +274,7 @@ class Prober:
             self._log.error("probe failed unexpectedly", provider=name, error=repr(exc))
         finally:
             with self._lock:
-                self._in_flight.discard(name)
+                self.schedule.done(name)
                 self._note_first_round_locked((name,))
 
     def _remembered(self, obj: Obj) -> _Memory:

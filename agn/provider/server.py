@@ -6,12 +6,17 @@ Endpoints:
   ``agn_provider_waiting``; 404 while metrics export is off, so a prober sees them go stale.
 - ``POST /v1/completions`` — answers ``{"provider": NAME, ...}`` so callers see who served.
 - ``GET|POST /admin/state`` — loopback-only switches for tests: ``healthy``, ``metrics``,
-  ``exportWaiting``, ``waiting``, ``holdCompletions``. They drive hard failures for real, over
-  HTTP. While ``holdCompletions`` is true, completions are accepted and then held in flight
-  (counted in ``agn_provider_running``) until it is set false again: real running requests.
+  ``exportWaiting``, ``waiting``, ``delaySeconds`` (how long ``/healthz`` and ``/metrics``
+  take to answer: a slow provider), ``holdCompletions``. They drive hard failures for real,
+  over HTTP. While ``holdCompletions`` is true, completions are accepted and then held in
+  flight (counted in ``agn_provider_running``) until it is set false again: real running
+  requests.
 
-Any path prefix is accepted (``/pool/p17/healthz`` is ``/healthz``), so one process can stand
-in for many providers in scale benchmarks, each with its own endpoint URL.
+Under ``/pool/<name>/`` every endpoint answers for a provider ``name`` with its own state
+(created on first use, starting from the process's flags), so one process stands in for many
+providers in scale tests and benchmarks, each with its own endpoint URL
+(``http://127.0.0.1:PORT/pool/p17``). Any other path prefix is the process's own provider
+(``/x/healthz`` is ``/healthz``).
 
 It listens on 127.0.0.1 unless given ``--host`` (in a pod: ``0.0.0.0``, so its Service reaches it).
 """
@@ -20,11 +25,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 HOLD_LIMIT_SECONDS = 600
+MAX_DELAY = 30.0
+POOL_PATH = re.compile(r"^/pool/([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)(/.*)?$")
 
 
 @dataclasses.dataclass
@@ -37,6 +46,8 @@ class ProviderState:
     running: int = 0
     served: int = 0
     hold_completions: bool = False
+    delay_seconds: float = 0.0
+    health_checks: int = 0  # GET /healthz answered: how often a prober looked
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
     released: threading.Condition = dataclasses.field(init=False, repr=False)
 
@@ -53,7 +64,8 @@ class ProviderState:
                 "waiting": self.waiting,
                 "running": self.running,
                 "served": self.served,
-                "holdCompletions": self.hold_completions,
+                "delaySeconds": self.delay_seconds,
+                "healthChecks": self.health_checks,
             }
 
     def update(self, changes: dict[str, Any]) -> None:
@@ -63,6 +75,7 @@ class ProviderState:
             "exportWaiting": ("export_waiting", bool),
             "waiting": ("waiting", int),
             "holdCompletions": ("hold_completions", bool),
+            "delaySeconds": ("delay_seconds", float),
         }
         unknown = set(changes) - set(fields)
         if unknown:
@@ -74,7 +87,11 @@ class ProviderState:
                     raise ValueError(f"{key} must be a boolean")
                 if typ is int and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
                     raise ValueError(f"{key} must be a non-negative integer")
-                setattr(self, attr, value)
+                if typ is float and (
+                    not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= MAX_DELAY
+                ):
+                    raise ValueError(f"{key} must be a number of seconds within 0 and {MAX_DELAY:g}")
+                setattr(self, attr, float(value) if typ is float else value)
             self.released.notify_all()
 
     def metrics_text(self) -> str:
@@ -93,8 +110,27 @@ class ProviderState:
         return "\n".join(lines) + "\n"
 
 
+class ProviderPool:
+    """The states of the providers served under ``/pool/<name>/``, each created on first use."""
+
+    def __init__(self, template: ProviderState) -> None:
+        self._template = template
+        self._lock = threading.Lock()
+        self._states: dict[str, ProviderState] = {}
+
+    def get(self, name: str) -> ProviderState:
+        with self._lock:
+            state = self._states.get(name)
+            if state is None:
+                state = ProviderState(name=name, healthy=self._template.healthy, metrics=self._template.metrics)
+                self._states[name] = state
+            return state
+
+
 def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
     routes = ("/healthz", "/metrics", "/admin/state", "/v1/completions")
+    root = state
+    pool = ProviderPool(root)
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "agn-fake-provider/0.1"
@@ -118,38 +154,50 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b""
             return json.loads(raw) if raw else {}
 
-        @property
-        def route(self) -> str:
+        def _target(self) -> tuple[ProviderState, str]:
+            """The provider addressed (``/pool/<name>/...`` or the process's own) and the route."""
             path = self.path.split("?", 1)[0]
-            return next((r for r in routes if path == r or path.endswith(r)), path)
+            match = POOL_PATH.match(path)
+            target = root
+            if match is not None:
+                target, path = pool.get(match.group(1)), match.group(3) or "/"
+            return target, next((r for r in routes if path == r or path.endswith(r)), path)
 
         def do_GET(self) -> None:
-            if self.route == "/healthz":
+            state, route = self._target()
+            if route in ("/healthz", "/metrics"):
+                delay = state.snapshot()["delaySeconds"]
+                if delay:
+                    time.sleep(delay)  # a slow provider, on purpose
+            if route == "/healthz":
+                with state.lock:
+                    state.health_checks += 1
                 healthy = state.snapshot()["healthy"]
                 self._send(200 if healthy else 503, b"ok\n" if healthy else b"unhealthy\n")
-            elif self.route == "/metrics":
+            elif route == "/metrics":
                 if state.snapshot()["metrics"]:
                     self._send(200, state.metrics_text().encode(), "text/plain; version=0.0.4")
                 else:
                     self._send(404, b"metrics export disabled\n")
-            elif self.route == "/admin/state":
-                self._admin_get()
+            elif route == "/admin/state":
+                self._admin_get(state)
             else:
                 self._send(404, b"not found\n")
 
-        def _admin_get(self) -> None:
+        def _admin_get(self, state: ProviderState) -> None:
             if self.client_address[0] != "127.0.0.1":
                 self._send(403, b"admin is loopback-only\n")
                 return
             self._json(200, state.snapshot())
 
         def do_POST(self) -> None:
+            state, route = self._target()
             try:
                 body = self._body()
             except ValueError:
                 self._json(400, {"error": "body is not JSON"})
                 return
-            if self.route == "/admin/state":
+            if route == "/admin/state":
                 if self.client_address[0] != "127.0.0.1":
                     self._send(403, b"admin is loopback-only\n")
                     return
@@ -159,7 +207,7 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
                     self._json(400, {"error": str(exc)})
                     return
                 self._json(200, state.snapshot())
-            elif self.route == "/v1/completions":
+            elif route == "/v1/completions":
                 with state.lock:
                     state.running += 1
                     # Held requests stay in flight until released (bounded, so none outlives a test).

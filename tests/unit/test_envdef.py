@@ -163,6 +163,18 @@ def test_an_item_that_is_not_a_mapping_is_reported_once():
             "networks[0].metricsMaxAgeSeconds: must be a positive integer, got '45s'",
         ),
         (
+            lambda d: d["networks"][0].update(probeIntervalSeconds=0.01),
+            "networks[0].probeIntervalSeconds: must be a number >= 0.1, got 0.01",
+        ),
+        (
+            lambda d: d["networks"][0].update(probeIntervalSeconds="1s"),
+            "networks[0].probeIntervalSeconds: must be a number >= 0.1, got '1s'",
+        ),
+        (
+            lambda d: d["networks"][0].update(probeIntervalSeconds=30, metricsMaxAgeSeconds=45),
+            "networks[0].probeIntervalSeconds: must be at most half of metricsMaxAgeSeconds (45), got 30",
+        ),
+        (
             lambda d: d["consumers"][0].update(excludedProviders="provider-one"),
             "consumers[0].excludedProviders: must be a list of provider names, got 'provider-one'",
         ),
@@ -192,3 +204,10 @@ def test_top_level_not_a_mapping_names_the_value():
     with pytest.raises(EnvDefinitionError) as exc:
         parse_env("just text", source=Path("x.yaml"))
     assert str(exc.value) == "x.yaml: invalid environment definition: (top level): must be a mapping, got 'just text'"
+
+
+def test_a_networks_probe_interval_reaches_its_spec():
+    data = example()
+    data["networks"][0]["probeIntervalSeconds"] = 2.5
+    env = parse_env(data, source=Path("envs/example.yaml"))
+    assert env.networks[0].spec["probeIntervalSeconds"] == 2.5

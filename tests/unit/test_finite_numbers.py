@@ -53,3 +53,30 @@ def test_operator_rejects_non_finite_and_garbage(capsys, flag, value):
 def test_operator_accepts_finite_values():
     args = operator_args(["--namespace", "ns", "--probe-interval", "0.5", "--coalesce-window", "0"])
     assert (args.probe_interval, args.coalesce_window) == (0.5, 0.0)
+
+
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("--probe-concurrency", "0", "must be a whole number >= 1, got 0"),
+        ("--probe-concurrency", "2.5", "must be a whole number >= 1, got '2.5'"),
+        ("--probe-jitter", "1.5", "must be within 0 and 1, got 1.5"),
+        ("--probe-jitter", "-0.1", "must be >= 0, got -0.1"),
+        ("--probe-jitter", "nan", "must be a finite number, got 'nan'"),
+    ],
+)
+def test_operator_probe_scheduling_flags_are_checked(capsys, flag, value, message):
+    with pytest.raises(SystemExit) as exc:
+        operator_args(["--namespace", "ns", flag, value])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert flag in err and message in err and "Traceback" not in err
+
+
+def test_operator_probe_scheduling_defaults_and_values():
+    assert (
+        operator_args(["--namespace", "ns"]).probe_concurrency,
+        operator_args(["--namespace", "ns"]).probe_jitter,
+    ) == (16, 0.1)
+    args = operator_args(["--namespace", "ns", "--probe-concurrency", "4", "--probe-jitter", "0"])
+    assert (args.probe_concurrency, args.probe_jitter) == (4, 0.0)

@@ -84,3 +84,40 @@ def test_connection_refused_is_unhealthy():
     out = probe_endpoint(f"http://127.0.0.1:{free_port()}", timeout=1, now=1.0)
     assert out.healthy is False and out.health_error.startswith("GET /healthz:")
     assert not out.metrics_ok
+
+
+def test_pool_paths_are_independent_providers(fake_provider):
+    from agnprocs import http_json
+
+    state, url = fake_provider
+    http_json(f"{url}/pool/p7/admin/state", method="POST", body={"healthy": False, "waiting": 3})
+    http_json(f"{url}/pool/p8/admin/state", method="POST", body={"waiting": 5})
+    sick = probe_endpoint(f"{url}/pool/p7", timeout=2, now=1.0)
+    assert sick.healthy is False and sick.load.waiting == 3
+    well = probe_endpoint(f"{url}/pool/p8/", timeout=2, now=1.0)
+    assert well.healthy is True and well.load.waiting == 5
+    assert http_json(f"{url}/pool/p8/admin/state")["name"] == "p8"
+    reply = http_json(f"{url}/pool/p8/v1/completions", method="POST", body={"prompt": "hi"})
+    assert reply["provider"] == "p8"
+    # The process's own provider is untouched by its pool.
+    assert state.snapshot()["healthy"] is True and state.snapshot()["waiting"] == 0
+
+
+def test_a_slow_provider_answers_late_and_a_bad_delay_is_refused(fake_provider):
+    import time
+    import urllib.error
+
+    from agnprocs import http_json
+
+    _, url = fake_provider
+    http_json(f"{url}/pool/slow/admin/state", method="POST", body={"delaySeconds": 0.3})
+    started = time.monotonic()
+    assert probe_endpoint(f"{url}/pool/slow", timeout=2, now=1.0).healthy is True
+    assert time.monotonic() - started >= 0.6  # /healthz and /metrics each took 0.3 s
+    timed_out = probe_endpoint(f"{url}/pool/slow", timeout=0.1, now=1.0)
+    assert timed_out.healthy is False and "timed out" in timed_out.health_error
+    for bad in (-1, 31, "1", True):
+        with pytest.raises(urllib.error.HTTPError) as err:
+            http_json(f"{url}/pool/slow/admin/state", method="POST", body={"delaySeconds": bad})
+        assert err.value.code == 400
+    assert http_json(f"{url}/pool/slow/admin/state")["delaySeconds"] == 0.3

@@ -82,7 +82,7 @@ def test_prober_forgets_a_deleted_provider(prober):
     p._remembered(provider("p2"))
     for name in ("p1", "p2"):
         with p._lock:
-            p._in_flight.discard(name)
+            p.schedule.done(name)
     providers.remove("p2")
     p.tick(100.5)
     assert p.remembered() == {"p1"}
@@ -195,3 +195,30 @@ def test_a_term_that_ends_leaves_no_per_consumer_memory():
     op._lead(1)  # leadership is already gone: the term ends at once
     assert op.remembered() == set()
     op.prober._pool.shutdown()
+
+
+def test_prober_reports_its_backlog_while_leading_and_none_while_following():
+    providers = Store()
+    providers.replace([provider("p1"), provider("p2"), provider("p3")])
+    leadership = Leader()
+    p = Prober(
+        None,
+        "ns",
+        leadership=leadership,
+        providers=providers,
+        networks=Store(),
+        interval=1.0,
+        timeout=0.1,
+        log=log(),
+        stop=threading.Event(),
+        concurrency=1,
+    )
+    try:
+        p.begin_term(1)
+        assert p.tick(100.0) == ["p1"]
+        assert p.load(102.0) == {"concurrency": 1, "inFlight": 1, "backlog": 2, "lagSeconds": 2.0, "behind": True}
+        leadership.leading = False
+        assert p.tick(102.0) == []
+        assert p.load(102.0)["backlog"] == 0 and p.load(102.0)["behind"] is False
+    finally:
+        p._pool.shutdown()

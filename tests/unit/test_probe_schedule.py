@@ -1,0 +1,164 @@
+"""The probe schedule (pure): phase spread, jitter, per-network intervals, bounded concurrency,
+no double probe, backlog, and no starvation under a saturated pool."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agn.model import NetworkView
+from agn.operator.schedule import ProbeSchedule, next_slot, phase, probe_interval
+
+
+def names(n: int) -> list[str]:
+    return [f"provider-{i}" for i in range(n)]
+
+
+def test_phase_is_stable_and_spreads_a_fleet_over_the_interval():
+    assert phase("provider-1") == phase("provider-1")
+    phases = [phase(n) for n in names(5000)]
+    assert all(0.0 <= p < 1.0 for p in phases)
+    # 5,000 providers created together: every tenth of the interval holds about a tenth of them.
+    buckets = [0] * 10
+    for p in phases:
+        buckets[int(p * 10)] += 1
+    assert min(buckets) > 400 and max(buckets) < 600
+
+
+def test_a_fleet_created_at_once_probes_spread_after_the_first_round():
+    sched = ProbeSchedule(concurrency=10_000)
+    fleet = names(5000)
+    sched.sync(fleet, now=0.0)
+    first = sched.take(now=0.0, interval_of=lambda n: 1.0)
+    assert len(first) == 5000  # new providers are due at once (admission waits for them)
+    for p in first:
+        sched.done(p.name)
+    # From then on each probe lands on its own phase: no 50 ms tick starts more than ~10%.
+    per_tick = [len(sched.take(now=0.5 + k * 0.05, interval_of=lambda n: 1.0)) for k in range(21)]
+    assert sum(per_tick) == 5000
+    assert max(per_tick) < 400
+
+
+@given(
+    name=st.text(min_size=1, max_size=20),
+    interval=st.floats(min_value=0.1, max_value=600.0),
+    now=st.floats(min_value=0.0, max_value=1e6),
+)
+def test_next_slot_is_on_the_grid_and_between_half_and_one_and_a_half_intervals_ahead(name, interval, now):
+    at = next_slot(name, interval=interval, now=now)
+    assert now + interval / 2 - 1e-6 <= at < now + 1.5 * interval + 1e-6
+    k = (at - phase(name) * interval) / interval
+    assert abs(k - round(k)) < 1e-6
+
+
+@given(st.floats(min_value=0.0, max_value=1.0), st.integers(min_value=0, max_value=2**32))
+def test_jitter_stays_within_its_fraction_of_the_interval(jitter, seed):
+    sched = ProbeSchedule(concurrency=4, jitter=jitter, rng=random.Random(seed))
+    sched.sync(["p"], now=10.0)
+    sched.take(now=10.0, interval_of=lambda n: 2.0)
+    slot = next_slot("p", interval=2.0, now=10.0)
+    assert slot <= sched.due_at("p") <= slot + jitter * 2.0
+
+
+def test_per_network_interval_smallest_request_wins():
+    fast = NetworkView(name="fast", match_labels={"tier": "a"}, probe_interval_seconds=0.5)
+    slow = NetworkView(name="slow", match_labels={"tier": "a"}, probe_interval_seconds=30.0)
+    plain = NetworkView(name="plain", match_labels={"zone": "z"})
+    assert probe_interval({"tier": "a"}, [slow], default=2.0) == 30.0  # a network may ask for less often
+    assert probe_interval({"tier": "a"}, [slow, fast], default=2.0) == 0.5
+    assert probe_interval({"tier": "a", "zone": "z"}, [slow, plain], default=2.0) == 2.0  # plain asks the default
+    assert probe_interval({"other": "x"}, [slow, fast, plain], default=2.0) == 2.0  # selected by none
+
+
+def test_a_saturated_pool_waits_and_reports_the_backlog():
+    sched = ProbeSchedule(concurrency=2)
+    sched.sync(["a", "b", "c", "d"], now=5.0)
+    started = sched.take(now=5.0, interval_of=lambda n: 1.0)
+    assert [p.name for p in started] == ["a", "b"]
+    backlog = sched.backlog()
+    assert (backlog.waiting, backlog.in_flight, backlog.oldest_due) == (2, 2, 5.0)
+    assert backlog.lag(7.5) == 2.5
+    assert sched.take(now=7.5, interval_of=lambda n: 1.0) == []  # no free slot: nothing dropped, nothing started
+    assert sched.backlog().waiting == 2
+    sched.done("a")
+    late = sched.take(now=7.5, interval_of=lambda n: 1.0)
+    assert [(p.name, p.late) for p in late] == [("c", 2.5)]  # the longest-waiting first, not "a" again
+    # d still waits since 5.0; a is due again (its next slot passed while it ran) and waits behind it.
+    assert (sched.backlog().waiting, sched.backlog().oldest_due) == (2, 5.0)
+
+
+def test_a_provider_is_never_probed_twice_at_once():
+    sched = ProbeSchedule(concurrency=8)
+    sched.sync(["a"], now=0.0)
+    assert [p.name for p in sched.take(now=0.0, interval_of=lambda n: 0.1)] == ["a"]
+    # Long past its next due time, but its probe still runs: it is not started again.
+    assert sched.take(now=50.0, interval_of=lambda n: 0.1) == []
+    sched.done("a")
+    assert [p.name for p in sched.take(now=50.0, interval_of=lambda n: 0.1)] == ["a"]
+
+
+def test_deleted_providers_are_dropped_and_a_cleared_schedule_probes_everything_again():
+    sched = ProbeSchedule(concurrency=8)
+    sched.sync(["a", "b"], now=0.0)
+    sched.take(now=0.0, interval_of=lambda n: 1.0)
+    assert sched.sync(["a"], now=0.1) == ["b"]
+    assert sched.known() == {"a", "b"}  # b's probe is still running
+    sched.done("b")
+    sched.done("a")
+    assert sched.known() == {"a"}
+    sched.clear()
+    sched.sync(["a"], now=0.2)
+    assert [p.name for p in sched.take(now=0.2, interval_of=lambda n: 1.0)] == ["a"]
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="concurrency"):
+        ProbeSchedule(concurrency=0)
+    with pytest.raises(ValueError, match="jitter"):
+        ProbeSchedule(concurrency=1, jitter=1.5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    fleet=st.integers(min_value=1, max_value=60),
+    concurrency=st.integers(min_value=1, max_value=8),
+    durations=st.lists(st.integers(min_value=1, max_value=12), min_size=1, max_size=30),
+    seed=st.integers(min_value=0, max_value=2**16),
+)
+def test_saturated_pool_never_double_probes_never_exceeds_its_bound_and_starves_no_one(
+    fleet, concurrency, durations, seed
+):
+    """Simulated in 0.05 s ticks with probe durations far beyond what the pool can keep up with."""
+    rng = random.Random(seed)
+    sched = ProbeSchedule(concurrency=concurrency, jitter=0.1, rng=rng)
+    providers = names(fleet)
+    running: dict[str, int] = {}  # name -> tick it finishes
+    last_start: dict[str, int] = {}
+    longest_gap = 0
+    ticks = 4000
+    sched.sync(providers, now=0.0)
+    for tick in range(ticks):
+        now = tick * 0.05
+        for name, ends in list(running.items()):
+            if ends <= tick:
+                del running[name]
+                sched.done(name)
+        for probe in sched.take(now=now, interval_of=lambda n: 0.2):
+            assert probe.name not in running  # never two at once for one provider
+            running[probe.name] = tick + durations[rng.randrange(len(durations))]
+            if probe.name in last_start:
+                longest_gap = max(longest_gap, tick - last_start[probe.name])
+            last_start[probe.name] = tick
+        assert len(running) <= concurrency
+        backlog = sched.backlog()
+        assert backlog.in_flight == len(running)
+        assert backlog.waiting == sum(1 for n in providers if n not in running and (sched.due_at(n) or 0.0) <= now)
+    assert set(last_start) == set(providers)  # everyone got probed
+    # Oldest-due-first: a waiting probe starts before any probe that became due after it, so no
+    # provider waits longer than a full pass of the fleet through the pool (plus its own interval).
+    max_duration = max(durations)
+    bound = (fleet // concurrency + 2) * (max_duration + 1) + 7
+    assert longest_gap <= bound
