@@ -7,7 +7,7 @@ import time
 from agn.model import ConsumerView, NetworkView, ProviderView, compute_candidates, next_overlay
 from agn.watching import WatchHealth
 from xtask.readiness import evaluate_readiness
-from xtask.runtime.health import ComponentReport, lost_api_server
+from xtask.runtime.health import ComponentReport, lost_api_server, probes_behind
 
 NOW = time.time()
 NET = NetworkView("net")
@@ -100,3 +100,11 @@ def test_a_component_that_lost_its_api_server_is_recognised():
     assert "uses API server https://127.0.0.1:1" in lost_api_server(moved, server="https://127.0.0.1:2")
     fine = ComponentReport(True, 200, {"server": "https://127.0.0.1:2", "watches": {"x": {"live": True}}})
     assert lost_api_server(fine, server="https://127.0.0.1:2") is None
+
+
+def test_probe_backlog_is_reported_only_while_behind():
+    load = {"concurrency": 4, "inFlight": 4, "backlog": 120, "lagSeconds": 3.5}
+    behind = ComponentReport(True, 200, {"status": "ok", "probes": {**load, "behind": True}})
+    assert probes_behind(behind) == "probes behind: 120 due and waiting for one of 4 slots, the oldest 3.5s late"
+    assert probes_behind(ComponentReport(True, 200, {"probes": {**load, "behind": False}})) is None
+    assert probes_behind(ComponentReport(True, 200, {"status": "ok"})) is None  # a gateway has no prober

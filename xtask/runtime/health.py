@@ -80,4 +80,18 @@ def component_health(url: str, *, server: str | None) -> tuple[bool, str]:
             f"serves overlay revision {report.body.get('servingRevision')}, "
             f"newest seen is {report.body.get('latestRevision')}"
         )
-    return True, report.detail
+    behind = probes_behind(report)
+    return True, f"{report.detail}; {behind}" if behind and report.detail else (behind or report.detail)
+
+
+def probes_behind(report: ComponentReport) -> str | None:
+    """The operator's probe backlog in words while probes start later than their interval, else
+    None. Healthy all the same: a restart would not probe faster, but load readings are ageing
+    because of the operator, not because of the providers."""
+    probes = report.body.get("probes")
+    if not isinstance(probes, dict) or not probes.get("behind"):
+        return None
+    return (
+        f"probes behind: {probes.get('backlog')} due and waiting for one of "
+        f"{probes.get('concurrency')} slots, the oldest {probes.get('lagSeconds')}s late"
+    )
