@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -136,7 +137,12 @@ class Overlay:
         )
 
     def candidate_for(self, provider: str) -> Candidate | None:
-        return next((c for c in self.candidates if c.provider == provider), None)
+        return self._by_provider.get(provider)
+
+    @functools.cached_property
+    def _by_provider(self) -> dict[str, Candidate]:
+        """Candidates by provider name, built on first lookup: O(1) per lookup at fleet size."""
+        return {c.provider: c for c in self.candidates}
 
 
 def candidate_id(uid: str) -> str:

@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = sys.argv[1:] if argv is None else argv
     verbose = "-v" in args or "--verbose" in args
+    _library_logging(verbose)
     try:
         # Without standalone mode click returns (not raises) the code of a ctx.exit()/Exit.
         code = cli.main(args=args, prog_name=prog_name(), complete_var=COMPLETE_VAR, standalone_mode=False)
@@ -52,6 +53,20 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
+
+
+def _library_logging(verbose: bool) -> None:
+    """Libraries' log records (urllib3's "Retrying ...", "Connection pool is full ...") are not
+    printed unless ``-v``: xtask reports failures itself, once, in words. They would come from the
+    background watch threads, and a daemon thread writing to stderr while the interpreter shuts
+    down makes CPython abort the process (SIGABRT) after a run that had succeeded."""
+    import logging
+
+    root = logging.getLogger()
+    if verbose:
+        logging.basicConfig(level=logging.WARNING, format="%(threadName)s %(name)s: %(message)s")
+    elif not root.handlers:
+        root.addHandler(logging.NullHandler())  # a handler in place: logging's last-resort stderr writer stays unused
 
 
 def _report(exc: Exception, *, verbose: bool) -> None:

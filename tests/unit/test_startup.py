@@ -67,3 +67,19 @@ def test_the_probe_can_see_an_import(tmp_path):
         timeout=60,
     )
     assert "kubernetes.client" in out.stdout
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_library_warnings_are_printed_only_with_verbose(verbose):
+    """urllib3's warnings come from background watch threads; printed at interpreter shutdown they
+    abort the process, so without -v they are not printed at all."""
+    argv = ["--version", "-v"] if verbose else ["--version"]
+    code = (
+        "import logging\n"
+        "from xtask.__main__ import main\n"
+        f"main({argv!r})\n"
+        "logging.getLogger('urllib3.connectionpool').warning('Retrying after connection broken')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert ("Retrying after connection broken" in out.stderr) is verbose

@@ -26,8 +26,16 @@ Notify = Callable[[str, str, dict], None]
 
 
 class _Cache:
-    def __init__(self, wake: queue.Queue[str], label: str) -> None:
+    """The objects of one kind that the wait is about (``wanted`` names), kept from list+watch.
+
+    Events about any other object of the kind — in a fleet, almost all of them: every other
+    provider's status — are dropped without waking the waiter, so a wait among thousands of
+    providers re-evaluates only when something it watches changed.
+    """
+
+    def __init__(self, wake: queue.Queue[str], label: str, wanted: Iterable[str]) -> None:
         self.items: dict[str, Obj] = {}
+        self.wanted = frozenset(wanted)
         self.lock = threading.Lock()
         self.wake = wake
         self.label = label
@@ -35,16 +43,19 @@ class _Cache:
 
     def snapshot(self, items: list[Obj]) -> None:
         with self.lock:
-            self.items = {name_of(o): o for o in items}
+            self.items = {name: o for o in items if (name := name_of(o)) in self.wanted}
         self.synced.set()
         self.wake.put(self.label)
 
     def event(self, kind: str, obj: Obj) -> None:
+        name = name_of(obj)
+        if name not in self.wanted:
+            return
         with self.lock:
             if kind == "DELETED":
-                self.items.pop(name_of(obj), None)
+                self.items.pop(name, None)
             else:
-                self.items[name_of(obj)] = obj
+                self.items[name] = obj
         self.wake.put(self.label)
 
     def get(self, name: str) -> Obj | None:
@@ -83,7 +94,10 @@ class ConvergenceWaiter:
         self._network_obj = network_obj  # as read before the writes; else read when the wait starts
         self._wake: queue.Queue[str] = queue.Queue()
         self._stop_watches = threading.Event()
-        self._caches = {r.plural: _Cache(self._wake, r.plural) for r in (PROVIDERS, CONSUMERS, OVERLAYS)}
+        # A consumer's RoutingOverlay has the consumer's name.
+        wanted = {PROVIDERS: providers, CONSUMERS: consumers, OVERLAYS: consumers}
+        self._caches = {r.plural: _Cache(self._wake, r.plural, wanted[r]) for r in (PROVIDERS, CONSUMERS, OVERLAYS)}
+        self._parsed: dict[str, tuple[str, Overlay]] = {}  # overlay name -> (resourceVersion, parsed)
         self._started = False
 
     def start(self) -> None:
@@ -125,8 +139,19 @@ class ConvergenceWaiter:
             )
             revisions[name] = consumer_revisions(c) if c else (None, None)
             o = lookup(OVERLAYS, name)
-            overlays[name] = Overlay.from_spec(o["spec"]) if o and o.get("spec") else None
+            overlays[name] = self._overlay(o) if o and o.get("spec") else None
         return Observation(provs, network_view(network_obj), consumers, revisions, overlays, time.time())
+
+    def _overlay(self, obj: Obj) -> Overlay:
+        """The parsed overlay, parsed once per resourceVersion (a fleet's overlay holds thousands
+        of candidates; most wake-ups do not change it)."""
+        name, version = name_of(obj), str(obj.get("metadata", {}).get("resourceVersion") or "")
+        known = self._parsed.get(name)
+        if known is not None and version and known[0] == version:
+            return known[1]
+        overlay = Overlay.from_spec(obj["spec"])
+        self._parsed[name] = (version, overlay)
+        return overlay
 
     def _cached(self, res: Resource, name: str) -> Obj | None:
         return self._caches[res.plural].get(name)
