@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import signal
 import threading
-import urllib.request
 
 import pytest
 
@@ -46,6 +45,17 @@ def by_provider(report: dict) -> dict[str, dict]:
     return {p["provider"]: p for p in report["idle"]["providers"]}
 
 
+def spawn_until_busy(env: DrainEnv, provider: str, reading: str):
+    """A ``--wait-idle`` drain of ``provider``, once its idle wait reports it busy with ``reading``."""
+    run = env.spawn("--provider", provider, "--wait-idle", "--idle-timeout", "120", *env.targets())
+    wait_for(
+        lambda: any(f"idle-wait {provider}: busy ({reading}" in line for line in run.lines),
+        timeout=60,
+        what=f"the idle wait to report {provider} busy ({reading})",
+    )
+    return run
+
+
 def test_idle_provider_is_confirmed_by_a_second_reading(env: DrainEnv):
     before = wait_for_load(env, "p-one", running=0, waiting=0)
     code, report = env.run_json("--provider", "p-one", "--wait-idle", *env.targets())
@@ -67,12 +77,7 @@ def test_idle_provider_is_confirmed_by_a_second_reading(env: DrainEnv):
 def test_busy_provider_blocks_until_its_queue_drains(env: DrainEnv):
     admin(env, "p-one", waiting=3)
     wait_for_load(env, "p-one", running=0, waiting=3)
-    run = env.spawn("--provider", "p-one", "--wait-idle", "--idle-timeout", "120", *env.targets())
-    wait_for(
-        lambda: any("idle-wait p-one: busy (running 0, waiting 3" in line for line in run.lines),
-        timeout=60,
-        what="the idle wait to report p-one busy",
-    )
+    run = spawn_until_busy(env, "p-one", "running 0, waiting 3")
     assert run.proc.poll() is None, run.output  # busy: still waiting
     admin(env, "p-one", waiting=0)
     assert run.wait(timeout=90) == 0, run.output
@@ -88,34 +93,26 @@ def test_running_requests_hold_the_wait_until_they_finish(env: DrainEnv):
     """A completion held in flight on the fake provider is a real running request: the wait
     reports it busy until the request has finished, then idle."""
     admin(env, "p-one", holdCompletions=True)
-    answers: list[int] = []
-    request = threading.Thread(target=lambda: answers.append(_complete(env.urls["p-one"])), daemon=True)
+    answers: list[dict] = []
+    request = threading.Thread(
+        target=lambda: answers.append(
+            http_json(f"{env.urls['p-one']}/v1/completions", method="POST", body={"prompt": "hi"}, timeout=120)
+        ),
+        daemon=True,
+    )
     request.start()
     try:
         wait_for_load(env, "p-one", running=1, waiting=0)
-        run = env.spawn("--provider", "p-one", "--wait-idle", "--idle-timeout", "120", *env.targets())
-        wait_for(
-            lambda: any("idle-wait p-one: busy (running 1, waiting 0" in line for line in run.lines),
-            timeout=60,
-            what="the idle wait to report p-one busy with one running request",
-        )
+        run = spawn_until_busy(env, "p-one", "running 1, waiting 0")
         assert run.proc.poll() is None, run.output
         assert answers == []  # the request is still in flight
     finally:
         admin(env, "p-one", holdCompletions=False)
     request.join(timeout=30)
-    assert answers == [200]
+    assert len(answers) == 1 and answers[0]["provider"] == "p-one"  # answered once released
     assert run.wait(timeout=90) == 0, run.output
     assert "idle-wait p-one: idle (running 0, waiting 0" in run.output
     assert run.output.splitlines()[-1].startswith("ok: drained, serving on c-a, c-b, and idle: p-one")
-
-
-def _complete(base: str) -> int:
-    req = urllib.request.Request(
-        f"{base}/v1/completions", data=b'{"prompt": "hi"}', headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(req, timeout=120) as resp:
-        return resp.status
 
 
 def test_busy_until_timeout_exits_9_naming_it_and_keeps_the_drain(env: DrainEnv):

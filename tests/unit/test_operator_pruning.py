@@ -54,10 +54,10 @@ def test_prune_drops_keys_that_are_not_live():
     assert prune({}, []) == []
 
 
-@pytest.fixture
-def prober():
+def make_prober(*names: str, **settings) -> tuple[Prober, Store, Leader]:
+    """A prober (no API client: nothing here writes) over providers ``names``, with its leadership."""
     providers = Store()
-    providers.replace([provider("p1"), provider("p2")])
+    providers.replace([provider(n) for n in names])
     leadership = Leader()
     p = Prober(
         None,
@@ -69,7 +69,14 @@ def prober():
         timeout=0.1,
         log=log(),
         stop=threading.Event(),
+        **settings,
     )
+    return p, providers, leadership
+
+
+@pytest.fixture
+def prober():
+    p, providers, leadership = make_prober("p1", "p2")
     yield p, providers, leadership
     p._pool.shutdown()
 
@@ -198,21 +205,7 @@ def test_a_term_that_ends_leaves_no_per_consumer_memory():
 
 
 def test_prober_reports_its_backlog_while_leading_and_none_while_following():
-    providers = Store()
-    providers.replace([provider("p1"), provider("p2"), provider("p3")])
-    leadership = Leader()
-    p = Prober(
-        None,
-        "ns",
-        leadership=leadership,
-        providers=providers,
-        networks=Store(),
-        interval=1.0,
-        timeout=0.1,
-        log=log(),
-        stop=threading.Event(),
-        concurrency=1,
-    )
+    p, _, leadership = make_prober("p1", "p2", "p3", concurrency=1)
     try:
         p.begin_term(1)
         assert p.tick(100.0) == ["p1"]
