@@ -19,6 +19,9 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "tests"))
+# Every Python process a test starts (the CLI, the operator, gateways, providers) inherits this:
+# a crash by signal then prints each thread's stack instead of only a negative exit code.
+os.environ.setdefault("PYTHONFAULTHANDLER", "1")
 
 
 @dataclasses.dataclass

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from typing import NoReturn
 
 import click
 
@@ -83,5 +84,34 @@ def _report(exc: Exception, *, verbose: bool) -> None:
         print(f"hint: {hint}", file=sys.stderr)
 
 
+def finish(code: int) -> NoReturn:
+    """Exit with ``code``, also when background threads are still running.
+
+    The waiters' watch threads are daemons blocked in socket reads (up to a watch's timeout)
+    and cannot be interrupted. Finalizing the interpreter under them can abort the process
+    (SIGABRT, exit -6) after a run that succeeded: a daemon thread that wakes up writing to a
+    standard stream or inside the TLS library while the runtime is being torn down. So when any
+    other thread is alive, the streams and log handlers are flushed and the process ends without
+    finalization; else it exits normally.
+    """
+    import logging
+    import threading
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass  # a closed pipe: nothing more can be said
+    if any(t is not threading.current_thread() and t.is_alive() for t in threading.enumerate()):
+        os._exit(code)
+    sys.exit(code)
+
+
+def run() -> NoReturn:
+    """The console script and ``python -m xtask``."""
+    finish(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

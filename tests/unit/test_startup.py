@@ -83,3 +83,30 @@ def test_library_warnings_are_printed_only_with_verbose(verbose):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert ("Retrying after connection broken" in out.stderr) is verbose
+
+
+def test_finish_exits_with_the_code_and_flushed_output_while_daemon_threads_run():
+    """The waiters' watch threads are daemons that may still be blocked, or writing, when the run
+    ends; finish() must exit with the run's code and lose none of the buffered output."""
+    code = (
+        "import sys, threading, time\n"
+        "from xtask.__main__ import finish\n"
+        "threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()\n"
+        "def chatter():\n"
+        "    while True:\n"
+        "        sys.stderr.write('.')\n"
+        "threading.Thread(target=chatter, daemon=True).start()\n"
+        "sys.stdout.write('report line that is still buffered')\n"
+        "finish(7)\n"
+    )
+    for _ in range(5):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 7, out.stderr[-2000:]
+        assert out.stdout == "report line that is still buffered"
+
+
+def test_finish_exits_normally_without_other_threads():
+    code = "import atexit\nfrom xtask.__main__ import finish\natexit.register(print, 'atexit ran')\nfinish(4)\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 4
+    assert out.stdout == "atexit ran\n"
