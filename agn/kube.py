@@ -46,7 +46,9 @@ PROVIDERS = Resource("InferenceProvider", "inferenceproviders")
 NETWORKS = Resource("InferenceNetwork", "inferencenetworks")
 CONSUMERS = Resource("InferenceConsumer", "inferenceconsumers")
 OVERLAYS = Resource("RoutingOverlay", "routingoverlays")
-AGN_RESOURCES = (PROVIDERS, NETWORKS, CONSUMERS, OVERLAYS)
+# A sharded overlay's candidates (agn.shards): RoutingOverlay is then the index.
+SHARDS = Resource("RoutingOverlayShard", "routingoverlayshards")
+AGN_RESOURCES = (PROVIDERS, NETWORKS, CONSUMERS, OVERLAYS, SHARDS)
 # Not an AGN resource, but its REST paths have the same shape, so the generic object methods
 # below (get/create/replace, conditional on resourceVersion) serve the operator's leader election.
 LEASES = Resource("Lease", "leases", group="coordination.k8s.io", version="v1")
