@@ -55,7 +55,9 @@ def list_overlays(kube: Kube, namespace: str, *, attempts: int = ATTEMPTS) -> di
     for one whose shards did not match its index in any of ``attempts`` reads (two LISTs each)."""
     out: dict[str, Spec | Incomplete] = {}
     for _ in range(attempts):
-        indexes = {o["metadata"]["name"]: o.get("spec") for o in kube.list(OVERLAYS, namespace)[0] if o.get("spec")}
+        indexes: dict[str, Spec] = {
+            o["metadata"]["name"]: o["spec"] for o in kube.list(OVERLAYS, namespace)[0] if o.get("spec")
+        }
         shards = {}
         if any(is_sharded(i) for i in indexes.values()):
             shards = {o["metadata"]["name"]: o.get("spec") for o in kube.list(SHARDS, namespace)[0]}
