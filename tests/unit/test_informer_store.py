@@ -1,0 +1,44 @@
+"""The informer's Store: copies where callers may write, memoized views where a batch reads all."""
+
+from __future__ import annotations
+
+from agn.operator.informer import Store
+
+
+def obj(name: str, rv: int, drain: bool = False) -> dict:
+    return {"metadata": {"name": name, "resourceVersion": str(rv)}, "spec": {"drain": drain}}
+
+
+def test_derived_views_are_computed_once_per_stored_version():
+    store = Store()
+    store.replace([obj(f"p{i}", 1) for i in range(100)])
+    calls: list[str] = []
+
+    def view(o: dict) -> tuple[str, bool]:
+        calls.append(o["metadata"]["name"])
+        return (o["metadata"]["name"], o["spec"]["drain"])
+
+    assert len(store.derived(view)) == 100 and len(calls) == 100
+    calls.clear()
+    assert len(store.derived(view)) == 100
+    assert calls == []  # nothing changed: nothing recomputed
+    store.upsert(obj("p7", 2, drain=True))
+    views = store.derived(view)
+    assert calls == ["p7"]
+    assert ("p7", True) in views and ("p7", False) not in views
+    store.remove("p8")
+    calls.clear()
+    views = store.derived(view)
+    assert calls == [] and len(views) == 99 and all(v[0] != "p8" for v in views)
+    store.upsert(obj("p8", 3))
+    assert ("p8", False) in store.derived(view) and calls == ["p8"]  # not the memo of the removed one
+
+
+def test_get_and_list_hand_out_copies_peek_does_not():
+    store = Store()
+    store.upsert(obj("p", 1))
+    store.get("p")["spec"]["drain"] = True
+    store.list()[0]["spec"]["drain"] = True
+    assert store.peek("p")["spec"]["drain"] is False
+    assert store.peek("p") is store.peek("p")
+    assert store.peek("missing") is None
