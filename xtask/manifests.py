@@ -22,10 +22,12 @@ from typing import Any
 import yaml
 
 from agn.objects import Obj
+from agn.shards import DEFAULT_SHARD_COUNT, check_shard_count, shard_names
 from xtask.envdef import EnvDef
 from xtask.state import REPO_ROOT
 
 RBAC_DIR = REPO_ROOT / "manifests" / "rbac"
+SHARDS_PLACEHOLDER = "{consumer_shards}"  # a list item in a Role template: the consumer's shard names
 IMAGE = "agn:dev"
 PORT = 8080
 OPERATOR = "agn-operator"
@@ -173,12 +175,30 @@ def _role_template(filename: str) -> Obj:
     return yaml.safe_load((RBAC_DIR / filename).read_text())
 
 
-def _role(filename: str, namespace: str, *, consumer: str | None = None) -> Obj:
+def _role(filename: str, namespace: str, *, consumer: str | None = None, shard_count: int = DEFAULT_SHARD_COUNT) -> Obj:
+    """A Role from its template. With ``consumer``: ``{consumer}`` is replaced by the name, and a
+    list item ``{consumer_shards}`` by every shard name of that consumer (``shard_count`` shards)."""
     role = copy.deepcopy(_role_template(filename))
     if consumer is not None:
+        role = _expand(role, SHARDS_PLACEHOLDER, shard_names(consumer, check_shard_count(shard_count)))
         role = _substitute(role, "{consumer}", consumer)
     role["metadata"] = _meta(role["metadata"]["name"], namespace, "rbac")
     return role
+
+
+def _expand(value: Any, placeholder: str, items: list[str]) -> Any:
+    """``value`` with every list item equal to ``placeholder`` replaced by ``items``."""
+    if isinstance(value, list):
+        out: list[Any] = []
+        for v in value:
+            if v == placeholder:
+                out.extend(items)
+            else:
+                out.append(_expand(v, placeholder, items))
+        return out
+    if isinstance(value, dict):
+        return {k: _expand(v, placeholder, items) for k, v in value.items()}
+    return value
 
 
 def _substitute(value: Any, placeholder: str, text: str) -> Any:

@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     metrics = GatewayMetrics(
         accepted=lambda: follower.latest_revision,
         serving=lambda: overlay.revision if (overlay := table.serving) else None,
+        pending=lambda: follower.pending_revision,
+        shard_gets=lambda: follower.shard_gets,
     )
     try:
         server = serve(

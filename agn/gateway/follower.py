@@ -1,8 +1,20 @@
 """Follows this consumer's RoutingOverlay and moves it into the routing table.
 
 List + watch by name through the shared loop (:func:`agn.watching.follow`: re-watch when the
-server ends a watch, re-list on 410 Gone and, with capped backoff, after errors). For each new
-overlay content the order is fixed:
+server ends a watch, re-list on 410 Gone and, with capped backoff, after errors). What is
+watched is the overlay's *index* (see :mod:`agn.shards`): either an inline overlay, which
+carries its candidates itself, or an index naming the ``RoutingOverlayShard`` objects that
+hold them. For a sharded index the follower first gets every shard it names: a shard already
+held at the digest the index gives it is reused, any other is fetched by name (a GET by name
+stays within RBAC that lists only this consumer's shard names), and :func:`agn.shards.assemble`
+makes the whole overlay spec. Until every shard is in hand at the index's digest (the operator
+writes shards first and the index last, so this is a short race), the index is *pending*:
+nothing is accepted, the current table keeps serving, ``overlay_shards_pending`` is logged and
+a retry thread tries again with capped backoff (0.1 s doubling to 2 s) until the shards match
+or a newer index supersedes it; after a few seconds the wait is said in ``status.message``, and
+a Forbidden GET is reported there at once. So no table ever mixes two revisions.
+
+For each new overlay content (inline, or assembled) the order is fixed:
 
 1. validate it — an invalid overlay is reported in ``status.message`` and *not* accepted;
    the previous one keeps serving;
@@ -18,6 +30,7 @@ This module must not write anything but this consumer's status (through
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -27,15 +40,57 @@ from typing import Any
 from agn.gateway.status_writer import StatusWriter
 from agn.gateway.table import RoutingTable
 from agn.gateway.validation import InvalidOverlay, digest_matches, validate_overlay
-from agn.kube import OVERLAYS, Gone, Kube, KubeError
+from agn.kube import OVERLAYS, SHARDS, Forbidden, Gone, Kube, KubeError, NotFound
 from agn.logs import JsonLog
 from agn.model import ADMITTED, EXISTING_ONLY, Overlay
 from agn.objects import rfc3339
+from agn.shards import Incomplete, assemble, consumer_of_shard, is_sharded
 from agn.watching import WatchHealth, capped_backoff, follow
 
 INITIAL_BACKOFF = 0.5
 MAX_BACKOFF = 10.0
+SHARD_RETRY_INITIAL = 0.1
+SHARD_RETRY_MAX = 2.0
+SHARD_GET_TIMEOUT = 10.0  # one shard GET; a dead connection must not stall the retries
+PENDING_REPORT_AFTER = 3.0  # seconds an index may wait for its shards before status.message says so
 ABSENT = object()  # the overlay does not exist
+
+
+def shard_entries(index: Mapping[str, Any], consumer: str) -> list[tuple[str, str]]:
+    """``(name, digest)`` of each shard a sharded index lists, checked: every entry names one of
+    this consumer's shards, once. Raises :class:`InvalidOverlay` otherwise (the CRD schema types
+    the fields, but a shard of another consumer or a duplicate can only be caught here)."""
+    entries = index.get("shards")
+    if not isinstance(entries, list):
+        raise InvalidOverlay(["shards must be a list"])
+    problems: list[str] = []
+    out: list[tuple[str, str]] = []
+    for i, entry in enumerate(entries):
+        name = entry.get("name") if isinstance(entry, Mapping) else None
+        digest = entry.get("digest") if isinstance(entry, Mapping) else None
+        if not isinstance(name, str) or not isinstance(digest, str):
+            problems.append(f"shards[{i}] must have a string name and digest")
+        elif consumer_of_shard(name) != consumer:
+            problems.append(f"shards[{i}].name {name!r} is not a shard of consumer {consumer!r}")
+        elif any(name == seen for seen, _ in out):
+            problems.append(f"shards[{i}].name {name!r} is listed twice")
+        else:
+            out.append((name, digest))
+    if problems:
+        raise InvalidOverlay(problems)
+    return out
+
+
+@dataclasses.dataclass
+class _Pending:
+    """A sharded index whose shards are not all in hand yet."""
+
+    index: Mapping[str, Any]
+    entries: list[tuple[str, str]]
+    since: float  # monotonic
+    attempts: int = 0
+    logged: Any = None  # what was last logged as missing (log again only when it changes)
+    reported: Any = None  # what was last put in status.message
 
 
 class OverlayFollower:
@@ -51,6 +106,7 @@ class OverlayFollower:
         stop: threading.Event,
         watch_timeout_seconds: int = 30,
         accept_write_timeout: float = 5.0,
+        pending_report_after: float = PENDING_REPORT_AFTER,
     ) -> None:
         self._kube = kube
         self._namespace = namespace
@@ -64,10 +120,28 @@ class OverlayFollower:
         self._last_seen: Any = None  # canonical form of the last spec handled (or ABSENT)
         self.health = WatchHealth("routingoverlays")
         self.latest_revision: int | None = None  # the newest valid overlay revision seen
+        self._pending_report_after = pending_report_after
+        # One lock orders everything that decides what is served: the watch thread's new
+        # indexes and the retry thread's attempts (never held during a shard GET).
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._pending: _Pending | None = None
+        self._held: dict[str, dict[str, Any]] = {}  # shard specs of the last index, by name
+        self.shard_gets = 0  # shard GETs made (for metrics: a drain should cost one)
 
     # -- the watch loop -----------------------------------------------------------------------
     def run(self) -> None:
-        """Thread target: follow the overlay until ``stop`` is set."""
+        """Thread target: follow the overlay until ``stop`` is set (with the shard retry thread)."""
+        retry = threading.Thread(target=self._retry_loop, name="shard-retry", daemon=True)
+        retry.start()
+        try:
+            self._follow()
+        finally:
+            with self._lock:
+                self._wake.notify_all()
+            retry.join(timeout=5)
+
+    def _follow(self) -> None:
         # Listing and watching by name keeps the gateway within RBAC that names only its own overlay.
         by_name = f"metadata.name={self._consumer}"
         follow(
@@ -104,34 +178,198 @@ class OverlayFollower:
 
     # -- handling one observation ---------------------------------------------------------------
     def observe(self, obj: Mapping[str, Any] | None) -> None:
-        """Handle the overlay as it now is (None: it does not exist)."""
-        if obj is None:
-            if self._last_seen is not ABSENT:
-                self._last_seen = ABSENT
-                serving = self._table.serving
-                self._log.info("overlay_absent", serving_revision=serving.revision if serving else None)
-                if serving is not None:
-                    self._status.submit(
-                        {"message": f"overlay {self._consumer} not found; still serving revision {serving.revision}"}
-                    )
-            return
-        spec = obj.get("spec")
-        seen = json.dumps(spec, sort_keys=True, default=str)
-        if seen == self._last_seen:
-            return  # metadata-only change, or a re-list of what is already handled
-        self._last_seen = seen
+        """Handle the overlay index as it now is (None: it does not exist).
+
+        Runs in the watch thread. A sharded index is tried once here (shard GETs included); if
+        its shards are not all in hand it becomes *pending* and the retry thread takes over."""
+        with self._lock:
+            if obj is None:
+                if self._last_seen is not ABSENT:
+                    self._last_seen = ABSENT
+                    self._supersede()
+                    serving = self._table.serving
+                    self._log.info("overlay_absent", serving_revision=serving.revision if serving else None)
+                    if serving is not None:
+                        self._status.submit(
+                            {
+                                "message": f"overlay {self._consumer} not found; still serving revision {serving.revision}"
+                            }
+                        )
+                return
+            spec = obj.get("spec")
+            seen = json.dumps(spec, sort_keys=True, default=str)
+            if seen == self._last_seen:
+                return  # metadata-only change, or a re-list of what is already handled
+            self._last_seen = seen
+            self._supersede()
+            if not (isinstance(spec, Mapping) and is_sharded(spec)):
+                self._handle(spec)
+                return
+            try:
+                entries = shard_entries(spec, self._consumer)
+            except InvalidOverlay as exc:
+                self._reject(spec, exc)
+                return
+            self._pending = _Pending(spec, entries, time.monotonic())
+            pending = self._pending
+        self._attempt(pending)
+
+    def _supersede(self) -> None:
+        """A newer index (or its deletion) replaces whatever index was pending. Under the lock."""
+        if self._pending is not None:
+            self._log.info("overlay_shards_superseded", revision=self._pending.index.get("revision"))
+        self._pending = None
+        self._wake.notify_all()
+
+    def _attempt(self, pending: _Pending) -> bool:
+        """One try at assembling ``pending``: fetch the shards not already held at the index's
+        digest (outside the lock: a GET must never hold up a newer index), then, if the index is
+        still the newest one, assemble and hand the whole spec on. True when done with it."""
+        with self._lock:
+            held = dict(self._held)
+        wanted = {name: digest for name, digest in pending.entries}
+        fetch = [name for name, digest in pending.entries if (held.get(name) or {}).get("digest") != digest]
+        fetched: dict[str, dict[str, Any] | None] = {}
+        errors: dict[str, KubeError] = {}
+        for name in fetch:
+            if self._stop.is_set():
+                return True
+            try:
+                fetched[name] = self._kube.get(SHARDS, self._namespace, name, timeout=SHARD_GET_TIMEOUT).get("spec")
+            except NotFound:
+                fetched[name] = None
+            except KubeError as exc:
+                errors[name] = exc
+        with self._lock:
+            self.shard_gets += len(fetched) + len(errors)
+            for name, spec in fetched.items():
+                if spec is None:
+                    self._held.pop(name, None)
+                else:
+                    self._held[name] = spec
+            if self._pending is not pending:
+                return True  # superseded meanwhile: the newer index is handled on its own
+            shards = {name: self._held.get(name) for name in wanted}
+            try:
+                if errors:
+                    raise Incomplete(pending.index.get("revision"), sorted(errors), [])
+                whole = assemble(pending.index, shards)
+            except Incomplete as exc:
+                self._still_pending(pending, exc, errors)
+                return False
+            self._pending = None
+            # Keep only this index's shards: the next index reuses those whose digest it repeats.
+            self._held = {name: spec for name, spec in self._held.items() if name in wanted and spec is not None}
+            self._log.info(
+                "overlay_assembled",
+                revision=pending.index.get("revision"),
+                shards=len(wanted),
+                fetched=sorted(fetched),
+                reused=len(wanted) - len(fetch),
+                attempts=pending.attempts + 1,
+            )
+            self._handle(whole)
+            return True
+
+    def _still_pending(self, pending: _Pending, exc: Incomplete, errors: Mapping[str, KubeError]) -> None:
+        """Log (when what is missing changed) and, once it has lasted, say so in the status.
+        Under the lock. The current table keeps serving; nothing is accepted."""
+        pending.attempts += 1
+        self._wake.notify_all()  # the retry thread takes it from here
+        revision = pending.index.get("revision")
+        forbidden = sorted(name for name, e in errors.items() if isinstance(e, Forbidden))
+        missing = [name for name in exc.missing if name not in errors]
+        failed = {name: str(e) for name, e in errors.items() if name not in forbidden}
+        what = (tuple(missing), tuple(exc.mismatched), tuple(forbidden), tuple(sorted(failed)))
+        serving = self._table.serving
+        serving_text = f"still serving revision {serving.revision}" if serving else "nothing served yet"
+        if forbidden:
+            self._log.error(
+                "overlay_shards_forbidden", revision=revision, shards=forbidden, error=str(errors[forbidden[0]])
+            )
+            if pending.reported != what:
+                self._status.submit(
+                    {
+                        "message": f"overlay revision {revision}: reading shards {', '.join(forbidden)} "
+                        f"is forbidden (RBAC: the gateway may get only its own consumer's shards); {serving_text}"
+                    }
+                )
+                pending.reported = what
+        if pending.logged != what:
+            self._log.warning(
+                "overlay_shards_pending",
+                revision=revision,
+                missing=missing,
+                mismatched=exc.mismatched,
+                forbidden=forbidden,
+                errors=failed,
+                serving_revision=serving.revision if serving else None,
+            )
+            pending.logged = what
+        waited = time.monotonic() - pending.since
+        if waited >= self._pending_report_after and pending.reported is None:
+            parts = [f"missing {', '.join(missing)}"] if missing else []
+            if exc.mismatched:
+                parts.append(f"not yet at the index's digest {', '.join(exc.mismatched)}")
+            if failed:
+                parts.append(f"unreadable {', '.join(sorted(failed))}")
+            self._status.submit(
+                {
+                    "message": f"overlay revision {revision}: waiting for shards ({'; '.join(parts)}) "
+                    f"for {waited:.0f}s; {serving_text}"
+                }
+            )
+            pending.reported = what
+
+    def retry_pending(self) -> bool:
+        """One retry of the pending index, if any. True when nothing is pending afterwards."""
+        with self._lock:
+            pending = self._pending
+        return pending is None or self._attempt(pending)
+
+    def _retry_loop(self) -> None:
+        """Thread target: retry a pending index with capped backoff until it assembles, a newer
+        index supersedes it, or ``stop``.
+
+        A thread of its own because the watch thread spends its time blocked in the watch
+        stream: retrying there would either wait for the next event (no retry at all while the
+        index is quiet) or hold up newer events behind the backoff. Here a newer index wakes the
+        wait at once and restarts the backoff for itself; shard GETs run outside the lock, so
+        the watch thread never waits on them either."""
+        delay = capped_backoff(SHARD_RETRY_INITIAL, SHARD_RETRY_MAX)
+        while not self._stop.is_set():
+            with self._lock:
+                self._wake.wait_for(lambda: self._pending is not None or self._stop.is_set(), timeout=1.0)
+                pending = self._pending
+                if pending is None:
+                    continue
+                # Back off; a newer index or stop cuts the wait short.
+                if not self._still_current(pending, timeout=delay(max(pending.attempts, 1))):
+                    continue
+            self._attempt(pending)
+
+    def _still_current(self, pending: _Pending, *, timeout: float) -> bool:
+        """Wait ``timeout`` (under the lock); False as soon as ``pending`` is superseded or on stop."""
+        self._wake.wait_for(lambda: self._pending is not pending or self._stop.is_set(), timeout=timeout)
+        return self._pending is pending and not self._stop.is_set()
+
+    def _reject(self, spec: Any, exc: InvalidOverlay) -> None:
+        revision = spec.get("revision") if isinstance(spec, Mapping) else None
+        serving = self._table.serving
+        self._log.warning(
+            "overlay_rejected",
+            revision=revision,
+            problems=exc.problems,
+            serving_revision=serving.revision if serving else None,
+        )
+        self._status.submit({"message": f"rejected overlay revision {revision}: {exc}"})
+
+    def _handle(self, spec: Any) -> None:
+        """A whole overlay spec (inline, or assembled from shards): validate, accept, serve."""
         try:
             overlay = validate_overlay(spec, consumer=self._consumer)
         except InvalidOverlay as exc:
-            revision = spec.get("revision") if isinstance(spec, Mapping) else None
-            serving = self._table.serving
-            self._log.warning(
-                "overlay_rejected",
-                revision=revision,
-                problems=exc.problems,
-                serving_revision=serving.revision if serving else None,
-            )
-            self._status.submit({"message": f"rejected overlay revision {revision}: {exc}"})
+            self._reject(spec, exc)
             return
         if not digest_matches(overlay):
             self._log.warning("overlay_digest_mismatch", revision=overlay.revision, digest=overlay.digest)
@@ -143,6 +381,13 @@ class OverlayFollower:
             )
         self.latest_revision = overlay.revision
         self._accept_and_serve(overlay)
+
+    @property
+    def pending_revision(self) -> int | None:
+        """The revision of the index waiting for its shards, if one is (for metrics and /healthz)."""
+        pending = self._pending
+        revision = pending.index.get("revision") if pending is not None else None
+        return revision if isinstance(revision, int) else None
 
     def health_report(self) -> tuple[bool, dict[str, Any]]:
         """For ``/healthz``: unhealthy only when the overlay watch has failed past its bound;
@@ -156,6 +401,7 @@ class OverlayFollower:
             "servingRevision": serving.revision if serving else None,
             "latestRevision": self.latest_revision,
             "servesLatest": serving is not None and serving.revision == self.latest_revision,
+            "pendingRevision": self.pending_revision,  # an index still waiting for its shards
         }
 
     def _accept_and_serve(self, overlay: Overlay) -> None:

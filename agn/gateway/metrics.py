@@ -6,6 +6,8 @@
 | ``agn_gateway_sticky_hits_total`` | counter | | requests that stayed on their session's provider |
 | ``agn_gateway_accepted_revision`` | gauge | | the newest valid overlay revision accepted |
 | ``agn_gateway_serving_revision`` | gauge | | the overlay revision being routed with |
+| ``agn_gateway_pending_revision`` | gauge | | the revision of an overlay index still waiting for its shards (absent when none is) |
+| ``agn_gateway_shard_gets_total`` | counter | | RoutingOverlayShard GETs: a drain that changes one shard costs one |
 
 ``outcome`` is ``routed`` (200), ``no_route`` (503: no admitted candidate), ``upstream_error``
 (502) or ``bad_request`` (400/413); ``admission_state`` is ``admitted``, ``existing_only``
@@ -19,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 ROUTED = "routed"
 NO_ROUTE = "no_route"
@@ -28,25 +30,52 @@ BAD_REQUEST = "bad_request"
 NO_CANDIDATE = "none"
 
 
+def _none() -> None:
+    return None
+
+
+def _zero() -> int:
+    return 0
+
+
 class _Revisions:
-    def __init__(self, accepted: Callable[[], int | None], serving: Callable[[], int | None]) -> None:
+    """Values the follower owns, read when scraped (no copies to keep in step)."""
+
+    def __init__(
+        self,
+        accepted: Callable[[], int | None],
+        serving: Callable[[], int | None],
+        pending: Callable[[], int | None],
+        shard_gets: Callable[[], int],
+    ) -> None:
         self._accepted = accepted
         self._serving = serving
+        self._pending = pending
+        self._shard_gets = shard_gets
 
     def collect(self) -> Iterator[Metric]:
         for name, doc, read in (
             ("agn_gateway_accepted_revision", "Newest valid overlay revision accepted.", self._accepted),
             ("agn_gateway_serving_revision", "Overlay revision being routed with.", self._serving),
+            ("agn_gateway_pending_revision", "Overlay index revision waiting for its shards.", self._pending),
         ):
             family = GaugeMetricFamily(name, doc)
             value = read()
             if value is not None:
                 family.add_metric([], value)
             yield family
+        yield CounterMetricFamily("agn_gateway_shard_gets", "RoutingOverlayShard GETs made.", value=self._shard_gets())
 
 
 class GatewayMetrics:
-    def __init__(self, *, accepted: Callable[[], int | None], serving: Callable[[], int | None]) -> None:
+    def __init__(
+        self,
+        *,
+        accepted: Callable[[], int | None],
+        serving: Callable[[], int | None],
+        pending: Callable[[], int | None] = _none,
+        shard_gets: Callable[[], int] = _zero,
+    ) -> None:
         self.registry = CollectorRegistry()
         self._requests = Counter(
             "agn_gateway_requests",
@@ -57,7 +86,7 @@ class GatewayMetrics:
         self._sticky = Counter(
             "agn_gateway_sticky_hits", "Requests that stayed on their session's provider.", registry=self.registry
         )
-        self.registry.register(_Revisions(accepted, serving))
+        self.registry.register(_Revisions(accepted, serving, pending, shard_gets))
 
     def request(self, outcome: str, admission_state: str | None = None, *, sticky: bool = False) -> None:
         self._requests.labels(outcome, admission_state or NO_CANDIDATE).inc()

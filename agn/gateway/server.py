@@ -1,12 +1,13 @@
 """The gateway's HTTP server (127.0.0.1 unless given ``--host``; in a pod ``0.0.0.0``).
 
 - ``GET /healthz`` — JSON: the API server in use, whether the overlay watch is live, the
-  serving and the newest seen overlay revision; 503 once the watch has failed past its bound
+  serving and the newest seen overlay revision, an index revision still waiting for its
+  shards (``pendingRevision``); 503 once the watch has failed past its bound
   (liveness: a restart reconnects).
 - ``GET /readyz`` — 200 once an overlay is being served, else 503.
 - ``GET /routes`` — JSON: consumer, serving revision, candidates, session affinities.
 - ``GET /metrics`` — Prometheus text (:mod:`agn.gateway.metrics`): requests by outcome and
-  admission state, sticky-session hits, accepted and serving revisions.
+  admission state, sticky-session hits, accepted, serving and pending revisions, shard GETs.
 - ``POST /v1/completions`` — route by :mod:`agn.gateway.routing` (headers ``x-session-id``
   and optionally ``x-selection-group``) and proxy the body to the provider; the provider's
   JSON plus ``routedBy``, ``candidateId``, ``admission_state``, and header ``x-agn-provider``.

@@ -6,6 +6,7 @@ gateway accept, serve and route by them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -14,8 +15,9 @@ import urllib.request
 
 import pytest
 
-from agn.kube import CONSUMERS, OVERLAYS, NotFound
-from agn.model import ADMITTED, EXISTING_ONLY, Candidate, overlay_digest
+from agn.kube import CONSUMERS, OVERLAYS, SHARDS, NotFound
+from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Overlay, overlay_digest
+from agn.shards import Sharded, split
 from agnprocs import http_json, wait_for
 
 pytestmark = pytest.mark.integration
@@ -60,6 +62,32 @@ def write_overlay(
         return
     body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
     kube.replace(OVERLAYS, namespace, consumer, body)
+
+
+def put(kube, res, namespace: str, kind: str, name: str, spec: dict) -> None:
+    """Create or replace one object with ``spec``, as the operator would."""
+    body = {"apiVersion": API_VERSION, "kind": kind, "metadata": {"name": name}, "spec": spec}
+    try:
+        current = kube.get(res, namespace, name)
+    except NotFound:
+        kube.create(res, namespace, body)
+        return
+    body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+    kube.replace(res, namespace, name, body)
+
+
+def sharded(consumer: str, revision: int, candidates: list[Candidate], count: int = 4) -> Sharded:
+    cands = tuple(sorted(candidates))
+    return split(Overlay("net", consumer, revision, overlay_digest(cands), cands), count)
+
+
+def write_shards(kube, namespace: str, overlay: Sharded, names: list[str] | None = None) -> None:
+    for name in overlay.shards if names is None else names:
+        put(kube, SHARDS, namespace, "RoutingOverlayShard", name, overlay.shards[name])
+
+
+def write_index(kube, namespace: str, consumer: str, overlay: Sharded) -> None:
+    put(kube, OVERLAYS, namespace, "RoutingOverlay", consumer, overlay.index)
 
 
 def consumer_status(kube, namespace: str, name: str) -> dict:
@@ -216,3 +244,59 @@ def test_overlay_deleted_keeps_serving_and_sigterm_stops_cleanly(kube, namespace
     assert agn.sup.exited(rec) == 0
     events = [json.loads(line)["msg"] for line in agn.log("gateway-c3").splitlines() if line.startswith("{")]
     assert "stopping" in events and events[-1] == "stopped"
+
+
+def gateway_events(agn, consumer: str, msg: str) -> list[dict]:
+    lines = agn.log(f"gateway-{consumer}").splitlines()
+    return [e for e in (json.loads(line) for line in lines if line.startswith("{")) if e["msg"] == msg]
+
+
+def test_sharded_overlay_is_served_only_when_every_shard_is_in_hand(kube, namespace, agn):
+    create_consumer(kube, namespace, "c4")
+    gateway = agn.gateway("c4")
+    p1, p2 = agn.provider("p1"), agn.provider("p2")
+    # Fillers spread the overlay over every shard; they rank last, so routing never picks them.
+    fillers = [Candidate(f"f-{i:02d}", f"f{i}", f"http://127.0.0.1:9/f{i}", "g", 5, ADMITTED) for i in range(12)]
+    first = Candidate("c-1", "p1", p1, "g", 0, ADMITTED)
+    second = Candidate("c-2", "p2", p2, "g", 1, ADMITTED)
+    one = sharded("c4", 1, [first, second, *fillers])
+    assert len(one.shards) > 1 and "candidates" not in one.index
+
+    write_shards(kube, namespace, one)
+    write_index(kube, namespace, "c4", one)
+    status = wait_serving(kube, namespace, "c4", gateway, 1)
+    assert status["acceptedDigest"] == one.index["digest"]
+    routes = http_json(f"{gateway}/routes")
+    assert sorted(c["id"] for c in routes["candidates"]) == sorted(c.id for c in [first, second, *fillers])
+    assert provider_of(gateway, "s1") == "p1"
+
+    # Drain p1: one shard changes. Its index is written first, the shard not yet.
+    two = sharded("c4", 2, [dataclasses.replace(first, admission_state=EXISTING_ONLY), second, *fillers])
+    changed = [n for n in two.shards if two.shards[n]["digest"] != one.shards[n]["digest"]]
+    assert len(changed) == 1
+    write_index(kube, namespace, "c4", two)
+
+    def pending_message() -> str | None:
+        message = consumer_status(kube, namespace, "c4").get("message") or ""
+        return message if "waiting for shards" in message else None
+
+    message = wait_for(pending_message, what="the pending-shards message")
+    assert "revision 2" in message and changed[0] in message and "still serving revision 1" in message
+    status = consumer_status(kube, namespace, "c4")
+    assert (status["acceptedRevision"], status["servingRevision"]) == (1, 1)
+    assert http_json(f"{gateway}/routes")["servingRevision"] == 1
+    assert provider_of(gateway, "s-new") == "p1"  # still routed by revision 1
+    assert http_json(f"{gateway}/healthz")["pendingRevision"] == 2
+    pending = gateway_events(agn, "c4", "overlay_shards_pending")
+    assert pending and pending[-1]["revision"] == 2 and pending[-1]["mismatched"] == changed
+
+    # The shard lands: the gateway swaps to revision 2, having fetched only that shard.
+    write_shards(kube, namespace, two, changed)
+    status = wait_serving(kube, namespace, "c4", gateway, 2)
+    assert status["acceptedDigest"] == two.index["digest"] and "message" not in status
+    assert provider_of(gateway, "s-newer") == "p2"
+    assert provider_of(gateway, "s1") == "p1"  # sticky on the drained provider
+    assembled = {e["revision"]: e for e in gateway_events(agn, "c4", "overlay_assembled")}
+    assert sorted(assembled[1]["fetched"]) == sorted(one.shards)
+    assert assembled[2]["fetched"] == changed and assembled[2]["reused"] == len(two.shards) - 1
+    assert "agn_gateway_shard_gets_total" in urllib.request.urlopen(f"{gateway}/metrics", timeout=10).read().decode()

@@ -18,8 +18,9 @@ import dataclasses
 import pytest
 
 from agn.events import Regarding, event_body
-from agn.kube import CONSUMERS, EVENTS, LEASES, OVERLAYS, PROVIDERS, Forbidden, NotFound
+from agn.kube import CONSUMERS, EVENTS, LEASES, OVERLAYS, PROVIDERS, SHARDS, Forbidden, NotFound
 from agn.operator.lease import DEFAULT_LEASE_NAME
+from agn.shards import DEFAULT_SHARD_COUNT, shard_name, shard_names
 from kubetest import can_i, events, impersonating
 from xtask.envdef import load_env
 from xtask.manifests import env_objects, render
@@ -106,7 +107,44 @@ def test_gateway_reads_only_its_overlay_and_writes_only_its_status(rbac, consume
     denied += [(v, "inferenceconsumers", "status", other) for v in ("get", "update", "patch")]
     denied += [(v, "inferenceconsumers", None, consumer) for v in ("get", "update", "patch")]  # its spec: no
     denied += [(v, r, None, None) for r in ("inferenceproviders", "inferencenetworks") for v in READ]
+    # Its overlay's shards: get by name, every name its shards can have; nothing else on shards.
+    allowed += [("get", "routingoverlayshards", None, name) for name in shard_names(consumer)]
+    denied += [("get", "routingoverlayshards", None, name) for name in shard_names(other)]
+    denied += [("get", "routingoverlayshards", None, shard_name(consumer, DEFAULT_SHARD_COUNT))]  # beyond the count
+    denied += [(v, "routingoverlayshards", None, None) for v in (*READ, *WRITE)]
+    denied += [(v, "routingoverlayshards", None, shard_name(consumer, 0)) for v in ("list", "watch", *WRITE)]
     expect(rbac, f"agn-gateway-{consumer}", allowed, denied)
+
+
+def test_gateway_gets_its_own_shards_and_is_forbidden_another_consumers(as_sa, kube, namespace):
+    for consumer in ("consumer-a", "consumer-b"):
+        kube.create(
+            SHARDS,
+            namespace,
+            {
+                "apiVersion": "agn.dev/v1alpha1",
+                "kind": "RoutingOverlayShard",
+                "metadata": {"name": shard_name(consumer, 3)},
+                "spec": {
+                    "network": "production",
+                    "consumer": consumer,
+                    "shard": 3,
+                    "shardCount": DEFAULT_SHARD_COUNT,
+                    "digest": "d",
+                    "candidates": [],
+                },
+            },
+        )
+    gateway = as_sa("agn-gateway-consumer-a")
+    assert gateway.get(SHARDS, namespace, shard_name("consumer-a", 3))["spec"]["consumer"] == "consumer-a"
+    with pytest.raises(NotFound):  # allowed, just absent: the follower treats it as pending
+        gateway.get(SHARDS, namespace, shard_name("consumer-a", 4))
+    with pytest.raises(Forbidden):
+        gateway.get(SHARDS, namespace, shard_name("consumer-b", 3))
+    with pytest.raises(Forbidden):
+        gateway.list(SHARDS, namespace)
+    with pytest.raises(Forbidden):
+        gateway.merge_patch(SHARDS, namespace, shard_name("consumer-a", 3), {"spec": {"digest": "x"}})
 
 
 def test_provider_drain_reads_and_patches_providers_reads_the_rest_nothing_else(rbac):

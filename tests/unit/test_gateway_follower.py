@@ -11,9 +11,10 @@ import pytest
 from agn.gateway.follower import OverlayFollower
 from agn.gateway.status_writer import StatusWriter
 from agn.gateway.table import RoutingTable
-from agn.kube import CONSUMERS, NotFound, Unreachable
+from agn.kube import CONSUMERS, SHARDS, Forbidden, NotFound, Unreachable
 from agn.logs import JsonLog
-from agn.model import ADMITTED, Candidate, Overlay, overlay_digest
+from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Overlay, overlay_digest
+from agn.shards import split
 
 
 class FakeKube:
@@ -194,3 +195,126 @@ def test_run_relists_on_gone_and_after_errors_and_rewatches_from_last_version():
     assert kube.list_calls == 3  # error -> re-list, Gone -> re-list
     assert kube.watch_calls == [("10", "metadata.name=c1"), ("15", "metadata.name=c1"), ("21", "metadata.name=c1")]
     assert table.serving.revision == 2  # the other object's event was ignored
+
+
+# -- sharded overlays ---------------------------------------------------------------------------
+
+
+class ShardKube(FakeKube):
+    """Serves RoutingOverlayShard GETs from ``shards`` (by name) and records each name asked for."""
+
+    def __init__(self, table: RoutingTable) -> None:
+        super().__init__(table)
+        self.shards: dict[str, dict] = {}
+        self.gets: list[str] = []
+        self.forbidden: set[str] = set()
+
+    def get(self, res, namespace, name, *, timeout=None):
+        assert res == SHARDS and namespace == "ns"
+        self.gets.append(name)
+        if name in self.forbidden:
+            raise Forbidden("no", status=403)
+        if name not in self.shards:
+            raise NotFound("no such shard", status=404)
+        return {"metadata": {"name": name}, "spec": self.shards[name]}
+
+
+def sharded(revision: int, cands: tuple[Candidate, ...]):
+    return split(Overlay("net", "c1", revision, overlay_digest(cands), cands), 4)
+
+
+def cand(i: int, state: str = ADMITTED) -> Candidate:
+    return Candidate(f"c-{i:02d}", f"p{i}", f"http://127.0.0.1:1/{i}", "g", 0, state)
+
+
+@pytest.fixture
+def shard_rig(rig):
+    table, _, log_stream = rig
+    kube = ShardKube(table)
+    log = JsonLog(component="gateway", fields={"consumer": "c1"}, stream=log_stream)
+    status = StatusWriter(kube, namespace="ns", consumer="c1", log=log)
+    thread = threading.Thread(target=status.run, daemon=True)
+    thread.start()
+    follower = OverlayFollower(
+        kube,
+        namespace="ns",
+        consumer="c1",
+        table=table,
+        status=status,
+        log=log,
+        stop=threading.Event(),
+        pending_report_after=0.0,
+    )
+    yield table, kube, status, follower, log_stream
+    status.close()
+    thread.join(timeout=5)
+
+
+def test_gateway_sharded_index_waits_for_shards_then_fetches_only_changed_ones(shard_rig):
+    table, kube, status, follower, log_stream = shard_rig
+    cands = tuple(cand(i) for i in range(12))
+    one = sharded(1, cands)
+    kube.shards.update(one.shards)
+    follower.observe({"metadata": {"name": "c1"}, "spec": one.index})
+    assert table.serving.revision == 1 and len(table.serving.candidates) == 12
+    assert sorted(kube.gets) == sorted(one.shards)
+
+    # Revision 2 drains one candidate: one shard changes. Its index arrives before the shard.
+    two = sharded(2, tuple(cand(i, EXISTING_ONLY if i == 3 else ADMITTED) for i in range(12)))
+    changed = [n for n in two.shards if two.shards[n]["digest"] != one.shards[n]["digest"]]
+    assert len(changed) == 1
+    kube.gets.clear()
+    follower.observe({"metadata": {"name": "c1"}, "spec": two.index})
+    drain(status)
+    assert table.serving.revision == 1 and follower.pending_revision == 2
+    assert all(p.get("acceptedRevision") != 2 for p, _ in kube.patches)
+    assert "waiting for shards" in kube.patches[-1][0]["message"] and changed[0] in kube.patches[-1][0]["message"]
+    assert kube.gets == changed  # the others are reused from what is held
+
+    kube.shards.update(two.shards)
+    assert follower.retry_pending()
+    drain(status)
+    assert table.serving.revision == 2 and follower.pending_revision is None
+    assert kube.gets == changed * 2
+    assert kube.patches[-1][0] == {"servingRevision": 2}
+    events = [json.loads(line) for line in log_stream.getvalue().splitlines()]
+    assert [e["missing"] for e in events if e["msg"] == "overlay_shards_pending"] == [[]]
+    assert [e["mismatched"] for e in events if e["msg"] == "overlay_shards_pending"] == [changed]
+
+
+def test_gateway_newer_index_supersedes_a_pending_one(shard_rig):
+    table, kube, status, follower, _ = shard_rig
+    one = sharded(1, (cand(1), cand(2)))
+    follower.observe({"metadata": {"name": "c1"}, "spec": one.index})  # no shard written yet
+    assert table.serving is None and follower.pending_revision == 1
+    two = sharded(2, (cand(1),))
+    kube.shards.update(two.shards)
+    follower.observe({"metadata": {"name": "c1"}, "spec": two.index})
+    assert table.serving.revision == 2 and follower.pending_revision is None
+    kube.shards.update(one.shards)
+    assert follower.retry_pending()  # nothing pending: revision 1 is never served
+    drain(status)
+    assert table.serving.revision == 2
+    assert all(p.get("acceptedRevision") != 1 for p, _ in kube.patches)
+
+
+def test_gateway_forbidden_shard_is_reported_and_nothing_accepted(shard_rig):
+    table, kube, status, follower, log_stream = shard_rig
+    one = sharded(1, (cand(1), cand(2), cand(3)))
+    kube.shards.update(one.shards)
+    kube.forbidden.add(sorted(one.shards)[0])
+    follower.observe({"metadata": {"name": "c1"}, "spec": one.index})
+    drain(status)
+    assert table.serving is None
+    assert "forbidden" in kube.patches[-1][0]["message"] and sorted(one.shards)[0] in kube.patches[-1][0]["message"]
+    assert "overlay_shards_forbidden" in log_stream.getvalue()
+
+
+def test_gateway_index_naming_another_consumers_shard_is_rejected(shard_rig):
+    table, kube, status, follower, _ = shard_rig
+    one = sharded(1, (cand(1),))
+    index = dict(one.index, shards=[dict(e, name="c2-shard-00") for e in one.index["shards"]])
+    follower.observe({"metadata": {"name": "c1"}, "spec": index})
+    drain(status)
+    assert table.serving is None and kube.gets == []
+    assert "not a shard of consumer 'c1'" in kube.patches[-1][0]["message"]

@@ -9,6 +9,7 @@ import yaml
 from click.testing import CliRunner
 
 from agn.operator.lease import DEFAULT_LEASE_NAME
+from agn.shards import DEFAULT_SHARD_COUNT, shard_names
 from xtask.cli.env import env_group
 from xtask.crds import crd_documents
 from xtask.envdef import load_env, parse_env
@@ -111,7 +112,17 @@ def test_each_identity_is_bound_to_its_own_role_only():
         assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": ENVDEF.namespace}]
     gateway_rules = by_kind(objects, "Role")["agn-gateway-consumer-a"]["rules"]
-    assert all(rule["resourceNames"] == ["consumer-a"] for rule in gateway_rules)
+    shard_rules = [rule for rule in gateway_rules if rule["resources"] == ["routingoverlayshards"]]
+    assert all(rule["resourceNames"] == ["consumer-a"] for rule in gateway_rules if rule not in shard_rules)
+    # Its own shards, by name, read-only: get is all the follower does with them.
+    assert shard_rules == [
+        {
+            "apiGroups": ["agn.dev"],
+            "resources": ["routingoverlayshards"],
+            "resourceNames": shard_names("consumer-a", DEFAULT_SHARD_COUNT),
+            "verbs": ["get"],
+        }
+    ]
     operator_rules = by_kind(objects, "Role")["agn-operator"]["rules"]
     writes = {
         (res, verb)
