@@ -224,6 +224,26 @@ def admission_state(provider: ProviderView, network: NetworkView, consumer: Cons
     return EXISTING_ONLY if provider.drain else ADMITTED
 
 
+def verdict_until(provider: ProviderView, network: NetworkView, *, now: float) -> float:
+    """Until when :func:`hard_failure` keeps its current answer for this provider version if
+    only time passes: a usable (fresh) reading goes stale at ``observed_at + maxAge``; every
+    other answer changes only with a new provider version or network. ``inf`` if never."""
+    if provider.healthy is True and endpoint_valid(provider.endpoint) and metrics_fresh(provider, network, now=now):
+        assert provider.metrics_observed_at is not None  # fresh implies observed
+        return provider.metrics_observed_at + network.metrics_max_age_seconds
+    return float("inf")
+
+
+def candidate_for(provider: ProviderView, failure: Exclusion | None, consumer: ConsumerView) -> Candidate | None:
+    """The consumer's candidate for a selected provider whose hard failure (for the consumer's
+    network) is ``failure``: rules 1–3 of the module docstring, given rule 1's network part."""
+    if failure is not None or provider.name in consumer.excluded_providers:
+        return None
+    state = EXISTING_ONLY if provider.drain else ADMITTED
+    p = provider
+    return Candidate(p.candidate_id, p.name, p.endpoint, p.selection_group, p.rank, state)
+
+
 def compute_candidates(
     providers: Iterable[ProviderView], network: NetworkView, consumer: ConsumerView, *, now: float
 ) -> tuple[Candidate, ...]:
@@ -231,10 +251,9 @@ def compute_candidates(
     for p in providers:
         if not selects(network, p.labels):
             continue
-        state = admission_state(p, network, consumer, now=now)
-        if state is None:
-            continue
-        out.append(Candidate(p.candidate_id, p.name, p.endpoint, p.selection_group, p.rank, state))
+        c = candidate_for(p, hard_failure(p, network, now=now), consumer)
+        if c is not None:
+            out.append(c)
     return tuple(sorted(out, key=lambda c: (c.id, c.provider)))
 
 
