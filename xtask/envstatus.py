@@ -1,20 +1,25 @@
 """Reading an environment's AGN objects for ``env status`` (runtime-independent).
 
-Returns plain dicts ready for JSON; the CLI renders them as tables.
+Returns plain dicts ready for JSON; the CLI renders them as tables. Overlays are read whole
+(index plus shards, :func:`agn.overlays.list_overlays`); one whose shards still do not match
+its index is shown as being assembled — its index's revision and ``overlayPending`` saying
+which shards — rather than with candidates of two revisions.
 """
 
 from __future__ import annotations
 
-from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube
+from agn.kube import CONSUMERS, NETWORKS, PROVIDERS, Kube
 from agn.objects import condition, drain_of, name_of
+from agn.overlays import list_overlays
+from agn.shards import Incomplete
+from xtask.drain.converge import incomplete_reason
 
 
 def agn_objects(kube: Kube, namespace: str) -> dict:
     providers, _ = kube.list(PROVIDERS, namespace)
     consumers, _ = kube.list(CONSUMERS, namespace)
-    overlays, _ = kube.list(OVERLAYS, namespace)
+    by_overlay = list_overlays(kube, namespace)
     networks, _ = kube.list(NETWORKS, namespace)
-    by_overlay = {name_of(o): o.get("spec") or {} for o in overlays}
     out_providers = []
     for p in sorted(providers, key=name_of):
         spec = p.get("spec") or {}
@@ -37,12 +42,15 @@ def agn_objects(kube: Kube, namespace: str) -> dict:
     out_consumers = []
     for c in sorted(consumers, key=name_of):
         status = c.get("status") or {}
-        overlay = by_overlay.get(name_of(c))
+        found = by_overlay.get(name_of(c))
+        pending = found if isinstance(found, Incomplete) else None
+        overlay = None if isinstance(found, Incomplete) else found
         out_consumers.append(
             {
                 "name": name_of(c),
                 "network": (c.get("spec") or {}).get("network"),
-                "overlayRevision": overlay.get("revision") if overlay else None,
+                "overlayRevision": pending.revision if pending else overlay.get("revision") if overlay else None,
+                "overlayPending": incomplete_reason(pending) if pending else None,
                 "acceptedRevision": status.get("acceptedRevision"),
                 "servingRevision": status.get("servingRevision"),
                 "address": status.get("address"),

@@ -5,7 +5,9 @@ what the overlay model (:mod:`agn.model`, the operator's own rules) gives for th
 they are now, and every consumer's gateway has accepted and serves that overlay's revision
 (:func:`xtask.drain.converge.serving_lag`, the drain waiter's definition). A drained or
 unhealthy provider does not make an environment unready: it is in its overlay as
-``existing_only`` or kept out with its reason, and ``excluded`` lists the latter.
+``existing_only`` or kept out with its reason, and ``excluded`` lists the latter. A sharded
+overlay whose shards do not match its index even after :func:`agn.overlays.list_overlays`'s
+repeated reads is not ready, with the shards it waits for named.
 
 :func:`evaluate_readiness` is pure; :func:`wait_ready` reads the API until ready or the
 deadline, then names every lagging object and what the runtime knows about why (a stopped
@@ -19,6 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from agn.model import ConsumerView, NetworkView, Overlay, ProviderView, compute_candidates, exclusion, selects
+from agn.shards import Incomplete
 from xtask.drain.converge import serving_lag
 from xtask.errors import XtaskError
 
@@ -40,7 +43,7 @@ def evaluate_readiness(
     networks: Mapping[str, NetworkView],
     consumers: Sequence[ConsumerView],
     revisions: Mapping[str, tuple[int | None, int | None]],
-    overlays: Mapping[str, Overlay | None],
+    overlays: Mapping[str, Overlay | Incomplete | None],
     now: float,
 ) -> Readiness:
     problems = [f"provider {p.name}: not probed by the operator yet" for p in providers if p.healthy is None]
@@ -55,9 +58,9 @@ def evaluate_readiness(
         lag = serving_lag(consumer.name, overlay, *revisions.get(consumer.name, (None, None)))
         if lag:
             problems.append(lag)
-        elif overlay is not None:
+        elif isinstance(overlay, Overlay):
             served[consumer.name] = overlay.revision
-        if overlay is not None:
+        if isinstance(overlay, Overlay):
             want = {c.provider: c.admission_state for c in compute_candidates(providers, network, consumer, now=now)}
             have = {c.provider: c.admission_state for c in overlay.candidates}
             for name in sorted(set(want) | set(have)):
@@ -80,8 +83,9 @@ def evaluate_readiness(
 def wait_ready(kube, envdef, *, timeout: float, diagnose: Callable[[], list[str]], interval: float = 0.2) -> Readiness:
     """Read the env's objects until :func:`evaluate_readiness` says ready; on timeout raise,
     naming every lagging object and whatever ``diagnose`` (the runtime) can tell about why."""
-    from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, KubeError
+    from agn.kube import CONSUMERS, NETWORKS, PROVIDERS, KubeError
     from agn.objects import consumer_revisions, consumer_view, name_of, network_view, provider_view
+    from agn.overlays import list_overlays
 
     ns = envdef.namespace
     names = {c.name for c in envdef.consumers}
@@ -92,7 +96,10 @@ def wait_ready(kube, envdef, *, timeout: float, diagnose: Callable[[], list[str]
             providers = [provider_view(o) for o in kube.list(PROVIDERS, ns)[0]]
             networks = {name_of(o): network_view(o) for o in kube.list(NETWORKS, ns)[0]}
             consumer_objs = [o for o in kube.list(CONSUMERS, ns)[0] if name_of(o) in names]
-            overlays = {name_of(o): Overlay.from_spec(o["spec"]) for o in kube.list(OVERLAYS, ns)[0] if o.get("spec")}
+            overlays: dict[str, Overlay | Incomplete | None] = {
+                name: spec if isinstance(spec, Incomplete) else Overlay.from_spec(spec)
+                for name, spec in list_overlays(kube, ns).items()
+            }
             result = evaluate_readiness(
                 providers=providers,
                 networks=networks,

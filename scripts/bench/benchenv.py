@@ -18,7 +18,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube, NotFound  # noqa: E402
+from agn.kube import CONSUMERS, NETWORKS, PROVIDERS, Kube  # noqa: E402
+from agn.overlays import read_overlay  # noqa: E402
+from agn.shards import Incomplete  # noqa: E402
 from xtask.crds import install_crds  # noqa: E402
 from xtask.procs import Supervisor  # noqa: E402
 from xtask.runtime import kubeconfig  # noqa: E402
@@ -166,9 +168,11 @@ class Bench:
 
     # -- observations ----------------------------------------------------------------------
     def overlay(self, consumer: str) -> dict | None:
+        """The consumer's whole overlay spec (index plus shards, or inline), None if none yet;
+        one whose shards have not caught up with its index reads as None (not yet) too."""
         try:
-            return self.kube.get(OVERLAYS, self.ns, consumer)["spec"]
-        except NotFound:
+            return read_overlay(self.kube, self.ns, consumer)
+        except Incomplete:
             return None
 
     def admitted(self, consumer: str) -> int:

@@ -83,7 +83,7 @@ def main() -> int:
                     lambda name=name: all(
                         any(
                             c["provider"] == name and c["admission_state"] == "existing_only"
-                            for c in bench.overlay(x)["candidates"]
+                            for c in (bench.overlay(x) or {}).get("candidates", ())
                         )
                         for x in ("c-a", "c-b")
                     ),

@@ -14,7 +14,9 @@ import sys
 import threading
 from pathlib import Path
 
-from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube, NotFound
+from agn.kube import CONSUMERS, NETWORKS, PROVIDERS, Kube
+from agn.overlays import read_overlay
+from agn.shards import Incomplete
 from agnprocs import AgnProcesses, http_json, wait_for
 from reportschema import parse_report
 from xtask.drain.journal import read_journal
@@ -96,10 +98,10 @@ class DrainEnv:
         return ((self.provider(name).get("spec") or {}).get("trafficPolicy") or {}).get("drain")
 
     def overlay(self, consumer: str) -> dict | None:
-        try:
-            return self.kube.get(OVERLAYS, self.ns, consumer)["spec"]
-        except NotFound:
-            return None
+        """The consumer's whole overlay spec (index plus shards, or an inline one), None if none.
+
+        Raises :class:`agn.shards.Incomplete` if its shards never matched its index."""
+        return read_overlay(self.kube, self.ns, consumer)
 
     def states(self, consumer: str) -> dict[str, str]:
         overlay = self.overlay(consumer) or {"candidates": []}
@@ -110,10 +112,13 @@ class DrainEnv:
         return status.get("acceptedRevision"), status.get("servingRevision")
 
     def serving_all_admitted(self, consumer: str, count: int) -> bool:
-        overlay = self.overlay(consumer)
+        try:
+            overlay = self.overlay(consumer)
+        except Incomplete:
+            return False  # between two of the operator's writes: not yet
         if not overlay:
             return False
-        states = self.states(consumer)
+        states = {c["provider"]: c["admission_state"] for c in overlay["candidates"]}
         return (
             len(states) == count
             and set(states.values()) == {"admitted"}

@@ -149,14 +149,11 @@ def test_gateway_gets_its_own_shards_and_is_forbidden_another_consumers(as_sa, k
 
 def test_provider_drain_reads_and_patches_providers_reads_the_rest_nothing_else(rbac):
     allowed = [(v, "inferenceproviders", None, None) for v in (*READ, "patch")]
-    allowed += [
-        (v, r, None, None) for r in ("routingoverlays", "inferenceconsumers", "inferencenetworks") for v in READ
-    ]
+    drain_reads = ("routingoverlays", "routingoverlayshards", "inferenceconsumers", "inferencenetworks")
+    allowed += [(v, r, None, None) for r in drain_reads for v in READ]
     denied = [(v, "inferenceproviders", None, "provider-one") for v in ("create", "update", "delete")]
     denied += [(v, "inferenceproviders", "status", "provider-one") for v in ("update", "patch")]
-    denied += [
-        (v, r, None, None) for r in ("routingoverlays", "inferenceconsumers", "inferencenetworks") for v in WRITE
-    ]
+    denied += [(v, r, None, None) for r in drain_reads for v in WRITE]
     denied += [("patch", "inferenceconsumers", "status", "consumer-a")]
     expect(rbac, "agn-provider-drain", allowed, denied)
     assert not rbac("agn-provider-drain", "get", "secrets", group="")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from agn.shards import assemble
 from reportschema import parse_report
 from xtask.reports import ENV_STATUS, ENV_UP
 from xtask.runtime.select import kind_problems
@@ -50,6 +51,20 @@ def kubectl_json(env: dict, *args: str) -> dict:
         timeout=60,
     )
     return json.loads(out.stdout)
+
+
+def overlay_states(env: dict) -> dict[str, dict[str, str]]:
+    """Each consumer's admission state per provider, as kubectl shows the overlays: the index
+    (RoutingOverlay) and, when sharded, its RoutingOverlayShards, assembled as a gateway does.
+    Read after a converged drain, when the operator is not writing; indexes first, as the
+    operator writes shards before the index."""
+    indexes = kubectl_json(env, "get", "routingoverlays")["items"]
+    shards = {s["metadata"]["name"]: s["spec"] for s in kubectl_json(env, "get", "routingoverlayshards")["items"]}
+    out = {}
+    for index in indexes:
+        whole = assemble(index["spec"], shards)
+        out[index["metadata"]["name"]] = {c["provider"]: c["admission_state"] for c in whole["candidates"]}
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -110,15 +125,14 @@ def test_up_drain_down(cli_env):
     ]
     drained = run(cli_env, *drain_args, "--reason", "kind e2e")
     assert drained.returncode == 0, drained.stdout + drained.stderr
-    for overlay in kubectl_json(cli_env, "get", "routingoverlays")["items"]:
-        states = {c["provider"]: c["admission_state"] for c in overlay["spec"]["candidates"]}
+    for states in overlay_states(cli_env).values():
         assert states["provider-one"] == states["provider-two"] == "existing_only"
         assert states["provider-three"] == states["provider-four"] == "admitted"
 
     undrained = run(cli_env, *drain_args, "--undrain")
     assert undrained.returncode == 0, undrained.stdout + undrained.stderr
-    for overlay in kubectl_json(cli_env, "get", "routingoverlays")["items"]:
-        assert {c["admission_state"] for c in overlay["spec"]["candidates"]} == {"admitted"}
+    for states in overlay_states(cli_env).values():
+        assert set(states.values()) == {"admitted"}
 
     down = run(cli_env, "env", "down", "--env", ENV, timeout=300)
     assert down.returncode == 0, down.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from agn.model import ConsumerView, NetworkView, ProviderView, compute_candidates, next_overlay
+from agn.shards import Incomplete
 from agn.watching import WatchHealth
 from xtask.readiness import evaluate_readiness
 from xtask.runtime.health import ComponentReport, lost_api_server, probes_behind
@@ -108,3 +109,22 @@ def test_probe_backlog_is_reported_only_while_behind():
     assert probes_behind(behind) == "probes behind: 120 due and waiting for one of 4 slots, the oldest 3.5s late"
     assert probes_behind(ComponentReport(True, 200, {"probes": {**load, "behind": False}})) is None
     assert probes_behind(ComponentReport(True, 200, {"status": "ok"})) is None  # a gateway has no prober
+
+
+def test_an_overlay_still_being_assembled_is_not_ready_and_says_why():
+    # A sharded overlay whose index names a shard not yet at its digest: nothing is judged on
+    # half of it, and the gateway's revisions are not compared with a revision nobody can serve.
+    pending = Incomplete(2, missing=["c-shard-03"], mismatched=["c-shard-11"])
+    r = evaluate_readiness(
+        providers=[provider("a")],
+        networks={"net": NET},
+        consumers=[CONSUMER],
+        revisions={"c": (2, 2)},
+        overlays={"c": pending},
+        now=NOW,
+    )
+    assert not r.ready and r.served == {}
+    assert r.problems == (
+        "consumer c: overlay revision 2 not complete "
+        "(shards missing c-shard-03; not yet at the index's digest: c-shard-11)",
+    )

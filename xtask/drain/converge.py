@@ -1,7 +1,9 @@
 """The convergence predicate for a drain with targets (README: `env provider-drain`, step 9). Pure.
 
 An :class:`Observation` is one consistent look at the selected providers, the named
-consumers and their overlays. :func:`evaluate` says whether it shows the request serving
+consumers and their overlays. A sharded overlay whose shards are not all in hand at the
+index's digest (:class:`agn.shards.Incomplete`) is observed as such: the consumer is
+waiting, never judged on a mix of two revisions. :func:`evaluate` says whether it shows the request serving
 everywhere; :class:`Agreement` implements "two consecutive agreeing observations".
 """
 
@@ -12,6 +14,7 @@ import enum
 from collections.abc import Mapping, Sequence
 
 from agn.model import ADMITTED, EXISTING_ONLY, ConsumerView, Exclusion, NetworkView, Overlay, ProviderView, exclusion
+from agn.shards import Incomplete
 
 
 class State(str, enum.Enum):
@@ -26,7 +29,7 @@ class Observation:
     network: NetworkView
     consumers: Mapping[str, ConsumerView]
     revisions: Mapping[str, tuple[int | None, int | None]]  # consumer -> (accepted, serving)
-    overlays: Mapping[str, Overlay | None]
+    overlays: Mapping[str, Overlay | Incomplete | None]  # None = no overlay; Incomplete = shards pending
     now: float
 
 
@@ -52,14 +55,28 @@ class Verdict:
         return self.state is not State.WAITING
 
 
-def serving_lag(consumer: str, overlay: Overlay | None, accepted: int | None, serving: int | None) -> str | None:
+def incomplete_reason(exc: Incomplete) -> str:
+    """An overlay whose index names shards not yet in hand at its digest, in words."""
+    parts = []
+    if exc.missing:
+        parts.append(f"missing {', '.join(exc.missing)}")
+    if exc.mismatched:
+        parts.append(f"not yet at the index's digest: {', '.join(exc.mismatched)}")
+    return f"overlay revision {exc.revision} not complete (shards {'; '.join(parts)})"
+
+
+def serving_lag(
+    consumer: str, overlay: Overlay | Incomplete | None, accepted: int | None, serving: int | None
+) -> str | None:
     """Why ``consumer`` is not serving ``overlay`` (the operator's latest), or None when it is.
 
     The one definition of "a gateway serves its overlay", shared by the drain's waiter and
-    ``env up``'s readiness.
+    ``env up``'s readiness. An overlay still being assembled is not served by anyone yet.
     """
     if overlay is None:
         return f"consumer {consumer}: no overlay published yet"
+    if isinstance(overlay, Incomplete):
+        return f"consumer {consumer}: {incomplete_reason(overlay)}"
     if (accepted or 0) < overlay.revision or (serving or 0) < overlay.revision:
         return f"consumer {consumer}: overlay revision {overlay.revision}, accepted {accepted}, serving {serving}"
     return None
@@ -83,7 +100,7 @@ def evaluate(obs: Observation, *, drain: bool) -> Verdict:
         lag = serving_lag(consumer_name, overlay, accepted, serving)
         if lag:
             lagging.append(lag)
-        if overlay is None:
+        if overlay is None or isinstance(overlay, Incomplete):
             signature.append((consumer_name, None))
             continue
         for name, p in sorted(obs.providers.items()):

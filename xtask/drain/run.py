@@ -17,11 +17,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube, NotFound
+from agn.kube import CONSUMERS, NETWORKS, PROVIDERS, Kube, NotFound
 from agn.model import Overlay
 from agn.objects import consumer_view, name_of, network_view, provider_view
+from agn.overlays import list_overlays
+from agn.shards import Incomplete
 from xtask.drain import fanout
-from xtask.drain.converge import targets_problems
+from xtask.drain.converge import incomplete_reason, targets_problems
 from xtask.drain.events import DrainEvents, outcome_facts, restoration_facts
 from xtask.drain.idle import not_idle
 from xtask.drain.idle_waiter import IdleResult, IdleWaiter
@@ -396,19 +398,19 @@ class _DrainRun:
 class _Targets:
     network: dict | None
     consumers: dict[str, dict]
-    overlays: dict[str, dict]
+    overlays: dict[str, dict[str, Any] | Incomplete]  # whole overlay specs; Incomplete: shards pending
 
 
 def _read_targets(kube: Kube, namespace: str, req: DrainRequest) -> _Targets:
-    """The named network, and every consumer and overlay of the namespace (two LISTs, not 2N GETs)."""
+    """The named network, and every consumer and whole overlay of the namespace (LISTs, not 2N
+    GETs: consumers, overlay indexes, and shards when an index is sharded)."""
     assert req.network is not None
     try:
         network = kube.get(NETWORKS, namespace, req.network)
     except NotFound:
         network = None
     consumers = {name_of(o): o for o in kube.list(CONSUMERS, namespace)[0]}
-    overlays = {name_of(o): o for o in kube.list(OVERLAYS, namespace)[0]}
-    return _Targets(network, consumers, overlays)
+    return _Targets(network, consumers, dict(list_overlays(kube, namespace)))
 
 
 def _target_refusals(
@@ -424,10 +426,20 @@ def _target_refusals(
     )
     if problems or not req.drain or req.force:
         return problems
-    overlays = {
-        name: Overlay.from_spec(targets.overlays[name]["spec"])
+    # A consumer without an overlay has nothing to guard. One whose shards never matched its
+    # index cannot be checked: refuse rather than guard half an overlay or none.
+    pending = [
+        f"capacity guard: consumer {name}: {incomplete_reason(found)}, so its capacity cannot be checked "
+        "(retry, or use --force to drain anyway)"
         for name in req.consumers
-        if name in targets.overlays and targets.overlays[name].get("spec")
+        if isinstance(found := targets.overlays.get(name), Incomplete)
+    ]
+    if pending:
+        return pending
+    overlays = {
+        name: Overlay.from_spec(spec)
+        for name in req.consumers
+        if (spec := targets.overlays.get(name)) is not None and not isinstance(spec, Incomplete)
     }
     to_drain = [c.provider for c in changes if not c.already]
     violations = capacity_violations(overlays, to_drain)

@@ -1,7 +1,11 @@
 """The convergence waiter: watch-driven, with a deadline, two agreeing observations.
 
-Three list+watch followers (:func:`agn.watching.follow`: providers, consumers, overlays)
-keep a cache and wake the waiter on every event. When the cached view satisfies the predicate, a fresh direct read
+Four list+watch followers (:func:`agn.watching.follow`: providers, consumers, overlay indexes
+and overlay shards) keep a cache and wake the waiter on every event about an object the wait is
+about. A consumer's overlay is assembled from its cached index and shards
+(:func:`agn.shards.assemble`); while a shard the index names is missing or not yet at the
+index's digest the consumer counts as not converged, so the waiter never judges a mix of two
+revisions. When the cached view satisfies the predicate, a fresh direct read
 is taken as the next observation; completion needs the two to agree (README: `env provider-drain`, step 9). Watches
 that end are resumed from the last resourceVersion; ``410 Gone`` triggers a re-list; other
 errors back off and retry. No fixed sleeps: the waiter blocks on events, re-checking about
@@ -16,26 +20,29 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube, KubeError, Resource
+from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, SHARDS, Kube, KubeError, Resource
 from agn.model import Overlay
 from agn.objects import Obj, consumer_revisions, consumer_view, name_of, network_view, provider_view
+from agn.shards import Incomplete, assemble, consumer_of_shard, is_sharded
 from agn.watching import follow
 from xtask.drain.converge import Agreement, Observation, State, Verdict, evaluate
 
 Notify = Callable[[str, str, dict], None]
+_KINDS = (PROVIDERS, CONSUMERS, OVERLAYS, SHARDS)
 
 
 class _Cache:
-    """The objects of one kind that the wait is about (``wanted`` names), kept from list+watch.
+    """The objects of one kind that the wait is about (``wanted``: names, or a test of a name),
+    kept from list+watch.
 
     Events about any other object of the kind — in a fleet, almost all of them: every other
-    provider's status — are dropped without waking the waiter, so a wait among thousands of
-    providers re-evaluates only when something it watches changed.
+    provider's status, every other consumer's shards — are dropped without waking the waiter,
+    so a wait among thousands of providers re-evaluates only when something it watches changed.
     """
 
-    def __init__(self, wake: queue.Queue[str], label: str, wanted: Iterable[str]) -> None:
+    def __init__(self, wake: queue.Queue[str], label: str, wanted: Iterable[str] | Callable[[str], bool]) -> None:
         self.items: dict[str, Obj] = {}
-        self.wanted = frozenset(wanted)
+        self.wants: Callable[[str], bool] = wanted if callable(wanted) else frozenset(wanted).__contains__
         self.lock = threading.Lock()
         self.wake = wake
         self.label = label
@@ -43,13 +50,13 @@ class _Cache:
 
     def snapshot(self, items: list[Obj]) -> None:
         with self.lock:
-            self.items = {name: o for o in items if (name := name_of(o)) in self.wanted}
+            self.items = {name: o for o in items if self.wants(name := name_of(o))}
         self.synced.set()
         self.wake.put(self.label)
 
     def event(self, kind: str, obj: Obj) -> None:
         name = name_of(obj)
-        if name not in self.wanted:
+        if not self.wants(name):
             return
         with self.lock:
             if kind == "DELETED":
@@ -94,10 +101,17 @@ class ConvergenceWaiter:
         self._network_obj = network_obj  # as read before the writes; else read when the wait starts
         self._wake: queue.Queue[str] = queue.Queue()
         self._stop_watches = threading.Event()
-        # A consumer's RoutingOverlay has the consumer's name.
-        wanted = {PROVIDERS: providers, CONSUMERS: consumers, OVERLAYS: consumers}
-        self._caches = {r.plural: _Cache(self._wake, r.plural, wanted[r]) for r in (PROVIDERS, CONSUMERS, OVERLAYS)}
-        self._parsed: dict[str, tuple[str, Overlay]] = {}  # overlay name -> (resourceVersion, parsed)
+        # A consumer's RoutingOverlay (the index) has the consumer's name; its shards carry it too.
+        mine = frozenset(consumers)
+        wanted: dict[Resource, Iterable[str] | Callable[[str], bool]] = {
+            PROVIDERS: providers,
+            CONSUMERS: consumers,
+            OVERLAYS: consumers,
+            SHARDS: lambda name: consumer_of_shard(name) in mine,
+        }
+        self._caches = {r.plural: _Cache(self._wake, r.plural, wanted[r]) for r in _KINDS}
+        # overlay name -> (index resourceVersion and its shards' digests, parsed)
+        self._parsed: dict[str, tuple[tuple, Overlay]] = {}
         self._started = False
 
     def start(self) -> None:
@@ -106,7 +120,7 @@ class ConvergenceWaiter:
         if self._started:
             return
         self._started = True
-        for res in (PROVIDERS, CONSUMERS, OVERLAYS):
+        for res in _KINDS:
             cache = self._caches[res.plural]
             thread = threading.Thread(
                 target=follow,
@@ -139,30 +153,53 @@ class ConvergenceWaiter:
             )
             revisions[name] = consumer_revisions(c) if c else (None, None)
             o = lookup(OVERLAYS, name)
-            overlays[name] = self._overlay(o) if o and o.get("spec") else None
+            overlays[name] = self._overlay(o, lookup) if o and o.get("spec") else None
         return Observation(provs, network_view(network_obj), consumers, revisions, overlays, time.time())
 
-    def _overlay(self, obj: Obj) -> Overlay:
-        """The parsed overlay, parsed once per resourceVersion (a fleet's overlay holds thousands
-        of candidates; most wake-ups do not change it)."""
+    def _overlay(self, obj: Obj, lookup: Callable[[Resource, str], Obj | None]) -> Overlay | Incomplete:
+        """The consumer's whole overlay from its index ``obj`` and the shards ``lookup`` finds,
+        or :class:`Incomplete` while a shard the index names is missing or at another digest.
+
+        Parsed once per index resourceVersion and shard digests (a fleet's overlay holds
+        thousands of candidates; most wake-ups do not change it): those decide both whether
+        the overlay assembles and what it holds."""
+        index = obj["spec"]
+        shards: dict[str, dict | None] = {}
+        if is_sharded(index):
+            for entry in index.get("shards") or ():
+                shard = lookup(SHARDS, str(entry.get("name", "")))
+                shards[str(entry.get("name", ""))] = shard.get("spec") if shard else None
         name, version = name_of(obj), str(obj.get("metadata", {}).get("resourceVersion") or "")
+        key = (version, tuple((n, (s or {}).get("digest"), (s or {}).get("consumer")) for n, s in shards.items()))
         known = self._parsed.get(name)
-        if known is not None and version and known[0] == version:
+        if known is not None and version and known[0] == key:
             return known[1]
-        overlay = Overlay.from_spec(obj["spec"])
-        self._parsed[name] = (version, overlay)
+        try:
+            spec = assemble(index, shards)
+        except Incomplete as exc:
+            return exc
+        overlay = Overlay.from_spec(spec)
+        self._parsed[name] = (key, overlay)
         return overlay
 
     def _cached(self, res: Resource, name: str) -> Obj | None:
         return self._caches[res.plural].get(name)
 
     def _fresh(self) -> Callable[[Resource, str], Obj | None]:
-        """A lookup over one fresh read of each kind: three LISTs, however many providers."""
+        """A lookup over one fresh read of each kind: four LISTs, however many providers.
+
+        Indexes are listed before shards: the operator writes shards first, so the shards read
+        are at least as new as the indexes read (a newer shard makes that observation wait,
+        never mix). Shards are listed only when a wanted index is sharded (inline overlays of
+        earlier operators have none)."""
         snapshot = {
             res.plural: {name_of(o): o for o in self.kube.list(res, self.namespace)[0]}
             for res in (PROVIDERS, CONSUMERS, OVERLAYS)
         }
-        return lambda res, name: snapshot[res.plural].get(name)
+        indexes = [snapshot[OVERLAYS.plural].get(c) for c in self.consumers]
+        if any(is_sharded((o or {}).get("spec") or {}) for o in indexes):
+            snapshot[SHARDS.plural] = {name_of(o): o for o in self.kube.list(SHARDS, self.namespace)[0]}
+        return lambda res, name: snapshot.get(res.plural, {}).get(name)
 
     def close(self) -> None:
         self._stop_watches.set()

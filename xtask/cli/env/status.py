@@ -119,12 +119,15 @@ def status(env_name: str, output: str) -> None:
     for c in objs["consumers"]:
         cons.add_row(
             c["name"],
-            _rev(c["overlayRevision"]),
+            _rev(c["overlayRevision"]) + (" (assembling)" if c.get("overlayPending") else ""),
             _rev(c["acceptedRevision"]),
             _rev(c["servingRevision"]),
             *(c["candidates"].get(n, "-") for n in names),
         )
     con.print(cons)
+    for c in objs["consumers"]:
+        if c.get("overlayPending"):
+            con.print(f"[yellow]consumer {c['name']}:[/yellow] {c['overlayPending']}")
 
 
 def _yes(value: bool) -> str:
