@@ -50,7 +50,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -198,11 +198,11 @@ class Fleet:
 
     def converged(self, *, admitted: int | None) -> bool:
         """Every consumer serves its overlay's revision and (if given) holds ``admitted`` admitted."""
-        status = {
-            o["metadata"]["name"]: (o.get("status") or {}).get("servingRevision")
-            for o in self.kube.list(CONSUMERS, self.ns)[0]
-        }
         try:
+            status = {
+                o["metadata"]["name"]: (o.get("status") or {}).get("servingRevision")
+                for o in self.kube.list(CONSUMERS, self.ns)[0]
+            }
             overlays = list_overlays(self.kube, self.ns)
         except KubeError:
             return False
@@ -370,10 +370,10 @@ class Fleet:
     def run_size(self, row: Row, *, timeout: float) -> None:
         deadline = time.monotonic() + timeout
 
-        def left() -> float:
+        def left(what: str) -> float:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise PhaseTimeout("size timeout")
+                raise PhaseTimeout(f"{what}: not started, the size's time was used up")
             return remaining
 
         self.start_size(row.providers, row.consumers)
@@ -402,7 +402,7 @@ class Fleet:
         target = self.names[0]
         for _ in range(self.args.repeat):
             before = self.apiserver_requests()
-            row.single_s.append(self.drain_cli("--provider", target, timeout=left()))
+            row.single_s.append(self.drain_cli("--provider", target, timeout=left("single drain")))
             row.single_requests.append(self.apiserver_requests() - before)
             self.bench.set_drain([target], None)
             wait(lambda: self.converged(admitted=total), deadline=deadline, what="undrain served (not measured)")
@@ -410,7 +410,7 @@ class Fleet:
         row.gw_size = min(GATEWAY_DRAIN, len(self.names))
         revs = self.revisions()
         before = self.apiserver_requests()
-        row.gw_s = self.drain_cli("--gateway", "gw-drain", timeout=left())
+        row.gw_s = self.drain_cli("--gateway", "gw-drain", timeout=left("gateway drain"))
         row.gw_requests = self.apiserver_requests() - before
         after = self.revisions()
         row.gw_revisions = max(after[c] - revs[c] for c in self.consumers)
@@ -433,7 +433,7 @@ class Fleet:
 # -- the table ------------------------------------------------------------------------------
 def verdict(value: float | None, goal: float) -> str:
     if value is None:
-        return "-"
+        return ""
     return "[green]ok[/]" if value <= goal else "[red]MISSED[/]"
 
 
@@ -442,30 +442,43 @@ def fmt(value: float | None, spec: str, unit: str = "") -> str:
 
 
 def render(rows: list[Row], baselines: dict[int, float], args: argparse.Namespace, started: str) -> Table:
-    settings = (
-        f"operator: --probe-interval {args.probe_interval} --probe-concurrency {args.probe_concurrency} "
-        f"--coalesce-window {args.coalesce_window} --max-batch-wait {args.max_batch_wait} (other flags default); "
-        f"drains: --repeat {args.repeat} single (median), gateway drain of {GATEWAY_DRAIN}; "
-        f"per-size timeout {args.size_timeout:g}s; {started}"
+    caption = (
+        f"Operator: --probe-interval {args.probe_interval:g} --probe-concurrency {args.probe_concurrency} "
+        f"--coalesce-window {args.coalesce_window:g} --max-batch-wait {args.max_batch_wait:g}, other flags default "
+        f"(--probe-timeout 1, leader election on). Fleet: N healthy providers (+{SPARES} spares) served by one "
+        f"fake-provider process. Single drain: median of {args.repeat}, vs {args.baseline} providers with the "
+        f"same consumers. Gateway drain: {GATEWAY_DRAIN} providers (all N if fewer). API req: change of the "
+        "kube-apiserver's apiserver_request_total across the drain (every client). RSS: peak (VmHWM). "
+        f"Goals: admitted+served <= {GOALS['admit_s']:g}s; single drain <= {GOALS['drain_ratio']:g}x baseline; "
+        f"<= {GOALS['gw_revisions']} revisions per consumer; largest object <= 1 MiB; operator <= "
+        f"{GOALS['operator_mb']:g} MB, gateway <= {GOALS['gateway_mb']:g} MB. Per-size timeout "
+        f"{args.size_timeout:g}s. {started}."
     )
-    table = Table(title="AGN fleet benchmark (this machine, this run)", caption=settings)
+    table = Table(title="AGN fleet benchmark (this machine, this run)", caption=caption, caption_justify="left")
     for col in (
-        "providers x consumers",
-        "create / admitted+served (goal <=60s)",
-        "probe backlog / lag (max)",
-        "single drain (goal <=3x base)",
-        "API req / single drain",
-        "gateway drain: time / revisions (goal <=5) / API req",
-        "largest AGN object (goal <=1MiB)",
-        "RSS peak operator (<=300MB) / gateway (<=150MB)",
+        "N x consumers",
+        "create / admitted+served",
+        "probe backlog / lag",
+        "single drain",
+        "API req (single)",
+        "gw drain",
+        "revisions",
+        "API req (gw)",
+        "largest AGN object",
+        "RSS operator",
+        "RSS gateway (max)",
         "status",
     ):
         table.add_column(col, overflow="fold")
     for r in rows:
         single = statistics.median(r.single_s) if r.single_s else None
         base = baselines.get(r.consumers)
-        ratio = single / base if single is not None and base else None
-        ratio_text = "-" if ratio is None else f"x{ratio:.2f} {verdict(ratio, GOALS['drain_ratio'])}"
+        if r.providers == args.baseline:
+            ratio_text = "baseline"
+        elif single is not None and base:
+            ratio_text = f"x{single / base:.2f} {verdict(single / base, GOALS['drain_ratio'])}"
+        else:
+            ratio_text = ""
         req = statistics.median(r.single_requests) if r.single_requests else None
         size, name = r.largest
         table.add_row(
@@ -474,10 +487,11 @@ def render(rows: list[Row], baselines: dict[int, float], args: argparse.Namespac
             f"{r.backlog:.0f} / {r.lag_s:.2f}s",
             f"{fmt(single, '.2f', 's')} {ratio_text}",
             fmt(req, ".0f"),
-            f"{fmt(r.gw_s, '.2f', 's')} ({r.gw_size}) / {fmt(r.gw_revisions, 'd')} "
-            f"{verdict(r.gw_revisions, GOALS['gw_revisions'])} / {fmt(r.gw_requests, '.0f')}",
-            f"{size / 1024:.1f} KiB {name} {verdict(size if name else None, GOALS['largest_bytes'])}",
-            f"{fmt(r.operator_mb, '.0f', 'MB')} {verdict(r.operator_mb, GOALS['operator_mb'])} / "
+            f"{fmt(r.gw_s, '.2f', 's')} ({r.gw_size})" if r.gw_size else "-",
+            f"{fmt(r.gw_revisions, 'd')} {verdict(r.gw_revisions, GOALS['gw_revisions'])}",
+            fmt(r.gw_requests, ".0f"),
+            f"{size / 1024:.1f} KiB {verdict(size, GOALS['largest_bytes'])} {name}" if name else "-",
+            f"{fmt(r.operator_mb, '.0f', 'MB')} {verdict(r.operator_mb, GOALS['operator_mb'])}",
             f"{fmt(r.gateway_mb, '.0f', 'MB')} {verdict(r.gateway_mb, GOALS['gateway_mb'])}",
             r.failure or "done",
         )
@@ -515,6 +529,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--probe-interval", type=positive, default=1.0, help="operator --probe-interval (1.0)")
     parser.add_argument("--probe-concurrency", type=int, default=16, help="operator --probe-concurrency (16)")
     parser.add_argument("--coalesce-window", type=non_negative, default=0.1, help="operator --coalesce-window (0.1)")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write the rows and settings as JSON")
     parser.add_argument("--max-batch-wait", type=non_negative, default=1.0, help="operator --max-batch-wait (1.0)")
     args = parser.parse_args(argv)
     for flag in ("baseline", "repeat", "probe_concurrency"):
@@ -550,6 +565,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"fleet: {providers} x {consumers} ...", file=sys.stderr, flush=True)
                 try:
                     fleet.run_size(row, timeout=args.size_timeout)
+                except KeyboardInterrupt:
+                    row.failure = "INTERRUPTED"
+                    raise
                 except PhaseTimeout as exc:
                     row.failure = f"TIMEOUT after {args.size_timeout:g}s: {exc}"
                 except PhaseFailed as exc:
@@ -564,8 +582,14 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             interrupted = True
         finally:
+            # Teardown by pid must finish: a second Ctrl-C here would leave detached processes.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             bench.stop()
     Console(width=200).print(render(rows, baselines, args, f"started {started}"))
+    if args.json:
+        settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+        args.json.write_text(json.dumps({"settings": settings, "rows": [asdict(r) for r in rows]}, indent=2) + "\n")
     if interrupted:
         print("interrupted: rows after the last finished size are missing", file=sys.stderr)
         return 130
