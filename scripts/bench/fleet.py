@@ -1,0 +1,609 @@
+#!/usr/bin/env python3
+"""Fleet benchmark (issue #9, item 4): one command, one table, numbers from this run.
+
+Environment: ``benchenv.py`` — the real etcd + kube-apiserver, ONE fake-provider process
+standing in for every provider through ``/pool/<name>/`` paths, the real operator and one
+real consumer gateway per consumer, all started and stopped by pid. Each (providers,
+consumers) size runs in its own namespace with its own operator and gateways:
+
+1. **admission**: operator and gateways run and serve their (empty) overlays first; then N
+   healthy providers are created and the clock runs from the first create until every
+   consumer serves (``servingRevision`` == its overlay's revision) an overlay holding all N
+   (plus the 4 spares) as admitted. Goal: <= 60 s.
+2. **single drain**: the real CLI, ``python -m xtask env provider-drain --provider X
+   --network net --consumer ... --timeout T``, converged on every consumer; median wall time
+   of ``--repeat`` runs (each from a served, undrained state). The same is measured at
+   ``--baseline`` (4) providers with the same consumers in this run. Goal: <= 3x baseline.
+3. **gateway drain**: ``--gateway gw-drain`` (100 providers, or all N if fewer) with the same
+   targets, converged: wall time and overlay revisions per consumer (max). Goal: <= 5.
+4. **largest object**: the biggest compact-JSON size of any AGN object in the namespace
+   (every AGN kind, RoutingOverlay and RoutingOverlayShard included), after admission and
+   after the drains. Goal: <= 1 MiB.
+5. **RSS**: peak resident memory (``VmHWM`` in ``/proc/<pid>/status``) of the operator and of
+   the largest gateway this bench started, by pid. Goals: 300 MB / 150 MB.
+6. **API requests per drain**: the change of the kube-apiserver's own ``apiserver_request_total``
+   (summed over every label) across each drain — every client's requests in that interval
+   (CLI, operator, gateways), read with the bench's admin client certificate; beside it the
+   idle rate (requests per second over a few seconds with no drain running), for scale.
+
+Also the operator's probe backlog (``agn_probe_backlog``, ``agn_probe_lag_seconds``, its own
+``/metrics``): the highest reading seen while waiting for admission.
+
+A size that cannot finish within ``--size-timeout`` is reported in its row with the phase that
+timed out; the next size still runs. Overlays are read only through ``agn.overlays``, so the
+inline and the sharded (index + shards) forms both count.
+
+Usage: python scripts/bench/fleet.py [--providers 200] [--consumers 2] [--repeat 3]
+       python scripts/bench/fleet.py --providers 500,2000,5000 --consumers 2,10
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import signal
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from prometheus_client.parser import text_string_to_metric_families
+from rich.console import Console
+from rich.table import Table
+from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
+
+from agn.kube import AGN_RESOURCES, CONSUMERS, NETWORKS, PROVIDERS, KubeError, Resource
+from agn.overlays import list_overlays
+from agn.shards import Incomplete
+from benchenv import CTX, Bench, provider_body
+from xtask.runtime.controlplane import free_port
+
+T = TypeVar("T")
+
+MAX_PROVIDERS = 10_000
+SPARES = 4  # one per selection group, in gw-spare: draining gw-drain keeps every group admitted
+GATEWAY_DRAIN = 100
+BACKGROUND_WINDOW = 3.0  # seconds of idle API traffic measured per size
+MIB = 1024 * 1024
+GOALS = {
+    "admit_s": 60.0,
+    "drain_ratio": 3.0,
+    "gw_revisions": 5,
+    "largest_bytes": MIB,
+    "operator_mb": 300.0,
+    "gateway_mb": 150.0,
+}
+
+
+class PhaseTimeout(Exception):
+    """A phase of one size did not finish in time; the row says which."""
+
+
+class PhaseFailed(Exception):
+    """A phase of one size failed (a CLI run exited non-zero); the row says which and why."""
+
+
+def sizes(text: str, *, top: int) -> list[int]:
+    """``"500,2000"`` -> ``[500, 2000]``; anything else is a usage error naming the flag."""
+    out = []
+    for part in text.split(","):
+        try:
+            n = int(part.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{part.strip()!r} is not a whole number") from None
+        if not 1 <= n <= top:
+            raise argparse.ArgumentTypeError(f"{n} is outside 1..{top}")
+        out.append(n)
+    return sorted(set(out))
+
+
+def wait(pred: Callable[[], T], *, deadline: float, what: str, on_poll: Callable[[], None] | None = None) -> T:
+    """Poll until ``pred`` is truthy. Polls back off to twice the time a check takes (so big
+    lists do not load the machine they measure); past ``deadline`` it raises PhaseTimeout."""
+    while True:
+        t0 = time.monotonic()
+        value = pred()
+        if on_poll is not None:
+            on_poll()
+        if value:
+            return value
+        now = time.monotonic()
+        if now >= deadline:
+            raise PhaseTimeout(what)
+        time.sleep(min(max(0.05, 2 * (now - t0)), 2.0, max(0.0, deadline - now)))
+
+
+# -- readings -------------------------------------------------------------------------------
+def metric_sum(text: str, name: str) -> float:
+    """Sum of every sample of counter or gauge ``name`` in Prometheus text."""
+    total = 0.0
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name:
+                total += s.value
+    return total
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    """(current VmRSS, peak VmHWM) in MB of one process, from /proc by pid."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            fields[key] = int(value.split()[0]) / 1024  # kB
+    return fields.get("VmRSS", 0.0), fields.get("VmHWM", 0.0)
+
+
+def object_bytes(obj: dict) -> int:
+    return len(json.dumps(obj, separators=(",", ":")).encode())
+
+
+@dataclass
+class Row:
+    providers: int
+    consumers: int
+    create_s: float | None = None
+    admit_s: float | None = None
+    backlog: float = 0.0
+    lag_s: float = 0.0
+    single_s: list[float] = field(default_factory=list)
+    single_requests: list[float] = field(default_factory=list)
+    background_rps: float | None = None  # API requests per second with no drain running (operator, gateways)
+    gw_size: int = 0
+    gw_s: float | None = None
+    gw_revisions: int | None = None
+    gw_requests: float | None = None
+    largest: tuple[int, str] = (0, "")
+    operator_mb: float | None = None
+    gateway_mb: float | None = None
+    failure: str = ""
+
+
+class Fleet:
+    """One size at a time in its own namespace, on one Bench (control plane + fake pool)."""
+
+    def __init__(self, bench: Bench, args: argparse.Namespace) -> None:
+        self.bench = bench
+        self.args = args
+        self._tls: ssl.SSLContext | None = None
+        self.ns = ""
+        self.consumers: list[str] = []
+        self.names: list[str] = []
+        self.operator_url = ""
+
+    @property
+    def kube(self):
+        return self.bench.kube
+
+    # -- readings ------------------------------------------------------------------------
+    def apiserver_requests(self) -> float:
+        if self._tls is None:  # the admin certificate exists once the control plane has started
+            c = self.bench.cp.certs
+            self._tls = ssl.create_default_context(cafile=str(c.ca_cert))
+            self._tls.load_cert_chain(str(c.admin_cert), str(c.admin_key))
+        with urllib.request.urlopen(f"{self.bench.cp.server}/metrics", context=self._tls, timeout=30) as r:
+            return metric_sum(r.read().decode(), "apiserver_request_total")
+
+    def operator_metrics(self) -> str:
+        try:
+            with urllib.request.urlopen(f"{self.operator_url}/metrics", timeout=5) as r:
+                return r.read().decode()
+        except OSError:
+            return ""
+
+    def converged(self, *, admitted: int | None) -> bool:
+        """Every consumer serves its overlay's revision and (if given) holds ``admitted`` admitted."""
+        try:
+            status = {
+                o["metadata"]["name"]: (o.get("status") or {}).get("servingRevision")
+                for o in self.kube.list(CONSUMERS, self.ns)[0]
+            }
+            overlays = list_overlays(self.kube, self.ns)
+        except KubeError:
+            return False
+        for c in self.consumers:
+            spec = overlays.get(c)
+            if spec is None or isinstance(spec, Incomplete) or status.get(c) != spec.get("revision"):
+                return False
+            if admitted is not None:
+                got = sum(1 for x in spec.get("candidates") or () if x.get("admission_state") == "admitted")
+                if got != admitted:
+                    return False
+        return True
+
+    def revisions(self) -> dict[str, int]:
+        overlays = list_overlays(self.kube, self.ns)
+        out = {}
+        for c in self.consumers:
+            spec = overlays.get(c)
+            if not isinstance(spec, dict):
+                raise PhaseFailed(f"overlay of {c} unreadable: {spec!r}")
+            out[c] = int(spec["revision"])
+        return out
+
+    @retry(
+        retry=retry_if_exception(lambda e: isinstance(e, KubeError) and e.status == 429),
+        wait=wait_fixed(1),
+        stop=stop_after_delay(60),
+        reraise=True,
+    )
+    def list_all(self, res: Resource) -> list[dict]:
+        """A LIST that waits out 429 "storage is (re)initializing" (a CRD installed moments ago)."""
+        return self.kube.list(res, self.ns)[0]
+
+    def largest_object(self) -> tuple[int, str]:
+        best = (0, "")
+        for res in AGN_RESOURCES:
+            for obj in self.list_all(res):
+                best = max(best, (object_bytes(obj), f"{res.kind}/{obj['metadata']['name']}"))
+        return best
+
+    # -- setup ---------------------------------------------------------------------------
+    def operator_argv(self) -> list[str]:
+        a = self.args
+        return [
+            "--probe-interval",
+            str(a.probe_interval),
+            "--probe-concurrency",
+            str(a.probe_concurrency),
+            "--coalesce-window",
+            str(a.coalesce_window),
+            "--max-batch-wait",
+            str(a.max_batch_wait),
+        ]
+
+    def start_size(self, providers: int, consumers: int) -> None:
+        """Namespace, network, consumers; operator and gateways up and serving empty overlays."""
+        b = self.bench
+        self.ns = f"fleet-{providers}x{consumers}"
+        self.consumers = [f"c{i:02d}" for i in range(consumers)]
+        width = max(4, len(str(providers - 1)))
+        self.names = [f"p{i:0{width}d}" for i in range(providers)]
+        b.ns = self.ns
+        self.kube.ensure_namespace(self.ns)
+        body = {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceNetwork", "metadata": {"name": "net"}, "spec": {}}
+        self.kube.create(NETWORKS, self.ns, body)
+        for c in self.consumers:
+            self.kube.create(
+                CONSUMERS,
+                self.ns,
+                {
+                    "apiVersion": "agn.dev/v1alpha1",
+                    "kind": "InferenceConsumer",
+                    "metadata": {"name": c},
+                    "spec": {"network": "net"},
+                },
+            )
+        common = ["--kubeconfig", str(b.kubeconfig), "--context", CTX, "--namespace", self.ns]
+        port = free_port()
+        self.operator_url = f"http://127.0.0.1:{port}"
+        b.sup.start(
+            "operator",
+            [sys.executable, "-m", "agn.operator", *common, *self.operator_argv(), "--health-port", str(port)],
+            env=b.env,
+        )
+        for c in self.consumers:
+            b.sup.start(
+                f"gateway-{c}",
+                [sys.executable, "-m", "agn.gateway", *common, "--consumer", c, "--port", "0"],
+                env=b.env,
+            )
+
+    def create_providers(self) -> None:
+        pool = self.bench.pool
+        n_drain = min(GATEWAY_DRAIN, len(self.names))
+        bodies = [
+            provider_body(
+                name,
+                f"{pool}/pool/{self.ns}-{name}",
+                gateway="gw-drain" if i < n_drain else "gw-big",
+                group=f"g{i % 4}",
+                rank=i,
+            )
+            for i, name in enumerate(self.names)
+        ]
+        bodies += [
+            provider_body(f"spare{g}", f"{pool}/pool/{self.ns}-spare{g}", gateway="gw-spare", group=f"g{g}", rank=99999)
+            for g in range(SPARES)
+        ]
+        with cf.ThreadPoolExecutor(16) as ex:
+            list(ex.map(lambda body: self.kube.create(PROVIDERS, self.ns, body), bodies))
+
+    def stop_size(self) -> None:
+        """Stop this size's operator and gateways by pid and delete its objects (no namespace
+        controller runs here, so the objects are deleted by collection, not by the namespace)."""
+        b = self.bench
+        for rec in b.sup.records():
+            if rec.name == "operator" or rec.name.startswith("gateway-"):
+                b.sup.stop(rec.name)
+        if not self.ns:
+            return
+        for res in AGN_RESOURCES:
+            try:
+                self.kube.custom.delete_collection_namespaced_custom_object(res.group, res.version, self.ns, res.plural)
+            except Exception as exc:  # noqa: BLE001 - cleanup between sizes is best effort, and said so
+                print(f"cleanup of {res.plural} in {self.ns} failed: {exc}", file=sys.stderr)
+
+    # -- actions -------------------------------------------------------------------------
+    def drain_cli(self, *select: str, timeout: float) -> float:
+        """The real CLI, converged on every consumer; its wall time. Non-zero exit: PhaseFailed."""
+        b = self.bench
+        targets = ["--network", "net"]
+        for c in self.consumers:
+            targets += ["--consumer", c]
+        argv = [
+            sys.executable,
+            "-m",
+            "xtask",
+            "env",
+            "provider-drain",
+            "--context",
+            CTX,
+            "--namespace",
+            self.ns,
+            "--output",
+            "json",
+            "--timeout",
+            str(max(1.0, timeout)),
+            *select,
+            *targets,
+        ]
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, env=b.env, timeout=timeout + 60)
+        except subprocess.TimeoutExpired:
+            raise PhaseTimeout(f"provider-drain {' '.join(select)} (no exit)") from None
+        secs = time.monotonic() - t0
+        if proc.returncode != 0:
+            try:
+                state = json.loads(proc.stdout)["convergence"]["state"]
+            except (ValueError, KeyError, TypeError):
+                state = proc.stderr.strip().splitlines()[-1:] or ["?"]
+            raise PhaseFailed(f"provider-drain {' '.join(select)} exit {proc.returncode}: {state}")
+        return secs
+
+    def run_size(self, row: Row, *, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+
+        def left(what: str) -> float:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise PhaseTimeout(f"{what}: not started, the size's time was used up")
+            return remaining
+
+        self.start_size(row.providers, row.consumers)
+        wait(lambda: self.converged(admitted=0), deadline=deadline, what="operator+gateways serving empty overlays")
+
+        total = len(self.names) + SPARES
+
+        def probe_reading() -> None:
+            text = self.operator_metrics()
+            if text:
+                row.backlog = max(row.backlog, metric_sum(text, "agn_probe_backlog"))
+                row.lag_s = max(row.lag_s, metric_sum(text, "agn_probe_lag_seconds"))
+
+        t0 = time.monotonic()
+        self.create_providers()
+        row.create_s = time.monotonic() - t0
+        wait(
+            lambda: self.converged(admitted=total),
+            deadline=deadline,
+            what=f"all {total} admitted and served",
+            on_poll=probe_reading,
+        )
+        row.admit_s = time.monotonic() - t0
+        row.largest = self.largest_object()
+
+        # The drains' request counts include every client's background traffic (the operator's
+        # status writes, lease renewals, gateways' reports); measure that rate idle, for scale.
+        before, t_idle = self.apiserver_requests(), time.monotonic()
+        time.sleep(min(BACKGROUND_WINDOW, left("background request rate")))
+        row.background_rps = (self.apiserver_requests() - before) / (time.monotonic() - t_idle)
+
+        target = self.names[0]
+        for _ in range(self.args.repeat):
+            before = self.apiserver_requests()
+            row.single_s.append(self.drain_cli("--provider", target, timeout=left("single drain")))
+            row.single_requests.append(self.apiserver_requests() - before)
+            self.bench.set_drain([target], None)
+            wait(lambda: self.converged(admitted=total), deadline=deadline, what="undrain served (not measured)")
+
+        row.gw_size = min(GATEWAY_DRAIN, len(self.names))
+        revs = self.revisions()
+        before = self.apiserver_requests()
+        row.gw_s = self.drain_cli("--gateway", "gw-drain", timeout=left("gateway drain"))
+        row.gw_requests = self.apiserver_requests() - before
+        after = self.revisions()
+        row.gw_revisions = max(after[c] - revs[c] for c in self.consumers)
+        row.largest = max(row.largest, self.largest_object())
+
+    def memory(self, row: Row) -> None:
+        """Peak RSS of this size's operator and largest gateway, by the pids the bench recorded."""
+        peaks = {}
+        for rec in self.bench.sup.records():
+            if rec.name == "operator" or rec.name.startswith("gateway-"):
+                try:
+                    peaks[rec.name] = rss_mb(rec.pid)[1]
+                except OSError:
+                    continue
+        row.operator_mb = peaks.get("operator")
+        gateways = [v for k, v in peaks.items() if k.startswith("gateway-")]
+        row.gateway_mb = max(gateways) if gateways else None
+
+
+# -- the table ------------------------------------------------------------------------------
+def verdict(value: float | None, goal: float) -> str:
+    if value is None:
+        return ""
+    return "[green]ok[/]" if value <= goal else "[red]MISSED[/]"
+
+
+def fmt(value: float | None, spec: str, unit: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}{unit}"
+
+
+def render(rows: list[Row], baselines: dict[int, float], args: argparse.Namespace, started: str) -> Table:
+    caption = (
+        f"Operator: --probe-interval {args.probe_interval:g} --probe-concurrency {args.probe_concurrency} "
+        f"--coalesce-window {args.coalesce_window:g} --max-batch-wait {args.max_batch_wait:g}, other flags default "
+        f"(--probe-timeout 1, leader election on). Fleet: N healthy providers (+{SPARES} spares) served by one "
+        f"fake-provider process. Single drain: median of {args.repeat}, vs {args.baseline} providers with the "
+        f"same consumers. Gateway drain: {GATEWAY_DRAIN} providers (all N if fewer). API req: change of the "
+        "kube-apiserver's apiserver_request_total across the drain (every client). RSS: peak (VmHWM). "
+        f"Goals: admitted+served <= {GOALS['admit_s']:g}s; single drain <= {GOALS['drain_ratio']:g}x baseline; "
+        f"<= {GOALS['gw_revisions']} revisions per consumer; largest object <= 1 MiB; operator <= "
+        f"{GOALS['operator_mb']:g} MB, gateway <= {GOALS['gateway_mb']:g} MB. Per-size timeout "
+        f"{args.size_timeout:g}s. {started}."
+    )
+    table = Table(title="AGN fleet benchmark (this machine, this run)", caption=caption, caption_justify="left")
+    for col in (
+        "N x consumers",
+        "create / admitted+served",
+        "probe backlog / lag",
+        "single drain",
+        "API req (single) / idle rate",
+        "gw drain",
+        "revisions",
+        "API req (gw)",
+        "largest AGN object",
+        "RSS operator",
+        "RSS gateway (max)",
+        "status",
+    ):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        single = statistics.median(r.single_s) if r.single_s else None
+        base = baselines.get(r.consumers)
+        if r.providers == args.baseline:
+            ratio_text = "baseline"
+        elif single is not None and base:
+            ratio_text = f"x{single / base:.2f} {verdict(single / base, GOALS['drain_ratio'])}"
+        else:
+            ratio_text = ""
+        req = statistics.median(r.single_requests) if r.single_requests else None
+        size, name = r.largest
+        table.add_row(
+            f"{r.providers} x {r.consumers}",
+            f"{fmt(r.create_s, '.1f', 's')} / {fmt(r.admit_s, '.1f', 's')} {verdict(r.admit_s, GOALS['admit_s'])}",
+            f"{r.backlog:.0f} / {r.lag_s:.2f}s",
+            f"{fmt(single, '.2f', 's')} {ratio_text}",
+            f"{fmt(req, '.0f')} / {fmt(r.background_rps, '.0f', '/s')}",
+            f"{fmt(r.gw_s, '.2f', 's')} ({r.gw_size})" if r.gw_size else "-",
+            f"{fmt(r.gw_revisions, 'd')} {verdict(r.gw_revisions, GOALS['gw_revisions'])}",
+            fmt(r.gw_requests, ".0f"),
+            f"{size / 1024:.1f} KiB {verdict(size, GOALS['largest_bytes'])} {name}" if name else "-",
+            f"{fmt(r.operator_mb, '.0f', 'MB')} {verdict(r.operator_mb, GOALS['operator_mb'])}",
+            f"{fmt(r.gateway_mb, '.0f', 'MB')} {verdict(r.gateway_mb, GOALS['gateway_mb'])}",
+            r.failure or "done",
+        )
+    return table
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    def providers(text: str) -> list[int]:
+        return sizes(text, top=MAX_PROVIDERS)
+
+    def consumers(text: str) -> list[int]:
+        return sizes(text, top=99)
+
+    def positive(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not 0 < value < float("inf"):
+            raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+        return value
+
+    def non_negative(text: str) -> float:
+        return 0.0 if text.strip() in ("0", "0.0") else positive(text)
+
+    parser.add_argument(
+        "--providers", type=providers, default=[200], help=f"comma-separated fleet sizes, 1..{MAX_PROVIDERS} (200)"
+    )
+    parser.add_argument("--consumers", type=consumers, default=[2], help="comma-separated consumer counts (2)")
+    parser.add_argument("--baseline", type=int, default=4, help="providers of the single-drain baseline (4)")
+    parser.add_argument("--repeat", type=int, default=3, help="single drains per size, median shown (3)")
+    parser.add_argument("--size-timeout", type=positive, default=900.0, help="seconds one size may take (900)")
+    parser.add_argument("--probe-interval", type=positive, default=1.0, help="operator --probe-interval (1.0)")
+    parser.add_argument("--probe-concurrency", type=int, default=16, help="operator --probe-concurrency (16)")
+    parser.add_argument("--coalesce-window", type=non_negative, default=0.1, help="operator --coalesce-window (0.1)")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write the rows and settings as JSON")
+    parser.add_argument("--max-batch-wait", type=non_negative, default=1.0, help="operator --max-batch-wait (1.0)")
+    args = parser.parse_args(argv)
+    for flag in ("baseline", "repeat", "probe_concurrency"):
+        if getattr(args, flag) < 1:
+            parser.error(f"--{flag.replace('_', '-')}: must be a whole number >= 1, got {getattr(args, flag)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+
+    def on_term(signum, frame) -> None:  # noqa: ANN001 - turn SIGTERM into the Ctrl-C path (teardown by pid)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    plan = list(
+        dict.fromkeys(
+            [(args.baseline, c) for c in args.consumers] + [(p, c) for p in args.providers for c in args.consumers]
+        )
+    )
+    rows: list[Row] = []
+    baselines: dict[int, float] = {}
+    interrupted = False
+    with tempfile.TemporaryDirectory(prefix="agn-fleet-") as tmp:
+        bench = Bench(Path(tmp))
+        fleet = Fleet(bench, args)
+        try:
+            bench.start()
+            for providers, consumers in plan:
+                row = Row(providers, consumers)
+                rows.append(row)
+                print(f"fleet: {providers} x {consumers} ...", file=sys.stderr, flush=True)
+                try:
+                    fleet.run_size(row, timeout=args.size_timeout)
+                except KeyboardInterrupt:
+                    row.failure = "INTERRUPTED"
+                    raise
+                except PhaseTimeout as exc:
+                    row.failure = f"TIMEOUT after {args.size_timeout:g}s: {exc}"
+                except PhaseFailed as exc:
+                    row.failure = f"FAILED: {exc}"
+                except Exception as exc:  # noqa: BLE001 - one size's crash is its row's verdict, not the table's end
+                    row.failure = f"FAILED: {type(exc).__name__}: {exc}"
+                finally:
+                    fleet.memory(row)
+                    fleet.stop_size()
+                if providers == args.baseline and row.single_s and consumers not in baselines:
+                    baselines[consumers] = statistics.median(row.single_s)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            # Teardown by pid must finish: a second Ctrl-C here would leave detached processes.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            bench.stop()
+    Console(width=200).print(render(rows, baselines, args, f"started {started}"))
+    if args.json:
+        settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+        args.json.write_text(json.dumps({"settings": settings, "rows": [asdict(r) for r in rows]}, indent=2) + "\n")
+    if interrupted:
+        print("interrupted: rows after the last finished size are missing", file=sys.stderr)
+        return 130
+    return 1 if any(r.failure for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
