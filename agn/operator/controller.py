@@ -1,8 +1,18 @@
 """The operator's controller: wires caches, the work queue, the prober and the overlay writer.
 
-Provider and network changes mark every consumer dirty; consumer and overlay changes mark
-that consumer. One worker thread takes coalesced batches and reconciles each consumer
-level-triggered from the caches, writing its RoutingOverlay only when the overlay changed.
+Provider and network changes mark every consumer dirty; consumer, overlay and shard changes
+mark that consumer. One worker thread takes coalesced batches and reconciles each consumer
+level-triggered from the caches, writing its overlay only when what is stored differs.
+
+**Storage** (:mod:`agn.shards`): a consumer's overlay is an index (the RoutingOverlay named
+after it: revision, digest, counts, one digest per shard) plus RoutingOverlayShards, so no
+object grows past etcd's request limit with the fleet. A publication writes the shards whose
+digest changed first, then the index, then deletes shards the index no longer names — a
+reader that follows the index always finds its shards. Whether to write is decided on the
+index spec and the shards' digests, never on whole overlays (a sharded index has no
+candidates); a drain of one provider rewrites one shard and the index. An inline index (an
+earlier operator's whole overlay) is converted in place, its ``candidates`` removed, at the
+same revision.
 A periodic resync re-runs every consumer (and every overlay), because metrics freshness
 depends on time and deletions can be missed while a watch is re-listed.
 
@@ -16,8 +26,8 @@ Lifecycle:
   every consumer.
 - **Ownership** (:mod:`.ownership`): each overlay is controlled by its consumer (an
   ownerReference), so a garbage collector removes it with the consumer. Where none runs, the
-  worker deletes overlays whose consumer is gone, or that belong to an earlier consumer of
-  the same name — after confirming with a live read, and only that incarnation (uid
+  worker deletes overlays (index and shards) whose consumer is gone, or that belong to an
+  earlier consumer of the same name — after confirming with a live read, and only that incarnation (uid
   precondition).
 - **Forgetting**: per-consumer memory is dropped when the consumer is gone (on its reconcile,
   and on every resync against the cache), so nothing keyed by a deleted name stays.
@@ -26,7 +36,7 @@ Lifecycle:
   ``ProviderEligible`` Event on a provider when a hard failure starts / ends (transitions
   only); reconcile duration and errors are observed here, the rest is read at scrape time.
 
-This is the only writer of RoutingOverlays. It never writes provider spec or any status
+This is the only writer of RoutingOverlays and RoutingOverlayShards. It never writes provider spec or any status
 (provider status belongs to :mod:`.prober`).
 """
 
