@@ -6,7 +6,7 @@ shard, whose union is the whole overlay; no object grows with the fleet the way 
 overlay did; a drain of one provider rewrites exactly the shard holding its candidate plus the
 index, and the revision goes up by one; objects of a deleted consumer are removed by the
 operator (the local control plane runs no garbage collector); a bad ``--overlay-shards`` is a
-usage error at startup.
+usage error at startup; the shipped operator Role grants shards what it grants overlays.
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ from agn.kube import CONSUMERS, OVERLAYS, SHARDS, NotFound
 from agn.model import Overlay
 from agn.shards import shard_name, shard_of
 from agnprocs import wait_for
+from kubetest import can_i
+from xtask.envdef import load_env
+from xtask.manifests import render
 
 pytestmark = pytest.mark.integration
 
@@ -221,3 +224,17 @@ def test_a_bad_shard_count_is_a_clear_startup_error(value):
     assert done.returncode == 2
     assert "--overlay-shards" in done.stderr and value in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_shipped_operator_role_reads_and_writes_shards_as_it_does_overlays(kube, namespace):
+    for obj in render(load_env("example"), namespace=namespace):
+        if obj["kind"] in ("ServiceAccount", "Role", "RoleBinding"):
+            kube.apply(obj)
+    operator = f"system:serviceaccount:{namespace}:agn-operator"
+
+    def allowed(verb: str, resource: str, name: str | None = None) -> bool:
+        return can_i(kube, operator, verb, resource, namespace, name=name, group="agn.dev")
+
+    for verb in ("get", "list", "watch", "create", "update", "patch", "delete"):
+        assert allowed(verb, "routingoverlayshards", "c1-shard-00") == allowed(verb, "routingoverlays", "c1") is True
+    assert not allowed("deletecollection", "routingoverlayshards")
