@@ -55,7 +55,7 @@ def fleet(kube, ns, agn, names: list[str], consumers=("c1",), *extra: str) -> No
     create_pool(kube, ns, agn.provider("pool"), names)
     for c in consumers:
         make_consumer(kube, ns, c)
-    agn.operator("--probe-interval", "2", *extra)
+    agn.operator("--probe-interval", "2", "--probe-timeout", "5", *extra)
     for c in consumers:
         wait_for(
             lambda c=c: states(kube, ns, c) == dict.fromkeys(names, "admitted"),
