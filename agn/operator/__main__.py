@@ -21,6 +21,7 @@ from agn.operator.elector import LeaderElector
 from agn.operator.health import serve_health
 from agn.operator.lease import DEFAULT_LEASE_NAME, LeaseTimings, new_identity
 from agn.operator.metrics import OperatorMetrics
+from agn.shards import DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT, check_shard_count
 
 EXIT_OK = 0
 EXIT_UNEXPECTED = 1
@@ -35,6 +36,14 @@ def _whole_positive(value: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {value}")
     return number
+
+
+def _shard_count(value: str) -> int:
+    try:
+        return check_shard_count(int(value))
+    except ValueError as exc:
+        message = str(exc) if value.strip().lstrip("+-").isdigit() else f"must be a whole number, got {value!r}"
+        raise argparse.ArgumentTypeError(message) from None
 
 
 def _fraction(value: str) -> float:
@@ -92,6 +101,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=1.0,
         metavar="SECONDS",
         help="longest a batch stays open while changes keep arriving",
+    )
+    parser.add_argument(
+        "--overlay-shards",
+        type=_shard_count,
+        default=DEFAULT_SHARD_COUNT,
+        metavar="N",
+        help=f"shards per consumer overlay, 1-{MAX_SHARD_COUNT}: its candidates are stored in up to N "
+        "RoutingOverlayShards named by a small RoutingOverlay index (default: %(default)s)",
     )
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
     parser.add_argument(
@@ -166,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         resync=args.resync,
         coalesce_window=args.coalesce_window,
         max_batch_wait=args.max_batch_wait,
+        overlay_shards=args.overlay_shards,
     )
     elector = None
     if args.leader_elect:

@@ -1,8 +1,18 @@
 """The operator's controller: wires caches, the work queue, the prober and the overlay writer.
 
-Provider and network changes mark every consumer dirty; consumer and overlay changes mark
-that consumer. One worker thread takes coalesced batches and reconciles each consumer
-level-triggered from the caches, writing its RoutingOverlay only when the overlay changed.
+Provider and network changes mark every consumer dirty; consumer, overlay and shard changes
+mark that consumer. One worker thread takes coalesced batches and reconciles each consumer
+level-triggered from the caches, writing its overlay only when what is stored differs.
+
+**Storage** (:mod:`agn.shards`): a consumer's overlay is an index (the RoutingOverlay named
+after it: revision, digest, counts, one digest per shard) plus RoutingOverlayShards, so no
+object grows past etcd's request limit with the fleet. A publication writes the shards whose
+digest changed first, then the index, then deletes shards the index no longer names — a
+reader that follows the index always finds its shards. Whether to write is decided on the
+index spec and the shards' digests, never on whole overlays (a sharded index has no
+candidates); a drain of one provider rewrites one shard and the index. An inline index (an
+earlier operator's whole overlay) is converted in place, its ``candidates`` removed, at the
+same revision.
 A periodic resync re-runs every consumer (and every overlay), because metrics freshness
 depends on time and deletions can be missed while a watch is re-listed.
 
@@ -16,8 +26,8 @@ Lifecycle:
   every consumer.
 - **Ownership** (:mod:`.ownership`): each overlay is controlled by its consumer (an
   ownerReference), so a garbage collector removes it with the consumer. Where none runs, the
-  worker deletes overlays whose consumer is gone, or that belong to an earlier consumer of
-  the same name — after confirming with a live read, and only that incarnation (uid
+  worker deletes overlays (index and shards) whose consumer is gone, or that belong to an
+  earlier consumer of the same name — after confirming with a live read, and only that incarnation (uid
   precondition).
 - **Forgetting**: per-consumer memory is dropped when the consumer is gone (on its reconcile,
   and on every resync against the cache), so nothing keyed by a deleted name stays.
@@ -26,7 +36,7 @@ Lifecycle:
   ``ProviderEligible`` Event on a provider when a hard failure starts / ends (transitions
   only); reconcile duration and errors are observed here, the rest is read at scrape time.
 
-This is the only writer of RoutingOverlays. It never writes provider spec or any status
+This is the only writer of RoutingOverlays and RoutingOverlayShards. It never writes provider spec or any status
 (provider status belongs to :mod:`.prober`).
 """
 
@@ -38,10 +48,10 @@ import time
 from typing import Any
 
 from agn import GROUP, VERSION
-from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Conflict, Kube, KubeError, NotFound
+from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, SHARDS, Conflict, Kube, KubeError, NotFound, Resource
 from agn.logs import JsonLog
 from agn.model import NetworkView, Overlay, ProviderView, hard_failure, selects
-from agn.objects import consumer_view, network_view, provider_view
+from agn.objects import consumer_view, name_of, network_view, provider_view
 from agn.operator.elector import LeaderElector
 from agn.operator.events import EventSink, HardFailures, observed
 from agn.operator.informer import Informer, Obj
@@ -53,6 +63,19 @@ from agn.operator.pruning import prune
 from agn.operator.reconcile import overlay_changes, plan_overlay
 from agn.operator.workqueue import CoalescingQueue
 from agn.operator.writes import LeaderWrites, NotLeader
+from agn.shards import (
+    DEFAULT_SHARD_COUNT,
+    MAX_SHARD_COUNT,
+    Incomplete,
+    Sharded,
+    assemble,
+    changed_shards,
+    check_shard_count,
+    consumer_of_shard,
+    shard_names,
+    split,
+    surplus_shards,
+)
 
 ERROR_RETRY_SECONDS = 1.0
 RECHECK_SLACK_SECONDS = 0.05
@@ -77,17 +100,59 @@ class Settings:
     # During a long burst (a gateway-wide drain of hundreds of providers) no quiet period comes;
     # this caps how long a change waits, trading a few revisions for bounded latency.
     max_batch_wait: float = 1.0
+    # Each consumer's overlay is stored as an index plus up to this many shards (agn.shards), so
+    # no object grows with the fleet past etcd's request limit and a drain rewrites one shard.
+    overlay_shards: int = DEFAULT_SHARD_COUNT
+
+    def __post_init__(self) -> None:
+        check_shard_count(self.overlay_shards)
 
 
-def overlay_body(
-    overlay: Overlay, *, owner_references: list[dict[str, Any]] | None = None, published_by: str | None = None
+@dataclasses.dataclass(frozen=True)
+class ShardWork:
+    """The writes one publication needs: shards to create or patch, whether the index is
+    written, and stored shards the new index no longer names (deleted last)."""
+
+    shards: list[str]
+    index: bool
+    surplus: list[str]
+
+
+def object_body(
+    res: Resource, name: str, spec: dict[str, Any], *, owner_references: list[dict[str, Any]], published_by: str
 ) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": overlay.consumer}
-    if owner_references:
-        metadata["ownerReferences"] = owner_references
-    if published_by:
-        metadata["annotations"] = {PUBLISHED_BY: published_by}
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": OVERLAYS.kind, "metadata": metadata, "spec": overlay.to_spec()}
+    """A new index or shard: owned by the consumer (so a garbage collector removes it with it)."""
+    metadata: dict[str, Any] = {
+        "name": name,
+        "ownerReferences": owner_references,
+        "annotations": {PUBLISHED_BY: published_by},
+    }
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": res.kind, "metadata": metadata, "spec": spec}
+
+
+def shard_digests(new: Sharded, stored: dict[str, Obj]) -> dict[str, str]:
+    """The digests of the stored shards that hold what ``new`` would put there but the candidates.
+
+    A stored shard of another network, consumer, position or shard count is left out, so
+    :func:`agn.shards.changed_shards` rewrites it even if its candidates' digest matches."""
+    out: dict[str, str] = {}
+    for name, obj in stored.items():
+        spec, want = obj.get("spec") or {}, new.shards.get(name)
+        if want is None:
+            continue
+        if all(spec.get(k) == want[k] for k in ("network", "consumer", "shard", "shardCount")):
+            out[name] = str(spec.get("digest", ""))
+    return out
+
+
+def index_patch(current: dict[str, Any] | None, index: dict[str, Any]) -> dict[str, Any]:
+    """A merge patch taking the stored index spec to ``index``: every field it no longer has is
+    set to null (a legacy inline overlay's ``candidates`` goes, for one)."""
+    patch: dict[str, Any] = dict(index)
+    for key in current or {}:
+        if key not in index:
+            patch[key] = None
+    return patch
 
 
 class Operator:
@@ -120,6 +185,7 @@ class Operator:
         self.networks = self._informer(NETWORKS, self._on_all_consumers)
         self.consumers = self._informer(CONSUMERS, self._on_named)
         self.overlays = self._informer(OVERLAYS, self._on_named)
+        self.shards = self._informer(SHARDS, self._on_shard)
         self.metrics = metrics or OperatorMetrics()
         self.metrics.watch_state(
             queue_depth=lambda: len(self.queue.pending()),
@@ -157,11 +223,15 @@ class Operator:
         return Informer(self.kube, resource, self.namespace, on_change=on_change, log=self.log, stop=self.stop)
 
     def _all(self) -> list[Informer]:
-        return [self.providers, self.networks, self.consumers, self.overlays]
+        return [self.providers, self.networks, self.consumers, self.overlays, self.shards]
 
     def _names(self) -> list[str]:
-        """Every name that may need a reconcile: each consumer, and each overlay (it may be an orphan)."""
-        return sorted(set(self.consumers.store.names()) | set(self.overlays.store.names()))
+        """Every name that may need a reconcile: each consumer, each overlay and the consumer of
+        each shard (either may be an orphan)."""
+        shard_owners = {consumer_of_shard(n) for n in self.shards.store.names()}
+        return sorted(
+            set(self.consumers.store.names()) | set(self.overlays.store.names()) | {n for n in shard_owners if n}
+        )
 
     # -- events ------------------------------------------------------------------------
     def _on_all_consumers(self, kind: str, obj: Obj | None) -> None:
@@ -172,6 +242,14 @@ class Operator:
             self.queue.add_all(self._names())
         else:
             self.queue.add(obj["metadata"]["name"])
+
+    def _on_shard(self, kind: str, obj: Obj | None) -> None:
+        if obj is None:
+            self.queue.add_all(self._names())
+            return
+        consumer = consumer_of_shard(obj["metadata"]["name"])
+        if consumer is not None:
+            self.queue.add(consumer)
 
     # -- lifecycle -----------------------------------------------------------------------
     def healthy(self) -> tuple[bool, str]:
@@ -219,6 +297,7 @@ class Operator:
             networks=len(self.networks.store.names()),
             consumers=len(self.consumers.store.names()),
             overlays=len(self.overlays.store.names()),
+            shards=len(self.shards.store.names()),
         )
         # Only a process whose caches are synced competes for the lease.
         if self.elector is not None:
@@ -355,15 +434,20 @@ class Operator:
             providers = [provider_view(p) for p in self.providers.store.list()]
         consumer_obj = self.consumers.store.get(name)
         current = self.overlays.store.get(name)
+        stored = self._stored_shards(name)
         if consumer_obj is None:
             self._forget(name)
-            if current is not None:
-                self._remove_overlay(name, current)
+            if current is not None or stored:
+                self._remove_overlay(name, current, stored)
             return
-        if current is not None and verdict(current, consumer_obj) is Verdict.STALE:
-            if not self._remove_overlay(name, current):
+        stale_index = current is not None and verdict(current, consumer_obj) is Verdict.STALE
+        stale = {n: s for n, s in stored.items() if verdict(s, consumer_obj) is Verdict.STALE}
+        if stale_index or stale:
+            if not self._remove_overlay(name, current if stale_index else None, stale):
                 return
-            current = None  # a new consumer of an old name starts a new overlay history
+            if stale_index:
+                current = None  # a new consumer of an old name starts a new overlay history
+            stored = self._stored_shards(name)
         consumer = consumer_view(consumer_obj)
         network_obj = self.networks.store.get(consumer.network)
         if network_obj is None:
@@ -377,21 +461,85 @@ class Operator:
             self.log.info("consumer's network found", consumer=name, network=consumer.network)
 
         uid = consumer_obj["metadata"].get("uid", "")
-        if current is not None:
-            previous: Overlay | None = Overlay.from_spec(current["spec"])
-        else:
-            published = self._published.get(name)
-            previous = published[1] if published is not None and published[0] == uid else None
+        published = self._published.get(name)
+        remembered = published[1] if published is not None and published[0] == uid else None
+        # Only the index's network, revision and digest decide the next revision; a sharded
+        # index carries no candidates, so this Overlay has none (and is never compared whole).
+        previous = Overlay.from_spec(current["spec"]) if current is not None else remembered
         now = time.time()
         network = network_view(network_obj)
         self._report_hard_failures(network, providers, now=now)
         plan = plan_overlay(consumer, network, providers, previous=previous, now=now)
         if plan.recheck_at is not None and plan.recheck_at > now:
             self.queue.add_after(name, plan.recheck_at - now + RECHECK_SLACK_SECONDS)
-        owned = current is not None and owner_references_current(current, consumer_obj)
-        if not plan.write and owned:
+        sharded = split(plan.overlay, self.settings.overlay_shards)
+        work = self._shard_work(current, stored, sharded, consumer_obj)
+        if work is None:
             return
-        self._publish(plan.overlay, consumer=consumer_obj, current=current, previous=previous, spec_changed=plan.write)
+        admission_changed = previous is None or (previous.network, previous.revision, previous.digest) != (
+            plan.overlay.network,
+            plan.overlay.revision,
+            plan.overlay.digest,
+        )
+        before = self._previous_candidates(current, stored, remembered) if admission_changed else None
+        self._publish(
+            plan.overlay,
+            sharded,
+            work,
+            consumer=consumer_obj,
+            current=current,
+            stored=stored,
+            previous=before,
+            spec_changed=admission_changed,
+        )
+
+    def _stored_shards(self, consumer: str) -> dict[str, Obj]:
+        """The consumer's shards in the cache, by name (every name a shard count allows)."""
+        out = {}
+        for shard in shard_names(consumer, MAX_SHARD_COUNT):
+            obj = self.shards.store.get(shard)
+            if obj is not None:
+                out[shard] = obj
+        return out
+
+    def _shard_work(
+        self, current: Obj | None, stored: dict[str, Obj], sharded: Sharded, consumer: Obj
+    ) -> ShardWork | None:
+        """What must be written to store ``sharded``, or None when the API already holds it.
+
+        Compared are the index spec (network, revision, digest, counts and each shard's digest),
+        each shard's digest and position, and every object's owner references (adoption)."""
+        writes = set(changed_shards(sharded, shard_digests(sharded, stored)))
+        writes |= {n for n in sharded.shards if n in stored and not owner_references_current(stored[n], consumer)}
+        surplus = surplus_shards(sharded, stored)
+        index = (
+            current is None
+            or (current.get("spec") or {}) != sharded.index
+            or not owner_references_current(current, consumer)
+        )
+        if not (writes or surplus or index):
+            return None
+        return ShardWork(shards=sorted(writes), index=index, surplus=surplus)
+
+    def _previous_candidates(
+        self, current: Obj | None, stored: dict[str, Obj], remembered: Overlay | None
+    ) -> Overlay | None:
+        """The overlay the consumer had, candidates included, for the change log and the Event:
+        the stored index assembled with the cached shards, else what this term published last
+        (if it is that revision), else None."""
+        if current is not None:
+            spec = current.get("spec") or {}
+            try:
+                return Overlay.from_spec(assemble(spec, {n: o.get("spec") for n, o in stored.items()}))
+            except Incomplete:
+                pass
+            if remembered is not None and (remembered.revision, remembered.digest) == (
+                spec.get("revision"),
+                spec.get("digest"),
+            ):
+                return remembered
+            return None
+        return remembered
 
     def _report_hard_failures(self, network: NetworkView, providers: list[ProviderView], *, now: float) -> None:
         """An Event for each provider of ``network`` whose hard failure began, changed or ended.
@@ -409,35 +557,68 @@ class Operator:
                 self.events.hard_failure(change, obj, max_age=network.metrics_max_age_seconds)
 
     def _publish(
-        self, overlay: Overlay, *, consumer: Obj, current: Obj | None, previous: Overlay | None, spec_changed: bool
+        self,
+        overlay: Overlay,
+        sharded: Sharded,
+        work: ShardWork,
+        *,
+        consumer: Obj,
+        current: Obj | None,
+        stored: dict[str, Obj],
+        previous: Overlay | None,
+        spec_changed: bool,
     ) -> None:
+        """Write the changed shards, then the index, then delete the shards it no longer names.
+
+        In this order a reader that follows the index finds every shard it names already at
+        the index's digest; surplus shards go only once no index names them."""
         name = overlay.consumer
         owners = desired_owner_references(current, consumer)
+        identity = self.leadership.identity
         try:
-            if current is None:
-                body = overlay_body(overlay, owner_references=owners, published_by=self.leadership.identity)
-                written = self.writes.create(OVERLAYS, self.namespace, body)
-            else:
-                patch: dict[str, Any] = {
-                    "metadata": {
-                        "resourceVersion": current["metadata"]["resourceVersion"],
-                        "ownerReferences": owners,
-                        "annotations": {PUBLISHED_BY: self.leadership.identity},
-                    }
-                }
-                if spec_changed:
-                    patch["spec"] = overlay.to_spec()
-                written = self.writes.merge_patch(OVERLAYS, self.namespace, name, patch)
+            for shard in work.shards:
+                spec = sharded.shards[shard]
+                old = stored.get(shard)
+                if old is None:
+                    body = object_body(SHARDS, shard, spec, owner_references=owners, published_by=identity)
+                    written = self.writes.create(SHARDS, self.namespace, body)
+                else:
+                    written = self.writes.merge_patch(
+                        SHARDS, self.namespace, shard, self._patch(old, owners, identity, spec)
+                    )
+                self.shards.store.upsert(written)
+            if work.index:
+                if current is None:
+                    body = object_body(OVERLAYS, name, sharded.index, owner_references=owners, published_by=identity)
+                    written = self.writes.create(OVERLAYS, self.namespace, body)
+                else:
+                    spec = index_patch(current.get("spec"), sharded.index)
+                    written = self.writes.merge_patch(
+                        OVERLAYS, self.namespace, name, self._patch(current, owners, identity, spec)
+                    )
+                self.overlays.store.upsert(written)
+            for shard in work.surplus:
+                try:
+                    self.writes.delete(SHARDS, self.namespace, shard, uid=stored[shard]["metadata"].get("uid"))
+                except NotFound:
+                    pass  # gone already
+                self.shards.store.remove(shard)
         except (Conflict, NotFound) as exc:
-            # Our cache was behind (or the overlay was deleted): refresh it and plan again.
-            self._refresh_overlay(name)
+            # Our cache was behind (or an object was deleted): refresh it and plan again.
+            self._refresh_overlay(name, [*sharded.shards, *stored])
             self.log.info("overlay changed under us; re-planning", consumer=name, reason=type(exc).__name__)
             self.queue.add(name)
             return
-        self.overlays.store.upsert(written)
         self._published[name] = (consumer["metadata"].get("uid", ""), overlay)
         if not spec_changed:
-            self.log.info("overlay adopted by its consumer", consumer=name, revision=overlay.revision)
+            self.log.info(
+                "overlay stored again",
+                consumer=name,
+                revision=overlay.revision,
+                shards_written=len(work.shards),
+                index_written=work.index,
+                shards_deleted=len(work.surplus),
+            )
             return
         self.log.info(
             "overlay published",
@@ -446,16 +627,32 @@ class Operator:
             revision=overlay.revision,
             previous_revision=previous.revision if previous else None,
             digest=overlay.digest,
+            shards_written=len(work.shards),
+            shards_deleted=len(work.surplus),
             changes=overlay_changes(previous, overlay),
         )
         self.events.overlay_published(consumer, previous, overlay)
 
-    def _remove_overlay(self, name: str, overlay: Obj) -> bool:
-        """Delete an overlay whose consumer is gone (or is a newer consumer of the same name).
+    @staticmethod
+    def _patch(old: Obj, owners: list[dict[str, Any]], identity: str, spec: dict[str, Any]) -> dict[str, Any]:
+        """A merge patch conditional on ``old``'s resourceVersion (409 if someone wrote since)."""
+        return {
+            "metadata": {
+                "resourceVersion": old["metadata"]["resourceVersion"],
+                "ownerReferences": owners,
+                "annotations": {PUBLISHED_BY: identity},
+            },
+            "spec": spec,
+        }
+
+    def _remove_overlay(self, name: str, overlay: Obj | None, shards: dict[str, Obj]) -> bool:
+        """Delete an overlay (index and shards) whose consumer is gone, or of an earlier consumer
+        of the same name.
 
         The cache can lag behind the API (a new leader's consumer cache, say), so the consumer
-        is read live first; the delete is conditional on the overlay's uid, so only the
-        incarnation judged here is removed. Returns True when the overlay is gone.
+        is read live first; each delete is conditional on the object's uid, so only the
+        incarnation judged here is removed. The index goes first, so no reader follows an index
+        to shards that are gone. Returns True when all of them are gone.
         """
         try:
             live: Obj | None = self.kube.get(CONSUMERS, self.namespace, name)
@@ -463,27 +660,39 @@ class Operator:
             live = None
         if live is not None:
             self.consumers.store.upsert(live)
-        judged = verdict(overlay, live)
-        if judged not in (Verdict.ORPHAN, Verdict.STALE):
-            self.log.info("overlay's consumer exists after all; keeping the overlay", consumer=name)
+        doomed: list[tuple[Resource, Obj]] = [(OVERLAYS, overlay)] if overlay is not None else []
+        doomed += [(SHARDS, shards[n]) for n in sorted(shards)]
+        kept = [name_of(o) for _, o in doomed if verdict(o, live) not in (Verdict.ORPHAN, Verdict.STALE)]
+        if kept:
+            self.log.info("overlay's consumer exists after all; keeping the overlay", consumer=name, kept=kept)
             self.queue.add(name)
             return False
-        try:
-            self.writes.delete(OVERLAYS, self.namespace, name, uid=overlay["metadata"].get("uid"))
-        except NotFound:
-            pass  # gone already (a garbage collector, or an earlier attempt)
-        except Conflict:
-            self._refresh_overlay(name)  # replaced meanwhile: judge the new one
-            self.queue.add(name)
-            return False
-        self.overlays.store.remove(name)
+        for res, obj in doomed:
+            obj_name = name_of(obj)
+            try:
+                self.writes.delete(res, self.namespace, obj_name, uid=obj["metadata"].get("uid"))
+            except NotFound:
+                pass  # gone already (a garbage collector, or an earlier attempt)
+            except Conflict:
+                self._refresh_overlay(name, list(shards))  # replaced meanwhile: judge the new one
+                self.queue.add(name)
+                return False
+            (self.overlays if res is OVERLAYS else self.shards).store.remove(obj_name)
+        judged = verdict(overlay if overlay is not None else doomed[0][1], live)
         self.log.info(
-            "overlay deleted", consumer=name, reason=judged.value, revision=(overlay.get("spec") or {}).get("revision")
+            "overlay deleted",
+            consumer=name,
+            reason=judged.value,
+            revision=((overlay or {}).get("spec") or {}).get("revision"),
+            shards=len(shards),
         )
         return True
 
-    def _refresh_overlay(self, name: str) -> None:
-        try:
-            self.overlays.store.upsert(self.kube.get(OVERLAYS, self.namespace, name))
-        except NotFound:
-            self.overlays.store.remove(name)
+    def _refresh_overlay(self, name: str, shards: list[str]) -> None:
+        """Read the consumer's index and the named shards again (the cache was behind)."""
+        for res, obj_name in [(OVERLAYS, name), *((SHARDS, s) for s in sorted(set(shards)))]:
+            store = (self.overlays if res is OVERLAYS else self.shards).store
+            try:
+                store.upsert(self.kube.get(res, self.namespace, obj_name))
+            except NotFound:
+                store.remove(obj_name)

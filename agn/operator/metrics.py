@@ -48,6 +48,9 @@ START_DELAY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 def overlay_samples(overlays: Iterable[Mapping[str, Any]]) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
     """(revision per consumer, candidates per (consumer, admission state)) from RoutingOverlays.
 
+    A sharded overlay's index carries its counts per state (``admission``), so no shard is read;
+    an inline overlay's candidates are counted.
+
     Every admission state gets a sample per consumer (0 when it has none: that is a count)."""
     revisions: dict[str, int] = {}
     counts: dict[tuple[str, str], int] = {}
@@ -58,7 +61,12 @@ def overlay_samples(overlays: Iterable[Mapping[str, Any]]) -> tuple[dict[str, in
             revisions[consumer] = int(spec["revision"])
         for state in ADMISSION_STATES:
             counts[(consumer, state)] = 0
-        for cand in spec.get("candidates") or ():
+        admission = spec.get("admission")
+        if isinstance(admission, Mapping):  # a sharded index counts its candidates per state
+            for state, n in admission.items():
+                counts[(consumer, str(state))] = int(n)
+            continue
+        for cand in spec.get("candidates") or ():  # an inline overlay (earlier operators)
             key = (consumer, str(cand.get("admission_state")))
             counts[key] = counts.get(key, 0) + 1
     return revisions, counts

@@ -11,9 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, NotFound
+from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS
 from agn.model import candidate_id
 from agn.objects import parse_time
+from agn.overlays import read_overlay
+from agn.shards import Incomplete
 from agnprocs import http_json, wait_for
 
 pytestmark = pytest.mark.integration
@@ -62,10 +64,11 @@ def set_drain(kube, ns, name, drain: bool):
 
 
 def overlay(kube, ns, consumer):
+    """The consumer's whole overlay spec (index and shards assembled), or None."""
     try:
-        return kube.get(OVERLAYS, ns, consumer)["spec"]
-    except NotFound:
-        return None
+        return read_overlay(kube, ns, consumer)
+    except Incomplete:
+        return None  # caught between two of the operator's writes even after retries: look again
 
 
 def states(kube, ns, consumer) -> dict[str, str]:

@@ -31,6 +31,24 @@ def test_overlay_samples_count_every_admission_state_per_consumer():
     }
 
 
+def test_overlay_samples_of_a_sharded_index_come_from_its_admission_counts():
+    # An index carries no candidates; reading its shards at every scrape would cost a list per shard.
+    index = {
+        "metadata": {"name": "c1"},
+        "spec": {
+            "consumer": "c1",
+            "revision": 4,
+            "candidateCount": 5000,
+            "admission": {"admitted": 4990, "existing_only": 10},
+            "shardCount": 16,
+            "shards": [{"name": "c1-shard-00", "digest": "d", "candidates": 5000}],
+        },
+    }
+    revisions, counts = overlay_samples([index])
+    assert revisions == {"c1": 4}
+    assert counts == {("c1", "admitted"): 4990, ("c1", "existing_only"): 10}
+
+
 def test_reading_age_is_absent_without_a_reading():
     providers = [
         {"metadata": {"name": "fresh"}, "status": {"probe": {"metricsObservedAt": "2026-01-01T00:00:10Z"}}},

@@ -1,0 +1,240 @@
+"""The operator stores each consumer's overlay as a small index plus shards, on the real API
+server: hundreds of providers served by ONE fake provider process through ``/pool/<name>``.
+
+What must hold (``agn.shards``): the index carries no candidates and names every non-empty
+shard, whose union is the whole overlay; no object grows with the fleet the way one inline
+overlay did; a drain of one provider rewrites exactly the shard holding its candidate plus the
+index, and the revision goes up by one; objects of a deleted consumer are removed by the
+operator (the local control plane runs no garbage collector); a bad ``--overlay-shards`` is a
+usage error at startup; the shipped operator Role grants shards what it grants overlays.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from test_operator import make_consumer, make_network, overlay, set_drain, states
+from test_probe_fleet import create_pool
+
+from agn.kube import CONSUMERS, OVERLAYS, SHARDS, NotFound
+from agn.model import Overlay
+from agn.shards import shard_name, shard_of
+from agnprocs import wait_for
+from kubetest import can_i
+from xtask.envdef import load_env
+from xtask.manifests import render
+
+pytestmark = pytest.mark.integration
+
+SHARDS_USED = 16
+
+
+def index_of(kube, ns, consumer) -> dict | None:
+    try:
+        return kube.get(OVERLAYS, ns, consumer)
+    except NotFound:
+        return None
+
+
+def shards_of(kube, ns, consumer) -> dict[str, dict]:
+    """Every RoutingOverlayShard of ``consumer`` in the API, by name."""
+    prefix = f"{consumer}-shard-"
+    return {o["metadata"]["name"]: o for o in kube.list(SHARDS, ns)[0] if o["metadata"]["name"].startswith(prefix)}
+
+
+def size(obj: dict) -> int:
+    return len(json.dumps(obj, separators=(",", ":")))
+
+
+def fleet(kube, ns, agn, names: list[str], consumers=("c1",), *extra: str) -> None:
+    # A long metrics bound: on a shared, loaded machine a late probe must not flip admission.
+    make_network(kube, ns, metricsMaxAgeSeconds=600)
+    create_pool(kube, ns, agn.provider("pool"), names)
+    for c in consumers:
+        make_consumer(kube, ns, c)
+    agn.operator("--probe-interval", "2", "--probe-timeout", "5", *extra)
+    for c in consumers:
+        wait_for(
+            lambda c=c: states(kube, ns, c) == dict.fromkeys(names, "admitted"),
+            timeout=180,
+            interval=0.5,
+            what=f"all {len(names)} providers admitted in {c}'s overlay",
+        )
+
+
+def in_state(kube, ns, consumer, provider: str, state: str) -> dict | None:
+    """The whole overlay when ``provider``'s candidate in it has ``state`` (one read), else None."""
+    spec = overlay(kube, ns, consumer)
+    found = [c for c in (spec or {}).get("candidates", ()) if c["provider"] == provider]
+    return spec if found and found[0]["admission_state"] == state else None
+
+
+def rvs(kube, ns, consumer) -> dict[str, str]:
+    out = {n: o["metadata"]["resourceVersion"] for n, o in shards_of(kube, ns, consumer).items()}
+    index = index_of(kube, ns, consumer)
+    assert index is not None
+    out["index"] = index["metadata"]["resourceVersion"]
+    return out
+
+
+def test_300_providers_are_sharded_and_a_drain_rewrites_one_shard_and_the_index(kube, namespace, agn):
+    names = [f"p{i:03d}" for i in range(300)]
+    fleet(kube, namespace, agn, names)
+
+    index = index_of(kube, namespace, "c1")
+    assert index is not None
+    spec = index["spec"]
+    assert "candidates" not in spec and spec["shardCount"] == SHARDS_USED
+    assert spec["candidateCount"] == 300 and spec["admission"] == {"admitted": 300, "existing_only": 0}
+    stored = shards_of(kube, namespace, "c1")
+    assert sorted(stored) == [e["name"] for e in spec["shards"]]  # every listed shard present, no other
+    for entry in spec["shards"]:
+        shard = stored[entry["name"]]["spec"]
+        assert shard["digest"] == entry["digest"] and len(shard["candidates"]) == entry["candidates"]
+        assert all(shard_of(c["id"], SHARDS_USED) == shard["shard"] for c in shard["candidates"])
+    whole = overlay(kube, namespace, "c1")
+    assert whole is not None
+    assert sorted(c["provider"] for c in whole["candidates"]) == names
+    assert sorted(c["provider"] for s in stored.values() for c in s["spec"]["candidates"]) == names
+    # Every owner reference points at the consumer: a garbage collector removes them with it.
+    consumer_uid = kube.get(CONSUMERS, namespace, "c1")["metadata"]["uid"]
+    for obj in [index, *stored.values()]:
+        assert [r["uid"] for r in obj["metadata"]["ownerReferences"]] == [consumer_uid]
+
+    # Size: the largest object is a fraction of what one inline overlay would be.
+    inline = {"metadata": {"name": "c1"}, "spec": whole}
+    largest = max(size(o) for o in [index, *stored.values()])
+    print(f"inline overlay {size(inline)} B; index {size(index)} B; largest object {largest} B")
+    assert largest * 4 < size(inline)
+
+    target = "p123"
+    cand = next(c for c in whole["candidates"] if c["provider"] == target)
+    home = shard_name("c1", shard_of(cand["id"], SHARDS_USED))
+    before = rvs(kube, namespace, "c1")
+    before_home = stored[home]["spec"]
+
+    set_drain(kube, namespace, target, True)
+    drained = wait_for(
+        lambda: in_state(kube, namespace, "c1", target, "existing_only"),
+        timeout=30,
+        what=f"{target} existing_only",
+    )
+    assert drained["revision"] == whole["revision"] + 1
+    after = rvs(kube, namespace, "c1")
+    changed = sorted(n for n in before if after.get(n) != before[n])
+    assert changed == sorted([home, "index"])
+    assert sorted(after) == sorted(before)
+    new_cand = next(c for c in drained["candidates"] if c["provider"] == target)
+    assert {k: v for k, v in new_cand.items() if k != "admission_state"} == {
+        k: v for k, v in cand.items() if k != "admission_state"
+    }  # identity, group and rank unchanged
+    assert index_of(kube, namespace, "c1")["spec"]["admission"] == {"admitted": 299, "existing_only": 1}
+
+    set_drain(kube, namespace, target, False)
+    back = wait_for(
+        lambda: in_state(kube, namespace, "c1", target, "admitted"),
+        timeout=30,
+        what=f"{target} admitted again",
+    )
+    assert back["revision"] == whole["revision"] + 2
+    assert back["candidates"] == whole["candidates"]
+    final = rvs(kube, namespace, "c1")
+    assert sorted(n for n in after if final[n] != after[n]) == sorted([home, "index"])
+    assert shards_of(kube, namespace, "c1")[home]["spec"] == before_home
+
+
+def test_a_deleted_consumers_index_and_shards_are_removed(kube, namespace, agn):
+    names = [f"p{i:02d}" for i in range(20)]
+    fleet(kube, namespace, agn, names, ("c1", "c2"))
+    assert len(shards_of(kube, namespace, "c2")) > 1
+    kept = rvs(kube, namespace, "c1")
+
+    kube.delete(CONSUMERS, namespace, "c2")
+    wait_for(
+        lambda: index_of(kube, namespace, "c2") is None and not shards_of(kube, namespace, "c2"),
+        timeout=30,
+        what="c2's index and shards deleted",
+    )
+    assert rvs(kube, namespace, "c1") == kept  # the other consumer's objects are untouched
+
+
+def test_a_smaller_shard_count_moves_candidates_and_deletes_surplus_shards_without_a_new_revision(kube, namespace, agn):
+    names = [f"p{i:02d}" for i in range(20)]
+    fleet(kube, namespace, agn, names, ("c1",), "--overlay-shards", "8")
+    first = overlay(kube, namespace, "c1")
+    assert first is not None
+    assert index_of(kube, namespace, "c1")["spec"]["shardCount"] == 8
+    assert max(int(n.rsplit("-", 1)[1]) for n in shards_of(kube, namespace, "c1")) >= 2
+
+    agn.stop("operator")
+    agn.operator("--probe-interval", "2", "--overlay-shards", "2")
+    wait_for(
+        lambda: (
+            index_of(kube, namespace, "c1")["spec"]["shardCount"] == 2
+            and sorted(shards_of(kube, namespace, "c1"))
+            == [e["name"] for e in index_of(kube, namespace, "c1")["spec"]["shards"]]
+        ),
+        timeout=30,
+        what="c1 stored in 2 shards, surplus shards deleted",
+    )
+    assert set(shards_of(kube, namespace, "c1")) <= {shard_name("c1", 0), shard_name("c1", 1)}
+    again = overlay(kube, namespace, "c1")
+    assert again == first  # same revision, digest and candidates: only the storage changed
+
+
+def test_a_legacy_inline_overlay_is_converted_to_an_index_without_a_new_revision(kube, namespace, agn):
+    names = [f"p{i:02d}" for i in range(6)]
+    fleet(kube, namespace, agn, names)
+    whole = overlay(kube, namespace, "c1")
+    assert whole is not None
+    agn.stop("operator")
+    # What an earlier operator wrote: one RoutingOverlay carrying every candidate, no shards.
+    kube.merge_patch(
+        OVERLAYS,
+        namespace,
+        "c1",
+        {"spec": {**whole, "shards": None, "shardCount": None, "candidateCount": None, "admission": None}},
+    )
+    for name in shards_of(kube, namespace, "c1"):
+        kube.delete(SHARDS, namespace, name)
+    assert "candidates" in index_of(kube, namespace, "c1")["spec"]
+
+    agn.operator("--probe-interval", "2")
+    wait_for(
+        lambda: "candidates" not in index_of(kube, namespace, "c1")["spec"],
+        timeout=30,
+        what="the inline overlay converted to an index",
+    )
+    assert overlay(kube, namespace, "c1") == whole
+    assert Overlay.from_spec(whole).revision == index_of(kube, namespace, "c1")["spec"]["revision"]
+
+
+@pytest.mark.parametrize("value", ["0", "101", "many"])
+def test_a_bad_shard_count_is_a_clear_startup_error(value):
+    done = subprocess.run(
+        [sys.executable, "-m", "agn.operator", "--namespace", "ns", "--overlay-shards", value],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--overlay-shards" in done.stderr and value in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_shipped_operator_role_reads_and_writes_shards_as_it_does_overlays(kube, namespace):
+    for obj in render(load_env("example"), namespace=namespace):
+        if obj["kind"] in ("ServiceAccount", "Role", "RoleBinding"):
+            kube.apply(obj)
+    operator = f"system:serviceaccount:{namespace}:agn-operator"
+
+    def allowed(verb: str, resource: str, name: str | None = None) -> bool:
+        return can_i(kube, operator, verb, resource, namespace, name=name, group="agn.dev")
+
+    for verb in ("get", "list", "watch", "create", "update", "patch", "delete"):
+        assert allowed(verb, "routingoverlayshards", "c1-shard-00") == allowed(verb, "routingoverlays", "c1") is True
+    assert not allowed("deletecollection", "routingoverlayshards")

@@ -1,0 +1,121 @@
+"""What the controller writes to store an overlay as shards: pure helpers and the write plan,
+from plain objects (no API server; the writes themselves are covered by
+tests/integration/test_overlay_shards_operator.py)."""
+
+from __future__ import annotations
+
+import io
+import threading
+
+import pytest
+
+from agn.logs import JsonLog
+from agn.model import ADMITTED, EXISTING_ONLY, Candidate, next_overlay
+from agn.operator.controller import Operator, Settings, index_patch, shard_digests
+from agn.operator.ownership import owner_reference
+from agn.shards import split
+
+CONSUMER = {"metadata": {"name": "c1", "uid": "u1"}, "spec": {"network": "net"}}
+
+
+def cand(i: int, state: str = ADMITTED) -> Candidate:
+    return Candidate(
+        id=f"id-{i:03d}",
+        provider=f"p{i:03d}",
+        endpoint=f"http://127.0.0.1:{1000 + i}",
+        selection_group="g",
+        rank=1,
+        admission_state=state,
+    )
+
+
+def stored(res_name: str, spec: dict, *, owners=None) -> dict:
+    refs = owners if owners is not None else [owner_reference(CONSUMER)]
+    return {"metadata": {"name": res_name, "uid": f"uid-{res_name}", "ownerReferences": refs}, "spec": spec}
+
+
+def store_all(sharded) -> tuple[dict, dict]:
+    index = stored("c1", sharded.index)
+    shards = {n: stored(n, spec) for n, spec in sharded.shards.items()}
+    return index, shards
+
+
+def operator(shards: int = 4) -> Operator:
+    return Operator(
+        None,
+        "ns",
+        settings=Settings(overlay_shards=shards),
+        log=JsonLog(component="test", stream=io.StringIO()),
+        stop=threading.Event(),
+        elector=None,
+    )
+
+
+def test_nothing_to_write_when_index_and_shards_are_stored_and_owned():
+    sharded = split(next_overlay(None, [cand(i) for i in range(40)], network="net", consumer="c1"), 4)
+    index, shards = store_all(sharded)
+    assert operator()._shard_work(index, shards, sharded, CONSUMER) is None
+
+
+def test_a_drain_writes_only_its_shard_and_the_index():
+    first = next_overlay(None, [cand(i) for i in range(40)], network="net", consumer="c1")
+    index, shards = store_all(split(first, 4))
+    drained = next_overlay(
+        first, [cand(i, EXISTING_ONLY if i == 7 else ADMITTED) for i in range(40)], network="net", consumer="c1"
+    )
+    new = split(drained, 4)
+    work = operator()._shard_work(index, shards, new, CONSUMER)
+    assert work is not None
+    home = next(n for n, s in new.shards.items() if any(c["provider"] == "p007" for c in s["candidates"]))
+    assert work.shards == [home] and work.index and work.surplus == []
+
+
+def test_a_missing_shard_is_written_without_touching_the_index():
+    sharded = split(next_overlay(None, [cand(i) for i in range(40)], network="net", consumer="c1"), 4)
+    index, shards = store_all(sharded)
+    gone = sorted(shards)[0]
+    del shards[gone]
+    work = operator()._shard_work(index, shards, sharded, CONSUMER)
+    assert work is not None and work.shards == [gone] and not work.index
+
+
+def test_fewer_shards_leave_surplus_to_delete_after_the_index():
+    overlay = next_overlay(None, [cand(i) for i in range(40)], network="net", consumer="c1")
+    index, shards = store_all(split(overlay, 8))
+    work = operator(2)._shard_work(index, shards, split(overlay, 2), CONSUMER)
+    assert work is not None and work.index
+    assert set(work.surplus) == set(shards) - {"c1-shard-00", "c1-shard-01"}
+    # Shards 00 and 01 exist but hold 8-shard contents (another shardCount): both rewritten.
+    assert work.shards == ["c1-shard-00", "c1-shard-01"]
+
+
+def test_unowned_objects_are_written_to_adopt_them():
+    sharded = split(next_overlay(None, [cand(i) for i in range(40)], network="net", consumer="c1"), 4)
+    index, shards = store_all(sharded)
+    name = sorted(shards)[1]
+    shards[name] = stored(name, sharded.shards[name], owners=[])
+    work = operator()._shard_work(index, shards, sharded, CONSUMER)
+    assert work is not None and work.shards == [name] and not work.index
+
+
+def test_shard_digests_leave_out_a_shard_of_another_shard_count():
+    overlay = next_overlay(None, [cand(i) for i in range(10)], network="net", consumer="c1")
+    one = split(overlay, 1)
+    assert shard_digests(one, {"c1-shard-00": stored("c1-shard-00", one.shards["c1-shard-00"])}) == {
+        "c1-shard-00": one.shards["c1-shard-00"]["digest"]
+    }
+    other = dict(one.shards["c1-shard-00"], shardCount=3)
+    assert shard_digests(one, {"c1-shard-00": stored("c1-shard-00", other)}) == {}
+
+
+def test_index_patch_removes_a_legacy_inline_overlays_candidates():
+    overlay = next_overlay(None, [cand(1)], network="net", consumer="c1")
+    patch = index_patch(overlay.to_spec(), split(overlay, 4).index)
+    assert patch["candidates"] is None
+    assert patch["revision"] == overlay.revision and patch["shards"]
+
+
+@pytest.mark.parametrize("count", [0, 101, -1])
+def test_settings_refuse_a_shard_count_out_of_range(count):
+    with pytest.raises(ValueError, match="shard count must be between 1 and 100"):
+        Settings(overlay_shards=count)
