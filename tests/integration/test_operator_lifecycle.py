@@ -19,9 +19,10 @@ import urllib.error
 import pytest
 from test_operator import make_consumer, make_network, make_provider, overlay, set_drain, started_setup, wait_states
 
-from agn.kube import CONSUMERS, LEASES, OVERLAYS, Conflict, NotFound
+from agn.kube import CONSUMERS, LEASES, OVERLAYS, SHARDS, Conflict, NotFound
 from agn.operator.controller import PUBLISHED_BY
 from agn.operator.lease import DEFAULT_LEASE_NAME
+from agn.shards import consumer_of_shard
 from agnprocs import http_json, wait_for
 from xtask.runtime.controlplane import free_port
 
@@ -146,10 +147,16 @@ def test_overlays_left_behind_while_no_operator_ran_are_cleaned_up_or_adopted(ku
     kube.merge_patch(OVERLAYS, namespace, "c3", {"metadata": {"ownerReferences": None, "annotations": None}})
 
     agn.operator()
+    # The objects themselves, not an assembled read (a read of "ghost", which lists c3's shards,
+    # could never assemble and would look absent before the delete).
     wait_for(
-        lambda: overlay(kube, namespace, "c1") is None and overlay(kube, namespace, "ghost") is None,
+        lambda: (
+            get_or_none(kube, OVERLAYS, namespace, "c1") is None
+            and get_or_none(kube, OVERLAYS, namespace, "ghost") is None
+            and not [s for s in kube.list(SHARDS, namespace)[0] if consumer_of_shard(s["metadata"]["name"]) == "c1"]
+        ),
         timeout=15,
-        what="the orphaned overlays to be deleted",
+        what="the orphaned overlays and c1's shards to be deleted",
     )
     new_c2 = wait_for(
         lambda: (
