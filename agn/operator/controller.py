@@ -50,7 +50,7 @@ from typing import Any
 from agn import GROUP, VERSION
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, SHARDS, Conflict, Kube, KubeError, NotFound, Resource
 from agn.logs import JsonLog
-from agn.model import NetworkView, Overlay, ProviderView, hard_failure, selects
+from agn.model import ConsumerView, Overlay, ProviderView, next_overlay
 from agn.objects import consumer_view, name_of, network_view, provider_view
 from agn.operator.elector import LeaderElector
 from agn.operator.events import EventSink, HardFailures, observed
@@ -60,7 +60,8 @@ from agn.operator.metrics import OperatorMetrics
 from agn.operator.ownership import Verdict, desired_owner_references, owner_references_current, verdict
 from agn.operator.prober import Prober
 from agn.operator.pruning import prune
-from agn.operator.reconcile import overlay_changes, plan_overlay
+from agn.operator.reconcile import overlay_changes
+from agn.operator.verdicts import NetworkVerdict, Verdicts, candidates_of
 from agn.operator.workqueue import CoalescingQueue
 from agn.operator.writes import LeaderWrites, NotLeader
 from agn.shards import (
@@ -190,8 +191,8 @@ class Operator:
         self.metrics.watch_state(
             queue_depth=lambda: len(self.queue.pending()),
             leader=self.leadership.is_leader,
-            overlays=self.overlays.store.list,
-            providers=self.providers.store.list,
+            overlays=self.overlays.store.peek_all,  # read at scrape time: no copies of a fleet
+            providers=self.providers.store.peek_all,
         )
         self.events = EventSink(self.writes, instance=self.leadership.identity, log=log, stop=stop)
         # Per (network, provider): the hard failure last reported, so only transitions become Events.
@@ -217,6 +218,12 @@ class Operator:
         self._published: dict[str, tuple[str, Overlay]] = {}
         # The missing network last warned about, so the warning is logged once.
         self._missing_network: dict[str, str] = {}
+        # Work proportional to change (agn.operator.verdicts): per network, each provider's
+        # selection and hard failure kept across batches; per consumer, the last plan with what it
+        # was planned from; per network, the verdict version whose hard failures were reported.
+        self.verdicts = Verdicts()
+        self._plans: dict[str, tuple[tuple, Overlay, Sharded]] = {}
+        self._reported: dict[str, int] = {}
         self._worker = threading.Thread(target=self._work, name="reconcile", daemon=True)
 
     def _informer(self, resource, on_change) -> Informer:
@@ -354,6 +361,9 @@ class Operator:
             self._published.clear()
             self._missing_network.clear()
             self.hard_failures.clear()
+            self._plans.clear()
+            self._reported.clear()
+            self.verdicts = Verdicts()
 
     def _lead_term(self, term: int) -> None:
         # Statuses in the cache may have gone stale while no operator led; let the first probe
@@ -379,8 +389,9 @@ class Operator:
                 return
             if not batch:
                 continue
-            # One snapshot of the providers per batch: every consumer in it is judged on the same data.
-            providers = [provider_view(p) for p in self.providers.store.list()]
+            # One snapshot of the providers per batch: every consumer in it is judged on the same
+            # data. Views are converted once per provider version, not per batch.
+            providers = self.providers.store.derived(provider_view)
             for name in sorted(batch):
                 if not self._leading(term):
                     return  # the rest of the batch waits for the next term's full pass
@@ -396,19 +407,25 @@ class Operator:
         """Drop everything remembered about consumer ``name`` (it is gone)."""
         self._published.pop(name, None)
         self._missing_network.pop(name, None)
+        self._plans.pop(name, None)
         self.queue.discard_delayed(name)
 
     def _forget_deleted(self) -> None:
         """Drop per-consumer memory of every consumer the cache no longer has (a missed DELETED)."""
         live: set[str] = set(self.consumers.store.names())
         self.hard_failures.forget(set(self.providers.store.names()))
-        gone = sorted(set(prune(self._published, live)) | set(prune(self._missing_network, live)))
+        networks = set(self.networks.store.names())
+        self.verdicts.forget(networks)
+        prune(self._reported, networks)
+        gone = sorted(
+            set(prune(self._published, live)) | set(prune(self._missing_network, live)) | set(prune(self._plans, live))
+        )
         if gone:
             self.log.debug("forgot deleted consumers", consumers=gone)
 
     def remembered(self) -> set[str]:
         """Consumer names the controller holds any memory for (tests: nothing of a deleted one stays)."""
-        return set(self._published) | set(self._missing_network)
+        return set(self._published) | set(self._missing_network) | set(self._plans)
 
     # -- reconcile -----------------------------------------------------------------------
     def _reconcile_safely(self, name: str, providers: list[ProviderView]) -> None:
@@ -431,9 +448,9 @@ class Operator:
     def reconcile(self, name: str, *, providers: list[ProviderView] | None = None) -> None:
         """Bring consumer ``name``'s overlay up to date with the caches (or the given provider snapshot)."""
         if providers is None:
-            providers = [provider_view(p) for p in self.providers.store.list()]
+            providers = self.providers.store.derived(provider_view)
         consumer_obj = self.consumers.store.get(name)
-        current = self.overlays.store.get(name)
+        current = self.overlays.store.peek(name)  # read only: stored objects are never changed in place
         stored = self._stored_shards(name)
         if consumer_obj is None:
             self._forget(name)
@@ -468,22 +485,23 @@ class Operator:
         previous = Overlay.from_spec(current["spec"]) if current is not None else remembered
         now = time.time()
         network = network_view(network_obj)
-        self._report_hard_failures(network, providers, now=now)
-        plan = plan_overlay(consumer, network, providers, previous=previous, now=now)
-        if plan.recheck_at is not None and plan.recheck_at > now:
-            self.queue.add_after(name, plan.recheck_at - now + RECHECK_SLACK_SECONDS)
-        sharded = split(plan.overlay, self.settings.overlay_shards)
+        judged = self.verdicts.evaluate(network, providers, now=now)
+        self._report_hard_failures(judged)
+        overlay, sharded = self._plan(consumer, judged, previous)
+        if judged.recheck_at is not None and judged.recheck_at > now:
+            # A reading goes stale then: look again at that moment, not at the next resync.
+            self.queue.add_after(name, judged.recheck_at - now + RECHECK_SLACK_SECONDS)
         work = self._shard_work(current, stored, sharded, consumer_obj)
         if work is None:
             return
         admission_changed = previous is None or (previous.network, previous.revision, previous.digest) != (
-            plan.overlay.network,
-            plan.overlay.revision,
-            plan.overlay.digest,
+            overlay.network,
+            overlay.revision,
+            overlay.digest,
         )
         before = self._previous_candidates(current, stored, remembered) if admission_changed else None
         self._publish(
-            plan.overlay,
+            overlay,
             sharded,
             work,
             consumer=consumer_obj,
@@ -493,11 +511,34 @@ class Operator:
             spec_changed=admission_changed,
         )
 
+    def _plan(
+        self, consumer: ConsumerView, judged: NetworkVerdict, previous: Overlay | None
+    ) -> tuple[Overlay, Sharded]:
+        """The consumer's overlay and its storage, planned again only when what it is planned
+        from changed: the network's verdict version, the consumer, the stored revision, the
+        shard count. A batch woken by probes that only refreshed readings costs no planning."""
+        key = (
+            judged.version,
+            consumer,
+            None if previous is None else (previous.network, previous.revision, previous.digest),
+            self.settings.overlay_shards,
+        )
+        known = self._plans.get(consumer.name)
+        if known is not None and known[0] == key:
+            return known[1], known[2]
+        overlay = next_overlay(
+            previous, candidates_of(judged, consumer), network=judged.network.name, consumer=consumer.name
+        )
+        sharded = split(overlay, self.settings.overlay_shards)
+        self._plans[consumer.name] = (key, overlay, sharded)
+        return overlay, sharded
+
     def _stored_shards(self, consumer: str) -> dict[str, Obj]:
-        """The consumer's shards in the cache, by name (every name a shard count allows)."""
+        """The consumer's shards in the cache, by name (every name a shard count allows); read
+        only, like every object the store hands out without copying."""
         out = {}
         for shard in shard_names(consumer, MAX_SHARD_COUNT):
-            obj = self.shards.store.get(shard)
+            obj = self.shards.store.peek(shard)
             if obj is not None:
                 out[shard] = obj
         return out
@@ -541,17 +582,21 @@ class Operator:
             return None
         return remembered
 
-    def _report_hard_failures(self, network: NetworkView, providers: list[ProviderView], *, now: float) -> None:
-        """An Event for each provider of ``network`` whose hard failure began, changed or ended.
+    def _report_hard_failures(self, judged: NetworkVerdict) -> None:
+        """An Event for each provider of the network whose hard failure began, changed or ended.
 
-        Consumers of the same network share one memory, so each transition is reported once."""
-        for view in providers:
-            if not observed(view) or not selects(network, view.labels):
+        Consumers of the same network share one memory, so each transition is reported once;
+        a verdict version already reported has no transitions left to find."""
+        network = judged.network
+        if self._reported.get(network.name) == judged.version:
+            return
+        self._reported[network.name] = judged.version
+        for view, failure in judged.selected:
+            if not observed(view):
                 continue  # not probed yet: not failing, just not looked at yet
-            obj = self.providers.store.get(view.name)
+            obj = self.providers.store.peek(view.name)
             if obj is None:
                 continue
-            failure = hard_failure(view, network, now=now)
             change = self.hard_failures.observe(network.name, view.name, obj["metadata"].get("uid", ""), failure)
             if change is not None:
                 self.events.hard_failure(change, obj, max_age=network.metrics_max_age_seconds)

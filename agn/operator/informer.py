@@ -82,6 +82,11 @@ class Store:
         with self._lock:
             return self._items.get(name)
 
+    def peek_all(self) -> builtins.list[Obj]:
+        """Every stored object itself, not copies: read them, never change them."""
+        with self._lock:
+            return builtins.list(self._items.values())
+
     def derived(self, fn: Callable[[Obj], T]) -> builtins.list[T]:
         """``fn(obj)`` for every stored object, computed once per stored version of each object.
 

@@ -24,7 +24,17 @@ import itertools
 import math
 from collections.abc import Iterable, Sequence
 
-from agn.model import Exclusion, NetworkView, ProviderView, hard_failure, selects, verdict_until
+from agn.model import (
+    Candidate,
+    ConsumerView,
+    Exclusion,
+    NetworkView,
+    ProviderView,
+    candidate_for,
+    hard_failure,
+    selects,
+    verdict_until,
+)
 
 _versions = itertools.count(1)
 
@@ -48,9 +58,17 @@ class _Entry:
 
 
 def _outcome(e: _Entry) -> tuple:
-    """What a candidate is made of (all but the reading's time)."""
+    """What a candidate (and a hard-failure Event) is made of: all but the reading's time."""
     v = e.view
-    return (e.selected, e.failure, v.candidate_id, v.endpoint, v.selection_group, v.rank, v.drain)
+    probed = v.healthy is not None  # a first probe that finds a provider down is news for Events
+    return (e.selected, e.failure, probed, v.candidate_id, v.endpoint, v.selection_group, v.rank, v.drain)
+
+
+def candidates_of(verdict: NetworkVerdict, consumer: ConsumerView) -> tuple[Candidate, ...]:
+    """The consumer's candidates under ``verdict`` (the consumer's own exclusions applied), sorted
+    as :func:`agn.model.compute_candidates` sorts them."""
+    out = [c for p, failure in verdict.selected if (c := candidate_for(p, failure, consumer)) is not None]
+    return tuple(sorted(out, key=lambda c: (c.id, c.provider)))
 
 
 class Verdicts:

@@ -42,3 +42,4 @@ def test_get_and_list_hand_out_copies_peek_does_not():
     assert store.peek("p")["spec"]["drain"] is False
     assert store.peek("p") is store.peek("p")
     assert store.peek("missing") is None
+    assert store.peek_all() == [store.peek("p")] and store.peek_all()[0] is store.peek("p")

@@ -12,11 +12,10 @@ from agn.model import (
     Exclusion,
     NetworkView,
     ProviderView,
-    candidate_for,
     candidate_id,
     compute_candidates,
 )
-from agn.operator.verdicts import Verdicts
+from agn.operator.verdicts import Verdicts, candidates_of
 
 NOW = 1_000_000.0
 NET = NetworkView("net", match_labels={"pool": "a"}, metrics_max_age_seconds=45)
@@ -36,8 +35,7 @@ def view(i: int, **kw) -> ProviderView:
 
 
 def candidates(verdict, consumer: ConsumerView):
-    out = [candidate_for(p, failure, consumer) for p, failure in verdict.selected]
-    return tuple(sorted((c for c in out if c is not None), key=lambda c: (c.id, c.provider)))
+    return candidates_of(verdict, consumer)
 
 
 def test_only_changed_providers_are_evaluated_and_a_refreshed_reading_keeps_the_version():
