@@ -188,22 +188,14 @@ class Bench:
         return self.overlay(consumer)["revision"]
 
     # -- actions ---------------------------------------------------------------------------
+    def drain_argv(self, *args: str) -> list[str]:
+        """``python -m xtask env provider-drain`` on this bench's namespace, JSON out, plus ``args``."""
+        drain = ["env", "provider-drain", "--context", CTX, "--namespace", self.ns, "--output", "json"]
+        return [sys.executable, "-m", "xtask", *drain, *args]
+
     def xtask(self, *args: str) -> tuple[float, dict]:
         """Run ``python -m xtask env provider-drain`` as a user would; wall time and its JSON report."""
-        argv = [
-            sys.executable,
-            "-m",
-            "xtask",
-            "env",
-            "provider-drain",
-            "--context",
-            CTX,
-            "--namespace",
-            self.ns,
-            "--output",
-            "json",
-            *args,
-        ]
+        argv = self.drain_argv(*args)
         t0 = time.monotonic()
         proc = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=900)
         elapsed = time.monotonic() - t0

@@ -22,9 +22,10 @@ consumers) size runs in its own namespace with its own operator and gateways:
 5. **RSS**: peak resident memory (``VmHWM`` in ``/proc/<pid>/status``) of the operator and of
    the largest gateway this bench started, by pid. Goals: 300 MB / 150 MB.
 6. **API requests per drain**: the change of the kube-apiserver's own ``apiserver_request_total``
-   (summed over every label) across each drain — every client's requests in that interval
+   across each drain, but the prober's provider status writes (background traffic that goes on
+   whether or not anything is drained) — every other client's requests in that interval
    (CLI, operator, gateways), read with the bench's admin client certificate; beside it the
-   idle rate (requests per second over a few seconds with no drain running), for scale.
+   idle rate of the same count (requests per second with no drain running), for scale.
 
 Also the operator's probe backlog (``agn_probe_backlog``, ``agn_probe_lag_seconds``, its own
 ``/metrics``): the highest reading seen while waiting for admission.
@@ -122,14 +123,20 @@ def wait(pred: Callable[[], T], *, deadline: float, what: str, on_poll: Callable
 
 
 # -- readings -------------------------------------------------------------------------------
-def metric_sum(text: str, name: str) -> float:
-    """Sum of every sample of counter or gauge ``name`` in Prometheus text."""
+def metric_sum(text: str, name: str, *, skip: Callable[[dict[str, str]], bool] | None = None) -> float:
+    """Sum of every sample of counter or gauge ``name`` in Prometheus text, but the samples whose
+    labels ``skip`` says to leave out."""
     total = 0.0
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            if s.name == name:
+            if s.name == name and not (skip and skip(s.labels)):
                 total += s.value
     return total
+
+
+def probe_status_write(labels: dict[str, str]) -> bool:
+    """The operator's provider status writes: the prober's background traffic, whatever a drain does."""
+    return labels.get("resource") == "inferenceproviders" and labels.get("subresource") == "status"
 
 
 def rss_mb(pid: int) -> tuple[float, float]:
@@ -190,7 +197,7 @@ class Fleet:
             self._tls = ssl.create_default_context(cafile=str(c.ca_cert))
             self._tls.load_cert_chain(str(c.admin_cert), str(c.admin_key))
         with urllib.request.urlopen(f"{self.bench.cp.server}/metrics", context=self._tls, timeout=30) as r:
-            return metric_sum(r.read().decode(), "apiserver_request_total")
+            return metric_sum(r.read().decode(), "apiserver_request_total", skip=probe_status_write)
 
     def operator_metrics(self) -> str:
         try:
@@ -269,7 +276,11 @@ class Fleet:
         self.names = [f"p{i:0{width}d}" for i in range(providers)]
         b.ns = self.ns
         self.kube.ensure_namespace(self.ns)
-        body = {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceNetwork", "metadata": {"name": "net"}, "spec": {}}
+        spec = {
+            "probeIntervalSeconds": self.args.network_probe_interval,
+            "metricsMaxAgeSeconds": self.args.metrics_max_age,
+        }
+        body = {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceNetwork", "metadata": {"name": "net"}, "spec": spec}
         self.kube.create(NETWORKS, self.ns, body)
         for c in self.consumers:
             self.kube.create(
@@ -339,23 +350,7 @@ class Fleet:
         targets = ["--network", "net"]
         for c in self.consumers:
             targets += ["--consumer", c]
-        argv = [
-            sys.executable,
-            "-m",
-            "xtask",
-            "env",
-            "provider-drain",
-            "--context",
-            CTX,
-            "--namespace",
-            self.ns,
-            "--output",
-            "json",
-            "--timeout",
-            str(max(1.0, timeout)),
-            *select,
-            *targets,
-        ]
+        argv = b.drain_argv("--timeout", str(max(1.0, timeout)), *select, *targets)
         t0 = time.monotonic()
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, env=b.env, timeout=timeout + 60)
@@ -402,8 +397,8 @@ class Fleet:
         row.admit_s = time.monotonic() - t0
         row.largest = self.largest_object()
 
-        # The drains' request counts include every client's background traffic (the operator's
-        # status writes, lease renewals, gateways' reports); measure that rate idle, for scale.
+        # The drains' request counts include the rest of the background traffic (lease renewals,
+        # gateways' reports, events); measure that rate idle, for scale.
         before, t_idle = self.apiserver_requests(), time.monotonic()
         time.sleep(min(BACKGROUND_WINDOW, left("background request rate")))
         row.background_rps = (self.apiserver_requests() - before) / (time.monotonic() - t_idle)
@@ -454,10 +449,11 @@ def render(rows: list[Row], baselines: dict[int, float], args: argparse.Namespac
     caption = (
         f"Operator: --probe-interval {args.probe_interval:g} --probe-concurrency {args.probe_concurrency} "
         f"--coalesce-window {args.coalesce_window:g} --max-batch-wait {args.max_batch_wait:g}, other flags default "
-        f"(--probe-timeout 1, leader election on). Fleet: N healthy providers (+{SPARES} spares) served by one "
+        f"(--probe-timeout 1, leader election on). Network: probeIntervalSeconds {args.network_probe_interval:g}, "
+        f"metricsMaxAgeSeconds {args.metrics_max_age}. Fleet: N healthy providers (+{SPARES} spares) served by one "
         f"fake-provider process. Single drain: median of {args.repeat}, vs {args.baseline} providers with the "
         f"same consumers. Gateway drain: {GATEWAY_DRAIN} providers (all N if fewer). API req: change of the "
-        "kube-apiserver's apiserver_request_total across the drain (every client). RSS: peak (VmHWM). "
+        "kube-apiserver's apiserver_request_total across the drain, every client but the probe status writes. RSS: peak (VmHWM). "
         f"Goals: admitted+served <= {GOALS['admit_s']:g}s; single drain <= {GOALS['drain_ratio']:g}x baseline; "
         f"<= {GOALS['gw_revisions']} revisions per consumer; largest object <= 1 MiB; operator <= "
         f"{GOALS['operator_mb']:g} MB, gateway <= {GOALS['gateway_mb']:g} MB. Per-size timeout "
@@ -538,6 +534,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--probe-interval", type=positive, default=1.0, help="operator --probe-interval (1.0)")
     parser.add_argument("--probe-concurrency", type=int, default=16, help="operator --probe-concurrency (16)")
     parser.add_argument("--coalesce-window", type=non_negative, default=0.1, help="operator --coalesce-window (0.1)")
+    parser.add_argument(
+        "--network-probe-interval",
+        type=positive,
+        default=30.0,
+        help="the network's spec.probeIntervalSeconds (30): how often each provider of a fleet is probed",
+    )
+    parser.add_argument(
+        "--metrics-max-age",
+        type=int,
+        default=90,
+        help="the network's spec.metricsMaxAgeSeconds (90; at least twice the probe interval)",
+    )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the rows and settings as JSON")
     parser.add_argument("--max-batch-wait", type=non_negative, default=1.0, help="operator --max-batch-wait (1.0)")
     args = parser.parse_args(argv)

@@ -111,12 +111,18 @@ def test_overlays_are_owned_by_their_consumer_and_deleted_with_it(kube, namespac
     c2_before = kube.get(OVERLAYS, namespace, "c2")
 
     kube.delete(CONSUMERS, namespace, "c1")
-    wait_for(lambda: overlay(kube, namespace, "c1") is None, timeout=10, what="c1's overlay to be deleted")
+    # The index goes first, then its shards; the log line comes once all of them are gone.
+    deleted = wait_for(
+        lambda: [e for e in log_events(agn, "operator") if e.get("msg") == "overlay deleted"],
+        timeout=10,
+        what="c1's overlay to be deleted",
+    )
+    assert [(e["consumer"], e["reason"]) for e in deleted] == [("c1", "orphan")]
+    assert get_or_none(kube, OVERLAYS, namespace, "c1") is None
+    assert not [s for s in kube.list(SHARDS, namespace)[0] if consumer_of_shard(s["metadata"]["name"]) == "c1"]
     assert (
         kube.get(OVERLAYS, namespace, "c2")["metadata"]["resourceVersion"] == c2_before["metadata"]["resourceVersion"]
     )
-    deleted = [e for e in log_events(agn, "operator") if e.get("msg") == "overlay deleted"]
-    assert [(e["consumer"], e["reason"]) for e in deleted] == [("c1", "orphan")]
 
     # A new consumer of the same name starts a new overlay history, owned by the new consumer.
     make_consumer(kube, namespace, "c1")

@@ -46,6 +46,7 @@ def test_metric_sum_adds_every_labelled_sample_of_one_name_only():
             "# HELP apiserver_request_total Counter of apiserver requests.",
             "# TYPE apiserver_request_total counter",
             'apiserver_request_total{code="200",resource="inferenceproviders",verb="PATCH"} 7',
+            'apiserver_request_total{code="200",resource="inferenceproviders",subresource="status",verb="PATCH"} 50',
             'apiserver_request_total{code="200",resource="routingoverlays",verb="WATCH"} 3',
             'apiserver_request_total{code="409",resource="routingoverlays",verb="PUT"} 1',
             "# TYPE apiserver_request_duration_seconds histogram",
@@ -57,7 +58,8 @@ def test_metric_sum_adds_every_labelled_sample_of_one_name_only():
             "",
         ]
     )
-    assert fleet.metric_sum(text, "apiserver_request_total") == 11
+    assert fleet.metric_sum(text, "apiserver_request_total") == 61
+    assert fleet.metric_sum(text, "apiserver_request_total", skip=fleet.probe_status_write) == 11
     assert fleet.metric_sum(text, "agn_probe_backlog") == 12
     assert fleet.metric_sum(text, "agn_probe_lag_seconds") == 0
 
