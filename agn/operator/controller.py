@@ -50,7 +50,7 @@ from typing import Any
 from agn import GROUP, VERSION
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, SHARDS, Conflict, Kube, KubeError, NotFound, Resource
 from agn.logs import JsonLog
-from agn.model import ConsumerView, Overlay, ProviderView, next_overlay
+from agn.model import ConsumerView, Overlay, ProviderView
 from agn.objects import consumer_view, name_of, network_view, provider_view
 from agn.operator.elector import LeaderElector
 from agn.operator.events import EventSink, HardFailures, observed
@@ -60,8 +60,8 @@ from agn.operator.metrics import OperatorMetrics
 from agn.operator.ownership import Verdict, desired_owner_references, owner_references_current, verdict
 from agn.operator.prober import Prober
 from agn.operator.pruning import prune
-from agn.operator.reconcile import overlay_changes
-from agn.operator.verdicts import NetworkVerdict, Verdicts, candidates_of
+from agn.operator.reconcile import overlay_changes, plan_overlay
+from agn.operator.verdicts import NetworkVerdict, Verdicts
 from agn.operator.workqueue import CoalescingQueue
 from agn.operator.writes import LeaderWrites, NotLeader
 from agn.shards import (
@@ -526,9 +526,7 @@ class Operator:
         known = self._plans.get(consumer.name)
         if known is not None and known[0] == key:
             return known[1], known[2]
-        overlay = next_overlay(
-            previous, candidates_of(judged, consumer), network=judged.network.name, consumer=consumer.name
-        )
+        overlay = plan_overlay(consumer, judged, previous=previous)
         sharded = split(overlay, self.settings.overlay_shards)
         self._plans[consumer.name] = (key, overlay, sharded)
         return overlay, sharded

@@ -171,6 +171,9 @@ class Row:
     operator_mb: float | None = None
     gateway_mb: float | None = None
     failure: str = ""
+    # The drains' own phase timings (the JSON report's "timings"), for the --json output.
+    single_timings: list[dict[str, float]] = field(default_factory=list)
+    gw_timings: dict[str, float] = field(default_factory=dict)
 
 
 class Fleet:
@@ -184,6 +187,7 @@ class Fleet:
         self.consumers: list[str] = []
         self.names: list[str] = []
         self.operator_url = ""
+        self.last_timings: dict[str, float] = {}
 
     @property
     def kube(self):
@@ -371,6 +375,10 @@ class Fleet:
             except (ValueError, KeyError, TypeError):
                 state = proc.stderr.strip().splitlines()[-1:] or ["?"]
             raise PhaseFailed(f"provider-drain {' '.join(select)} exit {proc.returncode}: {state}")
+        try:
+            self.last_timings = dict(json.loads(proc.stdout).get("timings") or {})
+        except ValueError:
+            self.last_timings = {}
         return secs
 
     def run_size(self, row: Row, *, timeout: float) -> None:
@@ -415,6 +423,7 @@ class Fleet:
         for _ in range(self.args.repeat):
             before = self.apiserver_requests()
             row.single_s.append(self.drain_cli("--provider", target, timeout=left("single drain")))
+            row.single_timings.append(self.last_timings)
             row.single_requests.append(self.apiserver_requests() - before)
             self.bench.set_drain([target], None)
             wait(lambda: self.converged(admitted=total), deadline=deadline, what="undrain served (not measured)")
@@ -423,6 +432,7 @@ class Fleet:
         revs = self.revisions()
         before = self.apiserver_requests()
         row.gw_s = self.drain_cli("--gateway", "gw-drain", timeout=left("gateway drain"))
+        row.gw_timings = self.last_timings
         row.gw_requests = self.apiserver_requests() - before
         after = self.revisions()
         row.gw_revisions = max(after[c] - revs[c] for c in self.consumers)

@@ -17,7 +17,7 @@ import time
 import urllib.error
 
 import pytest
-from test_operator import make_consumer, make_network, make_provider, overlay, set_drain, started_setup, wait_states
+from test_operator import make_consumer, make_network, make_provider, set_drain, started_setup, wait_states
 
 from agn.kube import CONSUMERS, LEASES, OVERLAYS, SHARDS, Conflict, NotFound
 from agn.operator.controller import PUBLISHED_BY
