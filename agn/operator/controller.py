@@ -391,7 +391,7 @@ class Operator:
                 continue
             # One snapshot of the providers per batch: every consumer in it is judged on the same
             # data. Views are converted once per provider version, not per batch.
-            providers = self.providers.store.derived(provider_view)
+            providers = tuple(self.providers.store.derived(provider_view))
             for name in sorted(batch):
                 if not self._leading(term):
                     return  # the rest of the batch waits for the next term's full pass
@@ -428,7 +428,7 @@ class Operator:
         return set(self._published) | set(self._missing_network) | set(self._plans)
 
     # -- reconcile -----------------------------------------------------------------------
-    def _reconcile_safely(self, name: str, providers: list[ProviderView]) -> None:
+    def _reconcile_safely(self, name: str, providers: tuple[ProviderView, ...]) -> None:
         started = time.perf_counter()
         try:
             self.reconcile(name, providers=providers)
@@ -445,10 +445,10 @@ class Operator:
         finally:
             self.metrics.reconcile_duration.observe(time.perf_counter() - started)
 
-    def reconcile(self, name: str, *, providers: list[ProviderView] | None = None) -> None:
+    def reconcile(self, name: str, *, providers: tuple[ProviderView, ...] | None = None) -> None:
         """Bring consumer ``name``'s overlay up to date with the caches (or the given provider snapshot)."""
         if providers is None:
-            providers = self.providers.store.derived(provider_view)
+            providers = tuple(self.providers.store.derived(provider_view))
         consumer_obj = self.consumers.store.get(name)
         current = self.overlays.store.peek(name)  # read only: stored objects are never changed in place
         stored = self._stored_shards(name)

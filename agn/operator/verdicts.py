@@ -75,8 +75,28 @@ class Verdicts:
     def __init__(self) -> None:
         # network name -> (the network view evaluated against, provider name -> entry, version)
         self._memo: dict[str, tuple[NetworkView, dict[str, _Entry], int]] = {}
+        # network name -> (the provider snapshot last evaluated, held so its identity stays its own; the verdict)
+        self._last: dict[str, tuple[Sequence[ProviderView], NetworkVerdict]] = {}
 
     def evaluate(self, network: NetworkView, providers: Sequence[ProviderView], *, now: float) -> NetworkVerdict:
+        """The network's verdict on ``providers`` at ``now``. Consumers of one network in one batch
+        pass the same snapshot (the same tuple: immutable, so the same object is the same
+        providers): the second and later get the first's verdict at no cost, unless a reading
+        expired in between."""
+        last = self._last.get(network.name)
+        if (
+            last is not None
+            and isinstance(providers, tuple)
+            and last[0] is providers
+            and last[1].network == network
+            and (last[1].recheck_at is None or now < last[1].recheck_at)
+        ):
+            return dataclasses.replace(last[1], recomputed=0)
+        verdict = self._evaluate(network, providers, now=now)
+        self._last[network.name] = (providers, verdict)
+        return verdict
+
+    def _evaluate(self, network: NetworkView, providers: Sequence[ProviderView], *, now: float) -> NetworkVerdict:
         known_network, memo, version = self._memo.get(network.name, (None, {}, 0))
         same_network = known_network == network
         if not same_network:
@@ -112,3 +132,5 @@ class Verdicts:
         keep = set(networks)
         for name in [n for n in self._memo if n not in keep]:
             del self._memo[name]
+        for name in [n for n in self._last if n not in keep]:
+            del self._last[name]

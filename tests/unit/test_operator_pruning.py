@@ -149,7 +149,7 @@ def test_controller_forgets_a_deleted_consumer_on_its_reconcile():
     op._published["gone"] = ("uid-gone", overlay("gone"))
     op._missing_network["gone"] = "net"
     op.queue.add_after("gone", 30.0)
-    op.reconcile("gone", providers=[])  # no consumer, no overlay in the caches: nothing to call the API for
+    op.reconcile("gone", providers=())  # no consumer, no overlay in the caches: nothing to call the API for
     assert op.remembered() == set()
     assert "gone" not in op.queue.pending()
 

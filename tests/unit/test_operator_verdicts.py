@@ -121,3 +121,20 @@ def test_cached_verdicts_give_the_models_candidates_after_any_changes(steps):
         elif last is not None:
             assert got.version != last[0]
         last = (got.version, want)
+
+
+def test_consumers_of_one_batch_share_the_networks_verdict_until_a_reading_expires():
+    verdicts = Verdicts()
+    batch = tuple(view(i, metrics_observed_at=NOW + i) for i in range(3))
+    first = verdicts.evaluate(NET, batch, now=NOW + 5)
+    again = verdicts.evaluate(NET, batch, now=NOW + 6)  # the next consumer of the same batch
+    assert again.recomputed == 0 and again.selected == first.selected and again.version == first.version
+    expired = verdicts.evaluate(NET, batch, now=NOW + 45.5)  # p0's reading is stale now
+    assert [f for _, f in expired.selected] == [Exclusion.STALE, None, None]
+    assert expired.version != first.version
+    next_batch = tuple(batch)  # a new snapshot is evaluated, from memory
+    assert verdicts.evaluate(NET, next_batch, now=NOW + 45.5).recomputed == 0
+    as_list = list(batch)  # a list may change in place: never taken for the same snapshot
+    verdicts.evaluate(NET, as_list, now=NOW + 46)
+    as_list[1] = view(1, drain=True, metrics_observed_at=NOW + 46)
+    assert verdicts.evaluate(NET, as_list, now=NOW + 46).version != expired.version
