@@ -7,6 +7,7 @@ import json
 
 from agn.model import ADMITTED, EXISTING_ONLY, ConsumerView, NetworkView, ProviderView, candidate_id
 from agn.operator.reconcile import CHANGE_LOG_LIMIT, overlay_changes, plan_overlay
+from agn.operator.verdicts import Verdicts
 
 NOW = 1_700_000_000.0
 NET = NetworkView("net", metrics_max_age_seconds=10)
@@ -30,7 +31,7 @@ def fleet(n: int, *, drained: frozenset[str] = frozenset()) -> list[ProviderView
 
 
 def plan(providers, previous=None):
-    return plan_overlay(CONSUMER, NET, providers, previous=previous, now=NOW).overlay
+    return plan_overlay(CONSUMER, Verdicts().evaluate(NET, providers, now=NOW), previous=previous)
 
 
 def log_size(previous, overlay) -> int:

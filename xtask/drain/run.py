@@ -198,12 +198,21 @@ class _DrainRun:
                 self.waiter.close()
 
     # -- 1. select, plan, check targets and capacity, server-side dry run --------------------
+    def _read_candidates(self, selector: Selector) -> list[dict[str, Any]]:
+        """The providers the selector chooses among: a named one is read by name (one small GET
+        however large the fleet); a gateway needs every provider (its field is in the spec)."""
+        if selector.provider is not None:
+            try:
+                return [self.kube.get(PROVIDERS, self.namespace, selector.provider)]
+            except NotFound:
+                return []
+        return self.kube.list(PROVIDERS, self.namespace)[0]
+
     def prepare(self) -> tuple[list[Change], Report | None]:
         req, report = self.req, self.report
         # The targets are read while the providers are listed: two round trips become one.
         targets = self.pool.submit(_read_targets, self.kube, self.namespace, req) if req.network else None
-        items, _ = self.kube.list(PROVIDERS, self.namespace)
-        selected = select(items, req.selector, namespace=self.namespace)
+        selected = select(self._read_candidates(req.selector), req.selector, namespace=self.namespace)
         self.events.know(selected)
         report.selection = [p["metadata"]["name"] for p in selected]
         self.reporter.line(

@@ -78,6 +78,12 @@ class WaitResult:
     seconds: float
 
 
+def _by_name(names: Iterable[str]) -> str | None:
+    """``metadata.name=X`` when exactly one name is wanted, else None (list them all)."""
+    wanted = set(names)
+    return f"metadata.name={next(iter(wanted))}" if len(wanted) == 1 else None
+
+
 class ConvergenceWaiter:
     def __init__(
         self,
@@ -110,6 +116,14 @@ class ConvergenceWaiter:
             SHARDS: lambda name: consumer_of_shard(name) in mine,
         }
         self._caches = {r.plural: _Cache(self._wake, r.plural, wanted[r]) for r in _KINDS}
+        # One wanted object of a kind is listed and watched by name: a single drain among 5,000
+        # providers reads one provider, not the fleet.
+        self._field_selectors = {
+            PROVIDERS.plural: _by_name(providers),
+            CONSUMERS.plural: _by_name(consumers),
+            OVERLAYS.plural: _by_name(consumers),
+            SHARDS.plural: None,
+        }
         # overlay name -> (index resourceVersion and its shards' digests, parsed)
         self._parsed: dict[str, tuple[tuple, Overlay]] = {}
         self._started = False
@@ -125,9 +139,11 @@ class ConvergenceWaiter:
             thread = threading.Thread(
                 target=follow,
                 kwargs=dict(
-                    list_fn=lambda res=res: self.kube.list(res, self.namespace),
-                    watch_fn=lambda rv, res=res: self.kube.watch(
-                        res, self.namespace, resource_version=rv, timeout_seconds=30
+                    list_fn=lambda res=res, fs=self._field_selectors[res.plural]: self.kube.list(
+                        res, self.namespace, field_selector=fs
+                    ),
+                    watch_fn=lambda rv, res=res, fs=self._field_selectors[res.plural]: self.kube.watch(
+                        res, self.namespace, resource_version=rv, timeout_seconds=30, field_selector=fs
                     ),
                     on_snapshot=cache.snapshot,
                     on_event=cache.event,
