@@ -230,8 +230,17 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class FleetHTTPServer(ThreadingHTTPServer):
+    """One process answers for a whole pool of providers, so connections arrive in bursts (the
+    operator probes with up to ``--probe-concurrency`` at once, times two requests each). The
+    standard listen backlog of 5 drops the rest of a burst; the kernel retransmits a dropped SYN
+    only after a second — past a probe's timeout, so a healthy provider read as down."""
+
+    request_queue_size = 512
+
+
 def serve(state: ProviderState, *, port: int, host: str = "127.0.0.1") -> ThreadingHTTPServer:
     """Bind to host:port (loopback unless told otherwise; 0 picks a port). The caller runs ``serve_forever``."""
-    server = ThreadingHTTPServer((host, port), make_handler(state))
+    server = FleetHTTPServer((host, port), make_handler(state))
     server.daemon_threads = True
     return server
