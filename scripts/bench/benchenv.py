@@ -42,6 +42,25 @@ def wait(pred, *, timeout: float, what: str, interval: float = 0.02):
     raise SystemExit(f"benchmark setup failed: timed out waiting for {what}")
 
 
+def network_body(spec: dict | None = None) -> dict:
+    """The bench's one network, ``net`` (an empty spec selects every provider)."""
+    return {
+        "apiVersion": "agn.dev/v1alpha1",
+        "kind": "InferenceNetwork",
+        "metadata": {"name": "net"},
+        "spec": spec or {},
+    }
+
+
+def consumer_body(name: str) -> dict:
+    return {
+        "apiVersion": "agn.dev/v1alpha1",
+        "kind": "InferenceConsumer",
+        "metadata": {"name": name},
+        "spec": {"network": "net"},
+    }
+
+
 def provider_body(name: str, endpoint: str, *, gateway: str, group: str, rank: int) -> dict:
     return {
         "apiVersion": "agn.dev/v1alpha1",
@@ -108,22 +127,9 @@ class Bench:
         self.ns = name
         k = self.kube
         k.ensure_namespace(self.ns)
-        k.create(
-            NETWORKS,
-            self.ns,
-            {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceNetwork", "metadata": {"name": "net"}, "spec": {}},
-        )
+        k.create(NETWORKS, self.ns, network_body())
         for c in CONSUMER_NAMES:
-            k.create(
-                CONSUMERS,
-                self.ns,
-                {
-                    "apiVersion": "agn.dev/v1alpha1",
-                    "kind": "InferenceConsumer",
-                    "metadata": {"name": c},
-                    "spec": {"network": "net"},
-                },
-            )
+            k.create(CONSUMERS, self.ns, consumer_body(c))
         bodies = [
             provider_body(f"p{i:03d}", f"{self.pool}/pool/p{i:03d}", gateway="gw-big", group=f"g{i % 4}", rank=i)
             for i in range(providers)

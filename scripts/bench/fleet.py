@@ -63,7 +63,7 @@ from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
 
 from agn.kube import AGN_RESOURCES, CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, KubeError, Resource
 from agn.overlays import list_overlays
-from benchenv import CTX, Bench, provider_body
+from benchenv import CTX, Bench, consumer_body, network_body, provider_body
 from xtask.runtime.controlplane import free_port
 
 T = TypeVar("T")
@@ -292,19 +292,9 @@ class Fleet:
             "probeIntervalSeconds": self.args.network_probe_interval,
             "metricsMaxAgeSeconds": self.args.metrics_max_age,
         }
-        body = {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceNetwork", "metadata": {"name": "net"}, "spec": spec}
-        self.kube.create(NETWORKS, self.ns, body)
+        self.kube.create(NETWORKS, self.ns, network_body(spec))
         for c in self.consumers:
-            self.kube.create(
-                CONSUMERS,
-                self.ns,
-                {
-                    "apiVersion": "agn.dev/v1alpha1",
-                    "kind": "InferenceConsumer",
-                    "metadata": {"name": c},
-                    "spec": {"network": "net"},
-                },
-            )
+            self.kube.create(CONSUMERS, self.ns, consumer_body(c))
         common = ["--kubeconfig", str(b.kubeconfig), "--context", CTX, "--namespace", self.ns]
         port = free_port()
         self.operator_url = f"http://127.0.0.1:{port}"

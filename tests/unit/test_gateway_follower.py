@@ -51,8 +51,8 @@ def rig():
     log_stream = io.StringIO()
     log = JsonLog(component="gateway", fields={"consumer": "c1"}, stream=log_stream)
 
-    def make(*, failures: list[Exception] | None = None, accept_write_timeout: float = 5.0):
-        kube = FakeKube(table, failures=failures)
+    def make(*, failures: list[Exception] | None = None, kube=None, **settings):
+        kube = kube if kube is not None else FakeKube(table, failures=failures)
         status = StatusWriter(kube, namespace="ns", consumer="c1", log=log)
         thread = threading.Thread(target=status.run, daemon=True)
         thread.start()
@@ -64,7 +64,7 @@ def rig():
             status=status,
             log=log,
             stop=threading.Event(),
-            accept_write_timeout=accept_write_timeout,
+            **settings,
         )
         made.append((status, thread))
         return kube, status, follower
@@ -229,25 +229,9 @@ def cand(i: int, state: str = ADMITTED) -> Candidate:
 
 @pytest.fixture
 def shard_rig(rig):
-    table, _, log_stream = rig
-    kube = ShardKube(table)
-    log = JsonLog(component="gateway", fields={"consumer": "c1"}, stream=log_stream)
-    status = StatusWriter(kube, namespace="ns", consumer="c1", log=log)
-    thread = threading.Thread(target=status.run, daemon=True)
-    thread.start()
-    follower = OverlayFollower(
-        kube,
-        namespace="ns",
-        consumer="c1",
-        table=table,
-        status=status,
-        log=log,
-        stop=threading.Event(),
-        pending_report_after=0.0,
-    )
+    table, make, log_stream = rig
+    kube, status, follower = make(kube=ShardKube(table), pending_report_after=0.0)
     yield table, kube, status, follower, log_stream
-    status.close()
-    thread.join(timeout=5)
 
 
 def test_gateway_sharded_index_waits_for_shards_then_fetches_only_changed_ones(shard_rig):
