@@ -33,7 +33,7 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Overlay, overlay_digest
+from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Overlay, group_admitted_counts, overlay_digest
 
 DEFAULT_SHARD_COUNT = 16
 MAX_SHARD_COUNT = 100  # two digits in a shard's name
@@ -104,6 +104,7 @@ def split(overlay: Overlay, count: int = DEFAULT_SHARD_COUNT) -> Sharded:
         "digest": overlay.digest,
         "candidateCount": len(overlay.candidates),
         "admission": admission_counts(overlay.candidates),
+        "admittedByGroup": dict(sorted(group_admitted_counts(overlay.candidates).items())),
         "shardCount": count,
         "shards": entries,
     }

@@ -91,6 +91,8 @@ def test_the_index_is_small_and_names_only_non_empty_shards():
     index = sharded.index
     assert index["candidateCount"] == 3
     assert index["admission"] == {ADMITTED: 2, EXISTING_ONLY: 1}
+    # p0 (g0) and p2 (g2) admitted, p1 (g1) drained: g1 is listed with 0
+    assert index["admittedByGroup"] == {"g0": 1, "g1": 0, "g2": 1}
     assert {e["name"] for e in index["shards"]} == set(sharded.shards)
     assert len(sharded.shards) <= 3
     assert "candidates" not in index
