@@ -152,13 +152,38 @@ def pending_shards(
     return missing, mismatched
 
 
-def assemble(index: Mapping[str, Any], shards: Mapping[str, Mapping[str, Any] | None]) -> dict[str, Any]:
+def shards_holding(index: Mapping[str, Any], candidate_ids: Iterable[str]) -> list[str]:
+    """The names of the shards of a sharded ``index`` that would hold these candidate ids, among
+    the shards it lists (a shard it does not list is empty: none of the ids is in the overlay).
+    Sorted. A reader that asks about a few providers reads only these shards, not the overlay."""
+    listed = {str(e.get("name", "")) for e in index.get("shards") or ()}
+    count = index.get("shardCount")
+    consumer = str(index.get("consumer", ""))
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_SHARD_COUNT:
+        return sorted(listed)  # no usable count: every listed shard may hold them
+    return sorted({name for i in candidate_ids if (name := shard_name(consumer, shard_of(i, count))) in listed})
+
+
+def assemble(
+    index: Mapping[str, Any],
+    shards: Mapping[str, Mapping[str, Any] | None],
+    *,
+    only: Iterable[str] | None = None,
+) -> dict[str, Any]:
     """The whole overlay spec (``network, consumer, revision, digest, candidates``) from its index
     and shard specs (by name; extra shards are ignored). Raises :class:`Incomplete` unless every
     shard the index names is present at the index's digest for it. An inline index is returned
-    as is."""
+    as is.
+
+    ``only``: assemble just these shards of the index (e.g. :func:`shards_holding` some
+    providers); the spec's revision and digest are still the whole overlay's, its candidates
+    those shards' — a *partial* overlay, for a reader that asks only about the candidates those
+    shards hold. Only those shards must be in hand."""
     if not is_sharded(index):
         return dict(index)
+    if only is not None:
+        keep = set(only)
+        index = {**index, "shards": [e for e in index.get("shards") or () if str(e.get("name", "")) in keep]}
     missing, mismatched = pending_shards(index, shards)
     if missing or mismatched:
         raise Incomplete(index.get("revision"), missing, mismatched)

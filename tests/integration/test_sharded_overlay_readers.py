@@ -52,6 +52,17 @@ class Stored:
     def body(kind: str, name: str, spec: dict) -> dict:
         return {"apiVersion": "agn.dev/v1alpha1", "kind": kind, "metadata": {"name": name}, "spec": spec}
 
+    def shard_of(self, provider: str) -> str:
+        return next(n for n, s in self.parts.shards.items() if any(c["provider"] == provider for c in s["candidates"]))
+
+    def hold(self, provider: str) -> None:
+        """Hold back the shard holding ``provider`` instead (readers of that provider need it)."""
+        name = self.shard_of(provider)
+        if name != self.held:
+            self.release()
+            self.kube.delete(SHARDS, self.ns, name)
+            self.held = name
+
     def release(self) -> None:
         self.kube.create(SHARDS, self.ns, self.body("RoutingOverlayShard", self.held, self.parts.shards[self.held]))
 
@@ -98,6 +109,8 @@ def test_env_status_shows_an_overlay_being_assembled_then_the_whole_overlay(stor
 
 def test_the_capacity_guard_refuses_on_an_overlay_it_cannot_assemble_and_writes_nothing(stored):
     env, overlay = stored
+    # The guard reads only the shard holding the provider to drain: hold that one back.
+    overlay.hold("p-three")
     code, report = env.run_json("--provider", "p-three", "--network", "net", "--consumer", CONSUMER)
     assert code == ExitCode.REFUSED, report
     assert report["refused"] == [
@@ -105,7 +118,8 @@ def test_the_capacity_guard_refuses_on_an_overlay_it_cannot_assemble_and_writes_
         "so its capacity cannot be checked (retry, or use --force to drain anyway)"
     ]
     assert env.drain_value("p-three") is None
-    # Whole again, the guard sees the sharded overlay's candidates: p-three is chat's last admitted one.
+    # In hand again, the guard sees p-three's candidate and the index's admittedByGroup: p-three
+    # is chat's last admitted one.
     overlay.release()
     code, report = env.run_json("--provider", "p-three", "--network", "net", "--consumer", CONSUMER)
     assert code == ExitCode.REFUSED, report
@@ -114,6 +128,16 @@ def test_the_capacity_guard_refuses_on_an_overlay_it_cannot_assemble_and_writes_
         "(has 1 now) (use --force to drain anyway)"
     ]
     assert env.drain_value("p-three") is None
+    # An index written before admittedByGroup existed: the guard reads the whole overlay instead
+    # and refuses the same.
+    kube, ns = overlay.kube, overlay.ns
+    kube.merge_patch(OVERLAYS, ns, CONSUMER, {"spec": {"admittedByGroup": None}})
+    assert "admittedByGroup" not in kube.get(OVERLAYS, ns, CONSUMER)["spec"]
+    code, again = env.run_json("--provider", "p-three", "--network", "net", "--consumer", CONSUMER)
+    assert code == ExitCode.REFUSED and again["refused"] == report["refused"], again
+    # A provider of a group with another admitted one passes the guard (embed has p-two and p-four).
+    code, report = env.run_json("--provider", "p-two", "--network", "net", "--consumer", CONSUMER, "--dry-run")
+    assert code == ExitCode.OK and not report.get("refused"), report
 
 
 def test_the_waiter_waits_for_every_shard_then_converges(stored, kube, namespace):

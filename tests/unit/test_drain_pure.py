@@ -4,8 +4,19 @@ decisions, the convergence predicate and exit-code mapping."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from agn.model import ADMITTED, EXISTING_ONLY, Candidate, ConsumerView, NetworkView, Overlay, ProviderView
+from agn.model import (
+    ADMITTED,
+    EXISTING_ONLY,
+    Candidate,
+    ConsumerView,
+    NetworkView,
+    Overlay,
+    ProviderView,
+    group_admitted_counts,
+)
 from xtask.drain.converge import Agreement, Observation, State, evaluate, targets_problems
 from xtask.drain.plan import (
     OPERATION,
@@ -13,6 +24,7 @@ from xtask.drain.plan import (
     RestoreDecision,
     capacity_violations,
     drain_patch,
+    group_capacity_violations,
     plan_changes,
     restore_decision,
     restore_patch,
@@ -157,6 +169,28 @@ class TestCapacityGuard:
     def test_group_already_without_admitted_is_not_a_new_violation(self):
         overlay = Overlay("net", "c1", 3, "d", (cand("1", "one", "chat", EXISTING_ONLY),))
         assert capacity_violations({"c1": overlay}, ["one"]) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["chat", "embed", "code"]), st.sampled_from([ADMITTED, EXISTING_ONLY])),
+        min_size=1,
+        max_size=12,
+    ),
+    st.data(),
+)
+def test_the_guard_from_group_counts_and_the_drained_candidates_equals_the_whole_overlay_guard(rows, data):
+    """The capacity guard of a sharded overlay reads the index's admittedByGroup and only the
+    shards holding the providers to drain; it must refuse exactly what the whole-overlay guard does."""
+    cands = tuple(cand(str(i), f"p{i}", group, state) for i, (group, state) in enumerate(rows))
+    overlay = Overlay("net", "c1", 3, "d", cands)
+    drained = data.draw(st.lists(st.sampled_from([c.provider for c in cands] + ["gone"]), unique=True))
+    counts = group_admitted_counts(cands)
+    only_drained = [c for c in cands if c.provider in drained]
+    assert group_capacity_violations("c1", counts, only_drained, drained) == capacity_violations(
+        {"c1": overlay}, drained
+    )
 
 
 def pview(name, drain, healthy=True):

@@ -1,12 +1,12 @@
 """The convergence waiter's caches at fleet size: only what the wait is about wakes it, and an
-overlay is parsed once per version (of its index and the shards it names). A sharded overlay
-counts only once every shard it names is in hand at the index's digest."""
+overlay is parsed once per version (of its index and the shards it reads). Of a sharded overlay
+only the shards holding the selected providers are read, and the consumer counts only once
+those are in hand at the index's digest."""
 
 from __future__ import annotations
 
 import queue
 
-from agn.kube import OVERLAYS, SHARDS, Resource
 from agn.model import Candidate, ConsumerView, NetworkView, Overlay, ProviderView
 from agn.shards import Incomplete, split
 from xtask.drain.converge import Observation, State, evaluate
@@ -40,8 +40,21 @@ def overlay(rv: str, state: str) -> dict:
     return {"metadata": {"name": "c", "resourceVersion": rv}, "spec": spec}
 
 
-def no_shards(res: Resource, name: str) -> dict | None:
-    return None
+class Shards:
+    """The waiter's shard source (:class:`agn.overlays.ShardCache`'s interface) over stored shard
+    objects, recording which shards were asked for."""
+
+    def __init__(self, objs: dict[str, dict]) -> None:
+        self.objs = objs
+        self.asked: list[str] = []
+
+    def specs(self, index: dict, names) -> dict[str, dict | None]:
+        names = list(names)
+        self.asked += names
+        return {n: (self.objs.get(n) or {}).get("spec") for n in names}
+
+
+P7 = ["c-007"]  # the candidate id of p-7, the provider the tests wait on
 
 
 def waiter_for(consumers: list[str], providers: list[str] | None = None) -> ConvergenceWaiter:
@@ -58,9 +71,9 @@ def waiter_for(consumers: list[str], providers: list[str] | None = None) -> Conv
 
 def test_an_overlay_is_parsed_once_per_resource_version():
     waiter = waiter_for(["c"])
-    first = waiter._overlay(overlay("5", "admitted"), no_shards)
-    assert waiter._overlay(overlay("5", "admitted"), no_shards) is first  # same version: not parsed again
-    changed = waiter._overlay(overlay("6", "existing_only"), no_shards)
+    first = waiter._overlay(overlay("5", "admitted"), ["c-7"])
+    assert waiter._overlay(overlay("5", "admitted"), ["c-7"]) is first  # same version: not parsed again
+    changed = waiter._overlay(overlay("6", "existing_only"), ["c-7"])
     assert changed is not first and changed.revision == 6
     assert changed.candidate_for("p-7").admission_state == "existing_only"
     assert changed.candidate_for("p-5000") is None
@@ -94,15 +107,6 @@ def stored(overlay: Overlay, rv: str) -> tuple[dict, dict[str, dict]]:
     return index, shards
 
 
-def lookup_over(index: dict, shards: dict[str, dict]):
-    def lookup(res: Resource, name: str) -> dict | None:
-        if res == OVERLAYS:
-            return index if name == index["metadata"]["name"] else None
-        return shards.get(name) if res == SHARDS else None
-
-    return lookup
-
-
 def shard_holding(overlay: Overlay, provider: str) -> str:
     parts = split(overlay, 4)
     return next(n for n, s in parts.shards.items() if any(c["provider"] == provider for c in s["candidates"]))
@@ -116,7 +120,8 @@ def test_an_index_whose_shard_is_behind_is_not_converged_until_the_shard_arrives
     changed = shard_holding(new, "p-7")
     # The new index is in hand, its changed shard still at the old revision's digest.
     shards = {**old_shards}
-    got = waiter._overlay(new_index, lookup_over(new_index, shards))
+    waiter.shards = Shards(shards)  # type: ignore[assignment]
+    got = waiter._overlay(new_index, P7)
     assert isinstance(got, Incomplete) and got.revision == 5 and got.mismatched == [changed]
     verdict = evaluate(observation(got, revision=5), drain=True)
     assert verdict.state is State.WAITING
@@ -125,51 +130,53 @@ def test_an_index_whose_shard_is_behind_is_not_converged_until_the_shard_arrives
     )
     # A shard that is absent altogether is named as missing.
     del shards[changed]
-    missing = waiter._overlay(new_index, lookup_over(new_index, shards))
+    missing = waiter._overlay(new_index, P7)
     assert isinstance(missing, Incomplete) and missing.missing == [changed]
-    # Once the changed shard arrives, the overlay is the new revision, whole.
+    # Once the changed shard arrives, the overlay is the new revision: the candidates of that shard.
     shards[changed] = new_shards[changed]
-    got = waiter._overlay(new_index, lookup_over(new_index, shards))
-    assert isinstance(got, Overlay) and got.revision == 5 and len(got.candidates) == 40
+    got = waiter._overlay(new_index, P7)
+    assert isinstance(got, Overlay) and got.revision == 5 and got.digest == new_index["spec"]["digest"]
+    assert {c.id for c in got.candidates} == {c["id"] for c in new_shards[changed]["spec"]["candidates"]}
     assert got.candidate_for("p-7").admission_state == "existing_only"
     assert evaluate(observation(got, revision=5), drain=True).state is State.CONVERGED
+    # Only the shard holding p-7 was ever asked for.
+    assert set(waiter.shards.asked) == {changed}  # type: ignore[attr-defined]
+
+
+def test_shards_not_holding_the_providers_cannot_hold_up_the_wait():
+    old, new = whole(4, set()), whole(5, {"p-7"})
+    waiter = waiter_for(["c"])
+    _, old_shards = stored(old, "10")
+    new_index, new_shards = stored(new, "12")
+    changed = shard_holding(new, "p-7")
+    others = [n for n in new_index["spec"]["shards"] if n["name"] != changed]
+    assert others  # 40 candidates over 4 shards
+    # Every other shard is missing; the one holding p-7 is in hand at the new digest.
+    waiter.shards = Shards({changed: new_shards[changed]})  # type: ignore[assignment]
+    got = waiter._overlay(new_index, P7)
+    assert isinstance(got, Overlay) and got.candidate_for("p-7").admission_state == "existing_only"
 
 
 def test_a_sharded_overlay_is_parsed_once_per_index_version_and_shard_digests():
     overlay_5 = whole(5, {"p-7"})
     waiter = waiter_for(["c"])
     index, shards = stored(overlay_5, "12")
-    first = waiter._overlay(index, lookup_over(index, shards))
+    waiter.shards = Shards(shards)  # type: ignore[assignment]
+    first = waiter._overlay(index, P7)
     assert isinstance(first, Overlay)
-    assert waiter._overlay(index, lookup_over(index, dict(shards))) is first  # nothing changed: not parsed again
+    assert waiter._overlay(index, P7) is first  # nothing changed: not parsed again
     # A shard rewritten to another digest under the same index is not the overlay the index names.
     name = shard_holding(overlay_5, "p-7")
+    waiter = waiter_for(["c"])
     other = {**shards, name: {**shards[name], "spec": {**shards[name]["spec"], "digest": "elsewhere"}}}
-    assert isinstance(waiter._overlay(index, lookup_over(index, other)), Incomplete)
+    waiter.shards = Shards(other)  # type: ignore[assignment]
+    assert isinstance(waiter._overlay(index, P7), Incomplete)
 
 
 def test_an_inline_index_still_reads_as_a_whole_overlay():
     waiter = waiter_for(["c"])
-    got = waiter._overlay(overlay("3", "admitted"), no_shards)
+    got = waiter._overlay(overlay("3", "admitted"), P7)
     assert isinstance(got, Overlay) and got.revision == 3 and len(got.candidates) == 5000
-
-
-def test_only_the_wanted_consumers_shards_wake_the_waiter():
-    waiter = waiter_for(["c-a"])
-    cache = waiter._caches[SHARDS.plural]
-    cache.snapshot([shard_obj("c-a-shard-00"), shard_obj("c-b-shard-00"), shard_obj("c-a-extra")])
-    assert list(cache.items) == ["c-a-shard-00"] and waiter._wake.get_nowait() == SHARDS.plural
-    for name in ("c-b-shard-03", "c-ab-shard-01", "c-a", "c-a-shard-1", "x-c-a-shard-02"):
-        cache.event("MODIFIED", shard_obj(name))
-    assert waiter._wake.empty()
-    cache.event("ADDED", shard_obj("c-a-shard-07"))
-    assert waiter._wake.get_nowait() == SHARDS.plural and cache.get("c-a-shard-07") is not None
-    cache.event("DELETED", shard_obj("c-a-shard-00"))
-    assert cache.get("c-a-shard-00") is None and waiter._wake.get_nowait() == SHARDS.plural
-
-
-def shard_obj(name: str) -> dict:
-    return {"metadata": {"name": name, "resourceVersion": "1"}, "spec": {}}
 
 
 def observation(overlay: Overlay | Incomplete, *, revision: int) -> Observation:

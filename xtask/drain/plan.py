@@ -9,7 +9,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from agn.model import ADMITTED, EXISTING_ONLY, Overlay, group_admitted_counts
+from agn.model import ADMITTED, Candidate, Overlay, group_admitted_counts
 from agn.objects import drain_of
 
 REASON = "agn.dev/drain-reason"
@@ -139,18 +139,30 @@ class CapacityViolation:
 
 def capacity_violations(overlays: Mapping[str, Overlay], selected: Iterable[str]) -> list[CapacityViolation]:
     """Groups that have an admitted candidate now and would have none after draining ``selected``."""
-    chosen = set(selected)
     out = []
     for consumer, overlay in sorted(overlays.items()):
-        before = group_admitted_counts(overlay.candidates)
-        after_cands = [
-            dataclasses.replace(c, admission_state=EXISTING_ONLY)
-            if c.provider in chosen and c.admission_state == ADMITTED
-            else c
-            for c in overlay.candidates
-        ]
-        after = group_admitted_counts(after_cands)
-        for group, count in sorted(before.items()):
-            if count > 0 and after.get(group, 0) == 0:
-                out.append(CapacityViolation(consumer, group, count))
+        counts = group_admitted_counts(overlay.candidates)
+        out += group_capacity_violations(consumer, counts, overlay.candidates, selected)
+    return out
+
+
+def group_capacity_violations(
+    consumer: str, admitted_by_group: Mapping[str, int], candidates: Iterable[Candidate], selected: Iterable[str]
+) -> list[CapacityViolation]:
+    """:func:`capacity_violations` for one consumer, from its admitted candidates per selection
+    group (a sharded index's ``admittedByGroup``) and the candidates of at least the selected
+    providers (the shards holding them; other candidates are ignored).
+
+    Draining changes only the selected providers' candidates, so only their groups can lose
+    their last admitted one: a group loses one admitted candidate per selected admitted member."""
+    chosen = set(selected)
+    lost: dict[str, int] = {}
+    for c in candidates:
+        if c.provider in chosen and c.admission_state == ADMITTED:
+            lost[c.selection_group] = lost.get(c.selection_group, 0) + 1
+    out = []
+    for group, n in sorted(lost.items()):
+        now = int(admitted_by_group.get(group, 0))
+        if now > 0 and now - n <= 0:
+            out.append(CapacityViolation(consumer, group, now))
     return out

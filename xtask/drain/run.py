@@ -17,18 +17,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from agn.kube import CONSUMERS, NETWORKS, PROVIDERS, Kube, NotFound
+from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube, NotFound
 from agn.model import Overlay
 from agn.objects import consumer_view, name_of, network_view, provider_view
-from agn.overlays import list_overlays
-from agn.shards import Incomplete
+from agn.overlays import ShardCache, read_overlay, read_partial_retrying
+from agn.shards import Incomplete, is_sharded
 from xtask.drain import fanout
 from xtask.drain.converge import incomplete_reason, targets_problems
 from xtask.drain.events import DrainEvents, outcome_facts, restoration_facts
 from xtask.drain.idle import not_idle
 from xtask.drain.idle_waiter import IdleResult, IdleWaiter
 from xtask.drain.journal import Journal, new_operation_id
-from xtask.drain.plan import Change, capacity_violations, drain_patch, plan_changes
+from xtask.drain.plan import Change, capacity_violations, drain_patch, group_capacity_violations, plan_changes
 from xtask.drain.report import Report, exit_code_for
 from xtask.drain.selection import Selector, select
 from xtask.drain.signals import SignalLatch
@@ -230,7 +230,11 @@ class _DrainRun:
             self.reporter.event("plan", c.provider, entry)
 
         self.targets = targets.result() if targets else None
-        refusal = _target_refusals(self.targets, req, selected, changes) if self.targets else []
+        refusal = (
+            _target_refusals(self.targets, req, selected, changes, _OverlayReader(self.kube, self.namespace))
+            if self.targets
+            else []
+        )
         if refusal:
             report.refused = refusal
             return changes, self.finish("refused before writing: " + "; ".join(refusal))
@@ -407,51 +411,88 @@ class _DrainRun:
 class _Targets:
     network: dict | None
     consumers: dict[str, dict]
-    overlays: dict[str, dict[str, Any] | Incomplete]  # whole overlay specs; Incomplete: shards pending
+    indexes: dict[str, dict[str, Any]]  # overlay index specs (or inline overlays) by consumer name
 
 
 def _read_targets(kube: Kube, namespace: str, req: DrainRequest) -> _Targets:
-    """The named network, and every consumer and whole overlay of the namespace (LISTs, not 2N
-    GETs: consumers, overlay indexes, and shards when an index is sharded)."""
+    """The named network, and every consumer and overlay index of the namespace (two LISTs of
+    small objects; the shards the capacity guard needs are read once the selection is known)."""
     assert req.network is not None
     try:
         network = kube.get(NETWORKS, namespace, req.network)
     except NotFound:
         network = None
     consumers = {name_of(o): o for o in kube.list(CONSUMERS, namespace)[0]}
-    return _Targets(network, consumers, dict(list_overlays(kube, namespace)))
+    indexes = {name_of(o): o["spec"] for o in kube.list(OVERLAYS, namespace)[0] if o.get("spec")}
+    return _Targets(network, consumers, indexes)
+
+
+class _OverlayReader:
+    """What the capacity guard reads of a consumer's overlay: the shards holding the providers
+    to drain (their candidates), or, for an index without ``admittedByGroup`` (an operator
+    before it), the whole overlay."""
+
+    def __init__(self, kube: Kube, namespace: str) -> None:
+        self.kube, self.namespace = kube, namespace
+        self.cache = ShardCache(kube, namespace)
+
+    def partial(self, consumer: str, index: dict[str, Any], candidate_ids: list[str]) -> dict[str, Any] | None:
+        return read_partial_retrying(self.kube, self.cache, self.namespace, consumer, index, candidate_ids)
+
+    def whole(self, consumer: str) -> dict[str, Any] | None:
+        return read_overlay(self.kube, self.namespace, consumer)
 
 
 def _target_refusals(
-    targets: _Targets, req: DrainRequest, selected: Sequence[Mapping[str, Any]], changes: list[Change]
+    targets: _Targets,
+    req: DrainRequest,
+    selected: Sequence[Mapping[str, Any]],
+    changes: list[Change],
+    reader: _OverlayReader,
 ) -> list[str]:
     assert req.network is not None  # targets are only read when a network is named
     network = network_view(targets.network) if targets.network else None
     consumers = {
         name: consumer_view(targets.consumers[name]) if name in targets.consumers else None for name in req.consumers
     }
-    problems = targets_problems(
-        network=network, network_name=req.network, consumers=consumers, providers=[provider_view(p) for p in selected]
-    )
+    views = [provider_view(p) for p in selected]
+    problems = targets_problems(network=network, network_name=req.network, consumers=consumers, providers=views)
     if problems or not req.drain or req.force:
         return problems
-    # A consumer without an overlay has nothing to guard. One whose shards never matched its
-    # index cannot be checked: refuse rather than guard half an overlay or none.
-    pending = [
-        f"capacity guard: consumer {name}: {incomplete_reason(found)}, so its capacity cannot be checked "
-        "(retry, or use --force to drain anyway)"
-        for name in req.consumers
-        if isinstance(found := targets.overlays.get(name), Incomplete)
-    ]
+    to_drain = [c.provider for c in changes if not c.already]
+    draining = set(to_drain)
+    ids = sorted({v.candidate_id for v in views if v.name in draining})
+    pending: list[str] = []
+    violations = []
+    for name in sorted(set(req.consumers)):
+        index = targets.indexes.get(name)
+        if index is None or not to_drain:
+            continue  # a consumer without an overlay has nothing to guard
+        try:
+            counts = index.get("admittedByGroup")
+            if not is_sharded(index) or isinstance(counts, Mapping):
+                spec = reader.partial(name, index, ids)
+                if spec is None:
+                    continue
+                overlay = Overlay.from_spec(spec)
+                if not is_sharded(index):
+                    violations += capacity_violations({name: overlay}, to_drain)
+                else:
+                    assert isinstance(counts, Mapping)
+                    violations += group_capacity_violations(name, counts, overlay.candidates, to_drain)
+            else:
+                whole = reader.whole(name)
+                if whole is not None:
+                    violations += capacity_violations({name: Overlay.from_spec(whole)}, to_drain)
+        except Incomplete as found:
+            # The shards that say where the providers stand never matched the index: refuse
+            # rather than guard half an overlay or none.
+            pending.append(
+                f"capacity guard: consumer {name}: {incomplete_reason(found)}, so its capacity cannot be checked "
+                "(retry, or use --force to drain anyway)"
+            )
     if pending:
         return pending
-    overlays = {
-        name: Overlay.from_spec(spec)
-        for name in req.consumers
-        if (spec := targets.overlays.get(name)) is not None and not isinstance(spec, Incomplete)
-    }
-    to_drain = [c.provider for c in changes if not c.already]
-    violations = capacity_violations(overlays, to_drain)
     return [f"capacity guard: {v.describe()} (use --force to drain anyway)" for v in violations]
 
 

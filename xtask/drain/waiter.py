@@ -1,11 +1,13 @@
 """The convergence waiter: watch-driven, with a deadline, two agreeing observations.
 
-Four list+watch followers (:func:`agn.watching.follow`: providers, consumers, overlay indexes
-and overlay shards) keep a cache and wake the waiter on every event about an object the wait is
-about. A consumer's overlay is assembled from its cached index and shards
-(:func:`agn.shards.assemble`); while a shard the index names is missing or not yet at the
-index's digest the consumer counts as not converged, so the waiter never judges a mix of two
-revisions. When the cached view satisfies the predicate, a fresh direct read
+Three list+watch followers (:func:`agn.watching.follow`: providers, consumers and overlay
+indexes) keep a cache and wake the waiter on every event about an object the wait is about.
+The predicate asks only where the selected providers stand, so of a sharded overlay only the
+shards that hold their candidates are read (:func:`agn.overlays.read_partial`: by name, and
+again only when the index gives a shard a new digest) — one shard per consumer for a single
+drain, however large the fleet. While such a shard is missing or not yet at the index's digest
+the consumer counts as not converged (and the reason names the shard), so the waiter never
+judges a mix of two revisions. When the cached view satisfies the predicate, a fresh direct read
 is taken as the next observation; completion needs the two to agree (README: `env provider-drain`, step 9). Watches
 that end are resumed from the last resourceVersion; ``410 Gone`` triggers a re-list; other
 errors back off and retry. No fixed sleeps: the waiter blocks on events, re-checking about
@@ -20,15 +22,16 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, SHARDS, Kube, KubeError, Resource
+from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube, KubeError, Resource
 from agn.model import Overlay
 from agn.objects import Obj, consumer_revisions, consumer_view, name_of, network_view, provider_view
-from agn.shards import Incomplete, assemble, consumer_of_shard, is_sharded
+from agn.overlays import ShardCache, read_partial
+from agn.shards import Incomplete, is_sharded, shards_holding
 from agn.watching import follow
 from xtask.drain.converge import Agreement, Observation, State, Verdict, evaluate
 
 Notify = Callable[[str, str, dict], None]
-_KINDS = (PROVIDERS, CONSUMERS, OVERLAYS, SHARDS)
+_KINDS = (PROVIDERS, CONSUMERS, OVERLAYS)
 
 
 class _Cache:
@@ -36,7 +39,7 @@ class _Cache:
     kept from list+watch.
 
     Events about any other object of the kind — in a fleet, almost all of them: every other
-    provider's status, every other consumer's shards — are dropped without waking the waiter,
+    provider's status — are dropped without waking the waiter,
     so a wait among thousands of providers re-evaluates only when something it watches changed.
     """
 
@@ -107,13 +110,11 @@ class ConvergenceWaiter:
         self._network_obj = network_obj  # as read before the writes; else read when the wait starts
         self._wake: queue.Queue[str] = queue.Queue()
         self._stop_watches = threading.Event()
-        # A consumer's RoutingOverlay (the index) has the consumer's name; its shards carry it too.
-        mine = frozenset(consumers)
+        # A consumer's RoutingOverlay (the index) has the consumer's name.
         wanted: dict[Resource, Iterable[str] | Callable[[str], bool]] = {
             PROVIDERS: providers,
             CONSUMERS: consumers,
             OVERLAYS: consumers,
-            SHARDS: lambda name: consumer_of_shard(name) in mine,
         }
         self._caches = {r.plural: _Cache(self._wake, r.plural, wanted[r]) for r in _KINDS}
         # One wanted object of a kind is listed and watched by name: a single drain among 5,000
@@ -122,9 +123,10 @@ class ConvergenceWaiter:
             PROVIDERS.plural: _by_name(providers),
             CONSUMERS.plural: _by_name(consumers),
             OVERLAYS.plural: _by_name(consumers),
-            SHARDS.plural: None,
         }
-        # overlay name -> (index resourceVersion and its shards' digests, parsed)
+        # The shards holding the selected providers, kept by digest (read in the waiting thread).
+        self.shards = ShardCache(kube, namespace)
+        # overlay name -> (index resourceVersion and the digests of the shards read, parsed)
         self._parsed: dict[str, tuple[tuple, Overlay]] = {}
         self._started = False
 
@@ -159,6 +161,7 @@ class ConvergenceWaiter:
         for name in self.providers:
             obj = lookup(PROVIDERS, name)
             provs[name] = provider_view(obj) if obj else None
+        ids = sorted({p.candidate_id for p in provs.values() if p is not None})
         consumers, revisions, overlays = {}, {}, {}
         for name in self.consumers:
             c = lookup(CONSUMERS, name)
@@ -169,29 +172,26 @@ class ConvergenceWaiter:
             )
             revisions[name] = consumer_revisions(c) if c else (None, None)
             o = lookup(OVERLAYS, name)
-            overlays[name] = self._overlay(o, lookup) if o and o.get("spec") else None
+            overlays[name] = self._overlay(o, ids) if o and o.get("spec") else None
         return Observation(provs, network_view(network_obj), consumers, revisions, overlays, time.time())
 
-    def _overlay(self, obj: Obj, lookup: Callable[[Resource, str], Obj | None]) -> Overlay | Incomplete:
-        """The consumer's whole overlay from its index ``obj`` and the shards ``lookup`` finds,
-        or :class:`Incomplete` while a shard the index names is missing or at another digest.
+    def _overlay(self, obj: Obj, candidate_ids: list[str]) -> Overlay | Incomplete:
+        """The consumer's overlay from its index ``obj``: an inline one whole; a sharded one with
+        the candidates of the shards that hold ``candidate_ids`` (the selected providers'), or
+        :class:`Incomplete` while one of those is missing or at another digest.
 
-        Parsed once per index resourceVersion and shard digests (a fleet's overlay holds
-        thousands of candidates; most wake-ups do not change it): those decide both whether
-        the overlay assembles and what it holds."""
+        Parsed once per index resourceVersion and digests of the shards read (most wake-ups do
+        not change them)."""
         index = obj["spec"]
-        shards: dict[str, dict | None] = {}
-        if is_sharded(index):
-            for entry in index.get("shards") or ():
-                shard = lookup(SHARDS, str(entry.get("name", "")))
-                shards[str(entry.get("name", ""))] = shard.get("spec") if shard else None
+        wanted = shards_holding(index, candidate_ids) if is_sharded(index) else []
+        listed = {str(e.get("name", "")): e.get("digest") for e in index.get("shards") or ()}
         name, version = name_of(obj), str(obj.get("metadata", {}).get("resourceVersion") or "")
-        key = (version, tuple((n, (s or {}).get("digest"), (s or {}).get("consumer")) for n, s in shards.items()))
+        key = (version, tuple((n, listed.get(n)) for n in wanted))
         known = self._parsed.get(name)
         if known is not None and version and known[0] == key:
             return known[1]
         try:
-            spec = assemble(index, shards)
+            spec = read_partial(self.shards, index, candidate_ids)
         except Incomplete as exc:
             return exc
         overlay = Overlay.from_spec(spec)
@@ -202,19 +202,17 @@ class ConvergenceWaiter:
         return self._caches[res.plural].get(name)
 
     def _fresh(self) -> Callable[[Resource, str], Obj | None]:
-        """A lookup over one fresh read of each kind: four LISTs, however many providers.
-
-        Indexes are listed before shards: the operator writes shards first, so the shards read
-        are at least as new as the indexes read (a newer shard makes that observation wait,
-        never mix). Shards are listed only when a wanted index is sharded (inline overlays of
-        earlier operators have none)."""
+        """A lookup over one fresh read of each kind (by name when one object of it is wanted, as
+        the watches do). The shards are read through :attr:`shards` against the fresh indexes:
+        a shard held at the digest a fresh index gives it is that shard (its digest is its
+        content's), any other is read again."""
         snapshot = {
-            res.plural: {name_of(o): o for o in self.kube.list(res, self.namespace)[0]}
-            for res in (PROVIDERS, CONSUMERS, OVERLAYS)
+            res.plural: {
+                name_of(o): o
+                for o in self.kube.list(res, self.namespace, field_selector=self._field_selectors[res.plural])[0]
+            }
+            for res in _KINDS
         }
-        indexes = [snapshot[OVERLAYS.plural].get(c) for c in self.consumers]
-        if any(is_sharded((o or {}).get("spec") or {}) for o in indexes):
-            snapshot[SHARDS.plural] = {name_of(o): o for o in self.kube.list(SHARDS, self.namespace)[0]}
         return lambda res, name: snapshot.get(res.plural, {}).get(name)
 
     def close(self) -> None:
