@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agn import GROUP, VERSION
+from agn.shards import DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT
 from agn.yamltext import YamlProblem, parse_yaml, show
 from xtask.errors import EnvDefinitionError
 from xtask.state import REPO_ROOT
@@ -56,6 +57,9 @@ class EnvDef:
     consumers: tuple[ConsumerDef, ...]
     providers: tuple[ProviderDef, ...]
     source: Path
+    # Shards per consumer overlay: the operator's --overlay-shards and the shard names each
+    # gateway's Role may read (they must agree, so both come from here).
+    overlay_shards: int = DEFAULT_SHARD_COUNT
 
     def provider_objects(self, endpoints: Mapping[str, str]) -> list[dict]:
         """InferenceProvider objects; ``endpoints`` gives the URL of each fake provider.
@@ -198,7 +202,7 @@ def parse_env(data: Any, *, source: Path, expected_name: str | None = None) -> E
     top = c.mapping(
         data,
         "",
-        allowed={"name", "namespace", "networks", "consumers", "providers"},
+        allowed={"name", "namespace", "networks", "consumers", "providers", "overlayShards"},
         required={"name", "namespace", "networks", "consumers", "providers"},
     )
     if top is None:
@@ -207,6 +211,10 @@ def parse_env(data: Any, *, source: Path, expected_name: str | None = None) -> E
     if expected_name and name and name != expected_name:
         c.fail("name", f"is {name!r} but the file is for environment {expected_name!r}")
     namespace = c.name(top["namespace"], "namespace") if "namespace" in top else ""
+    shards = top.get("overlayShards", DEFAULT_SHARD_COUNT)
+    if not isinstance(shards, int) or isinstance(shards, bool) or not 1 <= shards <= MAX_SHARD_COUNT:
+        c.fail("overlayShards", f"must be an integer from 1 to {MAX_SHARD_COUNT}, got {show(shards)}")
+        shards = DEFAULT_SHARD_COUNT
 
     def network(item: Any, where: str) -> NetworkDef | None:
         m = c.mapping(
@@ -301,4 +309,4 @@ def parse_env(data: Any, *, source: Path, expected_name: str | None = None) -> E
                 c.fail(f"consumers[{i}].excludedProviders", f"names unknown provider {e!r}")
     if c.problems:
         raise EnvDefinitionError(f"{source}: invalid environment definition:\n  " + "\n  ".join(c.problems))
-    return EnvDef(name, namespace, tuple(networks), tuple(consumers), tuple(providers), source)
+    return EnvDef(name, namespace, tuple(networks), tuple(consumers), tuple(providers), source, shards)

@@ -89,7 +89,7 @@ def render(
     objects += [_service_account(name, ns) for name in identities]
     roles = [
         _role("operator.yaml", ns),
-        *(_role("gateway.yaml", ns, consumer=c) for c in consumers),
+        *(_role("gateway.yaml", ns, consumer=c, shard_count=envdef.overlay_shards) for c in consumers),
         _role("provider-drain.yaml", ns),
     ]
     objects += roles
@@ -106,7 +106,17 @@ def render(
             service_account=OPERATOR,
             scrape=True,
             probes=(_http_probe("/healthz"), _http_probe("/healthz", period=10)),
-            args=["agn.operator", "--namespace", ns, "--health-host", "0.0.0.0", "--health-port", str(PORT)],
+            args=[
+                "agn.operator",
+                "--namespace",
+                ns,
+                "--overlay-shards",
+                str(envdef.overlay_shards),
+                "--health-host",
+                "0.0.0.0",
+                "--health-port",
+                str(PORT),
+            ],
         )
     )
     for c in consumers:

@@ -204,6 +204,46 @@ def test_dead_component_is_repaired_by_up(cli, example):
     assert cli.status()["state"] == "up"
 
 
+def test_overlay_shards_from_the_env_file_restart_the_operator_with_the_new_count(cli, example, tmp_path):
+    """``overlayShards`` in the env file is the operator's --overlay-shards: changing it and
+    running ``env up`` again restarts the operator (by pid) with the new count, and the overlays
+    are re-stored with it at the same revision; going back restores the default."""
+    kubectl = ensure_assets(build=False) / "kubectl"
+
+    def shard_counts() -> dict[str, tuple[int, int]]:
+        proc = subprocess.run(
+            [str(kubectl), "--context", CTX, "get", "routingoverlays", "-o", "json"],
+            capture_output=True,
+            text=True,
+            env=cli.env,
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr
+        items = yaml.safe_load(proc.stdout)["items"]
+        return {o["metadata"]["name"]: (o["spec"].get("shardCount"), o["spec"]["revision"]) for o in items}
+
+    before = shard_counts()
+    assert before and all(count == 16 for count, _ in before.values())
+    envs = tmp_path / "envs"
+    envs.mkdir()
+    data = yaml.safe_load((REPO / "envs" / "example.yaml").read_text())
+    data["overlayShards"] = 4
+    (envs / "example.yaml").write_text(yaml.safe_dump(data))
+    try:
+        up = cli("env", "up", env={"AGN_XTASK_ENVS_DIR": str(envs)})
+        assert up.returncode == 0, up.stderr
+        assert "operator (restarted: --overlay-shards 16 -> 4)" in up.stdout
+        wait_for(
+            lambda: shard_counts() == {n: (4, rev) for n, (_, rev) in before.items()},
+            what="overlays re-stored with 4 shards at the same revisions",
+        )
+    finally:
+        back = cli("env", "up")
+    assert back.returncode == 0 and "operator (restarted: --overlay-shards 4 -> 16)" in back.stdout, back.stdout
+    wait_for(lambda: shard_counts() == before, what="overlays back at 16 shards")
+    assert cli.status()["state"] == "up"
+
+
 def test_down_stops_everything_and_is_idempotent(cli, example):
     status = cli.status()
     records = [

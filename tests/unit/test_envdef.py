@@ -188,6 +188,9 @@ def test_an_item_that_is_not_a_mapping_is_reported_once():
             "providers[0].name: must be a DNS-1123 label (lowercase letters, digits, '-'), got 'Provider_One'",
         ),
         (lambda d: d["providers"][0].update(rank=True), "providers[0].rank: must be a non-negative integer, got True"),
+        (lambda d: d.update(overlayShards=0), "overlayShards: must be an integer from 1 to 100, got 0"),
+        (lambda d: d.update(overlayShards="16"), "overlayShards: must be an integer from 1 to 100, got '16'"),
+        (lambda d: d.update(overlayShards=101), "overlayShards: must be an integer from 1 to 100, got 101"),
         (
             lambda d: d.update(namespace=None),
             "namespace: must be a DNS-1123 label (lowercase letters, digits, '-'), got nothing (null)",
@@ -211,3 +214,10 @@ def test_a_networks_probe_interval_reaches_its_spec():
     data["networks"][0]["probeIntervalSeconds"] = 2.5
     env = parse_env(data, source=Path("envs/example.yaml"))
     assert env.networks[0].spec["probeIntervalSeconds"] == 2.5
+
+
+def test_overlay_shards_default_and_setting():
+    assert parse_env(example(), source=Path("envs/example.yaml")).overlay_shards == 16
+    data = example()
+    data["overlayShards"] = 4
+    assert parse_env(data, source=Path("envs/example.yaml")).overlay_shards == 4

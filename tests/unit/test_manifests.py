@@ -193,3 +193,15 @@ def test_render_command_prints_crds_then_every_object():
     assert docs[len(crds) :] == render(ENVDEF, image="agn:test")
     no_crds = CliRunner().invoke(env_group, ["render", "--no-crds", "--namespace", "other"])
     assert list(yaml.safe_load_all(no_crds.output)) == render(ENVDEF, namespace="other")
+
+
+def test_the_overlay_shard_count_reaches_the_operator_and_every_gateway_role():
+    """The operator writes ``overlayShards`` shards per consumer and each gateway may read exactly
+    those names: both come from the env file, so they cannot disagree."""
+    objects = render(dataclasses.replace(ENVDEF, overlay_shards=40))
+    args = by_kind(objects, "Deployment")["agn-operator"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--overlay-shards") + 1] == "40"
+    for c in ENVDEF.consumers:
+        rules = by_kind(objects, "Role")[f"agn-gateway-{c.name}"]["rules"]
+        (names,) = [r["resourceNames"] for r in rules if r["resources"] == ["routingoverlayshards"]]
+        assert names == shard_names(c.name, 40)

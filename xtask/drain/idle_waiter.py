@@ -25,6 +25,7 @@ from agn.kube import PROVIDERS, Kube
 from agn.objects import Obj, name_of
 from agn.watching import follow
 from xtask.drain.idle import IdleTracker, ProviderIdle, all_idle, classify
+from xtask.drain.waiter import by_name
 
 Notify = Callable[[str, str, dict], None]
 RECHECK_SECONDS = 1.0
@@ -87,11 +88,14 @@ class IdleWaiter:
     def wait(self, *, timeout: float, stop: threading.Event) -> IdleResult:
         start = time.monotonic()
         deadline = start + timeout
+        one = by_name(self.providers)  # one provider among thousands is listed and watched by name
         thread = threading.Thread(
             target=follow,
             kwargs=dict(
-                list_fn=lambda: self.kube.list(PROVIDERS, self.namespace),
-                watch_fn=lambda rv: self.kube.watch(PROVIDERS, self.namespace, resource_version=rv, timeout_seconds=30),
+                list_fn=lambda: self.kube.list(PROVIDERS, self.namespace, field_selector=one),
+                watch_fn=lambda rv: self.kube.watch(
+                    PROVIDERS, self.namespace, resource_version=rv, timeout_seconds=30, field_selector=one
+                ),
                 on_snapshot=self._snapshot,
                 on_event=self._event,
                 stop=self._stop_watch,

@@ -81,7 +81,7 @@ class WaitResult:
     seconds: float
 
 
-def _by_name(names: Iterable[str]) -> str | None:
+def by_name(names: Iterable[str]) -> str | None:
     """``metadata.name=X`` when exactly one name is wanted, else None (list them all)."""
     wanted = set(names)
     return f"metadata.name={next(iter(wanted))}" if len(wanted) == 1 else None
@@ -120,9 +120,9 @@ class ConvergenceWaiter:
         # One wanted object of a kind is listed and watched by name: a single drain among 5,000
         # providers reads one provider, not the fleet.
         self._field_selectors = {
-            PROVIDERS.plural: _by_name(providers),
-            CONSUMERS.plural: _by_name(consumers),
-            OVERLAYS.plural: _by_name(consumers),
+            PROVIDERS.plural: by_name(providers),
+            CONSUMERS.plural: by_name(consumers),
+            OVERLAYS.plural: by_name(consumers),
         }
         # The shards holding the selected providers, kept by digest (read in the waiting thread).
         self.shards = ShardCache(kube, namespace)

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from agn.kube import Kube, kubeconfig_path
+from agn.shards import DEFAULT_SHARD_COUNT
 from xtask.envdef import EnvDef
 from xtask.errors import ComponentFailed, XtaskError
 from xtask.procs import Supervisor, log_tail
@@ -173,12 +174,10 @@ class LocalEnv:
     def _start_operator(self, ctx: UpContext) -> None:
         port = self._port_for("operator")
         self._restart_if_stale("operator", port, ctx)
-        if self._python(
-            "operator",
-            "agn.operator",
-            [*self._kube_args(ctx), "--health-port", str(port)],
-            ready_url=f"http://127.0.0.1:{port}/healthz",
-        ):
+        shards = str(ctx.envdef.overlay_shards)
+        args = [*self._kube_args(ctx), "--overlay-shards", shards, "--health-port", str(port)]
+        self._restart_if_changed("operator", "--overlay-shards", shards, default=str(DEFAULT_SHARD_COUNT), ctx=ctx)
+        if self._python("operator", "agn.operator", args, ready_url=f"http://127.0.0.1:{port}/healthz"):
             ctx.started.append("operator")
 
     def _start_gateways(self, ctx: UpContext) -> None:
@@ -202,6 +201,18 @@ class LocalEnv:
         why = component_problem(f"http://127.0.0.1:{port}/healthz", server=self.server())
         if why:
             ctx.started.append(f"{name} (restarted: {why})")
+            self.supervisor.stop(name)
+
+    def _restart_if_changed(self, name: str, flag: str, value: str, *, default: str, ctx: UpContext) -> None:
+        """Stop a running component started with another ``flag`` value (say the env file's
+        ``overlayShards`` changed); the caller starts it again with this one."""
+        rec = self.supervisor.running(name)
+        if rec is None:
+            return
+        argv = rec.argv
+        running = argv[argv.index(flag) + 1] if flag in argv[:-1] else default
+        if running != value:
+            ctx.started.append(f"{name} (restarted: {flag} {running} -> {value})")
             self.supervisor.stop(name)
 
     def _stop_started(self, ctx: UpContext) -> None:
