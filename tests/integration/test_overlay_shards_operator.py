@@ -12,6 +12,8 @@ usage error at startup; the shipped operator Role grants shards what it grants o
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 
@@ -19,10 +21,10 @@ import pytest
 from test_operator import make_consumer, make_network, overlay, set_drain, states
 from test_probe_fleet import create_pool
 
-from agn.kube import CONSUMERS, OVERLAYS, SHARDS, NotFound
+from agn.kube import CONSUMERS, OVERLAYS, SHARDS, KubeError, NotFound
 from agn.model import Overlay
 from agn.shards import shard_name, shard_of
-from agnprocs import wait_for
+from agnprocs import http_json, wait_for
 from kubetest import can_i
 from xtask.envdef import load_env
 from xtask.manifests import render
@@ -210,6 +212,114 @@ def test_a_legacy_inline_overlay_is_converted_to_an_index_without_a_new_revision
     )
     assert overlay(kube, namespace, "c1") == whole
     assert Overlay.from_spec(whole).revision == index_of(kube, namespace, "c1")["spec"]["revision"]
+
+
+def freeze_index_updates(kube, ns: str) -> str:
+    """A real ValidatingAdmissionPolicy that denies every UPDATE of a RoutingOverlay (the index)
+    in ``ns``: the API server then takes the operator's shard writes and refuses its index write,
+    which is the state an operator killed between the two leaves behind. Returns its name."""
+    name = f"freeze-index-{ns}"
+    kube.apply(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": ["agn.dev"],
+                            "apiVersions": ["*"],
+                            "operations": ["UPDATE"],
+                            "resources": ["routingoverlays"],
+                        }
+                    ]
+                },
+                "validations": [{"expression": "false", "message": "the index is frozen by the test"}],
+            },
+        }
+    )
+    kube.apply(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}},
+            },
+        }
+    )
+    return name
+
+
+def index_update_denied(kube, ns: str, consumer: str) -> bool:
+    try:
+        kube.merge_patch(OVERLAYS, ns, consumer, {"metadata": {"labels": {"probe": "x"}}}, dry_run=True)
+    except KubeError as exc:
+        return "frozen by the test" in str(exc)
+    return False
+
+
+def test_operator_killed_between_its_shard_write_and_its_index_write(kube, namespace, agn):
+    """The operator writes a drained provider's shard, then the API server refuses its index
+    write (a real admission policy), and the operator is SIGKILLed in that state. Meanwhile the
+    gateway keeps serving the old revision whole (the index still names the old digest, so the
+    new shard is never mixed in). A new operator heals it: the index moves to exactly one
+    revision more, the gateway serves it, and nothing else changed."""
+    names = [f"p{i:03d}" for i in range(120)]
+    fleet(kube, namespace, agn, names)
+    gateway = agn.gateway("c1")
+    whole = overlay(kube, namespace, "c1")
+    assert whole is not None
+    revision = whole["revision"]
+    wait_for(lambda: http_json(f"{gateway}/routes")["servingRevision"] == revision, what="gateway serving")
+    target = "p042"
+    cand = next(c for c in whole["candidates"] if c["provider"] == target)
+    home = shard_name("c1", shard_of(cand["id"], SHARDS_USED))
+    before = rvs(kube, namespace, "c1")
+
+    policy = freeze_index_updates(kube, namespace)
+    try:
+        wait_for(lambda: index_update_denied(kube, namespace, "c1"), timeout=30, what="the policy in force")
+        set_drain(kube, namespace, target, True)
+        # The shard holding the provider is rewritten; the index is refused and stays.
+        wait_for(
+            lambda: any(
+                c["provider"] == target and c["admission_state"] == "existing_only"
+                for c in shards_of(kube, namespace, "c1")[home]["spec"]["candidates"]
+            ),
+            timeout=30,
+            what=f"{home} rewritten with {target} existing_only",
+        )
+        wait_for(lambda: "index is frozen" in agn.log("operator"), what="the operator's index write refused")
+        index = index_of(kube, namespace, "c1")
+        assert index["metadata"]["resourceVersion"] == before["index"] and index["spec"]["revision"] == revision
+        listed = {e["name"]: e["digest"] for e in index["spec"]["shards"]}
+        assert shards_of(kube, namespace, "c1")[home]["spec"]["digest"] != listed[home]
+        os.kill(agn.sup.record("operator").pid, signal.SIGKILL)
+        # The gateway serves the old revision, whole: the target still admitted.
+        routes = http_json(f"{gateway}/routes")
+        assert routes["servingRevision"] == revision
+        assert {c["provider"]: c["admission_state"] for c in routes["candidates"]}[target] == "admitted"
+        assert len(routes["candidates"]) == len(names)
+    finally:
+        kube.delete_cluster_object("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", policy)
+        kube.delete_cluster_object("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", policy)
+
+    wait_for(lambda: not index_update_denied(kube, namespace, "c1"), timeout=30, what="the policy gone")
+    agn.operator("--probe-interval", "2", "--probe-timeout", "5", name="operator-2")
+    healed = wait_for(lambda: in_state(kube, namespace, "c1", target, "existing_only"), timeout=60, what="index healed")
+    assert healed["revision"] == revision + 1  # one revision for one change, despite the crash
+    wait_for(lambda: http_json(f"{gateway}/routes")["servingRevision"] == revision + 1, what="gateway serving the heal")
+    assert {c["provider"]: c["admission_state"] for c in http_json(f"{gateway}/routes")["candidates"]} == {
+        n: "existing_only" if n == target else "admitted" for n in names
+    }
+    after = rvs(kube, namespace, "c1")
+    assert sorted(n for n in before if after.get(n) != before[n]) == sorted([home, "index"])
+    assert sorted(after) == sorted(before)
 
 
 @pytest.mark.parametrize("value", ["0", "101", "many"])
