@@ -6,18 +6,28 @@ watched is the overlay's *index* (see :mod:`agn.shards`): either an inline overl
 carries its candidates itself, or an index naming the ``RoutingOverlayShard`` objects that
 hold them. For a sharded index the follower first gets every shard it names: a shard already
 held at the digest the index gives it is reused, any other is fetched by name (a GET by name
-stays within RBAC that lists only this consumer's shard names), and :func:`agn.shards.assemble`
-makes the whole overlay spec. Until every shard is in hand at the index's digest (the operator
-writes shards first and the index last, so this is a short race), the index is *pending*:
-nothing is accepted, the current table keeps serving, ``overlay_shards_pending`` is logged and
-a retry thread tries again with capped backoff (0.1 s doubling to 2 s) until the shards match
-or a newer index supersedes it; after a few seconds the wait is said in ``status.message``, and
-a Forbidden GET is reported there at once. So no table ever mixes two revisions.
+stays within RBAC that lists only this consumer's shard names). Until every shard is in hand at
+the index's digest (the operator writes shards first and the index last, so this is a short
+race), the index is *pending*: nothing is accepted, the current table keeps serving,
+``overlay_shards_pending`` is logged and a retry thread tries again with capped backoff (0.1 s
+doubling to 2 s) until the shards match or a newer index supersedes it; after a few seconds the
+wait is said in ``status.message``, and a Forbidden GET is reported there at once. So no table
+ever mixes two revisions.
+
+The work per revision follows the change, not the overlay's size (at 5,000 candidates a drain
+changes one shard of 16): the index is checked on its own before any GET
+(:func:`~agn.gateway.validation.validate_index`); a shard is validated and parsed into
+candidates once, when it is fetched at the index's digest
+(:func:`~agn.gateway.validation.parse_shard`), and held with its parsed candidates, keyed by
+name, digest and shard count; a new index then costs the parse of its changed shards plus
+C-level joining of every held shard's candidates
+(:func:`~agn.gateway.validation.assemble_overlay`). An invalid shard rejects the whole index,
+naming the shard and why, like an invalid inline overlay.
 
 For each new overlay content (inline, or assembled) the order is fixed:
 
-1. validate it — an invalid overlay is reported in ``status.message`` and *not* accepted;
-   the previous one keeps serving;
+1. validate it — an invalid overlay (or index, or shard of it) is reported in
+   ``status.message`` and *not* accepted; the previous one keeps serving;
 2. report ``status.acceptedRevision`` (+ ``acceptedDigest``, ``observedAt``);
 3. swap it into the routing table (atomically);
 4. report ``status.servingRevision``.
@@ -32,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 import threading
 import time
 from collections.abc import Mapping
@@ -39,12 +50,21 @@ from typing import Any
 
 from agn.gateway.status_writer import StatusWriter
 from agn.gateway.table import RoutingTable
-from agn.gateway.validation import InvalidOverlay, digest_matches, validate_overlay
+from agn.gateway.validation import (
+    InvalidOverlay,
+    ShardedIndex,
+    ShardEntry,
+    assemble_overlay,
+    digest_matches,
+    parse_shard,
+    validate_index,
+    validate_overlay,
+)
 from agn.kube import OVERLAYS, SHARDS, Forbidden, Gone, Kube, KubeError, NotFound
 from agn.logs import JsonLog
-from agn.model import ADMITTED, EXISTING_ONLY, Overlay
+from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Overlay
 from agn.objects import rfc3339
-from agn.shards import Incomplete, assemble, consumer_of_shard, is_sharded
+from agn.shards import Incomplete, is_sharded
 from agn.watching import WatchHealth, capped_backoff, follow
 
 INITIAL_BACKOFF = 0.5
@@ -54,31 +74,16 @@ SHARD_RETRY_MAX = 2.0
 SHARD_GET_TIMEOUT = 10.0  # one shard GET; a dead connection must not stall the retries
 PENDING_REPORT_AFTER = 3.0  # seconds an index may wait for its shards before status.message says so
 ABSENT = object()  # the overlay does not exist
+STATE = operator.attrgetter("admission_state")
 
 
-def shard_entries(index: Mapping[str, Any], consumer: str) -> list[tuple[str, str]]:
-    """``(name, digest)`` of each shard a sharded index lists, checked: every entry names one of
-    this consumer's shards, once. Raises :class:`InvalidOverlay` otherwise (the CRD schema types
-    the fields, but a shard of another consumer or a duplicate can only be caught here)."""
-    entries = index.get("shards")
-    if not isinstance(entries, list):
-        raise InvalidOverlay(["shards must be a list"])
-    problems: list[str] = []
-    out: list[tuple[str, str]] = []
-    for i, entry in enumerate(entries):
-        name = entry.get("name") if isinstance(entry, Mapping) else None
-        digest = entry.get("digest") if isinstance(entry, Mapping) else None
-        if not isinstance(name, str) or not isinstance(digest, str):
-            problems.append(f"shards[{i}] must have a string name and digest")
-        elif consumer_of_shard(name) != consumer:
-            problems.append(f"shards[{i}].name {name!r} is not a shard of consumer {consumer!r}")
-        elif any(name == seen for seen, _ in out):
-            problems.append(f"shards[{i}].name {name!r} is listed twice")
-        else:
-            out.append((name, digest))
-    if problems:
-        raise InvalidOverlay(problems)
-    return out
+@dataclasses.dataclass(frozen=True)
+class _HeldShard:
+    """A shard in hand: validated and parsed once, for its digest under ``shard_count``."""
+
+    digest: str
+    shard_count: int
+    candidates: tuple[Candidate, ...]
 
 
 @dataclasses.dataclass
@@ -86,7 +91,7 @@ class _Pending:
     """A sharded index whose shards are not all in hand yet."""
 
     index: Mapping[str, Any]
-    entries: list[tuple[str, str]]
+    checked: ShardedIndex
     since: float  # monotonic
     attempts: int = 0
     logged: Any = None  # what was last logged as missing (log again only when it changes)
@@ -126,8 +131,9 @@ class OverlayFollower:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._pending: _Pending | None = None
-        self._held: dict[str, dict[str, Any]] = {}  # shard specs of the last index, by name
+        self._held: dict[str, _HeldShard] = {}  # parsed shards of the last index(es), by name
         self.shard_gets = 0  # shard GETs made (for metrics: a drain should cost one)
+        self.shard_parses = 0  # shards validated and parsed (a drain should cost one)
 
     # -- the watch loop -----------------------------------------------------------------------
     def run(self) -> None:
@@ -206,11 +212,11 @@ class OverlayFollower:
                 self._handle(spec)
                 return
             try:
-                entries = shard_entries(spec, self._consumer)
+                checked = validate_index(spec, consumer=self._consumer)
             except InvalidOverlay as exc:
                 self._reject(spec, exc)
                 return
-            self._pending = _Pending(spec, entries, time.monotonic())
+            self._pending = _Pending(spec, checked, time.monotonic())
             pending = self._pending
         self._attempt(pending)
 
@@ -223,53 +229,91 @@ class OverlayFollower:
 
     def _attempt(self, pending: _Pending) -> bool:
         """One try at assembling ``pending``: fetch the shards not already held at the index's
-        digest (outside the lock: a GET must never hold up a newer index), then, if the index is
-        still the newest one, assemble and hand the whole spec on. True when done with it."""
+        digest and parse each one fetched at that digest (both outside the lock: a GET or a
+        parse must never hold up a newer index), then, if the index is still the newest one,
+        join the held shards and serve the whole. True when done with it."""
+        index = pending.checked
         with self._lock:
             held = dict(self._held)
-        wanted = {name: digest for name, digest in pending.entries}
-        fetch = [name for name, digest in pending.entries if (held.get(name) or {}).get("digest") != digest]
-        fetched: dict[str, dict[str, Any] | None] = {}
+        fetch = [e for e in index.shards if not self._holds(held.get(e.name), e, index.shard_count)]
+        parsed: dict[str, _HeldShard | None] = {}  # None: not found
+        mismatched: set[str] = set()
+        invalid: dict[str, InvalidOverlay] = {}
         errors: dict[str, KubeError] = {}
-        for name in fetch:
+        for entry in fetch:
             if self._stop.is_set():
                 return True
             try:
-                fetched[name] = self._kube.get(SHARDS, self._namespace, name, timeout=SHARD_GET_TIMEOUT).get("spec")
+                spec = self._kube.get(SHARDS, self._namespace, entry.name, timeout=SHARD_GET_TIMEOUT).get("spec")
             except NotFound:
-                fetched[name] = None
+                parsed[entry.name] = None
+                continue
             except KubeError as exc:
-                errors[name] = exc
+                errors[entry.name] = exc
+                continue
+            if (
+                not isinstance(spec, Mapping)
+                or spec.get("digest") != entry.digest
+                or spec.get("consumer") != (self._consumer)
+            ):
+                mismatched.add(entry.name)  # not yet (or no longer) what the index names
+                continue
+            try:
+                cands = parse_shard(spec, entry=entry, shard_count=index.shard_count)
+            except InvalidOverlay as exc:
+                invalid[entry.name] = exc
+                continue
+            parsed[entry.name] = _HeldShard(entry.digest, index.shard_count, cands)
         with self._lock:
-            self.shard_gets += len(fetched) + len(errors)
-            for name, spec in fetched.items():
-                if spec is None:
+            self.shard_gets += len(fetch)
+            self.shard_parses += sum(1 for h in parsed.values() if h is not None) + len(invalid)
+            for name, shard in parsed.items():
+                if shard is None:
                     self._held.pop(name, None)
                 else:
-                    self._held[name] = spec
+                    self._held[name] = shard
             if self._pending is not pending:
                 return True  # superseded meanwhile: the newer index is handled on its own
-            shards = {name: self._held.get(name) for name in wanted}
-            try:
-                if errors:
-                    raise Incomplete(pending.index.get("revision"), sorted(errors), [])
-                whole = assemble(pending.index, shards)
-            except Incomplete as exc:
-                self._still_pending(pending, exc, errors)
+            if invalid:
+                self._pending = None
+                problems = [p for name in sorted(invalid) for p in invalid[name].problems]
+                self._reject(pending.index, InvalidOverlay(problems))
+                return True
+            missing: list[str] = []
+            stale: list[str] = []
+            for e in index.shards:
+                if e.name in errors or self._holds(self._held.get(e.name), e, index.shard_count):
+                    continue
+                (stale if e.name in mismatched or e.name in self._held else missing).append(e.name)
+            if errors or missing or stale:
+                self._still_pending(pending, Incomplete(index.revision, missing, stale), errors)
                 return False
+            try:
+                overlay = assemble_overlay(index, ((e.name, self._held[e.name].candidates) for e in index.shards))
+            except InvalidOverlay as exc:
+                self._pending = None
+                self._reject(pending.index, exc)
+                return True
             self._pending = None
             # Keep only this index's shards: the next index reuses those whose digest it repeats.
-            self._held = {name: spec for name, spec in self._held.items() if name in wanted and spec is not None}
+            wanted = {e.name for e in index.shards}
+            self._held = {name: shard for name, shard in self._held.items() if name in wanted}
             self._log.info(
                 "overlay_assembled",
-                revision=pending.index.get("revision"),
-                shards=len(wanted),
-                fetched=sorted(fetched),
-                reused=len(wanted) - len(fetch),
+                revision=index.revision,
+                shards=len(index.shards),
+                fetched=sorted(e.name for e in fetch),
+                reused=len(index.shards) - len(fetch),
                 attempts=pending.attempts + 1,
             )
-            self._handle(whole)
+            self._serve(overlay)
             return True
+
+    @staticmethod
+    def _holds(shard: _HeldShard | None, entry: ShardEntry, shard_count: int) -> bool:
+        """Whether ``shard`` is ``entry``'s shard at the digest the index gives it, parsed for
+        the index's shard count (placement depends on it)."""
+        return shard is not None and shard.digest == entry.digest and shard.shard_count == shard_count
 
     def _still_pending(self, pending: _Pending, exc: Incomplete, errors: Mapping[str, KubeError]) -> None:
         """Log (when what is missing changed) and, once it has lasted, say so in the status.
@@ -365,7 +409,7 @@ class OverlayFollower:
         self._status.submit({"message": f"rejected overlay revision {revision}: {exc}"})
 
     def _handle(self, spec: Any) -> None:
-        """A whole overlay spec (inline, or assembled from shards): validate, accept, serve."""
+        """An inline overlay spec: validate the whole, cross-check its digest, accept, serve."""
         try:
             overlay = validate_overlay(spec, consumer=self._consumer)
         except InvalidOverlay as exc:
@@ -373,6 +417,10 @@ class OverlayFollower:
             return
         if not digest_matches(overlay):
             self._log.warning("overlay_digest_mismatch", revision=overlay.revision, digest=overlay.digest)
+        self._serve(overlay)
+
+    def _serve(self, overlay: Overlay) -> None:
+        """A valid whole overlay (inline, or assembled from checked shards): accept, then serve."""
         serving = self._table.serving
         if serving is not None and overlay.revision < serving.revision:
             # Only a recreated overlay can go backwards; serving it beats wedging on the old one.
@@ -425,7 +473,7 @@ class OverlayFollower:
             "overlay_serving",
             revision=overlay.revision,
             previous_revision=previous.revision if previous else None,
-            admitted=sum(1 for c in overlay.candidates if c.admission_state == ADMITTED),
-            existing_only=sum(1 for c in overlay.candidates if c.admission_state == EXISTING_ONLY),
+            admitted=operator.countOf(map(STATE, overlay.candidates), ADMITTED),
+            existing_only=operator.countOf(map(STATE, overlay.candidates), EXISTING_ONLY),
         )
         self._status.submit({"servingRevision": overlay.revision})

@@ -1,17 +1,38 @@
-"""The pure check that a RoutingOverlay is fit to serve, before the gateway accepts it.
+"""The pure checks that a RoutingOverlay is fit to serve, before the gateway accepts it.
 
 The CRD schema already enforces types; this adds what a schema cannot say (the overlay is
 for *this* consumer, ids and providers are unique, endpoints are dialable URLs) and guards
 against objects written without the schema (e.g. an older CRD). No I/O.
 A rejected overlay is never half-applied: the caller keeps serving the previous one.
+
+Two forms are checked (see :mod:`agn.shards`):
+
+- an **inline** overlay, whole in one object: :func:`validate_overlay`;
+- a **sharded** one, checked in parts so that a new revision costs the gateway only the shards
+  that changed: :func:`validate_index` checks the index alone (before any shard is fetched),
+  :func:`parse_shard` checks one shard and parses its candidates — once per shard digest: the
+  caller keeps the result with the shard and reuses it for every later index that names the
+  shard at that digest — and :func:`assemble_overlay` joins the parsed shards of one index
+  with C-level work only (concatenate, one set for provider uniqueness, one sort).
+
+Why the parts add up to the whole check: every per-candidate rule is checked in the
+candidate's shard; ids are unique within a shard and every id is in the one shard its hash
+names (``shard_of(id, shardCount)``), so ids are unique across shards too; providers are
+checked across shards at assembly. Each shard's digest must be ``overlay_digest`` of its own
+candidates, and the index pins each shard's digest, so the candidates served are exactly the
+ones the index's revision names; the whole-overlay digest is therefore not recomputed for a
+sharded index (it is the operator's, carried as given).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from operator import attrgetter
+from typing import Any, TypeGuard
 
-from agn.model import ADMITTED, EXISTING_ONLY, Overlay, endpoint_valid, overlay_digest
+from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Overlay, endpoint_valid, overlay_digest
+from agn.shards import MAX_SHARD_COUNT, SHARD_INFIX, consumer_of_shard, shard_of
 
 ADMISSION_STATES = (ADMITTED, EXISTING_ONLY)
 
@@ -24,7 +45,7 @@ class InvalidOverlay(ValueError):
         self.problems = problems
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -50,18 +71,24 @@ def _candidate_problems(index: int, cand: Any) -> list[str]:
     return problems
 
 
-def validate_overlay(spec: Any, *, consumer: str) -> Overlay:
-    """The overlay in ``spec`` if it is fit for ``consumer``; raises :class:`InvalidOverlay` otherwise."""
-    if not isinstance(spec, Mapping):
-        raise InvalidOverlay(["spec is missing or not an object"])
+def _header_problems(spec: Mapping[str, Any], consumer: str) -> list[str]:
+    """What an inline overlay and an index share: for this consumer, a revision, a digest."""
     problems: list[str] = []
     if spec.get("consumer") != consumer:
         problems.append(f"spec.consumer is {spec.get('consumer')!r}, not this consumer {consumer!r}")
     revision = spec.get("revision")
-    if not isinstance(revision, int) or isinstance(revision, bool) or revision <= 0:
+    if not _is_int(revision) or revision <= 0:
         problems.append(f"spec.revision {revision!r} must be an integer > 0")
     if not isinstance(spec.get("digest"), str) or not spec.get("digest"):
         problems.append("spec.digest must be a non-empty string")
+    return problems
+
+
+def validate_overlay(spec: Any, *, consumer: str) -> Overlay:
+    """The overlay in ``spec`` if it is fit for ``consumer``; raises :class:`InvalidOverlay` otherwise."""
+    if not isinstance(spec, Mapping):
+        raise InvalidOverlay(["spec is missing or not an object"])
+    problems = _header_problems(spec, consumer)
     candidates = spec.get("candidates")
     if not isinstance(candidates, list):
         problems.append("spec.candidates must be a list")
@@ -83,3 +110,149 @@ def validate_overlay(spec: Any, *, consumer: str) -> Overlay:
 def digest_matches(overlay: Overlay) -> bool:
     """Whether the published digest is the model's digest of the candidates (a cross-check only)."""
     return overlay.digest == overlay_digest(overlay.candidates)
+
+
+# -- sharded overlays ------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardEntry:
+    """One shard an index names: its object name, its number (from the name) and its digest."""
+
+    name: str
+    number: int
+    digest: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardedIndex:
+    """A checked sharded index: what the overlay will carry, and the shards that hold it."""
+
+    network: str
+    consumer: str
+    revision: int
+    digest: str
+    shard_count: int
+    shards: tuple[ShardEntry, ...]
+
+
+def validate_index(spec: Any, *, consumer: str) -> ShardedIndex:
+    """The sharded index in ``spec`` if it is fit for ``consumer``; raises :class:`InvalidOverlay`.
+
+    Checked before any shard is fetched: the overlay's own fields (as for an inline overlay),
+    ``shardCount``, and that every ``shards`` entry names one of this consumer's shards, once,
+    numbered below ``shardCount`` (the CRD schema types the fields, but a shard of another
+    consumer, a duplicate or an out-of-range number can only be caught here)."""
+    if not isinstance(spec, Mapping):
+        raise InvalidOverlay(["spec is missing or not an object"])
+    problems = _header_problems(spec, consumer)
+    count = spec.get("shardCount")
+    if not _is_int(count) or not 1 <= count <= MAX_SHARD_COUNT:
+        problems.append(f"spec.shardCount {count!r} must be an integer from 1 to {MAX_SHARD_COUNT}")
+        count = None
+    entries = spec.get("shards")
+    if not isinstance(entries, list):
+        problems.append("shards must be a list")
+        entries = []
+    out: list[ShardEntry] = []
+    for i, entry in enumerate(entries):
+        name = entry.get("name") if isinstance(entry, Mapping) else None
+        digest = entry.get("digest") if isinstance(entry, Mapping) else None
+        if not isinstance(name, str) or not isinstance(digest, str):
+            problems.append(f"shards[{i}] must have a string name and digest")
+        elif consumer_of_shard(name) != consumer:
+            problems.append(f"shards[{i}].name {name!r} is not a shard of consumer {consumer!r}")
+        elif any(name == seen.name for seen in out):
+            problems.append(f"shards[{i}].name {name!r} is listed twice")
+        elif count is not None and int(name.rpartition(SHARD_INFIX)[2]) >= count:
+            problems.append(f"shards[{i}].name {name!r} is numbered beyond shardCount {count}")
+        else:
+            out.append(ShardEntry(name, int(name.rpartition(SHARD_INFIX)[2]), digest))
+    if problems:
+        raise InvalidOverlay(problems)
+    assert count is not None  # a bad count is a problem above
+    return ShardedIndex(
+        network=str(spec.get("network", "")),
+        consumer=consumer,
+        revision=spec["revision"],
+        digest=spec["digest"],
+        shard_count=count,
+        shards=tuple(out),
+    )
+
+
+def parse_shard(spec: Any, *, entry: ShardEntry, shard_count: int) -> tuple[Candidate, ...]:
+    """The candidates of one shard if it is fit to serve; raises :class:`InvalidOverlay` naming
+    the shard otherwise.
+
+    Every rule :func:`validate_overlay` applies to a candidate, plus what makes shards add up to
+    a whole (module docstring): ids and providers unique within the shard, every id placed in
+    this shard (``shard_of(id, shard_count) == entry.number``), and the shard's digest equal to
+    ``overlay_digest`` of its candidates. ``shard_count`` is the index's (placement depends on
+    it, so a parse is reusable only for the same count). The caller has already matched the
+    shard's digest field to ``entry.digest``; this checks that field against the content."""
+    where = f"shard {entry.name}"
+    if not isinstance(spec, Mapping):
+        raise InvalidOverlay([f"{where}: spec is missing or not an object"])
+    raw = spec.get("candidates")
+    if not isinstance(raw, list):
+        raise InvalidOverlay([f"{where}: candidates must be a list"])
+    problems: list[str] = []
+    for index, cand in enumerate(raw):
+        problems += _candidate_problems(index, cand)
+    if problems:
+        raise InvalidOverlay([f"{where}: {p}" for p in problems])
+    cands = tuple(
+        Candidate(
+            c["id"], c["provider"], c["endpoint"], c.get("selectionGroup", ""), c.get("rank", 0), c["admission_state"]
+        )
+        for c in raw
+    )
+    for key in ("id", "provider"):
+        problems += [f"{where}: duplicate candidate {key} {value!r}" for value in _duplicates(cands, key)]
+    for c in cands:
+        if shard_of(c.id, shard_count) != entry.number:
+            problems.append(
+                f"{where}: candidate id {c.id!r} belongs in shard {shard_of(c.id, shard_count):02d} "
+                f"of {shard_count}, not {entry.number:02d}"
+            )
+    if not problems and spec.get("digest") != (actual := overlay_digest(cands)):
+        problems.append(f"{where}: digest {spec.get('digest')!r} is not the digest of its candidates ({actual})")
+    if problems:
+        raise InvalidOverlay(problems)
+    return cands
+
+
+def _duplicates(cands: Sequence[Candidate], key: str) -> list[str]:
+    """The values of ``key`` that more than one candidate has, in first-seen order."""
+    values = list(map(attrgetter(key), cands))
+    if len(set(values)) == len(values):  # the common case, all at C speed
+        return []
+    seen: set[str] = set()
+    twice: dict[str, None] = {}
+    for value in values:
+        if value in seen:
+            twice[value] = None
+        seen.add(value)
+    return list(twice)
+
+
+BY_ID = attrgetter("id", "provider")
+
+
+def assemble_overlay(index: ShardedIndex, shards: Iterable[tuple[str, tuple[Candidate, ...]]]) -> Overlay:
+    """The whole overlay of ``index`` from its shards' parsed candidates (``(name, candidates)``,
+    each from :func:`parse_shard`); raises :class:`InvalidOverlay` when a provider is in two
+    shards. Only C-level work over the whole overlay: a concatenation, a set and a sort."""
+    parts = list(shards)
+    cands: list[Candidate] = []
+    for _, part in parts:
+        cands.extend(part)
+    duplicated = _duplicates(cands, "provider")
+    if duplicated:
+        where = {p: [name for name, part in parts if any(c.provider == p for c in part)] for p in duplicated}
+        raise InvalidOverlay(
+            [f"provider {p!r} is a candidate in more than one shard ({', '.join(names)})" for p, names in where.items()]
+        )
+    cands.sort(key=BY_ID)
+    return Overlay(index.network, index.consumer, index.revision, index.digest, tuple(cands))

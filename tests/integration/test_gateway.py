@@ -300,3 +300,43 @@ def test_sharded_overlay_is_served_only_when_every_shard_is_in_hand(kube, namesp
     assert sorted(assembled[1]["fetched"]) == sorted(one.shards)
     assert assembled[2]["fetched"] == changed and assembled[2]["reused"] == len(two.shards) - 1
     assert "agn_gateway_shard_gets_total" in urllib.request.urlopen(f"{gateway}/metrics", timeout=10).read().decode()
+
+
+def test_sharded_overlay_with_an_invalid_shard_is_rejected_naming_it(kube, namespace, agn):
+    create_consumer(kube, namespace, "c5")
+    gateway = agn.gateway("c5")
+    p1, p2 = agn.provider("p1"), agn.provider("p2")
+    fillers = [Candidate(f"f-{i:02d}", f"f{i}", f"http://127.0.0.1:9/f{i}", "g", 5, ADMITTED) for i in range(12)]
+    first = Candidate("c-1", "p1", p1, "g", 0, ADMITTED)
+    second = Candidate("c-2", "p2", p2, "g", 1, ADMITTED)
+    one = sharded("c5", 1, [first, second, *fillers])
+    write_shards(kube, namespace, one)
+    write_index(kube, namespace, "c5", one)
+    wait_serving(kube, namespace, "c5", gateway, 1)
+
+    # Revision 2 gives p1 an endpoint the schema lets through but no gateway can dial: the shard
+    # holding it is self-consistent (its digest is its candidates'), yet the index is rejected.
+    two = sharded("c5", 2, [dataclasses.replace(first, endpoint="not-a-url"), second, *fillers])
+    (bad,) = [n for n in two.shards if two.shards[n]["digest"] != one.shards[n]["digest"]]
+    write_shards(kube, namespace, two, [bad])
+    write_index(kube, namespace, "c5", two)
+    message = wait_for(
+        lambda: (m := consumer_status(kube, namespace, "c5").get("message") or "").startswith("rejected") and m,
+        what="the rejection of revision 2",
+    )
+    assert message.startswith(f"rejected overlay revision 2: shard {bad}: candidates[")
+    assert "endpoint 'not-a-url' is not an http(s) URL" in message
+    status = consumer_status(kube, namespace, "c5")
+    assert (status["acceptedRevision"], status["servingRevision"]) == (1, 1)
+    assert http_json(f"{gateway}/routes")["servingRevision"] == 1
+    assert provider_of(gateway, "s-new") == "p1"  # still routed by revision 1
+
+    # Revision 3 drains p1 instead: valid again, served, and only the changed shard was fetched.
+    three = sharded("c5", 3, [dataclasses.replace(first, admission_state=EXISTING_ONLY), second, *fillers])
+    write_shards(kube, namespace, three, [bad])
+    write_index(kube, namespace, "c5", three)
+    status = wait_serving(kube, namespace, "c5", gateway, 3)
+    assert "message" not in status and provider_of(gateway, "s-newer") == "p2"
+    assembled = {e["revision"]: e for e in gateway_events(agn, "c5", "overlay_assembled")}
+    assert 2 not in assembled and assembled[3]["fetched"] == [bad]
+    assert assembled[3]["reused"] == len(three.shards) - 1

@@ -302,3 +302,160 @@ def test_gateway_index_naming_another_consumers_shard_is_rejected(shard_rig):
     drain(status)
     assert table.serving is None and kube.gets == []
     assert "not a shard of consumer 'c1'" in kube.patches[-1][0]["message"]
+
+
+# -- per-shard validation: a shard is checked and parsed once, when fetched -----------------------
+
+
+def index_obj(parts) -> dict:
+    return {"metadata": {"name": "c1"}, "spec": parts.index}
+
+
+def reshard(parts, name: str, candidates: list[dict]) -> None:
+    """Give shard ``name`` these candidates with a matching digest, in the shard and its index
+    entry — a shard that is self-consistent, whatever else is wrong with it."""
+    digest = overlay_digest(Candidate.from_dict(c) for c in candidates)
+    parts.shards[name] = dict(parts.shards[name], candidates=candidates, digest=digest)
+    for entry in parts.index["shards"]:
+        if entry["name"] == name:
+            entry.update(digest=digest, candidates=len(candidates))
+
+
+def serve_first(table, kube, status, follower, count: int = 16):
+    """Revision 1 of ``count`` candidates, served; returns its parts."""
+    one = sharded(1, tuple(cand(i) for i in range(count)))
+    kube.shards.update(one.shards)
+    follower.observe(index_obj(one))
+    assert table.serving.revision == 1
+    return one
+
+
+def rejected_message(kube, status) -> str:
+    drain(status)
+    message = kube.patches[-1][0].get("message") or ""
+    assert message.startswith("rejected overlay revision 2: "), message
+    return message
+
+
+def assert_still_serving_one(table, kube, follower) -> None:
+    assert table.serving.revision == 1 and follower.pending_revision is None
+    assert all(p.get("acceptedRevision") != 2 for p, _ in kube.patches)
+
+
+def holding(parts, provider: str) -> str:
+    return next(n for n, s in parts.shards.items() if any(c["provider"] == provider for c in s["candidates"]))
+
+
+def two_shards(parts) -> tuple[str, str]:
+    first, second = sorted(parts.shards)[:2]
+    return first, second
+
+
+def test_gateway_new_index_parses_only_the_changed_shard(shard_rig):
+    table, kube, status, follower, _ = shard_rig
+    one = serve_first(table, kube, status, follower)
+    assert follower.shard_parses == len(one.shards) and len(one.shards) > 1
+    cands = [cand(i, EXISTING_ONLY if i == 5 else ADMITTED) for i in range(16)]
+    two = sharded(2, tuple(cands))
+    changed = [n for n in two.shards if two.shards[n]["digest"] != one.shards[n]["digest"]]
+    kube.shards.update(two.shards)
+    follower.observe(index_obj(two))
+    assert table.serving.revision == 2
+    assert follower.shard_parses == len(one.shards) + 1 and len(changed) == 1
+    # The joined overlay is the whole one, sorted, with the index's digest.
+    assert table.serving == Overlay("net", "c1", 2, two.index["digest"], tuple(sorted(cands)))
+    # Back to revision 1's content (an undrain): that shard is parsed once more, the rest reused.
+    three = sharded(3, tuple(cand(i) for i in range(16)))
+    kube.shards.update(three.shards)
+    follower.observe(index_obj(three))
+    assert table.serving.revision == 3 and follower.shard_parses == len(one.shards) + 2
+    assert [c.admission_state for c in table.serving.candidates] == [ADMITTED] * 16
+
+
+def test_gateway_bad_candidate_in_one_shard_rejects_the_index_naming_the_shard(shard_rig):
+    table, kube, status, follower, log_stream = shard_rig
+    one = serve_first(table, kube, status, follower)
+    two = sharded(2, tuple(cand(i, EXISTING_ONLY if i == 5 else ADMITTED) for i in range(16)))
+    bad = holding(two, "p5")
+    (row,) = [i for i, c in enumerate(two.shards[bad]["candidates"]) if c["provider"] == "p5"]
+    two.shards[bad]["candidates"][row]["endpoint"] = "not a url"
+    kube.shards.update(two.shards)
+    follower.observe(index_obj(two))
+    message = rejected_message(kube, status)
+    assert f"shard {bad}: candidates[{row}].endpoint 'not a url' is not an http(s) URL" in message
+    assert_still_serving_one(table, kube, follower)
+    rejected = [json.loads(line) for line in log_stream.getvalue().splitlines() if '"overlay_rejected"' in line]
+    assert rejected[-1]["revision"] == 2 and bad in rejected[-1]["problems"][0]
+    # A corrected revision is taken again (the bad shard is fetched anew, never reused).
+    three = sharded(3, tuple(cand(i, EXISTING_ONLY if i == 5 else ADMITTED) for i in range(16)))
+    kube.shards.update(three.shards)
+    follower.observe(index_obj(three))
+    drain(status)
+    assert table.serving.revision == 3 and kube.patches[-1][0] == {"servingRevision": 3}
+    assert one.index["shards"] != three.index["shards"]
+
+
+def test_gateway_candidate_placed_in_the_wrong_shard_is_rejected(shard_rig):
+    table, kube, status, follower, _ = shard_rig
+    one = serve_first(table, kube, status, follower)
+    two = sharded(2, tuple(cand(i) for i in range(16)))
+    source, target = two_shards(two)
+    moved, *rest = two.shards[source]["candidates"]
+    reshard(two, source, rest)
+    reshard(two, target, sorted([*two.shards[target]["candidates"], moved], key=lambda c: c["id"]))
+    kube.shards.update(two.shards)
+    follower.observe(index_obj(two))
+    message = rejected_message(kube, status)
+    src, dst = source[-2:], target[-2:]
+    assert f"shard {target}: candidate id {moved['id']!r} belongs in shard {src} of 4, not {dst}" in message
+    assert_still_serving_one(table, kube, follower)
+    assert one.shards[source]["digest"] != two.shards[source]["digest"]
+
+
+def test_gateway_shard_whose_digest_is_not_its_candidates_is_rejected(shard_rig):
+    table, kube, status, follower, _ = shard_rig
+    serve_first(table, kube, status, follower)
+    two = sharded(2, tuple(cand(i, EXISTING_ONLY if i == 5 else ADMITTED) for i in range(16)))
+    name = holding(two, "p5")  # the changed shard: an unchanged one is reused, never fetched
+    two.shards[name]["candidates"][0]["rank"] = 7  # content changed, digest (and index entry) not
+    kube.shards.update(two.shards)
+    follower.observe(index_obj(two))
+    message = rejected_message(kube, status)
+    assert f"shard {name}: digest {two.shards[name]['digest']!r} is not the digest of its candidates" in message
+    assert_still_serving_one(table, kube, follower)
+
+
+def test_gateway_provider_in_two_shards_is_rejected(shard_rig):
+    table, kube, status, follower, _ = shard_rig
+    serve_first(table, kube, status, follower)
+    two = sharded(2, tuple(cand(i) for i in range(16)))
+    first, second = two_shards(two)
+    provider = two.shards[first]["candidates"][0]["provider"]
+    reshard(two, second, [dict(two.shards[second]["candidates"][0], provider=provider)])
+    kube.shards.update(two.shards)
+    follower.observe(index_obj(two))
+    message = rejected_message(kube, status)
+    assert f"provider {provider!r} is a candidate in more than one shard ({first}, {second})" in message
+    assert_still_serving_one(table, kube, follower)
+
+
+@pytest.mark.parametrize(
+    "mutate, problem",
+    [
+        (lambda i: i.update(shardCount=0), "spec.shardCount 0 must be an integer from 1 to 100"),
+        (lambda i: i.update(shardCount=2), "is numbered beyond shardCount 2"),
+        (lambda i: i.update(consumer="c2"), "spec.consumer is 'c2', not this consumer 'c1'"),
+        (lambda i: i.update(revision=0), "spec.revision 0 must be an integer > 0"),
+        (lambda i: i["shards"].append(dict(i["shards"][0])), "is listed twice"),
+    ],
+)
+def test_gateway_bad_index_is_rejected_before_any_shard_get(shard_rig, mutate, problem):
+    table, kube, status, follower, _ = shard_rig
+    one = sharded(1, tuple(cand(i) for i in range(16)))
+    assert max(int(n[-2:]) for n in one.shards) >= 2  # so that a count of 2 leaves one out of range
+    kube.shards.update(one.shards)
+    mutate(one.index)
+    follower.observe(index_obj(one))
+    drain(status)
+    assert table.serving is None and kube.gets == [] and follower.shard_parses == 0
+    assert problem in kube.patches[-1][0]["message"]

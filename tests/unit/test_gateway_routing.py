@@ -1,4 +1,4 @@
-"""The gateway's pure routing decision, overlay validation and routing table."""
+"""The gateway's pure routing decision, overlay validation (inline and per shard) and routing table."""
 
 from __future__ import annotations
 
@@ -9,9 +9,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agn.gateway.routing import AFFINITY, NEW_SESSION, NO_ADMITTED_CANDIDATE, REHOMED, best_admitted, choose
-from agn.gateway.table import RoutingTable
-from agn.gateway.validation import InvalidOverlay, digest_matches, validate_overlay
-from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Overlay, overlay_digest
+from agn.gateway.table import Routes, RoutingTable
+from agn.gateway.validation import (
+    InvalidOverlay,
+    assemble_overlay,
+    digest_matches,
+    parse_shard,
+    validate_index,
+    validate_overlay,
+)
+from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Overlay, candidate_id, overlay_digest
+from agn.shards import assemble, split
 
 
 def cand(provider: str, *, state: str = ADMITTED, rank: int = 0, group: str = "g", cid: str | None = None) -> Candidate:
@@ -224,3 +232,75 @@ def test_table_swap_is_atomic_for_concurrent_routes():
     done.set()
     thread.join()
     assert seen <= {"a", "b"}
+
+
+# -- the table's precomputed routes decide exactly as choose -------------------------------------
+
+any_candidates = st.lists(
+    st.builds(
+        lambda cid, p, g, r, s: Candidate(cid, p, f"http://127.0.0.1/{p}", g, r, s),
+        st.sampled_from(["c-1", "c-2", "c-3", "c-4"]),  # duplicates too: ties must break as in choose
+        st.sampled_from(["a", "b", "c", "d", "e"]),
+        st.sampled_from(["east", "west", ""]),
+        st.integers(0, 3),
+        states,
+    ),
+    max_size=10,
+)
+
+
+@given(
+    any_candidates,
+    st.dictionaries(st.sampled_from(["s1", "s2"]), st.sampled_from(["a", "b", "c", "x"])),
+    st.sampled_from(["s1", "s2", "s3", None]),
+    st.sampled_from([None, "east", "west", "", "north"]),
+)
+def test_table_routes_decide_as_choose(cands, affinities, session, group):
+    previous = affinities.get(session) if session else None
+    assert Routes.of(tuple(cands)).choose(previous, selection_group=group) == choose(
+        cands, affinities, session, selection_group=group
+    )
+
+
+def test_table_route_does_not_walk_the_candidates():
+    class Counting(tuple):
+        """A candidate tuple that counts how often it is iterated."""
+
+        walks = 0
+
+        def __iter__(self):
+            Counting.walks += 1
+            return super().__iter__()
+
+    table = RoutingTable()
+    cands = Counting(cand(f"p{i}", rank=i % 5) for i in range(1000))
+    table.swap(Overlay("net", "c1", 1, "sha256:x", cands))
+    after_swap = Counting.walks
+    for n in range(50):
+        assert table.route(f"s{n}").candidate.provider == "p0"
+        assert table.route(f"s{n}", selection_group="g").reason == AFFINITY
+    assert Counting.walks == after_swap
+
+
+# -- sharded overlays: checked per shard, the same overlay as the whole check ---------------------
+
+unique_candidates = st.lists(
+    st.builds(
+        lambda i, g, r, s: Candidate(candidate_id(f"uid-{i}"), f"p{i}", f"http://127.0.0.1:1/p{i}", g, r, s),
+        st.integers(0, 10_000),
+        st.sampled_from(["east", "west", ""]),
+        st.integers(0, 3),
+        states,
+    ),
+    max_size=40,
+    unique_by=lambda c: c.id,
+)
+
+
+@given(unique_candidates, st.integers(1, 8))
+def test_sharded_overlay_checked_per_shard_is_the_whole_overlay(cands, count):
+    ordered = tuple(sorted(cands))
+    parts = split(Overlay("net", "c1", 4, overlay_digest(ordered), ordered), count)
+    index = validate_index(parts.index, consumer="c1")
+    parsed = [(e.name, parse_shard(parts.shards[e.name], entry=e, shard_count=count)) for e in index.shards]
+    assert assemble_overlay(index, parsed) == validate_overlay(assemble(parts.index, parts.shards), consumer="c1")
