@@ -45,7 +45,8 @@ def test_operator_runs_as_the_manifest_says():
     image = argv.index("agn:dev")
     assert argv[image + 1 :] == [
         "agn.operator",
-        *("--namespace", "agn-example", "--health-host", "127.0.0.1", "--health-port", "41000"),
+        *("--namespace", "agn-example", "--overlay-shards", "16"),
+        *("--health-host", "127.0.0.1", "--health-port", "41000"),
     ]
     assert r.probes == [Probe("readiness", "http", 41000, "/healthz"), Probe("liveness", "http", 41000, "/healthz")]
     assert r.service_account == "agn-operator" and r.port == 41000
