@@ -218,12 +218,25 @@ class OperatorMetrics:
             self.probe_failures.labels(provider, "metrics").inc()
 
     def forget_providers(self, live: Collection[str]) -> None:
-        """Drop the per-provider series of every provider not in ``live`` (deleted)."""
+        """Drop the per-provider series of every provider not in ``live`` (deleted).
+
+        O(providers with series): the prober calls it only when the set of providers changed."""
         with self._lock:
             gone = prune(self._probed, live)
         for name in gone:
-            for check in ("health", "metrics"):
-                try:
-                    self.probe_failures.remove(name, check)
-                except KeyError:
-                    pass  # that check never failed for it
+            self._remove_series(name)
+
+    def forget_provider(self, name: str) -> None:
+        """Drop the per-provider series of one deleted provider (a probe that outlived it)."""
+        with self._lock:
+            if name not in self._probed:
+                return
+            self._probed.discard(name)
+        self._remove_series(name)
+
+    def _remove_series(self, name: str) -> None:
+        for check in ("health", "metrics"):
+            try:
+                self.probe_failures.remove(name, check)
+            except KeyError:
+                pass  # that check never failed for it

@@ -171,6 +171,13 @@ class Prober:
         self.first_round = threading.Event()
         self._first_round_left: set[str] | None = None
         self._term = 0  # the leadership term this prober works for; 0: none yet
+        # Membership versions of the provider store (Store.version) the per-provider state was
+        # last brought in line with: ``_seen_version`` for the memory, metric series and first
+        # round, ``_schedule_version`` for the schedule (None: the schedule was cleared since).
+        # A tick walks the fleet only when the store's version moved past them.
+        self._seen_version: int | None = None
+        self._schedule_version: int | None = None
+        self.membership_syncs = 0  # ticks that followed a membership change (tests, benchmarks)
         self._thread = threading.Thread(target=self._schedule, name="prober", daemon=True)
 
     def start(self) -> None:
@@ -182,8 +189,9 @@ class Prober:
             self._term = term
             self._memory.clear()
             self.schedule.clear()
+            self._schedule_version = None
             self.first_round.clear()
-            self._first_round_left = set(self.providers.names())
+            self._first_round_left = set(self.providers.membership()[1])
             self._note_first_round_locked(())
 
     def _note_first_round_locked(self, done: Iterable[str]) -> None:
@@ -211,17 +219,30 @@ class Prober:
         """Forget deleted providers; mark and return the providers due for a probe at ``now``.
 
         Nothing is due unless this process leads in the term the prober was started for.
+
+        Runs 20 times a second, so it costs O(1) plus O(k log N) for ``k`` started probes while
+        the set of providers stays the same (status writes do not change it): following that
+        set (schedule sync, forgetting the memory, metric series and first-round entries of
+        deleted providers) walks the fleet only when the store's membership version moved.
         """
-        names: set[str] = set(self.providers.names())
         leader, term = self.leadership.is_leader(), self.leadership.term()
         with self._lock:
             active = leader and term == self._term
-            self.schedule.sync(names, now=now)
-            prune(self._memory, names)
-            self.metrics.forget_providers(names)
-            self._note_first_round_locked(set(self._first_round_left or ()) - names)
+            version = self.providers.version()
+            if version != self._seen_version or (active and version != self._schedule_version):
+                version, names = self.providers.membership()
+                if version != self._seen_version:
+                    self._seen_version = version
+                    self.membership_syncs += 1
+                    prune(self._memory, names)
+                    self.metrics.forget_providers(names)
+                    self._note_first_round_locked(set(self._first_round_left or ()) - names)
+                if active and version != self._schedule_version:
+                    self.schedule.sync(names, now=now)
+                    self._schedule_version = version
             if not active:
-                self.schedule.clear()  # a follower keeps nothing due, so it reports no backlog
+                self.schedule.clear()  # a follower keeps nothing due, so it reports no backlog (O(1) once empty)
+                self._schedule_version = None
                 return []
             networks: list | None = None
 
@@ -229,7 +250,7 @@ class Prober:
                 nonlocal networks
                 if networks is None:
                     networks = [network_view(n) for n in self.networks.list()]
-                obj = self.providers.get(name)
+                obj = self.providers.peek(name)  # read only
                 labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
                 return probe_interval(labels, networks, default=self.interval)
 
@@ -250,7 +271,7 @@ class Prober:
         readings are then ageing because of the operator, not because of the providers.
         """
         with self._lock:
-            backlog, in_flight = self.schedule.backlog(), len(self.schedule.in_flight())
+            backlog, in_flight = self.schedule.backlog(), self.schedule.in_flight_count()
         lag = backlog.lag(now)
         return {
             "concurrency": self.schedule.concurrency,
@@ -276,6 +297,13 @@ class Prober:
             with self._lock:
                 self.schedule.done(name)
                 self._note_first_round_locked((name,))
+                if name not in self.providers:
+                    # Deleted while its probe ran, perhaps after the tick that forgot it: a tick
+                    # only looks again when the membership changes, so forget what the probe
+                    # left behind now. A deletion after this check moves the version, and the
+                    # next tick forgets it.
+                    self._memory.pop(name, None)
+                    self.metrics.forget_provider(name)
 
     def _remembered(self, obj: Obj) -> _Memory:
         meta = obj["metadata"]
@@ -287,7 +315,9 @@ class Prober:
                 status = dict(obj.get("status") or {})
                 written = parse_time((status.get("probe") or {}).get("healthObservedAt"))
                 mem = _Memory(uid=meta.get("uid", ""), status=status, written_at=written)
-                self._memory[meta["name"]] = mem
+                if meta["name"] in self.providers:
+                    # Not for a provider deleted meanwhile: ticks forget only on membership changes.
+                    self._memory[meta["name"]] = mem
             return mem
 
     def _probe_and_record(self, obj: Obj) -> None:

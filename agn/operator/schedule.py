@@ -20,12 +20,18 @@ Why it looks like this (a fleet of thousands of providers on a small machine):
   instead of silently ageing load readings.
 - **No catch-up storm.** A probe that started late is followed by the next grid slot at least
   half an interval later; missed slots are skipped, not replayed.
+- **Cost proportional to the probes, not the fleet.** The scheduler looks every 50 ms; a pass
+  that starts ``k`` probes costs O(k log N) for N providers, and a pass with nothing due costs
+  O(1), because due times live in heaps (see :class:`ProbeSchedule`) instead of being scanned
+  and sorted each pass. Only :meth:`ProbeSchedule.sync` (called when the set of providers
+  changed) walks the fleet.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import heapq
 import math
 import random
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -84,7 +90,29 @@ class Started:
 
 
 class ProbeSchedule:
-    """Due times and running probes of every provider; not thread-safe (the prober locks)."""
+    """Due times and running probes of every provider; not thread-safe (the prober locks).
+
+    How a pass stays O(k log N) while behaving exactly like "sort every due, idle provider by
+    (due time, name) and start the first free ones":
+
+    - ``_due`` holds every provider's due time; ``_in_flight`` the running probes.
+    - ``_pending`` is a min-heap of ``(due_at, name)`` for providers not yet due as of the last
+      pass; ``_ready`` a min-heap of those that are due and wait, with ``_waiting`` (name ->
+      due time) as its exact membership, so the backlog's ``waiting`` is ``len(_waiting)``
+      without counting anything.
+    - Entries are invalidated lazily: one is stale when its provider is gone, in flight, or
+      due at another time than the entry says (it was dropped and re-added, or started). A
+      stale entry is discarded when it reaches the top of its heap. A provider has a live
+      ``_pending`` entry whenever it is known, idle and not waiting: one is pushed when
+      :meth:`sync` adds it and when :meth:`done` ends its probe (its next due time was set
+      when it started), never while it runs.
+    - Each pass moves the entries that became due from ``_pending`` to ``_ready`` (each entry
+      moves once per probe interval, so that work is proportional to the probes, not to the
+      passes), then pops the longest-waiting ones from ``_ready``.
+    - ``now`` comes from a monotonic clock; should a pass ever be earlier than the one before,
+      the waiting entries not due at that earlier time go back to ``_pending`` (O(N), never on
+      a monotonic clock) so the result is still exact.
+    """
 
     def __init__(self, *, concurrency: int, jitter: float = 0.0, rng: random.Random | None = None) -> None:
         if concurrency < 1:
@@ -96,49 +124,99 @@ class ProbeSchedule:
         self._rng = rng or random.Random()
         self._due: dict[str, float] = {}
         self._in_flight: set[str] = set()
+        self._pending: list[tuple[float, str]] = []
+        self._ready: list[tuple[float, str]] = []
+        self._waiting: dict[str, float] = {}
+        self._seen_now = -math.inf  # ``now`` of the last pass: _ready holds what was due then
         self._backlog = Backlog(waiting=0, in_flight=0, oldest_due=None)
 
     def sync(self, names: Collection[str], *, now: float) -> list[str]:
         """Follow the set of providers: new ones are due at ``now``; returns the names dropped.
 
         A dropped provider still in flight stays counted until :meth:`done` (its slot is busy).
+        O(N + len(names)): call it when the set of providers changed, not on every pass.
         """
         gone = [n for n in self._due if n not in names]
         for name in gone:
             del self._due[name]
+            self._waiting.pop(name, None)
         for name in names:
             if name not in self._due:
                 self._due[name] = now
+                if name not in self._in_flight:
+                    heapq.heappush(self._pending, (now, name))
+        self._compact()
         return gone
+
+    def _compact(self) -> None:
+        """Drop stale heap entries once they outnumber the live ones (many providers deleted)."""
+        if len(self._pending) + len(self._ready) > 2 * len(self._due) + 64:
+            self._pending = [(at, n) for at, n in self._pending if self._live_pending(at, n)]
+            heapq.heapify(self._pending)
+            self._ready = [(at, n) for at, n in self._ready if self._waiting.get(n) == at]
+            heapq.heapify(self._ready)
+
+    def _live_pending(self, at: float, name: str) -> bool:
+        return self._due.get(name) == at and name not in self._in_flight and name not in self._waiting
+
+    def _rewind(self, now: float) -> None:
+        """``now`` went back: what waits but is not due at ``now`` is pending again (O(N), rare)."""
+        for name, at in list(self._waiting.items()):
+            if at > now:
+                del self._waiting[name]
+                heapq.heappush(self._pending, (at, name))
+        self._ready = [(at, n) for n, at in self._waiting.items()]
+        heapq.heapify(self._ready)
 
     def take(self, *, now: float, interval_of: Callable[[str], float]) -> list[Started]:
         """Start as many due probes as there are free slots, longest-waiting first.
 
-        Each started provider gets its next due time from its grid (``interval_of(name)``) plus
-        jitter; what stays due is the backlog.
+        Ties in due time start in name order. Each started provider gets its next due time from
+        its grid (``interval_of(name)``) plus jitter; what stays due is the backlog.
         """
-        due = sorted((at, name) for name, at in self._due.items() if at <= now and name not in self._in_flight)
+        if now < self._seen_now:
+            self._rewind(now)
+        self._seen_now = now
+        pending, ready, waiting = self._pending, self._ready, self._waiting
+        while pending and pending[0][0] <= now:
+            at, name = heapq.heappop(pending)
+            if self._live_pending(at, name):
+                waiting[name] = at
+                heapq.heappush(ready, (at, name))
         free = max(0, self.concurrency - len(self._in_flight))
         started: list[Started] = []
-        for at, name in due[:free]:
+        while ready and len(started) < free:
+            at, name = heapq.heappop(ready)
+            if waiting.get(name) != at:
+                continue  # stale: dropped since it became due
+            del waiting[name]
             interval = interval_of(name)
             extra = self._rng.uniform(0.0, self.jitter * interval) if self.jitter else 0.0
             self._due[name] = next_slot(name, interval=interval, now=now) + extra
             self._in_flight.add(name)
             started.append(Started(name=name, late=max(0.0, now - at)))
-        left = due[free:]
+        while ready and waiting.get(ready[0][1]) != ready[0][0]:
+            heapq.heappop(ready)
         self._backlog = Backlog(
-            waiting=len(left), in_flight=len(self._in_flight), oldest_due=left[0][0] if left else None
+            waiting=len(waiting), in_flight=len(self._in_flight), oldest_due=ready[0][0] if ready else None
         )
         return started
 
     def done(self, name: str) -> None:
         """The probe of ``name`` finished (or was abandoned): its slot is free again."""
+        if name not in self._in_flight:
+            return
         self._in_flight.discard(name)
+        at = self._due.get(name)
+        if at is not None:  # still known: wait for the due time set when it started
+            heapq.heappush(self._pending, (at, name))
 
     def clear(self) -> None:
         """Forget every due time (a new leadership term probes everything at once again)."""
         self._due.clear()
+        self._pending.clear()
+        self._ready.clear()
+        self._waiting.clear()
         self._backlog = Backlog(waiting=0, in_flight=len(self._in_flight), oldest_due=None)
 
     def backlog(self) -> Backlog:
@@ -149,6 +227,9 @@ class ProbeSchedule:
 
     def in_flight(self) -> set[str]:
         return set(self._in_flight)
+
+    def in_flight_count(self) -> int:
+        return len(self._in_flight)
 
     def known(self) -> set[str]:
         return set(self._due) | self._in_flight

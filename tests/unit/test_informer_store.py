@@ -43,3 +43,24 @@ def test_get_and_list_hand_out_copies_peek_does_not():
     assert store.peek("p") is store.peek("p")
     assert store.peek("missing") is None
     assert store.peek_all() == [store.peek("p")] and store.peek_all()[0] is store.peek("p")
+
+
+def test_membership_version_moves_on_added_and_removed_names_only():
+    store = Store()
+    v0 = store.version()
+    store.replace([obj("a", 1), obj("b", 1)])
+    v1 = store.version()
+    assert v1 != v0 and store.membership() == (v1, frozenset({"a", "b"}))
+    store.upsert(obj("a", 2, drain=True))  # an update (a status write): same names
+    store.upsert(obj("b", 0))  # older than the stored one: ignored
+    store.replace([obj("b", 3), obj("a", 3)])  # a re-list holding the same names
+    store.remove("missing")
+    assert store.version() == v1
+    store.upsert(obj("c", 1))
+    v2 = store.version()
+    assert v2 != v1 and "c" in store
+    store.remove("a")
+    v3 = store.version()
+    assert v3 not in (v1, v2) and "a" not in store
+    store.replace([obj("b", 4), obj("d", 1)])  # a re-list with other names
+    assert store.version() != v3 and store.membership()[1] == frozenset({"b", "d"})

@@ -7,6 +7,7 @@ import io
 import threading
 
 import pytest
+from prometheus_client import generate_latest
 
 from agn.logs import JsonLog
 from agn.model import Overlay
@@ -215,3 +216,42 @@ def test_prober_reports_its_backlog_while_leading_and_none_while_following():
         assert p.load(102.0)["backlog"] == 0 and p.load(102.0)["behind"] is False
     finally:
         p._pool.shutdown()
+
+
+def test_a_tick_follows_the_provider_set_only_when_its_membership_changed(prober):
+    """Ticks run 20 times a second over the whole fleet; status writes (updates) must not make
+    them walk it again, additions and deletions must."""
+    p, providers, _ = prober
+    p.begin_term(1)
+    assert p.tick(100.0) == ["p1", "p2"]
+    syncs = p.membership_syncs
+    for name in ("p1", "p2"):
+        with p._lock:
+            p.schedule.done(name)
+        updated = provider(name)
+        updated["metadata"]["resourceVersion"] = "2"
+        updated["status"] = {"probe": {"healthy": True}}
+        providers.upsert(updated)  # what the prober's own status write stores
+    providers.replace([providers.peek("p1"), providers.peek("p2")])  # a re-list with the same names
+    assert p.tick(100.1) == [] and p.tick(100.2) == []
+    assert p.membership_syncs == syncs
+    providers.upsert(provider("p3"))
+    assert p.tick(100.3) == ["p3"]  # a new provider is due at once
+    assert p.membership_syncs == syncs + 1
+    providers.remove("p1")
+    p.tick(100.4)
+    assert p.membership_syncs == syncs + 2 and p.schedule.due_at("p1") is None
+    assert p.tick(100.5) == [] and p.membership_syncs == syncs + 2
+
+
+def test_a_probe_that_outlives_its_provider_leaves_no_series_behind(prober):
+    p, providers, _ = prober
+    p.begin_term(1)
+    assert p.tick(100.0) == ["p1", "p2"]
+    providers.remove("p2")
+    p.tick(100.1)  # forgets p2, whose probe is still running
+    p.metrics.probed("p2", seconds=0.01, health_failed=True, metrics_failed=False)  # its late result
+    assert 'provider="p2"' in generate_latest(p.metrics.registry).decode()
+    p._probe_one("p2")  # the end of that probe (the provider is gone: nothing is dialled)
+    assert 'provider="p2"' not in generate_latest(p.metrics.registry).decode() and "p2" not in p.remembered()
+    assert p.tick(100.2) == [] and p.membership_syncs == 2  # begin_term's first tick, the deletion

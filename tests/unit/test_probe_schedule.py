@@ -162,3 +162,108 @@ def test_saturated_pool_never_double_probes_never_exceeds_its_bound_and_starves_
     max_duration = max(durations)
     bound = (fleet // concurrency + 2) * (max_duration + 1) + 7
     assert longest_gap <= bound
+
+
+class ScanSchedule:
+    """The schedule as it was before the heaps: every pass scans and sorts all due providers.
+
+    Kept here as the reference the heap-based :class:`ProbeSchedule` must match exactly."""
+
+    def __init__(self, *, concurrency: int, jitter: float, rng: random.Random) -> None:
+        self.concurrency, self.jitter, self._rng = concurrency, jitter, rng
+        self._due: dict[str, float] = {}
+        self._in_flight: set[str] = set()
+        self._backlog = (0, 0, None)
+
+    def sync(self, names, *, now):
+        gone = [n for n in self._due if n not in names]
+        for name in gone:
+            del self._due[name]
+        for name in names:
+            self._due.setdefault(name, now)
+        return gone
+
+    def take(self, *, now, interval_of):
+        due = sorted((at, n) for n, at in self._due.items() if at <= now and n not in self._in_flight)
+        free = max(0, self.concurrency - len(self._in_flight))
+        started = []
+        for at, name in due[:free]:
+            interval = interval_of(name)
+            extra = self._rng.uniform(0.0, self.jitter * interval) if self.jitter else 0.0
+            self._due[name] = next_slot(name, interval=interval, now=now) + extra
+            self._in_flight.add(name)
+            started.append((name, max(0.0, now - at)))
+        left = due[free:]
+        self._backlog = (len(left), len(self._in_flight), left[0][0] if left else None)
+        return started
+
+    def done(self, name):
+        self._in_flight.discard(name)
+
+    def clear(self):
+        self._due.clear()
+        self._backlog = (0, len(self._in_flight), None)
+
+
+POOL = names(7)
+# Between two passes, up to three of: a probe that ends (so the pool saturates and due probes
+# wait), a provider joining or leaving, one deleted and created again, the whole set changing,
+# and now and then a clear.
+KINDS = ["done"] * 3 + ["add"] * 4 + ["remove"] * 2 + ["flap"] * 2 + ["sync", "clear"]
+change = st.tuples(st.sampled_from(KINDS), st.sets(st.sampled_from(POOL)), st.integers(min_value=0, max_value=50))
+step = st.tuples(st.lists(change, max_size=3), st.sampled_from([0.0, 0.0, 0.05, 0.1, 0.35, 1.0, 3.0, -0.4]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    concurrency=st.integers(min_value=1, max_value=3),
+    jitter=st.sampled_from([0.0, 0.0, 0.3, 1.0]),
+    intervals=st.lists(st.sampled_from([0.05, 0.1, 0.2, 0.5, 1.0, 2.0]), min_size=len(POOL), max_size=len(POOL)),
+    steps=st.lists(step, min_size=5, max_size=80),
+    seed=st.integers(min_value=0, max_value=2**16),
+)
+def test_heap_schedule_starts_the_same_probes_in_the_same_order_with_the_same_backlog_as_a_full_scan(
+    concurrency, jitter, intervals, steps, seed
+):
+    """Random fleets joining and leaving, probes ending in any order, clears, ties in due time
+    (many providers added in one pass), jitter, per-provider intervals, and a clock that
+    occasionally steps back: every pass starts exactly what scanning and sorting would."""
+    heap = ProbeSchedule(concurrency=concurrency, jitter=jitter, rng=random.Random(seed))
+    scan = ScanSchedule(concurrency=concurrency, jitter=jitter, rng=random.Random(seed))
+    interval = dict(zip(POOL, intervals, strict=True))
+    now = 0.0
+    live: set[str] = set()
+    for changes, dt in steps:
+        for kind, subset, pick in changes:
+            if kind == "flap":  # deleted and created again between two passes: due at once again
+                gone = sorted(live)[pick % len(live)] if live else POOL[pick % len(POOL)]
+                assert sorted(heap.sync(live - {gone}, now=now)) == sorted(scan.sync(live - {gone}, now=now))
+                assert heap.sync(live, now=now) == scan.sync(live, now=now) == []
+            elif kind in ("add", "remove", "sync"):
+                if kind == "sync":
+                    live = set(subset)
+                elif kind == "add":
+                    live.add(POOL[pick % len(POOL)])
+                else:
+                    live.discard(sorted(live or POOL)[pick % len(live or POOL)])
+                assert sorted(heap.sync(live, now=now)) == sorted(scan.sync(live, now=now))
+            elif kind == "done":
+                running = sorted(scan._in_flight)
+                name = running[pick % len(running)] if running else POOL[pick % len(POOL)]  # or one not running
+                heap.done(name)
+                scan.done(name)
+            elif kind == "clear":
+                heap.clear()
+                scan.clear()
+        now += dt
+        got = heap.take(now=now, interval_of=interval.__getitem__)
+        assert [(p.name, p.late) for p in got] == scan.take(now=now, interval_of=interval.__getitem__)
+        backlog = heap.backlog()
+        assert (backlog.waiting, backlog.in_flight, backlog.oldest_due) == scan._backlog
+        assert {n: heap.due_at(n) for n in POOL} == {n: scan._due.get(n) for n in POOL}
+        assert heap.in_flight() == scan._in_flight and heap.in_flight_count() == len(scan._in_flight)
+    # Whatever the history, a final pass long after agrees too (every stale heap entry met).
+    now += 1000.0
+    got = heap.take(now=now, interval_of=interval.__getitem__)
+    assert [(p.name, p.late) for p in got] == scan.take(now=now, interval_of=interval.__getitem__)
+    assert (heap.backlog().waiting, heap.backlog().in_flight, heap.backlog().oldest_due) == scan._backlog
