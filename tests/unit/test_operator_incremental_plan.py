@@ -24,8 +24,8 @@ from agn.model import (
     digest_of_rows,
     overlay_digest,
 )
-from agn.operator.controller import Operator, Settings
-from agn.operator.reconcile import Plan, advance, fresh_plan, plan_overlay
+from agn.operator.controller import Operator, Settings, _Planned
+from agn.operator.reconcile import Plan, advance, diff_candidates, fresh_plan, plan_overlay
 from agn.operator.verdicts import HISTORY, Verdicts, changed_since
 from agn.shards import split
 
@@ -83,29 +83,30 @@ steps = st.lists(st.tuples(st.integers(min_value=0, max_value=13), st.sampled_fr
 @settings(max_examples=150, deadline=None)
 @given(steps=steps, count=st.integers(min_value=1, max_value=5))
 def test_the_plan_moved_by_deltas_is_the_plan_made_from_scratch(steps, count):
-    verdicts = Verdicts()
-    fleet = {i: view(i) for i in range(10)}
+    verdicts, op = Verdicts(), operator()
+    fleet = {i: view(i) for i in range(3)}  # the rest are added by the steps (shards fill, empty)
     consumer = ConsumerView("c1", "net", excluded_providers=frozenset({"p05"}))
     now = NOW
     plan: Plan | None = None
     previous: Overlay | None = None
+    published_count = count
     recreated = 0
-    for i, op in steps:
+    for i, step in steps:
         p = fleet.get(i) or view(i)
-        if op == "wait":
+        if step == "wait":
             now += 20
-        elif op == "remove":
+        elif step == "remove":
             fleet.pop(i, None)
-        elif op == "recreate":  # same name, new uid: a new candidate id
+        elif step == "recreate":  # same name, new uid: a new candidate id
             recreated += 1
             fleet[i] = view(i, uid=f"uid-{i}-again-{recreated}", drain=p.drain)
-        elif op in ("exclude", "include"):
+        elif step in ("exclude", "include"):
             names = set(consumer.excluded_providers)
-            (names.add if op == "exclude" else names.discard)(p.name)
+            (names.add if step == "exclude" else names.discard)(p.name)
             consumer = dataclasses.replace(consumer, excluded_providers=frozenset(names))
-        elif op == "shards":
+        elif step == "shards":
             count = count % 5 + 1
-        elif op not in ("skip", "publish"):
+        elif step not in ("skip", "publish"):
             changes = {
                 "drain": {"drain": True},
                 "undrain": {"drain": False},
@@ -116,11 +117,11 @@ def test_the_plan_moved_by_deltas_is_the_plan_made_from_scratch(steps, count):
                 "endpoint": {"endpoint": p.endpoint + "x/"},
                 "rank": {"rank": p.rank + 1},
                 "group": {"selection_group": p.selection_group + "h"},
-            }[op]
+            }[step]
             fleet[i] = dataclasses.replace(p, **changes)
         providers = tuple(fleet.values())
         judged = verdicts.evaluate(NET, providers, now=now)
-        if op == "skip":
+        if step == "skip":
             continue  # this version is not planned: the next plan spans several deltas
         before = plan
         plan = advance(plan, consumer, judged, count)
@@ -130,8 +131,13 @@ def test_the_plan_moved_by_deltas_is_the_plan_made_from_scratch(steps, count):
         assert got[0].candidates == compute_candidates(providers, NET, consumer, now=now)
         if before is not None and (before.consumer, before.shard_count) == (consumer, count):
             assert plan is before or not plan.full  # within the history: kept, or moved by its delta
-        if op == "publish":
-            previous = got[0]
+        if previous is not None:  # the one diff over changed shards is the diff of whole overlays
+            current, shards = stored_objects(split(previous, published_count))
+            change = op._change(_Planned(plan, *got), current, shards, None)
+            assert change.diff == diff_candidates(previous.candidates, got[0].candidates)
+            assert (change.shards_compared is None) == (published_count != count)
+        if step == "publish":
+            previous, published_count = got[0], count
 
 
 def test_a_one_provider_drain_rebuilds_one_shard_and_keeps_everything_else():
