@@ -120,7 +120,7 @@ class ShardWork:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Planned:
+class Planned:
     """A consumer's plan (:class:`agn.operator.reconcile.Plan`) and the overlay and storage it gave
     for the last revision asked of it."""
 
@@ -241,7 +241,7 @@ class Operator:
         # selection and hard failure kept across batches; per consumer, the last plan with what it
         # was planned from; per network, the verdict version whose hard failures were reported.
         self.verdicts = Verdicts()
-        self._plans: dict[str, _Planned] = {}
+        self._plans: dict[str, Planned] = {}
         self._reported: dict[str, int] = {}
         self._worker = threading.Thread(target=self._work, name="reconcile", daemon=True)
 
@@ -522,7 +522,7 @@ class Operator:
         change = self._change(planned, current, stored, remembered) if admission_changed else None
         self._publish(overlay, sharded, work, consumer=consumer_obj, current=current, stored=stored, change=change)
 
-    def _plan(self, consumer: ConsumerView, judged: NetworkVerdict, previous: Overlay | None) -> _Planned:
+    def _plan(self, consumer: ConsumerView, judged: NetworkVerdict, previous: Overlay | None) -> Planned:
         """The consumer's overlay and its storage, sized by the change (:mod:`.reconcile`).
 
         The plan is moved only when the network's verdict version changed, by the providers that
@@ -539,7 +539,7 @@ class Operator:
         ):
             return known
         overlay = plan.overlay(previous)
-        planned = _Planned(plan, overlay, plan.sharded(overlay))
+        planned = Planned(plan, overlay, plan.sharded(overlay))
         self._plans[consumer.name] = planned
         return planned
 
@@ -573,7 +573,7 @@ class Operator:
         return ShardWork(shards=sorted(writes), index=index, surplus=surplus)
 
     def _change(
-        self, planned: _Planned, current: Obj | None, stored: dict[str, Obj], remembered: Overlay | None
+        self, planned: Planned, current: Obj | None, stored: dict[str, Obj], remembered: Overlay | None
     ) -> Change:
         """What publishing ``planned`` changes, diffed once (for the log line and the Event).
 

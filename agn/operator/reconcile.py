@@ -115,7 +115,11 @@ def _counts(candidates: Iterable[Candidate]) -> tuple[dict[str, int], dict[str, 
     return states, groups
 
 
-def _shard_spec(consumer: ConsumerView, network: str, n: int, count: int, members: tuple[Candidate, ...]):
+def _shard_spec(
+    consumer: ConsumerView, network: str, n: int, count: int, members: tuple[Candidate, ...]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Shard ``n``'s spec and its entry in the index, as :func:`agn.shards.split` writes them (the
+    digest from the members' cached rows)."""
     digest = digest_of_rows([c.row for c in members])
     spec = {
         "network": network,

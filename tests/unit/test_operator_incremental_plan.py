@@ -24,7 +24,7 @@ from agn.model import (
     digest_of_rows,
     overlay_digest,
 )
-from agn.operator.controller import Operator, Settings, _Planned
+from agn.operator.controller import Operator, Planned, Settings
 from agn.operator.reconcile import Plan, advance, diff_candidates, fresh_plan, plan_overlay
 from agn.operator.verdicts import HISTORY, Verdicts, changed_since
 from agn.shards import split
@@ -133,7 +133,7 @@ def test_the_plan_moved_by_deltas_is_the_plan_made_from_scratch(steps, count):
             assert plan is before or not plan.full  # within the history: kept, or moved by its delta
         if previous is not None:  # the one diff over changed shards is the diff of whole overlays
             current, shards = stored_objects(split(previous, published_count))
-            change = op._change(_Planned(plan, *got), current, shards, None)
+            change = op._change(Planned(plan, *got), current, shards, None)
             assert change.diff == diff_candidates(previous.candidates, got[0].candidates)
             assert (change.shards_compared is None) == (published_count != count)
         if step == "publish":
