@@ -58,6 +58,13 @@ def plan_overlay(consumer: ConsumerView, judged: NetworkVerdict, *, previous: Ov
 _shard = functools.lru_cache(maxsize=1 << 17)(shard_of)
 
 
+# A delta of more than 1/8 of the candidates (plus a few) is applied by planning afresh: by then
+# every shard is rebuilt either way, and moving candidates one by one costs more than planning
+# once (measured at 5,000: even at 600 changed, ~5x more with all 5,000 changed).
+_FRESH_FRACTION = 8
+_FRESH_FLOOR = 32
+
+
 def _key(c: Candidate) -> tuple[str, str]:
     return (c.id, c.provider)
 
@@ -178,8 +185,8 @@ def advance(plan: Plan | None, consumer: ConsumerView, judged: NetworkVerdict, s
     if plan.version == judged.version:
         return plan
     changed = changed_since(judged, plan.version)
-    if changed is None:
-        return fresh_plan(consumer, judged, shard_count)
+    if changed is None or len(changed) > len(plan.candidates) // _FRESH_FRACTION + _FRESH_FLOOR:
+        return fresh_plan(consumer, judged, shard_count)  # unknown, or so large that afresh is cheaper
     return _moved(plan, consumer, judged, changed)
 
 

@@ -181,6 +181,18 @@ def test_a_plan_older_than_the_history_or_of_another_network_is_made_afresh():
     assert advance(again, consumer, verdicts.evaluate(wider, tuple(fleet), now=NOW), 2).full
 
 
+def test_a_delta_of_most_of_the_fleet_is_planned_afresh():
+    verdicts, consumer = Verdicts(), ConsumerView("c1", "net")
+    fleet = [view(i) for i in range(400)]
+    plan = fresh_plan(consumer, verdicts.evaluate(NET, tuple(fleet), now=NOW), 4)
+    few = [dataclasses.replace(p, drain=i < 40) for i, p in enumerate(fleet)]
+    assert not advance(plan, consumer, verdicts.evaluate(NET, tuple(few), now=NOW), 4).full
+    most = [dataclasses.replace(p, drain=True) for p in fleet]
+    judged = verdicts.evaluate(NET, tuple(most), now=NOW)
+    again = advance(plan, consumer, judged, 4)
+    assert again.full and from_plan(again, None) == full(consumer, judged, None, 4)
+
+
 def test_a_consumer_without_exclusions_plans_from_the_networks_sorted_candidates():
     verdicts = Verdicts()
     judged = verdicts.evaluate(NET, tuple(view(i) for i in range(20)), now=NOW)
