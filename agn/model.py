@@ -97,6 +97,16 @@ class Candidate:
             "admission_state": self.admission_state,
         }
 
+    @functools.cached_property
+    def row(self) -> str:
+        """This candidate's row in :func:`overlay_digest`'s input, as JSON text. Computed once per
+        Candidate object: a planner that keeps unchanged candidates digests a fleet by joining
+        these (:func:`digest_of_rows`) instead of serialising every candidate again."""
+        return json.dumps(
+            [self.id, self.provider, self.endpoint, self.selection_group, self.rank, self.admission_state],
+            separators=(",", ":"),
+        )
+
     @classmethod
     def from_dict(cls, data: Mapping) -> Candidate:
         return cls(
@@ -267,14 +277,26 @@ def overlay_digest(candidates: Iterable[Candidate]) -> str:
     return "sha256:" + hashlib.sha256(json.dumps(rows, separators=(",", ":")).encode()).hexdigest()[:32]
 
 
+def digest_of_rows(rows: Iterable[str]) -> str:
+    """:func:`overlay_digest` from the candidates' :attr:`Candidate.row` texts, given in the order
+    :func:`overlay_digest` sorts them (by id, then provider, when no two candidates share both).
+    The same value: ``json.dumps`` of a list is its items' texts joined by commas in brackets."""
+    return "sha256:" + hashlib.sha256(("[" + ",".join(rows) + "]").encode()).hexdigest()[:32]
+
+
+def next_revision(previous: Overlay | None, digest: str, *, network: str) -> int:
+    """The revision of an overlay with ``digest``: the previous one's while the digest (and network)
+    is unchanged, else previous + 1 (1 for a first overlay)."""
+    if previous is not None and previous.digest == digest and previous.network == network:
+        return previous.revision
+    return (previous.revision + 1) if previous is not None else 1
+
+
 def next_overlay(previous: Overlay | None, candidates: Sequence[Candidate], *, network: str, consumer: str) -> Overlay:
     """The overlay to publish: same revision when the digest is unchanged, else previous + 1."""
     cands = tuple(sorted(candidates, key=lambda c: (c.id, c.provider)))
     digest = overlay_digest(cands)
-    if previous is not None and previous.digest == digest and previous.network == network:
-        return Overlay(network, consumer, previous.revision, digest, cands)
-    revision = (previous.revision + 1) if previous is not None else 1
-    return Overlay(network, consumer, revision, digest, cands)
+    return Overlay(network, consumer, next_revision(previous, digest, network=network), digest, cands)
 
 
 def group_admitted_counts(candidates: Iterable[Candidate]) -> dict[str, int]:

@@ -50,17 +50,17 @@ from typing import Any
 from agn import GROUP, VERSION
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, SHARDS, Conflict, Kube, KubeError, NotFound, Resource
 from agn.logs import JsonLog
-from agn.model import ConsumerView, Overlay, ProviderView
+from agn.model import Candidate, ConsumerView, Overlay, ProviderView, next_revision
 from agn.objects import consumer_view, name_of, network_view, provider_view
 from agn.operator.elector import LeaderElector
-from agn.operator.events import EventSink, HardFailures, observed
+from agn.operator.events import EventSink, HardFailures, note_for, observed
 from agn.operator.informer import Informer, Obj
 from agn.operator.lease import AlwaysLeader, Leadership, new_identity
 from agn.operator.metrics import OperatorMetrics
 from agn.operator.ownership import Verdict, desired_owner_references, owner_references_current, verdict
 from agn.operator.prober import Prober
 from agn.operator.pruning import prune
-from agn.operator.reconcile import overlay_changes, plan_overlay
+from agn.operator.reconcile import OverlayDiff, Plan, advance, change_log, diff_candidates
 from agn.operator.verdicts import NetworkVerdict, Verdicts
 from agn.operator.workqueue import CoalescingQueue
 from agn.operator.writes import LeaderWrites, NotLeader
@@ -73,8 +73,8 @@ from agn.shards import (
     changed_shards,
     check_shard_count,
     consumer_of_shard,
+    is_sharded,
     shard_names,
-    split,
     surplus_shards,
 )
 
@@ -117,6 +117,25 @@ class ShardWork:
     shards: list[str]
     index: bool
     surplus: list[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Planned:
+    """A consumer's plan (:class:`agn.operator.reconcile.Plan`) and the overlay and storage it gave
+    for the last revision asked of it."""
+
+    plan: Plan
+    overlay: Overlay
+    sharded: Sharded
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    """What a publication changed, diffed once for the log line and the Event."""
+
+    previous_revision: int | None  # None: a first revision (or the previous one is not known)
+    diff: OverlayDiff
+    shards_compared: int | None  # the shards diffed; None: whole overlays were
 
 
 def object_body(
@@ -222,7 +241,7 @@ class Operator:
         # selection and hard failure kept across batches; per consumer, the last plan with what it
         # was planned from; per network, the verdict version whose hard failures were reported.
         self.verdicts = Verdicts()
-        self._plans: dict[str, tuple[tuple, Overlay, Sharded]] = {}
+        self._plans: dict[str, Planned] = {}
         self._reported: dict[str, int] = {}
         self._worker = threading.Thread(target=self._work, name="reconcile", daemon=True)
 
@@ -487,7 +506,8 @@ class Operator:
         network = network_view(network_obj)
         judged = self.verdicts.evaluate(network, providers, now=now)
         self._report_hard_failures(judged)
-        overlay, sharded = self._plan(consumer, judged, previous)
+        planned = self._plan(consumer, judged, previous)
+        overlay, sharded = planned.overlay, planned.sharded
         if judged.recheck_at is not None and judged.recheck_at > now:
             # A reading goes stale then: look again at that moment, not at the next resync.
             self.queue.add_after(name, judged.recheck_at - now + RECHECK_SLACK_SECONDS)
@@ -499,37 +519,29 @@ class Operator:
             overlay.revision,
             overlay.digest,
         )
-        before = self._previous_candidates(current, stored, remembered) if admission_changed else None
-        self._publish(
-            overlay,
-            sharded,
-            work,
-            consumer=consumer_obj,
-            current=current,
-            stored=stored,
-            previous=before,
-            spec_changed=admission_changed,
-        )
+        change = self._change(planned, current, stored, remembered) if admission_changed else None
+        self._publish(overlay, sharded, work, consumer=consumer_obj, current=current, stored=stored, change=change)
 
-    def _plan(
-        self, consumer: ConsumerView, judged: NetworkVerdict, previous: Overlay | None
-    ) -> tuple[Overlay, Sharded]:
-        """The consumer's overlay and its storage, planned again only when what it is planned
-        from changed: the network's verdict version, the consumer, the stored revision, the
-        shard count. A batch woken by probes that only refreshed readings costs no planning."""
-        key = (
-            judged.version,
-            consumer,
-            None if previous is None else (previous.network, previous.revision, previous.digest),
-            self.settings.overlay_shards,
-        )
+    def _plan(self, consumer: ConsumerView, judged: NetworkVerdict, previous: Overlay | None) -> Planned:
+        """The consumer's overlay and its storage, sized by the change (:mod:`.reconcile`).
+
+        The plan is moved only when the network's verdict version changed, by the providers that
+        changed since (or made afresh for a changed consumer or shard count, or a version too
+        old); a batch woken by probes that only refreshed readings costs no planning. The
+        revision is asked of the stored ``previous`` last, so the plan this operator has just
+        published (``previous`` is then its own overlay) is taken as it is, not planned again."""
         known = self._plans.get(consumer.name)
-        if known is not None and known[0] == key:
-            return known[1], known[2]
-        overlay = plan_overlay(consumer, judged, previous=previous)
-        sharded = split(overlay, self.settings.overlay_shards)
-        self._plans[consumer.name] = (key, overlay, sharded)
-        return overlay, sharded
+        plan = advance(known.plan if known is not None else None, consumer, judged, self.settings.overlay_shards)
+        if (
+            known is not None
+            and known.plan is plan
+            and next_revision(previous, plan.digest, network=plan.network) == known.overlay.revision
+        ):
+            return known
+        overlay = plan.overlay(previous)
+        planned = Planned(plan, overlay, plan.sharded(overlay))
+        self._plans[consumer.name] = planned
+        return planned
 
     def _stored_shards(self, consumer: str) -> dict[str, Obj]:
         """The consumer's shards in the cache, by name (every name a shard count allows); read
@@ -559,6 +571,52 @@ class Operator:
         if not (writes or surplus or index):
             return None
         return ShardWork(shards=sorted(writes), index=index, surplus=surplus)
+
+    def _change(
+        self, planned: Planned, current: Obj | None, stored: dict[str, Obj], remembered: Overlay | None
+    ) -> Change:
+        """What publishing ``planned`` changes, diffed once (for the log line and the Event).
+
+        Only the shards whose digest differs between the stored index and the new one are
+        compared: the stored ones (at the digests the stored index gives them) against the
+        plan's. Shards at equal digests hold equal candidates. When the stored index is inline,
+        of another shard count, or one of those shards is not in hand at its digest, the whole
+        previous overlay is compared instead (:meth:`_previous_candidates`)."""
+        plan, overlay = planned.plan, planned.overlay
+        spec = (current or {}).get("spec") or {}
+        if current is not None and is_sharded(spec) and spec.get("shardCount") == plan.shard_count:
+            old = {str(e.get("name", "")): e.get("digest") for e in spec.get("shards") or ()}
+            new = {e["name"]: e["digest"] for e in planned.sharded.index["shards"]}
+            differing = sorted(n for n in old.keys() | new.keys() if old.get(n) != new.get(n))
+            before: dict[str, Any] = {}  # candidate id -> the stored candidate
+            in_hand = True
+            for name in differing:
+                if name not in old:
+                    continue
+                shard = (stored.get(name) or {}).get("spec") or {}
+                if shard.get("digest") != old[name] or shard.get("consumer") != spec.get("consumer"):
+                    in_hand = False  # not at the stored index's digest: compare whole overlays
+                    break
+                before.update((str(c.get("id", "")), c) for c in shard.get("candidates") or ())
+            if in_hand:
+                after = {  # candidate id -> (the planned candidate, its spec form)
+                    c.id: (c, d)
+                    for n in differing
+                    if n in new
+                    for c, d in zip(
+                        plan.members[planned.sharded.shards[n]["shard"]],
+                        planned.sharded.shards[n]["candidates"],
+                        strict=True,
+                    )
+                }
+                # Only candidates whose stored form is not the new one's are parsed and compared.
+                gone = [Candidate.from_dict(d) for i, d in before.items() if i not in after or d != after[i][1]]
+                came = [c for i, (c, d) in after.items() if i not in before or before[i] != d]
+                revision = Overlay.from_spec(spec).revision
+                return Change(revision, diff_candidates(gone, came), len(differing))
+        previous = self._previous_candidates(current, stored, remembered)
+        diff = diff_candidates(previous.candidates if previous else (), overlay.candidates)
+        return Change(previous.revision if previous else None, diff, None)
 
     def _previous_candidates(
         self, current: Obj | None, stored: dict[str, Obj], remembered: Overlay | None
@@ -608,10 +666,10 @@ class Operator:
         consumer: Obj,
         current: Obj | None,
         stored: dict[str, Obj],
-        previous: Overlay | None,
-        spec_changed: bool,
+        change: Change | None,
     ) -> None:
-        """Write the changed shards, then the index, then delete the shards it no longer names.
+        """Write the changed shards, then the index, then delete the shards it no longer names;
+        log (and record an Event for) ``change`` — None when admission did not change.
 
         In this order a reader that follows the index finds every shard it names already at
         the index's digest; surplus shards go only once no index names them."""
@@ -653,7 +711,7 @@ class Operator:
             self.queue.add(name)
             return
         self._published[name] = (consumer["metadata"].get("uid", ""), overlay)
-        if not spec_changed:
+        if change is None:
             self.log.info(
                 "overlay stored again",
                 consumer=name,
@@ -663,18 +721,27 @@ class Operator:
                 shards_deleted=len(work.surplus),
             )
             return
+        states = sharded.index["admission"]
         self.log.info(
             "overlay published",
             consumer=name,
             network=overlay.network,
             revision=overlay.revision,
-            previous_revision=previous.revision if previous else None,
+            previous_revision=change.previous_revision,
             digest=overlay.digest,
             shards_written=len(work.shards),
             shards_deleted=len(work.surplus),
-            changes=overlay_changes(previous, overlay),
+            shards_compared=change.shards_compared,
+            changes=change_log(change.diff, states),
         )
-        self.events.overlay_published(consumer, previous, overlay)
+        note = note_for(
+            change.diff,
+            network=overlay.network,
+            revision=overlay.revision,
+            states=states,
+            previous_revision=change.previous_revision,
+        )
+        self.events.overlay_published(consumer, note)
 
     @staticmethod
     def _patch(old: Obj, owners: list[dict[str, Any]], identity: str, spec: dict[str, Any]) -> dict[str, Any]:

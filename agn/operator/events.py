@@ -13,7 +13,8 @@ memory belongs to a leadership term, like the rest of the operator's memory: a n
 reports each provider it finds failing once. A provider never probed yet is not reported
 (it is not failing; nobody has looked).
 
-The decisions are pure (:func:`admission_changes`, :func:`published_note`,
+The decisions are pure (:func:`state_changes`, :func:`note_for` — both read the one diff the
+controller computes, :class:`agn.operator.reconcile.OverlayDiff` — :func:`published_note`,
 :class:`HardFailures`, :func:`failure_detail`); :class:`EventSink` sends Events from its own
 thread through :class:`.writes.LeaderWrites`, so a slow API server never holds up a
 reconcile, and a follower records nothing.
@@ -32,6 +33,7 @@ from agn.events import NORMAL, WARNING, Regarding, event_body, event_name
 from agn.kube import KubeError
 from agn.logs import JsonLog
 from agn.model import ADMITTED, EXISTING_ONLY, Exclusion, Overlay, ProviderView, endpoint_valid
+from agn.operator.reconcile import OverlayDiff, diff_candidates, state_counts
 from agn.operator.writes import LeaderWrites, NotLeader
 
 CONTROLLER = "agn.dev/operator"
@@ -43,35 +45,59 @@ REQUEST_TIMEOUT = 5.0
 
 
 # -- what changed (pure) -----------------------------------------------------------------------
-def admission_changes(previous: Overlay | None, overlay: Overlay) -> list[str]:
+def state_changes(diff: OverlayDiff) -> list[str]:
     """Per provider, how its place in the overlay changed: ``p: admitted -> existing_only``,
-    ``p: added (admitted)``, ``p: removed``. Sorted by provider."""
-    before = {c.provider: c.admission_state for c in previous.candidates} if previous else {}
-    after = {c.provider: c.admission_state for c in overlay.candidates}
+    ``p: added (admitted)``, ``p: removed``. Sorted by provider. Read from the id-matched diff,
+    by provider name: a provider recreated (new id) in the same state did not change."""
+    before = {c.provider: c.admission_state for c in diff.removed}
+    after = {c.provider: c.admission_state for c in diff.added}
+    for old, new in diff.changed:
+        before[old.provider] = old.admission_state
+        after[new.provider] = new.admission_state
     out = []
-    for name in sorted(set(before) | set(after)):
-        old, new = before.get(name), after.get(name)
-        if old == new:
+    for name in sorted(before.keys() | after.keys()):
+        was, now = before.get(name), after.get(name)
+        if was == now:
             continue
-        if old is None:
-            out.append(f"{name}: added ({new})")
-        elif new is None:
+        if was is None:
+            out.append(f"{name}: added ({now})")
+        elif now is None:
             out.append(f"{name}: removed")
         else:
-            out.append(f"{name}: {old} -> {new}")
+            out.append(f"{name}: {was} -> {now}")
     return out
 
 
-def published_note(previous: Overlay | None, overlay: Overlay) -> str:
-    states = [c.admission_state for c in overlay.candidates]
+def note_for(
+    diff: OverlayDiff, *, network: str, revision: int, states: Mapping[str, int], previous_revision: int | None
+) -> str:
+    """The ``OverlayPublished`` note: the new revision, its admission counts, and what changed
+    since ``previous_revision`` (None: a first revision, or none known)."""
     head = (
-        f"published overlay revision {overlay.revision} of network {overlay.network}: "
-        f"{states.count(ADMITTED)} admitted, {states.count(EXISTING_ONLY)} existing_only"
+        f"published overlay revision {revision} of network {network}: "
+        f"{states.get(ADMITTED, 0)} admitted, {states.get(EXISTING_ONLY, 0)} existing_only"
     )
-    changes = admission_changes(previous, overlay)
-    if previous is None:
+    if previous_revision is None:
         return head + " (first revision)"
-    return head + f" (was revision {previous.revision}" + ("; " + ", ".join(changes) if changes else "") + ")"
+    changes = state_changes(diff)
+    return head + f" (was revision {previous_revision}" + ("; " + ", ".join(changes) if changes else "") + ")"
+
+
+def admission_changes(previous: Overlay | None, overlay: Overlay) -> list[str]:
+    """:func:`state_changes` between two whole overlays."""
+    return state_changes(diff_candidates(previous.candidates if previous else (), overlay.candidates))
+
+
+def published_note(previous: Overlay | None, overlay: Overlay) -> str:
+    """:func:`note_for` between two whole overlays."""
+    diff = diff_candidates(previous.candidates if previous else (), overlay.candidates)
+    return note_for(
+        diff,
+        network=overlay.network,
+        revision=overlay.revision,
+        states=state_counts(overlay.candidates),
+        previous_revision=previous.revision if previous is not None else None,
+    )
 
 
 def failure_detail(failure: Exclusion, provider: Mapping[str, Any], *, network: str, max_age: int) -> str:
@@ -180,15 +206,10 @@ class EventSink:
         except queue.Full:
             self._log.warning("event dropped: too many unsent", reason=reason, regarding=regarding.name)
 
-    def overlay_published(self, consumer: Mapping[str, Any], previous: Overlay | None, overlay: Overlay) -> None:
+    def overlay_published(self, consumer: Mapping[str, Any], note: str) -> None:
+        """``note``: :func:`note_for` (or :func:`published_note`)."""
         regarding = dataclasses.replace(Regarding.of(consumer), kind="InferenceConsumer")
-        self.emit(
-            regarding,
-            reason=OVERLAY_PUBLISHED,
-            action="Publish",
-            type_=NORMAL,
-            note=published_note(previous, overlay),
-        )
+        self.emit(regarding, reason=OVERLAY_PUBLISHED, action="Publish", type_=NORMAL, note=note)
 
     def hard_failure(self, transition: Transition, provider: Mapping[str, Any], *, max_age: int) -> None:
         regarding = dataclasses.replace(Regarding.of(provider), kind="InferenceProvider")

@@ -14,15 +14,31 @@ verdict (selected? failing how?) plus the consumer's own exclusions, so the verd
   (candidates, digest) when the version it was planned from is still current. A probe that
   only refreshes a reading's time changes the view but not the version.
 
+What the consumers' plans are made of is kept with the verdict, so that planning is sized by
+the change too (:mod:`agn.operator.reconcile`):
+
+- each provider's *base candidate* — its candidate for a consumer that excludes nothing — is
+  made once per entry, and a provider whose candidate did not change keeps the same
+  :class:`~agn.model.Candidate` object (its digest row is computed once);
+- the network's base candidates, sorted, are kept once per version
+  (:attr:`NetworkVerdict.candidates`; a consumer without exclusions plans from that tuple), and
+  brought from one version to the next by moving only the changed ones;
+- each version records which providers' base candidate changed since the version before; the
+  last :data:`HISTORY` such deltas travel with the verdict, so :func:`changed_since` tells a
+  consumer planned at an older version exactly which providers to look at again (or None:
+  too old, or the network itself changed — plan afresh).
+
 Pure apart from its memory; the caller supplies ``now``.
 """
 
 from __future__ import annotations
 
+import bisect
+import collections
 import dataclasses
 import itertools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from agn.model import (
     Candidate,
@@ -31,12 +47,33 @@ from agn.model import (
     NetworkView,
     ProviderView,
     candidate_for,
+    digest_of_rows,
     hard_failure,
     selects,
     verdict_until,
 )
 
 _versions = itertools.count(1)
+# How many version-to-version deltas a network keeps: a consumer planned up to this many versions
+# ago is brought up to date by its delta; an older plan is made afresh.
+HISTORY = 64
+# Past this many changed providers, the sorted candidates are sorted afresh rather than moved.
+_RESORT_FRACTION = 8
+_NO_EXCLUSIONS = ConsumerView("", "")
+
+
+def _key(c: Candidate) -> tuple[str, str]:
+    return (c.id, c.provider)
+
+
+@dataclasses.dataclass(frozen=True)
+class Delta:
+    """From version ``since`` to version ``version``: the providers whose base candidate changed
+    (appeared, went, or differs in any field)."""
+
+    since: int
+    version: int
+    providers: frozenset[str]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +84,26 @@ class NetworkVerdict:
     version: int  # changes exactly when a candidate-relevant outcome changed
     recheck_at: float | None  # the earliest moment a usable provider's reading goes stale
     recomputed: int  # providers evaluated afresh in this call (the rest came from memory)
+    # Every base candidate (a consumer excluding nothing), sorted by (id, provider); by provider;
+    # and their overlay digest (agn.model.overlay_digest), made once per version.
+    candidates: tuple[Candidate, ...] = ()
+    by_provider: Mapping[str, Candidate] = dataclasses.field(default_factory=dict)
+    digest: str = ""
+    # The last deltas up to this version, oldest first, each starting where the one before ended.
+    history: tuple[Delta, ...] = ()
+
+
+def changed_since(verdict: NetworkVerdict, version: int) -> frozenset[str] | None:
+    """The providers whose base candidate changed from ``version`` to ``verdict.version``, or None
+    when that is not known (a version too old, of another network incarnation, or unknown)."""
+    if version == verdict.version:
+        return frozenset()
+    names: set[str] = set()
+    for delta in reversed(verdict.history):
+        names |= delta.providers
+        if delta.since == version:
+            return frozenset(names)
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +112,21 @@ class _Entry:
     selected: bool
     failure: Exclusion | None
     until: float
+    candidate: Candidate | None  # the base candidate: for a consumer that excludes nothing
+
+
+@dataclasses.dataclass
+class _Network:
+    """What is kept per network between evaluations."""
+
+    network: NetworkView
+    entries: dict[str, _Entry]
+    version: int
+    ordered: list[Candidate]  # every base candidate, sorted by (id, provider)
+    candidates: tuple[Candidate, ...]  # ``ordered`` as of ``version`` (handed out)
+    by_provider: dict[str, Candidate]  # as of ``version`` (handed out; replaced, never changed)
+    digest: str  # of ``candidates``
+    history: collections.deque[Delta]
 
 
 def _outcome(e: _Entry) -> tuple:
@@ -66,15 +138,18 @@ def _outcome(e: _Entry) -> tuple:
 
 def candidates_of(verdict: NetworkVerdict, consumer: ConsumerView) -> tuple[Candidate, ...]:
     """The consumer's candidates under ``verdict`` (the consumer's own exclusions applied), sorted
-    as :func:`agn.model.compute_candidates` sorts them."""
-    out = [c for p, failure in verdict.selected if (c := candidate_for(p, failure, consumer)) is not None]
-    return tuple(sorted(out, key=lambda c: (c.id, c.provider)))
+    as :func:`agn.model.compute_candidates` sorts them: the network's sorted base candidates,
+    less the ones the consumer excludes (:func:`agn.model.candidate_for`'s last rule)."""
+    excluded = consumer.excluded_providers
+    if not excluded:
+        return verdict.candidates
+    return tuple(c for c in verdict.candidates if c.provider not in excluded)
 
 
 class Verdicts:
     def __init__(self) -> None:
-        # network name -> (the network view evaluated against, provider name -> entry, version)
-        self._memo: dict[str, tuple[NetworkView, dict[str, _Entry], int]] = {}
+        # network name -> what was evaluated last (entries, version, sorted candidates, deltas)
+        self._memo: dict[str, _Network] = {}
         # network name -> (the provider snapshot last evaluated, held so its identity stays its own; the verdict)
         self._last: dict[str, tuple[Sequence[ProviderView], NetworkVerdict]] = {}
 
@@ -97,35 +172,87 @@ class Verdicts:
         return verdict
 
     def _evaluate(self, network: NetworkView, providers: Sequence[ProviderView], *, now: float) -> NetworkVerdict:
-        known_network, memo, version = self._memo.get(network.name, (None, {}, 0))
-        same_network = known_network == network
-        if not same_network:
-            memo = {}
+        known_state = self._memo.get(network.name)
+        same_network = known_state is not None and known_state.network == network
+        memo = known_state.entries if known_state is not None and same_network else {}
         entries: dict[str, _Entry] = {}
-        changed = not same_network or len(memo) != len(providers)
-        recomputed = 0
+        changed = not same_network
+        moved: list[str] = []  # providers whose base candidate changed
+        recomputed = fresh = 0
         for p in providers:
             known = memo.get(p.name)
             if known is not None and known.view is p and now < known.until:
                 entries[p.name] = known
                 continue
             recomputed += 1
+            fresh += known is None
             chosen = selects(network, p.labels)
-            entry = _Entry(
-                p,
-                chosen,
-                hard_failure(p, network, now=now) if chosen else None,
-                verdict_until(p, network, now=now) if chosen else math.inf,
-            )
+            failure = hard_failure(p, network, now=now) if chosen else None
+            candidate = candidate_for(p, failure, _NO_EXCLUSIONS) if chosen else None
+            was = known.candidate if known is not None else None
+            if candidate is not None and candidate == was:
+                candidate = was  # the same object: its digest row is computed already
+            entry = _Entry(p, chosen, failure, verdict_until(p, network, now=now) if chosen else math.inf, candidate)
             entries[p.name] = entry
             if known is None or _outcome(known) != _outcome(entry):
                 changed = True
-        if changed or not version:
-            version = next(_versions)
-        self._memo[network.name] = (network, entries, version)
+            if candidate is not was:
+                moved.append(p.name)
+        if len(entries) - fresh != len(memo):  # a provider went: look for which (rare)
+            changed = True
+            moved.extend(name for name, e in memo.items() if name not in entries and e.candidate is not None)
+        state = self._advance(network, known_state if same_network else None, entries, moved, changed)
+        self._memo[network.name] = state
         selected = tuple((e.view, e.failure) for e in entries.values() if e.selected)
         untils = [e.until for e in entries.values() if e.selected and e.until != math.inf]
-        return NetworkVerdict(network, selected, version, min(untils, default=None), recomputed)
+        return NetworkVerdict(
+            network,
+            selected,
+            state.version,
+            min(untils, default=None),
+            recomputed,
+            state.candidates,
+            state.by_provider,
+            state.digest,
+            tuple(state.history),
+        )
+
+    @staticmethod
+    def _advance(
+        network: NetworkView, known: _Network | None, entries: dict[str, _Entry], moved: list[str], changed: bool
+    ) -> _Network:
+        """The network's memory after this evaluation: a new version (with its delta and sorted
+        candidates moved by it) when anything changed, else the same version and hand-outs."""
+        if known is not None and not changed:
+            known.entries = entries
+            return known
+        version = next(_versions)
+        if known is None:
+            by_provider = {name: e.candidate for name, e in entries.items() if e.candidate is not None}
+        else:
+            by_provider = dict(known.by_provider)  # the old one is handed out: copied, then moved
+            for name in moved:
+                entry = entries.get(name)
+                if entry is not None and entry.candidate is not None:
+                    by_provider[name] = entry.candidate
+                else:
+                    by_provider.pop(name, None)
+        if known is None or len(moved) * _RESORT_FRACTION > len(by_provider) + _RESORT_FRACTION:
+            ordered = sorted(by_provider.values(), key=_key)
+        else:
+            ordered = known.ordered
+            for name in moved:
+                old, new = known.by_provider.get(name), by_provider.get(name)
+                if old is not None:
+                    del ordered[bisect.bisect_left(ordered, _key(old), key=_key)]
+                if new is not None:
+                    bisect.insort(ordered, new, key=_key)
+        # A new network (or a changed one) starts a new history: no delta reaches across it.
+        history = known.history if known is not None else collections.deque(maxlen=HISTORY)
+        if known is not None:
+            history.append(Delta(known.version, version, frozenset(moved)))
+        digest = digest_of_rows([c.row for c in ordered])
+        return _Network(network, entries, version, ordered, tuple(ordered), by_provider, digest, history)
 
     def forget(self, networks: Iterable[str]) -> None:
         """Keep memory only for ``networks`` (the ones that still exist)."""

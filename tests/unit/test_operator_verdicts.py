@@ -14,8 +14,9 @@ from agn.model import (
     ProviderView,
     candidate_id,
     compute_candidates,
+    overlay_digest,
 )
-from agn.operator.verdicts import Verdicts, candidates_of
+from agn.operator.verdicts import Verdicts, candidates_of, changed_since
 
 NOW = 1_000_000.0
 NET = NetworkView("net", match_labels={"pool": "a"}, metrics_max_age_seconds=45)
@@ -79,7 +80,7 @@ def test_a_changed_network_re_evaluates_everything():
 steps = st.lists(
     st.tuples(
         st.integers(min_value=0, max_value=11),
-        st.sampled_from(["drain", "undrain", "fail", "heal", "refresh", "relabel", "remove", "wait"]),
+        st.sampled_from(["drain", "undrain", "fail", "heal", "refresh", "relabel", "remove", "wait", "refresh-all"]),
     ),
     max_size=25,
 )
@@ -93,10 +94,14 @@ def test_cached_verdicts_give_the_models_candidates_after_any_changes(steps):
     fleet = {i: view(i) for i in range(12)}
     now = NOW
     last = None
+    before = None
     for i, op in steps:
         p = fleet.get(i) or view(i)
         if op == "wait":
             now += 20
+        elif op == "refresh-all":  # every reading refreshed (new views) in the batch that drains p
+            fleet = {k: dataclasses.replace(v, metrics_observed_at=now) for k, v in fleet.items()}
+            p = dataclasses.replace(fleet.get(i) or view(i), drain=not p.drain)
         elif op == "remove":
             fleet.pop(i, None)
             p = None
@@ -116,6 +121,19 @@ def test_cached_verdicts_give_the_models_candidates_after_any_changes(steps):
         got = verdicts.evaluate(NET, providers, now=now)
         want = compute_candidates(providers, NET, consumer, now=now)
         assert candidates(got, consumer) == want
+        # The shared base candidates: sorted, digested, and each version's delta names exactly
+        # the providers whose base candidate changed (unchanged ones keep the same object).
+        assert got.candidates == tuple(sorted(got.by_provider.values(), key=lambda c: (c.id, c.provider)))
+        assert got.digest == overlay_digest(got.candidates)
+        if before is not None:
+            moved = {
+                n
+                for n in got.by_provider.keys() | before.by_provider.keys()
+                if got.by_provider.get(n) != before.by_provider.get(n)
+            }
+            assert changed_since(got, before.version) == moved
+            assert all(got.by_provider[n] is before.by_provider[n] for n in got.by_provider.keys() - moved)
+        before = got
         if last is not None and last[1] == want:
             pass  # an unchanged outcome may keep or change the version; a changed one must change it
         elif last is not None:
