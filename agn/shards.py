@@ -76,6 +76,43 @@ class Sharded:
     shards: dict[str, dict[str, Any]]
 
 
+def shard_spec(
+    network: str, consumer: str, n: int, count: int, digest: str, candidates: Iterable[Candidate]
+) -> dict[str, Any]:
+    """Shard ``n``'s spec (of ``count``): its candidates, sorted by (id, provider), and their digest."""
+    return {
+        "network": network,
+        "consumer": consumer,
+        "shard": n,
+        "shardCount": count,
+        "digest": digest,
+        "candidates": [c.to_dict() for c in candidates],
+    }
+
+
+def index_spec(
+    overlay: Overlay,
+    *,
+    count: int,
+    entries: list[dict[str, Any]],
+    admission: dict[str, int],
+    admitted_by_group: Mapping[str, int],
+) -> dict[str, Any]:
+    """The index's spec: the overlay's revision and digest, its counts, and one
+    ``{name, digest, candidates}`` entry per non-empty shard (by shard number)."""
+    return {
+        "network": overlay.network,
+        "consumer": overlay.consumer,
+        "revision": overlay.revision,
+        "digest": overlay.digest,
+        "candidateCount": len(overlay.candidates),
+        "admission": admission,
+        "admittedByGroup": dict(sorted(admitted_by_group.items())),
+        "shardCount": count,
+        "shards": entries,
+    }
+
+
 def split(overlay: Overlay, count: int = DEFAULT_SHARD_COUNT) -> Sharded:
     """The index and shard specs that store ``overlay`` with ``count`` shards."""
     check_shard_count(count)
@@ -88,26 +125,15 @@ def split(overlay: Overlay, count: int = DEFAULT_SHARD_COUNT) -> Sharded:
         cands = sorted(groups[n], key=lambda c: (c.id, c.provider))
         name = shard_name(overlay.consumer, n)
         digest = overlay_digest(cands)
-        shards[name] = {
-            "network": overlay.network,
-            "consumer": overlay.consumer,
-            "shard": n,
-            "shardCount": count,
-            "digest": digest,
-            "candidates": [c.to_dict() for c in cands],
-        }
+        shards[name] = shard_spec(overlay.network, overlay.consumer, n, count, digest, cands)
         entries.append({"name": name, "digest": digest, "candidates": len(cands)})
-    index = {
-        "network": overlay.network,
-        "consumer": overlay.consumer,
-        "revision": overlay.revision,
-        "digest": overlay.digest,
-        "candidateCount": len(overlay.candidates),
-        "admission": admission_counts(overlay.candidates),
-        "admittedByGroup": dict(sorted(group_admitted_counts(overlay.candidates).items())),
-        "shardCount": count,
-        "shards": entries,
-    }
+    index = index_spec(
+        overlay,
+        count=count,
+        entries=entries,
+        admission=admission_counts(overlay.candidates),
+        admitted_by_group=group_admitted_counts(overlay.candidates),
+    )
     return Sharded(index, shards)
 
 

@@ -42,7 +42,7 @@ from agn.model import (
     next_revision,
 )
 from agn.operator.verdicts import NetworkVerdict, candidates_of, changed_since
-from agn.shards import Sharded, check_shard_count, shard_name, shard_of
+from agn.shards import Sharded, check_shard_count, index_spec, shard_name, shard_of, shard_spec
 
 
 def plan_overlay(consumer: ConsumerView, judged: NetworkVerdict, *, previous: Overlay | None) -> Overlay:
@@ -98,17 +98,13 @@ class Plan:
     def sharded(self, overlay: Overlay) -> Sharded:
         """What :func:`agn.shards.split` gives for ``overlay`` (which is :meth:`overlay`'s), from
         the kept shard specs and counts."""
-        index = {
-            "network": self.network,
-            "consumer": self.consumer.name,
-            "revision": overlay.revision,
-            "digest": self.digest,
-            "candidateCount": len(self.candidates),
-            "admission": dict(self.states),
-            "admittedByGroup": {g: admitted for g, (_, admitted) in sorted(self.groups.items())},
-            "shardCount": self.shard_count,
-            "shards": [dict(self.entries[n]) for n in sorted(self.entries)],
-        }
+        index = index_spec(
+            overlay,
+            count=self.shard_count,
+            entries=[dict(self.entries[n]) for n in sorted(self.entries)],
+            admission=dict(self.states),
+            admitted_by_group={g: admitted for g, (_, admitted) in self.groups.items()},
+        )
         return Sharded(index, dict(self.specs))
 
 
@@ -128,14 +124,7 @@ def _shard_spec(
     """Shard ``n``'s spec and its entry in the index, as :func:`agn.shards.split` writes them (the
     digest from the members' cached rows)."""
     digest = digest_of_rows([c.row for c in members])
-    spec = {
-        "network": network,
-        "consumer": consumer.name,
-        "shard": n,
-        "shardCount": count,
-        "digest": digest,
-        "candidates": [c.to_dict() for c in members],
-    }
+    spec = shard_spec(network, consumer.name, n, count, digest, members)
     return spec, {"name": shard_name(consumer.name, n), "digest": digest, "candidates": len(members)}
 
 
