@@ -16,7 +16,7 @@ import threading
 from agn.argtypes import non_negative, positive
 from agn.kube import ConfigError, Kube
 from agn.logs import JsonLog
-from agn.operator.controller import Operator, Settings
+from agn.operator.controller import MAX_RECONCILE_WORKERS, Operator, Settings
 from agn.operator.elector import LeaderElector
 from agn.operator.health import serve_health
 from agn.operator.lease import DEFAULT_LEASE_NAME, LeaseTimings, new_identity
@@ -44,6 +44,16 @@ def _shard_count(value: str) -> int:
     except ValueError as exc:
         message = str(exc) if value.strip().lstrip("+-").isdigit() else f"must be a whole number, got {value!r}"
         raise argparse.ArgumentTypeError(message) from None
+
+
+def _workers(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {value!r}") from None
+    if not 1 <= number <= MAX_RECONCILE_WORKERS:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_RECONCILE_WORKERS}, got {number}")
+    return number
 
 
 def _fraction(value: str) -> float:
@@ -109,6 +119,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="N",
         help=f"shards per consumer overlay, 1-{MAX_SHARD_COUNT}: its candidates are stored in up to N "
         "RoutingOverlayShards named by a small RoutingOverlay index (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--reconcile-workers",
+        type=_workers,
+        default=4,
+        metavar="N",
+        help=f"consumers of one batch reconciled at once, 1-{MAX_RECONCILE_WORKERS}: their overlay writes "
+        "overlap instead of queueing behind each other (default: %(default)s)",
     )
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
     parser.add_argument(
@@ -184,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         coalesce_window=args.coalesce_window,
         max_batch_wait=args.max_batch_wait,
         overlay_shards=args.overlay_shards,
+        reconcile_workers=args.reconcile_workers,
     )
     elector = None
     if args.leader_elect:

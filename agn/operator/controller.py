@@ -42,6 +42,7 @@ This is the only writer of RoutingOverlays and RoutingOverlayShards. It never wr
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import threading
 import time
@@ -83,6 +84,7 @@ RECHECK_SLACK_SECONDS = 0.05
 # How often a follower looks whether it leads now, and the longest a leader's worker waits
 # between two looks at its leadership.
 LEADERSHIP_POLL_SECONDS = 0.2
+MAX_RECONCILE_WORKERS = 32
 # Which operator process (its lease identity) wrote the overlay last.
 PUBLISHED_BY = f"{GROUP}/published-by"
 
@@ -104,9 +106,15 @@ class Settings:
     # Each consumer's overlay is stored as an index plus up to this many shards (agn.shards), so
     # no object grows with the fleet past etcd's request limit and a drain rewrites one shard.
     overlay_shards: int = DEFAULT_SHARD_COUNT
+    # Consumers of one batch reconciled at once. Planning is cheap (sized by the change); what a
+    # consumer waits for is its writes' round trips, so with one worker the tenth consumer of a
+    # batch waits for nine others' shard and index writes first. 1: one at a time.
+    reconcile_workers: int = 4
 
     def __post_init__(self) -> None:
         check_shard_count(self.overlay_shards)
+        if not 1 <= self.reconcile_workers <= MAX_RECONCILE_WORKERS:
+            raise ValueError(f"reconcile workers must be between 1 and {MAX_RECONCILE_WORKERS}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,6 +250,11 @@ class Operator:
         # was planned from; per network, the verdict version whose hard failures were reported.
         self.verdicts = Verdicts()
         self._plans: dict[str, Planned] = {}
+        self._verdict_lock = threading.Lock()  # the verdicts and the hard-failure memory are shared
+        workers = settings.reconcile_workers
+        self._pool = (
+            concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="reconcile") if workers > 1 else None
+        )
         self._reported: dict[str, int] = {}
         self._worker = threading.Thread(target=self._work, name="reconcile", daemon=True)
 
@@ -338,6 +351,8 @@ class Operator:
             self.log.info("operator stopping")
             self.queue.close()
             self._worker.join(5.0)
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=True)
             self.prober.stop(timeout=self.settings.probe_timeout * 2 + 1.0)
             self.events.join(1.0)
             if self.elector is not None:
@@ -411,10 +426,19 @@ class Operator:
             # One snapshot of the providers per batch: every consumer in it is judged on the same
             # data. Views are converted once per provider version, not per batch.
             providers = tuple(self.providers.store.derived(provider_view))
-            for name in sorted(batch):
+            names = sorted(batch)
+            if self._pool is not None and len(names) > 1:
+                # Each consumer's overlay is its own objects; the network's verdict, which they
+                # share, is evaluated under a lock (the first evaluates, the rest reuse it).
+                for done in [self._pool.submit(self._reconcile_leading, term, n, providers) for n in names]:
+                    done.result()
                 if not self._leading(term):
-                    return  # the rest of the batch waits for the next term's full pass
-                self._reconcile_safely(name, providers)
+                    return
+            else:
+                for name in names:
+                    if not self._leading(term):
+                        return  # the rest of the batch waits for the next term's full pass
+                    self._reconcile_safely(name, providers)
             if first:
                 first = False
                 self.log.info("initial reconcile done", consumers=sorted(batch), term=term)
@@ -447,6 +471,10 @@ class Operator:
         return set(self._published) | set(self._missing_network) | set(self._plans)
 
     # -- reconcile -----------------------------------------------------------------------
+    def _reconcile_leading(self, term: int, name: str, providers: tuple[ProviderView, ...]) -> None:
+        if self._leading(term):  # else it waits for the next term's full pass
+            self._reconcile_safely(name, providers)
+
     def _reconcile_safely(self, name: str, providers: tuple[ProviderView, ...]) -> None:
         started = time.perf_counter()
         try:
@@ -504,8 +532,9 @@ class Operator:
         previous = Overlay.from_spec(current["spec"]) if current is not None else remembered
         now = time.time()
         network = network_view(network_obj)
-        judged = self.verdicts.evaluate(network, providers, now=now)
-        self._report_hard_failures(judged)
+        with self._verdict_lock:
+            judged = self.verdicts.evaluate(network, providers, now=now)
+            self._report_hard_failures(judged)
         planned = self._plan(consumer, judged, previous)
         overlay, sharded = planned.overlay, planned.sharded
         if judged.recheck_at is not None and judged.recheck_at > now:

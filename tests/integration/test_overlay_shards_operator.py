@@ -148,6 +148,23 @@ def test_300_providers_are_sharded_and_a_drain_rewrites_one_shard_and_the_index(
     assert shards_of(kube, namespace, "c1")[home]["spec"] == before_home
 
 
+def test_a_batch_of_many_consumers_is_reconciled_at_once_each_by_one_revision(kube, namespace, agn):
+    """Eight consumers of one network, reconciled by the operator's workers at once (the default
+    --reconcile-workers 4): one drain moves each consumer's overlay by exactly one revision, with
+    the provider existing_only everywhere, and no reconcile fails on the shared verdict."""
+    names = [f"p{i:02d}" for i in range(40)]
+    consumers = tuple(f"c{i}" for i in range(8))
+    fleet(kube, namespace, agn, names, consumers)
+    before = {c: overlay(kube, namespace, c)["revision"] for c in consumers}
+    set_drain(kube, namespace, "p07", True)
+    for c in consumers:
+        got = wait_for(lambda c=c: in_state(kube, namespace, c, "p07", "existing_only"), what=f"{c} drained")
+        assert got["revision"] == before[c] + 1
+        assert sum(1 for x in got["candidates"] if x["admission_state"] == "existing_only") == 1
+    log = agn.log("operator")
+    assert "reconcile failed unexpectedly" not in log and "Traceback" not in log
+
+
 def test_a_deleted_consumers_index_and_shards_are_removed(kube, namespace, agn):
     names = [f"p{i:02d}" for i in range(20)]
     fleet(kube, namespace, agn, names, ("c1", "c2"))
@@ -333,6 +350,20 @@ def test_a_bad_shard_count_is_a_clear_startup_error(value):
     )
     assert done.returncode == 2
     assert "--overlay-shards" in done.stderr and value in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "33", "four"])
+def test_a_bad_reconcile_worker_count_is_a_clear_startup_error(value):
+    done = subprocess.run(
+        [sys.executable, "-m", "agn.operator", "--namespace", "ns", "--reconcile-workers", value],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--reconcile-workers" in done.stderr and value in done.stderr
     assert "Traceback" not in done.stderr
 
 
