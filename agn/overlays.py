@@ -13,6 +13,7 @@ times, promptly). A reader that still cannot assemble gets :class:`agn.shards.In
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Iterable
 from typing import Any
 
@@ -91,22 +92,40 @@ class ShardCache:
     def specs(self, index: Spec, names: Iterable[str]) -> dict[str, Spec | None]:
         """The specs of the named shards of ``index`` (None: not found), read when not held at
         the digest the index gives them."""
-        wanted = {str(e.get("name", "")): e.get("digest") for e in index.get("shards") or ()}
-        out: dict[str, Spec | None] = {}
-        for name in names:
-            held = self._held.get(name)
-            if held is None or held.get("digest") != wanted.get(name):
-                self.gets += 1
-                try:
-                    held = self._kube.get(SHARDS, self._namespace, name).get("spec") or None
-                except NotFound:  # also when the RoutingOverlayShard CRD is not installed
-                    held = None
-                if held is None:
-                    self._held.pop(name, None)
-                else:
-                    self._held[name] = held
-            out[name] = held
-        return out
+        names = list(names)
+        self.prefetch([(index, names)])
+        return {name: self._held.get(name) for name in names}
+
+    def prefetch(self, wants: Iterable[tuple[Spec, Iterable[str]]], *, parallel: int = 1) -> None:
+        """Read every named shard not held at the digest its index gives it: ``(index, names)``
+        per index (several consumers' at once), up to ``parallel`` GETs at a time. The GETs run
+        in worker threads; only the calling thread changes what is held."""
+        stale: list[str] = []
+        for index, names in wants:
+            wanted = {str(e.get("name", "")): e.get("digest") for e in index.get("shards") or ()}
+            for name in names:
+                held = self._held.get(name)
+                if (held is None or held.get("digest") != wanted.get(name)) and name not in stale:
+                    stale.append(name)
+        if not stale:
+            return
+        self.gets += len(stale)
+        if parallel > 1 and len(stale) > 1:
+            with concurrent.futures.ThreadPoolExecutor(min(parallel, len(stale)), thread_name_prefix="shard-get") as ex:
+                read = list(ex.map(self._read, stale))
+        else:
+            read = [self._read(name) for name in stale]
+        for name, spec in zip(stale, read, strict=True):
+            if spec is None:
+                self._held.pop(name, None)
+            else:
+                self._held[name] = spec
+
+    def _read(self, name: str) -> Spec | None:
+        try:
+            return self._kube.get(SHARDS, self._namespace, name).get("spec") or None
+        except NotFound:  # also when the RoutingOverlayShard CRD is not installed
+            return None
 
 
 def read_partial(cache: ShardCache, index: Spec, candidate_ids: Iterable[str]) -> Spec:

@@ -94,6 +94,7 @@ class _Pending:
     checked: ShardedIndex
     since: float  # monotonic
     attempts: int = 0
+    busy: bool = False  # an attempt (its GETs) is under way: no second one starts meanwhile
     logged: Any = None  # what was last logged as missing (log again only when it changes)
     reported: Any = None  # what was last put in status.message
 
@@ -228,6 +229,22 @@ class OverlayFollower:
         self._wake.notify_all()
 
     def _attempt(self, pending: _Pending) -> bool:
+        """One try at assembling ``pending`` (:meth:`_try`), unless one is already under way: the
+        watch thread tries a new index at once and the retry thread takes over afterwards, and
+        under load a try (one GET per changed shard) can outlast the first backoff, which would
+        otherwise start a second try reading the same shards again. False while busy."""
+        with self._lock:
+            if pending.busy:
+                return False
+            pending.busy = True
+        try:
+            return self._try(pending)
+        finally:
+            with self._lock:
+                pending.busy = False
+                self._wake.notify_all()
+
+    def _try(self, pending: _Pending) -> bool:
         """One try at assembling ``pending``: fetch the shards not already held at the index's
         digest and parse each one fetched at that digest (both outside the lock: a GET or a
         parse must never hold up a newer index), then, if the index is still the newest one,
@@ -383,9 +400,11 @@ class OverlayFollower:
         delay = capped_backoff(SHARD_RETRY_INITIAL, SHARD_RETRY_MAX)
         while not self._stop.is_set():
             with self._lock:
-                self._wake.wait_for(lambda: self._pending is not None or self._stop.is_set(), timeout=1.0)
+                self._wake.wait_for(
+                    lambda: (self._pending is not None and not self._pending.busy) or self._stop.is_set(), timeout=1.0
+                )
                 pending = self._pending
-                if pending is None:
+                if pending is None or pending.busy:
                     continue
                 # Back off; a newer index or stop cuts the wait short.
                 if not self._still_current(pending, timeout=delay(max(pending.attempts, 1))):

@@ -459,3 +459,35 @@ def test_gateway_bad_index_is_rejected_before_any_shard_get(shard_rig, mutate, p
     drain(status)
     assert table.serving is None and kube.gets == [] and follower.shard_parses == 0
     assert problem in kube.patches[-1][0]["message"]
+
+
+class BlockingShardKube(ShardKube):
+    """A ShardKube whose shard GETs wait until ``release`` is set (a slow API server)."""
+
+    def __init__(self, table: RoutingTable) -> None:
+        super().__init__(table)
+        self.release = threading.Event()
+        self.waiting = threading.Event()
+
+    def get(self, res, namespace, name, *, timeout=None):
+        self.waiting.set()
+        assert self.release.wait(10)
+        return super().get(res, namespace, name, timeout=timeout)
+
+
+def test_gateway_a_slow_try_is_not_doubled_by_the_retry(rig):
+    """Under load one try at an index (a GET per changed shard) can outlast the retry thread's
+    first backoff; a retry meanwhile must not read the same shards a second time."""
+    table, make, _ = rig
+    kube, status, follower = make(kube=BlockingShardKube(rig[0]), pending_report_after=60.0)
+    one = sharded(1, tuple(cand(i) for i in range(12)))
+    kube.shards.update(one.shards)
+    watch = threading.Thread(target=follower.observe, args=({"metadata": {"name": "c1"}, "spec": one.index},))
+    watch.start()
+    assert kube.waiting.wait(5)  # the watch thread's try is inside its first GET
+    assert follower.retry_pending() is False  # busy: nothing read, not done
+    kube.release.set()
+    watch.join(timeout=10)
+    assert table.serving.revision == 1
+    assert sorted(kube.gets) == sorted(one.shards)  # each shard read once
+    assert follower.retry_pending() is True  # nothing pending any more

@@ -32,6 +32,7 @@ from xtask.drain.converge import Agreement, Observation, State, Verdict, evaluat
 
 Notify = Callable[[str, str, dict], None]
 _KINDS = (PROVIDERS, CONSUMERS, OVERLAYS)
+SHARD_READS_AT_ONCE = 8
 
 
 class _Cache:
@@ -162,6 +163,11 @@ class ConvergenceWaiter:
             obj = lookup(PROVIDERS, name)
             provs[name] = provider_view(obj) if obj else None
         ids = sorted({p.candidate_id for p in provs.values() if p is not None})
+        # Every consumer's shard that is not in hand yet is read at once, not one after another.
+        indexes = [o["spec"] for name in self.consumers if (o := lookup(OVERLAYS, name)) and o.get("spec")]
+        self.shards.prefetch(
+            [(i, shards_holding(i, ids)) for i in indexes if is_sharded(i)], parallel=SHARD_READS_AT_ONCE
+        )
         consumers, revisions, overlays = {}, {}, {}
         for name in self.consumers:
             c = lookup(CONSUMERS, name)
