@@ -3,7 +3,10 @@ Events, the server version), kept out of the product's Kubernetes boundary :mod:
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +129,52 @@ def service_account_kubeconfig(kube: Kube, admin_kubeconfig: Path, namespace: st
     }
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+ADMISSION = "admissionregistration.k8s.io/v1"
+
+
+@contextlib.contextmanager
+def denying_updates(
+    kube: Kube,
+    namespace: str,
+    resource: str,
+    *,
+    expression: str = "false",
+    message: str,
+    object_selector: dict | None = None,
+) -> Iterator[str]:
+    """A real ValidatingAdmissionPolicy and its binding: the API server denies every UPDATE of the
+    ``agn.dev`` ``resource`` in ``namespace`` (and matching ``object_selector``, if given) for
+    which ``expression`` is true, saying ``message``. Yields the policy's name; both objects are
+    deleted on the way out. Policies take effect a moment after they are created."""
+    name = f"agn-test-deny-{uuid.uuid4().hex[:8]}"
+    rule = {"apiGroups": [GROUP], "apiVersions": ["*"], "operations": ["UPDATE"], "resources": [resource]}
+    match: dict[str, Any] = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}
+    if object_selector:
+        match["objectSelector"] = object_selector
+    kube.apply(
+        {
+            "apiVersion": ADMISSION,
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": [rule]},
+                "validations": [{"expression": expression, "message": message}],
+            },
+        }
+    )
+    kube.apply(
+        {
+            "apiVersion": ADMISSION,
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {"policyName": name, "validationActions": ["Deny"], "matchResources": match},
+        }
+    )
+    try:
+        yield name
+    finally:
+        kube.delete_cluster_object(ADMISSION, "ValidatingAdmissionPolicyBinding", name)
+        kube.delete_cluster_object(ADMISSION, "ValidatingAdmissionPolicy", name)

@@ -251,14 +251,18 @@ def gateway_events(agn, consumer: str, msg: str) -> list[dict]:
     return [e for e in (json.loads(line) for line in lines if line.startswith("{")) if e["msg"] == msg]
 
 
+def two_providers_and_fillers(agn) -> tuple[Candidate, Candidate, list[Candidate]]:
+    """Two real fake providers' candidates (ranked first and second) and twelve fillers that
+    spread the overlay over every shard; the fillers rank last, so routing never picks them."""
+    p1, p2 = agn.provider("p1"), agn.provider("p2")
+    fillers = [Candidate(f"f-{i:02d}", f"f{i}", f"http://127.0.0.1:9/f{i}", "g", 5, ADMITTED) for i in range(12)]
+    return Candidate("c-1", "p1", p1, "g", 0, ADMITTED), Candidate("c-2", "p2", p2, "g", 1, ADMITTED), fillers
+
+
 def test_sharded_overlay_is_served_only_when_every_shard_is_in_hand(kube, namespace, agn):
     create_consumer(kube, namespace, "c4")
     gateway = agn.gateway("c4")
-    p1, p2 = agn.provider("p1"), agn.provider("p2")
-    # Fillers spread the overlay over every shard; they rank last, so routing never picks them.
-    fillers = [Candidate(f"f-{i:02d}", f"f{i}", f"http://127.0.0.1:9/f{i}", "g", 5, ADMITTED) for i in range(12)]
-    first = Candidate("c-1", "p1", p1, "g", 0, ADMITTED)
-    second = Candidate("c-2", "p2", p2, "g", 1, ADMITTED)
+    first, second, fillers = two_providers_and_fillers(agn)
     one = sharded("c4", 1, [first, second, *fillers])
     assert len(one.shards) > 1 and "candidates" not in one.index
 
@@ -305,10 +309,7 @@ def test_sharded_overlay_is_served_only_when_every_shard_is_in_hand(kube, namesp
 def test_sharded_overlay_with_an_invalid_shard_is_rejected_naming_it(kube, namespace, agn):
     create_consumer(kube, namespace, "c5")
     gateway = agn.gateway("c5")
-    p1, p2 = agn.provider("p1"), agn.provider("p2")
-    fillers = [Candidate(f"f-{i:02d}", f"f{i}", f"http://127.0.0.1:9/f{i}", "g", 5, ADMITTED) for i in range(12)]
-    first = Candidate("c-1", "p1", p1, "g", 0, ADMITTED)
-    second = Candidate("c-2", "p2", p2, "g", 1, ADMITTED)
+    first, second, fillers = two_providers_and_fillers(agn)
     one = sharded("c5", 1, [first, second, *fillers])
     write_shards(kube, namespace, one)
     write_index(kube, namespace, "c5", one)

@@ -25,7 +25,7 @@ from agn.kube import CONSUMERS, OVERLAYS, SHARDS, KubeError, NotFound
 from agn.model import Overlay
 from agn.shards import shard_name, shard_of
 from agnprocs import http_json, wait_for
-from kubetest import can_i
+from kubetest import can_i, denying_updates
 from xtask.envdef import load_env
 from xtask.manifests import render
 
@@ -231,47 +231,6 @@ def test_a_legacy_inline_overlay_is_converted_to_an_index_without_a_new_revision
     assert Overlay.from_spec(whole).revision == index_of(kube, namespace, "c1")["spec"]["revision"]
 
 
-def freeze_index_updates(kube, ns: str) -> str:
-    """A real ValidatingAdmissionPolicy that denies every UPDATE of a RoutingOverlay (the index)
-    in ``ns``: the API server then takes the operator's shard writes and refuses its index write,
-    which is the state an operator killed between the two leaves behind. Returns its name."""
-    name = f"freeze-index-{ns}"
-    kube.apply(
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicy",
-            "metadata": {"name": name},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {
-                            "apiGroups": ["agn.dev"],
-                            "apiVersions": ["*"],
-                            "operations": ["UPDATE"],
-                            "resources": ["routingoverlays"],
-                        }
-                    ]
-                },
-                "validations": [{"expression": "false", "message": "the index is frozen by the test"}],
-            },
-        }
-    )
-    kube.apply(
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": name},
-            "spec": {
-                "policyName": name,
-                "validationActions": ["Deny"],
-                "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}},
-            },
-        }
-    )
-    return name
-
-
 def index_update_denied(kube, ns: str, consumer: str) -> bool:
     try:
         kube.merge_patch(OVERLAYS, ns, consumer, {"metadata": {"labels": {"probe": "x"}}}, dry_run=True)
@@ -298,8 +257,9 @@ def test_operator_killed_between_its_shard_write_and_its_index_write(kube, names
     home = shard_name("c1", shard_of(cand["id"], SHARDS_USED))
     before = rvs(kube, namespace, "c1")
 
-    policy = freeze_index_updates(kube, namespace)
-    try:
+    # A real admission policy takes the operator's shard writes and refuses its index write:
+    # the state an operator killed between the two leaves behind.
+    with denying_updates(kube, namespace, "routingoverlays", message="the index is frozen by the test"):
         wait_for(lambda: index_update_denied(kube, namespace, "c1"), timeout=30, what="the policy in force")
         set_drain(kube, namespace, target, True)
         # The shard holding the provider is rewritten; the index is refused and stays.
@@ -322,9 +282,6 @@ def test_operator_killed_between_its_shard_write_and_its_index_write(kube, names
         assert routes["servingRevision"] == revision
         assert {c["provider"]: c["admission_state"] for c in routes["candidates"]}[target] == "admitted"
         assert len(routes["candidates"]) == len(names)
-    finally:
-        kube.delete_cluster_object("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", policy)
-        kube.delete_cluster_object("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", policy)
 
     wait_for(lambda: not index_update_denied(kube, namespace, "c1"), timeout=30, what="the policy gone")
     agn.operator("--probe-interval", "2", "--probe-timeout", "5", name="operator-2")
@@ -339,31 +296,27 @@ def test_operator_killed_between_its_shard_write_and_its_index_write(kube, names
     assert sorted(after) == sorted(before)
 
 
-@pytest.mark.parametrize("value", ["0", "101", "many"])
-def test_a_bad_shard_count_is_a_clear_startup_error(value):
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--overlay-shards", "0"),
+        ("--overlay-shards", "101"),
+        ("--overlay-shards", "many"),
+        ("--reconcile-workers", "0"),
+        ("--reconcile-workers", "33"),
+        ("--reconcile-workers", "four"),
+    ],
+)
+def test_a_bad_shard_or_worker_count_is_a_clear_startup_error(flag, value):
     done = subprocess.run(
-        [sys.executable, "-m", "agn.operator", "--namespace", "ns", "--overlay-shards", value],
+        [sys.executable, "-m", "agn.operator", "--namespace", "ns", flag, value],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
     assert done.returncode == 2
-    assert "--overlay-shards" in done.stderr and value in done.stderr
-    assert "Traceback" not in done.stderr
-
-
-@pytest.mark.parametrize("value", ["0", "33", "four"])
-def test_a_bad_reconcile_worker_count_is_a_clear_startup_error(value):
-    done = subprocess.run(
-        [sys.executable, "-m", "agn.operator", "--namespace", "ns", "--reconcile-workers", value],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 2
-    assert "--reconcile-workers" in done.stderr and value in done.stderr
+    assert flag in done.stderr and value in done.stderr
     assert "Traceback" not in done.stderr
 
 

@@ -12,6 +12,7 @@ import pytest
 from agn.kube import PROVIDERS, Invalid
 from agnprocs import wait_for
 from drainenv import DrainEnv
+from kubetest import denying_updates
 from xtask.drain.plan import REASON
 
 pytestmark = pytest.mark.integration
@@ -41,48 +42,15 @@ def reject_all_writes(kube, namespace):
 
 def _admission_policy(kube, namespace, *, expression: str):
     token = uuid.uuid4().hex[:8]
-    name = f"agn-test-reject-{token}"
-    kube.apply(
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicy",
-            "metadata": {"name": name},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {
-                            "apiGroups": ["agn.dev"],
-                            "apiVersions": ["*"],
-                            "operations": ["UPDATE"],
-                            "resources": ["inferenceproviders"],
-                        }
-                    ]
-                },
-                "validations": [
-                    {"expression": expression, "message": "writes to this provider are frozen (test admission policy)"}
-                ],
-            },
-        }
-    )
-    kube.apply(
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": name},
-            "spec": {
-                "policyName": name,
-                "validationActions": ["Deny"],
-                "matchResources": {
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                    "objectSelector": {"matchLabels": {"reject-writes": token}},
-                },
-            },
-        }
-    )
-    yield token
-    kube.delete_cluster_object("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", name)
-    kube.delete_cluster_object("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", name)
+    with denying_updates(
+        kube,
+        namespace,
+        "inferenceproviders",
+        expression=expression,
+        message="writes to this provider are frozen (test admission policy)",
+        object_selector={"matchLabels": {"reject-writes": token}},
+    ):
+        yield token
 
 
 def label(env: DrainEnv, provider: str, key: str, value: str) -> None:
