@@ -277,6 +277,10 @@ class Fleet:
             str(a.coalesce_window),
             "--max-batch-wait",
             str(a.max_batch_wait),
+            "--reconcile-workers",
+            str(a.reconcile_workers),
+            "--overlay-shards",
+            str(a.overlay_shards),
         ]
 
     def start_size(self, providers: int, consumers: int) -> None:
@@ -456,7 +460,7 @@ def fmt(value: float | None, spec: str, unit: str = "") -> str:
 def render(rows: list[Row], baselines: dict[int, float], args: argparse.Namespace, started: str) -> Table:
     caption = (
         f"Operator: --probe-interval {args.probe_interval:g} --probe-concurrency {args.probe_concurrency} "
-        f"--coalesce-window {args.coalesce_window:g} --max-batch-wait {args.max_batch_wait:g}, other flags default "
+        f"--coalesce-window {args.coalesce_window:g} --max-batch-wait {args.max_batch_wait:g} --reconcile-workers {args.reconcile_workers} --overlay-shards {args.overlay_shards}, other flags default "
         f"(--probe-timeout 1, leader election on). Network: probeIntervalSeconds {args.network_probe_interval:g}, "
         f"metricsMaxAgeSeconds {args.metrics_max_age}. Fleet: N healthy providers (+{SPARES} spares) served by one "
         f"fake-provider process. Single drain: median of {args.repeat}, vs {args.baseline} providers with the "
@@ -560,8 +564,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the rows and settings as JSON")
     parser.add_argument("--max-batch-wait", type=non_negative, default=1.0, help="operator --max-batch-wait (1.0)")
+    parser.add_argument("--reconcile-workers", type=int, default=4, help="operator --reconcile-workers (4)")
+    parser.add_argument("--overlay-shards", type=int, default=16, help="operator --overlay-shards (16)")
     args = parser.parse_args(argv)
-    for flag in ("baseline", "repeat", "probe_concurrency"):
+    for flag in ("baseline", "repeat", "probe_concurrency", "reconcile_workers", "overlay_shards"):
         if getattr(args, flag) < 1:
             parser.error(f"--{flag.replace('_', '-')}: must be a whole number >= 1, got {getattr(args, flag)}")
     return args
