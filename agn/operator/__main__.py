@@ -123,10 +123,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--reconcile-workers",
         type=_workers,
-        default=4,
+        default=1,
         metavar="N",
         help=f"consumers of one batch reconciled at once, 1-{MAX_RECONCILE_WORKERS}: their overlay writes "
-        "overlap instead of queueing behind each other (default: %(default)s)",
+        "overlap instead of queueing behind each other; worth it only when the API server has CPU to "
+        "spare (default: %(default)s)",
     )
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
     parser.add_argument(

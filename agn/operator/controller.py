@@ -107,9 +107,10 @@ class Settings:
     # no object grows with the fleet past etcd's request limit and a drain rewrites one shard.
     overlay_shards: int = DEFAULT_SHARD_COUNT
     # Consumers of one batch reconciled at once. Planning is cheap (sized by the change); what a
-    # consumer waits for is its writes' round trips, so with one worker the tenth consumer of a
-    # batch waits for nine others' shard and index writes first. 1: one at a time.
-    reconcile_workers: int = 4
+    # consumer waits for is its writes' round trips, which more workers overlap. On an API server
+    # short of CPU (2 cores, measured) overlapping big shard writes only makes them compete, so
+    # the default is one at a time; a larger control plane may gain from a few.
+    reconcile_workers: int = 1
 
     def __post_init__(self) -> None:
         check_shard_count(self.overlay_shards)

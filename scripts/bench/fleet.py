@@ -564,7 +564,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the rows and settings as JSON")
     parser.add_argument("--max-batch-wait", type=non_negative, default=1.0, help="operator --max-batch-wait (1.0)")
-    parser.add_argument("--reconcile-workers", type=int, default=4, help="operator --reconcile-workers (4)")
+    parser.add_argument("--reconcile-workers", type=int, default=1, help="operator --reconcile-workers (1)")
     parser.add_argument("--overlay-shards", type=int, default=16, help="operator --overlay-shards (16)")
     args = parser.parse_args(argv)
     for flag in ("baseline", "repeat", "probe_concurrency", "reconcile_workers", "overlay_shards"):

@@ -149,12 +149,13 @@ def test_300_providers_are_sharded_and_a_drain_rewrites_one_shard_and_the_index(
 
 
 def test_a_batch_of_many_consumers_is_reconciled_at_once_each_by_one_revision(kube, namespace, agn):
-    """Eight consumers of one network, reconciled by the operator's workers at once (the default
-    --reconcile-workers 4): one drain moves each consumer's overlay by exactly one revision, with
-    the provider existing_only everywhere, and no reconcile fails on the shared verdict."""
+    """Eight consumers of one network, reconciled by four of the operator's workers at once
+    (``--reconcile-workers 4``; the default is one at a time): one drain moves each consumer's
+    overlay by exactly one revision, with the provider existing_only everywhere, and no
+    reconcile fails on the shared verdict."""
     names = [f"p{i:02d}" for i in range(40)]
     consumers = tuple(f"c{i}" for i in range(8))
-    fleet(kube, namespace, agn, names, consumers)
+    fleet(kube, namespace, agn, names, consumers, "--reconcile-workers", "4")
     before = {c: overlay(kube, namespace, c)["revision"] for c in consumers}
     set_drain(kube, namespace, "p07", True)
     for c in consumers:
