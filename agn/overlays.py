@@ -29,29 +29,7 @@ def read_overlay(kube: Kube, namespace: str, consumer: str, *, attempts: int = A
     """The consumer's whole overlay spec (candidates included), or None when it has no overlay.
 
     Raises :class:`Incomplete` when its shards do not match its index after ``attempts`` reads."""
-    failure: Incomplete | None = None
-    for _ in range(attempts):
-        try:
-            index = kube.get(OVERLAYS, namespace, consumer).get("spec")
-        except NotFound:
-            return None
-        if not index:
-            return None
-        if not is_sharded(index):
-            return dict(index)
-        shards: dict[str, Spec | None] = {}
-        for entry in index.get("shards") or ():
-            name = str(entry.get("name", ""))
-            try:
-                shards[name] = kube.get(SHARDS, namespace, name).get("spec")
-            except NotFound:
-                shards[name] = None
-        try:
-            return assemble(index, shards)
-        except Incomplete as exc:
-            failure = exc
-    assert failure is not None
-    raise failure
+    return read_partial_retrying(kube, ShardCache(kube, namespace), namespace, consumer, None, None, attempts=attempts)
 
 
 def list_overlays(kube: Kube, namespace: str, *, attempts: int = ATTEMPTS) -> dict[str, Spec | Incomplete]:
@@ -128,14 +106,18 @@ class ShardCache:
             return None
 
 
-def read_partial(cache: ShardCache, index: Spec, candidate_ids: Iterable[str]) -> Spec:
+def read_partial(cache: ShardCache, index: Spec, candidate_ids: Iterable[str] | None) -> Spec:
     """The overlay spec of ``index`` with only the candidates of the shards that would hold
     ``candidate_ids`` (revision and digest are the whole overlay's; an inline index is returned
-    whole). Raises :class:`Incomplete` when one of those shards is missing or not at the index's
-    digest — the other shards are not read, so they cannot hold it up."""
+    whole; None: every shard, the whole overlay). Raises :class:`Incomplete` when one of those
+    shards is missing or not at the index's digest — the other shards are not read, so they
+    cannot hold it up."""
     if not is_sharded(index):
         return dict(index)
-    names = shards_holding(index, candidate_ids)
+    if candidate_ids is None:
+        names = [str(e.get("name", "")) for e in index.get("shards") or ()]
+    else:
+        names = shards_holding(index, candidate_ids)
     return assemble(index, cache.specs(index, names), only=names)
 
 
@@ -144,24 +126,25 @@ def read_partial_retrying(
     cache: ShardCache,
     namespace: str,
     consumer: str,
-    index: Spec,
-    candidate_ids: Iterable[str],
+    index: Spec | None,
+    candidate_ids: Iterable[str] | None,
     *,
     attempts: int = ATTEMPTS,
 ) -> Spec | None:
     """:func:`read_partial`, reading the index again (a few times, promptly) while its shards are
-    not at its digests: a read of both can fall between two of the operator's writes. None when
-    the overlay is gone meanwhile; :class:`Incomplete` when it never matched."""
-    ids = list(candidate_ids)
+    not at its digests: a read of both can fall between two of the operator's writes. ``index``
+    None: read it first. None when the consumer has no overlay (or it is gone meanwhile);
+    :class:`Incomplete` when it never matched."""
+    ids = None if candidate_ids is None else list(candidate_ids)
     failure: Incomplete | None = None
     for attempt in range(attempts):
-        if attempt:
+        if attempt or index is None:
             try:
                 index = kube.get(OVERLAYS, namespace, consumer).get("spec") or {}
             except NotFound:
                 return None
-            if not index:
-                return None
+        if not index:
+            return None
         try:
             return read_partial(cache, index, ids)
         except Incomplete as exc:
