@@ -1,9 +1,12 @@
-"""argparse types shared by the AGN programs (operator, gateway): numbers that must be finite."""
+"""argparse types shared by the AGN programs (operator, gateway): numbers that must be finite,
+and Kubernetes names (checked whole, so a trailing newline or a '/' is refused at start-up)."""
 
 from __future__ import annotations
 
 import argparse
 import math
+
+from agn.names import label_problem, subdomain_problem
 
 
 def finite(value: str) -> float:
@@ -29,3 +32,19 @@ def non_negative(value: str) -> float:
     if number < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return number
+
+
+def namespace_name(value: str) -> str:
+    """A namespace: a DNS-1123 label (``..`` or ``a/b`` would change the request path)."""
+    problem = label_problem(value)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{problem}, got {value!r}")
+    return value
+
+
+def object_name(value: str) -> str:
+    """An object's name (consumer, lease): a DNS-1123 subdomain."""
+    problem = subdomain_problem(value)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{problem}, got {value!r}")
+    return value

@@ -7,6 +7,7 @@ documented code.
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import traceback
@@ -15,6 +16,7 @@ from typing import NoReturn
 import click
 
 from agn.kube import KubeError
+from xtask.cli.output import printable_lines
 from xtask.errors import CommandFailed, ComponentFailed, ExitCode, XtaskError
 
 # Shell completion is keyed by the console script's name, however the CLI was started:
@@ -40,7 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.ClickException as exc:
-        exc.show()
+        # click quotes values without escaping them: its whole message is escaped on the way out.
+        shown = io.StringIO()
+        exc.show(file=shown)
+        sys.stderr.write(printable_lines(shown.getvalue()))
         return ExitCode.USAGE
     except click.exceptions.Abort:
         print("aborted", file=sys.stderr)
@@ -71,17 +76,19 @@ def _library_logging(verbose: bool) -> None:
 
 
 def _report(exc: Exception, *, verbose: bool) -> None:
+    """The error once, on stderr. Messages quote input (names, paths, server answers, log
+    lines): every control character in them is shown escaped, line breaks aside."""
     if verbose:
         traceback.print_exception(exc)
-    print(f"error: {exc}", file=sys.stderr)
+    print(f"error: {printable_lines(str(exc))}", file=sys.stderr)
     if isinstance(exc, ComponentFailed) and exc.log_tail:
         print("--- last lines of its log ---", file=sys.stderr)
-        print(exc.log_tail, file=sys.stderr)
+        print(printable_lines(exc.log_tail), file=sys.stderr)
     if isinstance(exc, CommandFailed) and exc.output:
-        print(exc.output, file=sys.stderr)
+        print(printable_lines(exc.output), file=sys.stderr)
     hint = getattr(exc, "hint", None)
     if hint:
-        print(f"hint: {hint}", file=sys.stderr)
+        print(f"hint: {printable_lines(str(hint))}", file=sys.stderr)
 
 
 def finish(code: int) -> NoReturn:

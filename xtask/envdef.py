@@ -10,20 +10,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import urllib.parse
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from agn import GROUP, VERSION
+from agn.names import is_label
 from agn.shards import DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT
 from agn.yamltext import YamlProblem, parse_yaml, show
 from xtask.errors import EnvDefinitionError
 from xtask.state import REPO_ROOT
 
 ENVS_DIR = Path(os.environ.get("AGN_XTASK_ENVS_DIR") or (REPO_ROOT / "envs"))
-_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,8 +103,10 @@ def available_envs(envs_dir: Path = ENVS_DIR) -> list[str]:
 
 
 def env_path(name: str, envs_dir: Path = ENVS_DIR) -> Path:
-    if not _DNS1123.match(name or ""):
-        raise EnvDefinitionError(f"invalid environment name {name!r}: use lowercase letters, digits and '-'")
+    if not is_label(name):
+        raise EnvDefinitionError(
+            f"invalid environment name {show(name)}: use lowercase letters, digits and '-' (at most 63)"
+        )
     path = envs_dir / f"{name}.yaml"
     if not path.exists():
         known = ", ".join(available_envs(envs_dir)) or "none"
@@ -168,7 +169,7 @@ class _Checker:
         return value
 
     def name(self, value: Any, where: str) -> str:
-        if not isinstance(value, str) or not _DNS1123.match(value) or len(value) > 63:
+        if not is_label(value):
             self.fail(where, f"must be a DNS-1123 label (lowercase letters, digits, '-'), got {show(value)}")
             return ""
         return value

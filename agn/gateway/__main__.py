@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 
-from agn.argtypes import positive
+from agn.argtypes import namespace_name, object_name, positive
 from agn.gateway.follower import OverlayFollower
 from agn.gateway.metrics import GatewayMetrics
 from agn.gateway.server import serve
@@ -33,9 +33,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m agn.gateway", description="Run one AGN consumer gateway.")
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
     parser.add_argument("--context", help="kube context (default: the current one)")
-    parser.add_argument("--namespace", help="namespace of the consumer and its overlay (default: the context's)")
     parser.add_argument(
-        "--consumer", required=True, help="InferenceConsumer name (its RoutingOverlay has the same name)"
+        "--namespace", type=namespace_name, help="namespace of the consumer and its overlay (default: the context's)"
+    )
+    parser.add_argument(
+        "--consumer",
+        type=object_name,
+        required=True,
+        help="InferenceConsumer name (its RoutingOverlay has the same name)",
     )
     parser.add_argument("--port", type=int, default=0, help="port to serve on (0: pick a free one)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (in a pod: 0.0.0.0)")

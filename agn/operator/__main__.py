@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 
-from agn.argtypes import non_negative, positive
+from agn.argtypes import namespace_name, non_negative, object_name, positive
 from agn.kube import ConfigError, Kube
 from agn.logs import JsonLog
 from agn.operator.controller import MAX_RECONCILE_WORKERS, Operator, Settings
@@ -67,7 +67,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m agn.operator", description="Run the AGN operator.")
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
     parser.add_argument("--context", help="kube context (default: the current one)")
-    parser.add_argument("--namespace", required=True, help="namespace to operate in")
+    parser.add_argument("--namespace", type=namespace_name, required=True, help="namespace to operate in")
     parser.add_argument(
         "--probe-interval",
         type=positive,
@@ -146,7 +146,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=True,
         help="hold a coordination.k8s.io Lease before writing (default: on)",
     )
-    election.add_argument("--lease-name", default=DEFAULT_LEASE_NAME, help="Lease name in --namespace")
+    election.add_argument(
+        "--lease-name", type=object_name, default=DEFAULT_LEASE_NAME, help="Lease name in --namespace"
+    )
     election.add_argument(
         "--lease-duration",
         type=_whole_positive,

@@ -1,5 +1,13 @@
 """Terminal output: rich on a terminal, plain lines otherwise (pipes, CI, ``NO_COLOR``).
 
+Every value that comes from outside (flags, files, journals, objects in the cluster, error
+messages) is printed through one of the escaping helpers here: :func:`printable` for plain
+text, :func:`markup_safe` for text handed to rich (``console.print``, table cells, progress
+descriptions). Control characters (ESC, CR, C1, bidi overrides, ...) are shown escaped
+(``\\x1b``), so input cannot move the cursor, recolour or rewrite the terminal; rich markup in
+data (``[/]``, ``[link=...]``) is shown as text, never interpreted. JSON output needs neither:
+``json.dumps`` escapes control characters itself.
+
 rich is imported on first use only: a command that prints JSON or plain lines does not pay
 for it at start-up.
 """
@@ -16,6 +24,27 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
+def printable(value: object) -> str:
+    """``str(value)`` with every character that is not printable shown as its escape (``\\x1b``)."""
+    text = str(value)
+    if text.isprintable():
+        return text
+    # repr() of one character escapes it exactly when it is not printable (e.g. '\x1b', '\u202e').
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def printable_lines(text: str) -> str:
+    """Like :func:`printable`, but keeps line breaks and tabs: for messages of several lines."""
+    return "\n".join("\t".join(printable(part) for part in line.split("\t")) for line in text.split("\n"))
+
+
+def markup_safe(value: object) -> str:
+    """:func:`printable`, with rich markup escaped: a value that rich will show as it is."""
+    from rich.markup import escape
+
+    return escape(printable(value))
+
+
 def fancy() -> bool:
     return sys.stderr.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
@@ -24,7 +53,8 @@ def fancy() -> bool:
 def err_console() -> Console:
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False, no_color=bool(os.environ.get("NO_COLOR")))
+    # emoji=False: ":smile:" in a value is text; highlight=False: values are not recoloured.
+    return Console(stderr=True, highlight=False, emoji=False, no_color=bool(os.environ.get("NO_COLOR")))
 
 
 @functools.cache
@@ -33,16 +63,19 @@ def out_console() -> Console:
 
     # Off a terminal rich would assume 80 columns and squeeze tables; logs and pipes have room.
     return Console(
-        highlight=False, no_color=bool(os.environ.get("NO_COLOR")), width=None if sys.stdout.isatty() else 200
+        highlight=False,
+        emoji=False,
+        no_color=bool(os.environ.get("NO_COLOR")),
+        width=None if sys.stdout.isatty() else 200,
     )
 
 
 def progress(message: str) -> None:
-    """One progress line on stderr (stdout stays clean for results and JSON)."""
+    """One progress line on stderr (stdout stays clean for results and JSON); ``message`` is text, not markup."""
     if fancy():
-        err_console().print(f"[cyan]•[/cyan] {message}")
+        err_console().print(f"[cyan]•[/cyan] {markup_safe(message)}")
     else:
-        print(f"- {message}", file=sys.stderr, flush=True)
+        print(f"- {printable(message)}", file=sys.stderr, flush=True)
 
 
 def emit_json(data: Any) -> None:

@@ -1,4 +1,4 @@
-"""Click parameter types shared by the commands."""
+"""Click parameter types shared by the commands: finite numbers, Kubernetes names, non-empty paths."""
 
 from __future__ import annotations
 
@@ -6,6 +6,9 @@ import math
 from typing import Any
 
 import click
+
+from agn.names import label_problem, subdomain_problem
+from agn.yamltext import show
 
 
 class FiniteFloat(click.FloatRange):
@@ -23,3 +26,31 @@ class FiniteFloat(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number.", param, ctx)
         return super().convert(number, param, ctx)
+
+
+class KubeName(click.ParamType):
+    """A name checked as Kubernetes checks it, before anything is read: a DNS-1123 label
+    (namespaces, env names) or subdomain (object names). Anything else is a usage error (exit 2)
+    naming the value, its control characters escaped: a name becomes a file name or a URL path
+    segment, where ``..``, ``/`` or ``%2F`` would reach something else."""
+
+    def __init__(self, what: str, *, subdomain: bool = False) -> None:
+        self.what = what
+        self.problem = subdomain_problem if subdomain else label_problem
+        self.name = what
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        problem = self.problem(value)
+        if problem:
+            size = f" ({len(value)} characters)" if isinstance(value, str) and len(value) > 60 else ""
+            self.fail(f"{show(value)}{size} is not a valid {self.what}: it {problem}.", param, ctx)
+        return value
+
+
+class NonEmptyPath(click.Path):
+    """A path that must not be empty: ``''`` would mean the current folder to ``Path``."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value:
+            self.fail("an empty path names nothing; give a path.", param, ctx)
+        return super().convert(value, param, ctx)

@@ -38,6 +38,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from agn.names import label_problem, subdomain_problem
+from agn.yamltext import show
 from xtask.drain.plan import OUR_ANNOTATIONS, Change
 from xtask.errors import XtaskError
 
@@ -159,6 +161,20 @@ def _change_from(provider: str, requested: bool, rec: Mapping[str, Any]) -> Chan
     )
 
 
+def _check_namespace(value: str, where: str) -> None:
+    """A journal's namespace goes into request paths: ``..`` would reach another resource."""
+    problem = label_problem(value)
+    if problem:
+        raise ValueError(f"{where} {problem}, got {show(value)}")
+
+
+def _check_provider_name(value: str, where: str) -> None:
+    """A provider name goes into request paths: ``p/status`` would reach a subresource."""
+    problem = subdomain_problem(value)
+    if problem:
+        raise ValueError(f"{where} names provider {show(value)}, which is not a provider name: it {problem}")
+
+
 def header_record(
     *, operation: str, context: str | None, namespace: str, requested: bool, reason: str | None, changes: list[Change]
 ) -> dict[str, Any]:
@@ -209,10 +225,12 @@ def state_from_header(rec: Mapping[str, Any]) -> JournalState:
     for item in plan:
         if not isinstance(item, Mapping) or not isinstance(item.get("provider"), str):
             raise ValueError("every header.plan item needs a provider name")
+        _check_provider_name(item["provider"], "header.plan")
         entries[item["provider"]] = Entry(_change_from(item["provider"], requested, item))
     for key in ("operation", "namespace"):
         if not isinstance(rec.get(key), str) or not rec[key]:
             raise ValueError(f"header.{key} must be a non-empty string")
+    _check_namespace(rec["namespace"], "header.namespace")
     return JournalState(
         operation=rec["operation"],
         context=rec.get("context"),
@@ -282,7 +300,7 @@ def replay(text: str, *, source: str) -> JournalState:
                 state = state_from_header(rec)
             else:
                 apply_record(state, rec)
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, OverflowError) as exc:  # OverflowError: int(1e400)
             raise JournalError(f"{source}: not a drain journal: line {number}: {exc}") from exc
     if state is None:
         raise JournalError(f"{source}: not a drain journal: no complete header line")
@@ -301,6 +319,7 @@ def _legacy_state(obj: Mapping[str, Any], *, source: str) -> JournalState:
         requested = obj["request"] == "drain"
         entries = {}
         for name, e in obj["providers"].items():
+            _check_provider_name(name, "providers")
             if not isinstance(e, Mapping):
                 raise ValueError(f"providers.{name} must be an object")
             entry = Entry(_change_from(name, requested, e))
@@ -310,6 +329,7 @@ def _legacy_state(obj: Mapping[str, Any], *, source: str) -> JournalState:
             entries[name] = entry
         if not isinstance(obj.get("namespace"), str) or not isinstance(obj.get("operation"), str):
             raise ValueError("needs operation and namespace strings")
+        _check_namespace(obj["namespace"], "namespace")
         return JournalState(
             operation=obj["operation"],
             context=obj.get("context"),
@@ -321,7 +341,7 @@ def _legacy_state(obj: Mapping[str, Any], *, source: str) -> JournalState:
             state=str(obj.get("state") or "applying"),
             legacy=True,
         )
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError) as exc:
         raise JournalError(f"{source}: not a drain journal (JSON format of earlier versions): {exc}") from exc
 
 

@@ -19,9 +19,11 @@ from typing import Any, Protocol
 
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube, NotFound
 from agn.model import Overlay
+from agn.names import label_problem
 from agn.objects import consumer_view, name_of, network_view, provider_view
 from agn.overlays import ShardCache, read_overlay, read_partial_retrying
 from agn.shards import Incomplete, is_sharded
+from agn.yamltext import show
 from xtask.drain import fanout
 from xtask.drain.converge import incomplete_reason, targets_problems
 from xtask.drain.events import DrainEvents, outcome_facts, restoration_facts
@@ -33,7 +35,7 @@ from xtask.drain.report import Report, exit_code_for
 from xtask.drain.selection import Selector, select
 from xtask.drain.signals import SignalLatch
 from xtask.drain.waiter import ConvergenceWaiter, read_back
-from xtask.errors import ExitCode, UsageError
+from xtask.errors import ExitCode, RefusedError, UsageError, XtaskError
 
 FIELD_MANAGER = "agn-xtask-provider-drain"
 MAX_CONCURRENCY = 64
@@ -101,6 +103,12 @@ def run_drain(req: DrainRequest, *, reporter: Reporter) -> Report:
     )
     try:
         namespace = req.namespace or kube.namespace
+        problem = label_problem(namespace)
+        if problem:  # --namespace is checked by the CLI; this one comes from the kubeconfig's context
+            raise XtaskError(
+                f"the namespace {show(namespace)} of context {kube.context!r} is not a namespace name: it {problem}",
+                hint="fix the context's namespace, or pass --namespace",
+            )
         # One pool for the dry run, the writes and any restoration, sized like the HTTP pool.
         with cf.ThreadPoolExecutor(max_workers=req.concurrency, thread_name_prefix="drain") as pool:
             run = _DrainRun(req, kube, namespace, reporter, pool)
@@ -212,7 +220,12 @@ class _DrainRun:
         req, report = self.req, self.report
         # The targets are read while the providers are listed: two round trips become one.
         targets = self.pool.submit(_read_targets, self.kube, self.namespace, req) if req.network else None
-        selected = select(self._read_candidates(req.selector), req.selector, namespace=self.namespace)
+        try:
+            selected = select(self._read_candidates(req.selector), req.selector, namespace=self.namespace)
+        except RefusedError as exc:
+            # A report like any other refusal (``--output json`` prints it), exit 3.
+            report.refused = [str(exc) + (f" ({exc.hint})" if exc.hint else "")]
+            return [], self.finish("refused before writing: " + report.refused[0])
         self.events.know(selected)
         report.selection = [p["metadata"]["name"] for p in selected]
         self.reporter.line(

@@ -30,7 +30,7 @@ from xtask.procs import CmdRunner, RealCmdRunner
 from xtask.runtime.kubeconfig import read as read_kubeconfig
 from xtask.runtime.select import kind_problems
 from xtask.runtime.steps import Progress, Step, UpContext, install_crds_step, readiness_step, run_steps
-from xtask.state import REPO_ROOT, EnvRecord, env_dir
+from xtask.state import REPO_ROOT, EnvRecord, remove_env_dir
 
 RUNTIME = "kind"
 FIELD_MANAGER = "agn-xtask-env"
@@ -144,7 +144,7 @@ class KindEnv:
             self.runner.run(
                 ["kind", "delete", "cluster", "--name", self.env, "--kubeconfig", str(ctx.kubeconfig)], timeout=300
             )
-            shutil.rmtree(env_dir(self.env), ignore_errors=True)
+            remove_env_dir(self.env)
 
         def write_context(ctx: UpContext) -> None:
             self.runner.run(
@@ -227,7 +227,10 @@ class KindEnv:
             errors.append(f"{exc}: {exc.output.strip()}" if exc.output.strip() else str(exc))
         if not errors:
             # Keep the record while the cluster may still exist, so `env down` can be retried.
-            shutil.rmtree(env_dir(self.env), ignore_errors=True)
+            try:
+                remove_env_dir(self.env)
+            except XtaskError as exc:  # not the env's own folder, or not all removed: says which
+                errors.append(str(exc))
         return {"stopped": stopped, "errors": errors, "was_up": record is not None or existed}
 
     # -- inspection -------------------------------------------------------------------------

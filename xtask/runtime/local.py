@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -34,7 +33,7 @@ from xtask.runtime.steps import (
     readiness_step,
     run_steps,
 )
-from xtask.state import REPO_ROOT, EnvRecord, env_dir
+from xtask.state import REPO_ROOT, EnvRecord, claim_env_dir, env_dir, remove_env_dir
 
 RUNTIME = "local"
 FIELD_MANAGER = "agn-xtask-env"
@@ -128,6 +127,7 @@ class LocalEnv:
         return ctx.summary()
 
     def _start_control_plane(self, ctx: UpContext, cp: ControlPlane) -> None:
+        claim_env_dir(self.env)  # the folder and its marker first: only a marked folder is ever removed
         ctx.started.extend(cp.start())
         EnvRecord(self.env, RUNTIME, ctx.context, str(ctx.kubeconfig), ctx.envdef.namespace).save()
         self._server_file.write_text(cp.server)
@@ -139,7 +139,7 @@ class LocalEnv:
             try:
                 kubeconfig.remove_context(ctx.kubeconfig, ctx.context)
             finally:
-                shutil.rmtree(self.dir, ignore_errors=True)
+                remove_env_dir(self.env)
 
     def _connect(self, ctx: UpContext, cp: ControlPlane) -> None:
         kubeconfig.add_context(
@@ -262,8 +262,10 @@ class LocalEnv:
             errors.append(str(exc))
         except OSError as exc:
             errors.append(f"kubeconfig {kubeconfig_file}: {exc}")
-        if self.dir.exists():
-            shutil.rmtree(self.dir, ignore_errors=True)
+        try:
+            remove_env_dir(self.env)
+        except XtaskError as exc:  # not the env's own folder, or not all removed: says which
+            errors.append(str(exc))
         return {"stopped": stopped, "errors": errors, "was_up": record is not None or bool(recs)}
 
     # -- inspection ---------------------------------------------------------------------------

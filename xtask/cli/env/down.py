@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 
 from xtask.cli.env.options import env_option, output_option
-from xtask.cli.output import emit_json, out_console, progress
+from xtask.cli.output import emit_json, markup_safe, out_console, progress
 from xtask.errors import XtaskError
-from xtask.state import EnvRecord
+from xtask.state import EnvRecord, require_own_env_dir
 
 
 @click.command()
@@ -15,6 +15,8 @@ from xtask.state import EnvRecord
 @output_option
 def down(env_name: str, output: str) -> None:
     """Tear an environment down: stop every process it started (by pid), remove its context and state."""
+    # A folder that is not this env's own is refused before any process is stopped or file removed.
+    require_own_env_dir(env_name)
     record = EnvRecord.load(env_name)
     if record is not None and record.runtime == "kind":
         from xtask.runtime.kind import KindEnv
@@ -28,10 +30,9 @@ def down(env_name: str, output: str) -> None:
     if output == "json":
         emit_json(result)
     elif result["was_up"]:
-        out_console().print(
-            f"environment [bold]{env_name}[/bold] is down (stopped: {', '.join(result['stopped']) or 'nothing running'})"
-        )
+        stopped = markup_safe(", ".join(result["stopped"]) or "nothing running")
+        out_console().print(f"environment [bold]{markup_safe(env_name)}[/bold] is down (stopped: {stopped})")
     else:
-        out_console().print(f"environment [bold]{env_name}[/bold] was not up; nothing to do")
+        out_console().print(f"environment [bold]{markup_safe(env_name)}[/bold] was not up; nothing to do")
     if result["errors"]:
         raise XtaskError("teardown finished with errors: " + "; ".join(result["errors"]))

@@ -1,5 +1,6 @@
 """The live rich view of a drain run on a terminal: a progress bar for the writes, a spinner
-for the wait, and final tables. Imported only when stdout is a terminal."""
+for the wait, and final tables. Imported only when stdout is a terminal. Values (names,
+errors, states) reach rich only through :func:`markup_safe` (``e``): text, never markup."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from xtask.cli.env.drain_view import PlainReporter, idle_line
+from xtask.cli.output import markup_safe as e
 from xtask.drain.report import Report
 
 
@@ -38,9 +40,9 @@ class RichReporter(PlainReporter):
                 transient=False,
             )
             self.progress.start()
-            self.task = self.progress.add_task(text, total=None)
+            self.task = self.progress.add_task(e(text), total=None)
             return
-        self.console.print(text)
+        self.console.print(e(text))
 
     def _stop_progress(self) -> None:
         if self.progress is not None:
@@ -54,7 +56,7 @@ class RichReporter(PlainReporter):
                 "[dim]already in requested state[/dim]" if details["alreadyInState"] else "[yellow]will change[/yellow]"
             )
             self.console.print(
-                f"  {provider}: drain {str(details['current']).lower()} -> {str(details['requested']).lower()}  {mark}"
+                f"  {e(provider)}: drain {str(details['current']).lower()} -> {str(details['requested']).lower()}  {mark}"
             )
         elif kind == "write-started":
             if self.progress is None:
@@ -73,17 +75,17 @@ class RichReporter(PlainReporter):
             self.in_flight -= 1
             if details["outcome"] == "failed":
                 self.failed += 1
-                self.console.print(f"  [red]{provider}: failed[/red]: {details.get('error')}")
+                self.console.print(f"  [red]{e(provider)}: failed[/red]: {e(details.get('error'))}")
             if self.progress is not None:
                 self.progress.advance(self.task)
             self._update()
         elif kind == "observation" and self.progress is not None:
             lag = "; ".join(details["lagging"]) or "all targets agree (confirmed by a second, fresh observation)"
-            self.progress.update(self.task, description=f"{details['state']}: {lag}"[:150])
+            self.progress.update(self.task, description=e(f"{details['state']}: {lag}"[:150]))
         elif kind == "idle-tick" and self.progress is not None:
             # Every provider's last reading and its age, refreshed about once a second.
             text = "; ".join(idle_line(p) for p in details["providers"])
-            self.progress.update(self.task, description=text[:200])
+            self.progress.update(self.task, description=e(text[:200]))
         elif kind in ("dry-run", "restored"):
             self._stop_progress()
             super().event(kind, provider, details)
@@ -102,7 +104,7 @@ def render_final(report: Report, console: Console) -> None:
         for col in ("provider", "outcome", "detail"):
             table.add_column(col)
         for o in report.outcomes:
-            table.add_row(o["provider"], o["outcome"], o.get("error") or o.get("note") or "")
+            table.add_row(e(o["provider"]), e(o["outcome"]), e(o.get("error") or o.get("note") or ""))
         console.print(table)
     if report.convergence and report.convergence.get("consumers"):
         states: dict[tuple[str, str], str] = {}
@@ -110,28 +112,28 @@ def render_final(report: Report, console: Console) -> None:
             states[(p["consumer"], p["provider"])] = p["state"] + (f" ({p['detail']})" if p.get("detail") else "")
         table = Table(title="consumers", title_justify="left")
         for col in ("consumer", "overlay", "accepted", "serving", *report.selection):
-            table.add_column(col)
+            table.add_column(e(col))
         for c in report.convergence["consumers"]:
             table.add_row(
-                c["consumer"],
-                str(c["overlayRevision"]),
-                str(c["acceptedRevision"]),
-                str(c["servingRevision"]),
-                *(states.get((c["consumer"], name), "-") for name in report.selection),
+                e(c["consumer"]),
+                e(c["overlayRevision"]),
+                e(c["acceptedRevision"]),
+                e(c["servingRevision"]),
+                *(e(states.get((c["consumer"], name), "-")) for name in report.selection),
             )
         console.print(table)
     if report.idle and report.idle.get("providers"):
-        table = Table(title=f"idle ({report.idle['state']})", title_justify="left")
+        table = Table(title=f"idle ({e(report.idle['state'])})", title_justify="left")
         for col in ("provider", "state", "running", "waiting", "read", "detail"):
             table.add_column(col)
         for p in report.idle["providers"]:
             reading = p.get("lastReading") or {}
             table.add_row(
-                p["provider"],
-                p["state"],
-                str(reading.get("running", "-")),
-                str(reading.get("waiting", "-")),
+                e(p["provider"]),
+                e(p["state"]),
+                e(reading.get("running", "-")),
+                e(reading.get("waiting", "-")),
                 f"{p['ageSeconds']:.1f}s ago" if p.get("ageSeconds") is not None else "-",
-                p["detail"],
+                e(p["detail"]),
             )
         console.print(table)

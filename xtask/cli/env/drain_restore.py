@@ -9,7 +9,8 @@ from pathlib import Path
 import click
 
 from agn.kube import Kube
-from xtask.cli.output import emit_json
+from xtask.cli.output import emit_json, printable
+from xtask.cli.params import NonEmptyPath
 from xtask.drain import fanout
 from xtask.drain.events import DrainEvents, restoration_facts
 from xtask.drain.journal import Journal, read_journal
@@ -24,7 +25,7 @@ from xtask.reports import DRAIN_RESTORE, envelope, exit_status
 @click.option("--context", help="Kube context (default: the one recorded in the journal).")
 @click.option(
     "--kubeconfig",
-    type=click.Path(dir_okay=False),
+    type=NonEmptyPath(dir_okay=False),
     help="Kubeconfig file, alone (default: every file of $KUBECONFIG merged as kubectl does, else ~/.kube/config).",
 )
 @click.option(
@@ -69,7 +70,7 @@ def drain_restore(journal_path: Path, context, kubeconfig, dry_run: bool, concur
         operation=state.operation,
         actor=actor(),
         reason=state.reason,
-        warn=lambda text: print(text, file=sys.stderr, flush=True),
+        warn=lambda text: print(printable(text), file=sys.stderr, flush=True),
         workers=concurrency,  # after the restoration, on its idle connections
     )
     try:
@@ -121,7 +122,7 @@ def drain_restore(journal_path: Path, context, kubeconfig, dry_run: bool, concur
         )
     else:
         for r in results:
-            print(f"  {r.provider}: {r.outcome}{': ' + r.error if r.error else ''}")
+            print(printable(f"  {r.provider}: {r.outcome}{': ' + r.error if r.error else ''}"))
         if not results:
             print("nothing to restore")
         elif dry_run:

@@ -1,5 +1,6 @@
 """Rendering a drain run as plain lines: off a terminal, with ``NO_COLOR``, and as the
-progress stream of ``--output json``. The live rich view is :mod:`xtask.cli.env.drain_live`,
+progress stream of ``--output json``. Every line goes through :func:`printable` (names and
+errors are data). The live rich view is :mod:`xtask.cli.env.drain_live`,
 imported only on a terminal (rich costs start-up time a runbook should not pay).
 """
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
+from xtask.cli.output import printable
 from xtask.drain.report import Report
 
 
@@ -17,7 +19,7 @@ class PlainReporter:
         self.stream = stream
 
     def line(self, text: str) -> None:
-        print(text, file=self.stream, flush=True)
+        print(printable(text), file=self.stream, flush=True)
 
     def close(self) -> None:
         """Nothing to tear down for plain lines (the live view stops its progress display)."""
@@ -51,18 +53,20 @@ def idle_line(p: dict) -> str:
 
 
 def plain_final(report: Report, stream: TextIO) -> None:
+    def say(text: str) -> None:
+        print(printable(text), file=stream)
+
     for r in report.refused:
-        print(f"  refused: {r}", file=stream)
+        say(f"  refused: {r}")
     if report.convergence:
         for c in report.convergence.get("consumers", []):
-            print(
+            say(
                 f"  consumer {c['consumer']}: overlay revision {c['overlayRevision']}, accepted {c['acceptedRevision']}, "
-                f"serving {c['servingRevision']}",
-                file=stream,
+                f"serving {c['servingRevision']}"
             )
         for p in report.convergence.get("providers", []):
             extra = f" ({p['detail']})" if p.get("detail") else ""
-            print(f"  {p['consumer']}/{p['provider']}: {p['state']}{extra}", file=stream)
+            say(f"  {p['consumer']}/{p['provider']}: {p['state']}{extra}")
     if report.idle:
         for p in report.idle.get("providers", []):
-            print(f"  idle {idle_line(p)}", file=stream)
+            say(f"  idle {idle_line(p)}")

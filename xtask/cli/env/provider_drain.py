@@ -9,8 +9,9 @@ from pathlib import Path
 import click
 
 from xtask.cli.env.drain_view import PlainReporter, plain_final
-from xtask.cli.output import emit_json, fancy, out_console
-from xtask.cli.params import FiniteFloat
+from xtask.cli.env.options import namespace_type, object_name_type
+from xtask.cli.output import emit_json, fancy, out_console, printable
+from xtask.cli.params import FiniteFloat, NonEmptyPath
 from xtask.drain.journal import journal_dir as default_journal_dir
 from xtask.drain.preflight import usable_journal_dir
 from xtask.drain.run import DEFAULT_IDLE_TIMEOUT, MAX_CONCURRENCY, DrainRequest, run_drain
@@ -28,10 +29,12 @@ EPILOG = exit_codes_epilog()
 )
 @click.option(
     "--kubeconfig",
-    type=click.Path(dir_okay=False),
+    type=NonEmptyPath(dir_okay=False),
     help="Kubeconfig file, alone (default: every file of $KUBECONFIG merged as kubectl does, else ~/.kube/config).",
 )
-@click.option("--provider", metavar="NAME", help="Select one InferenceProvider by name.")
+@click.option(
+    "--provider", type=object_name_type("provider"), metavar="NAME", help="Select one InferenceProvider by name."
+)
 @click.option(
     "--gateway", metavar="GW", help="Select every InferenceProvider whose spec.providerGateway equals this, exactly."
 )
@@ -41,15 +44,23 @@ EPILOG = exit_codes_epilog()
     is_flag=True,
     help="Print the selection and plan, check each patch with a server-side dry run; write nothing.",
 )
-@click.option("--network", metavar="NET", help="Network of the consumers to wait for (with --consumer).")
+@click.option(
+    "--network",
+    type=object_name_type("network"),
+    metavar="NET",
+    help="Network of the consumers to wait for (with --consumer).",
+)
 @click.option(
     "--consumer",
     "consumers",
+    type=object_name_type("consumer"),
     metavar="NAME",
     multiple=True,
     help="Consumer that must serve the change (repeatable; with --network).",
 )
-@click.option("--namespace", "-n", metavar="NS", help="Namespace (default: the context's namespace).")
+@click.option(
+    "--namespace", "-n", type=namespace_type, metavar="NS", help="Namespace (default: the context's namespace)."
+)
 @click.option(
     "--concurrency",
     type=int,
@@ -92,7 +103,7 @@ EPILOG = exit_codes_epilog()
 )
 @click.option(
     "--journal-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=NonEmptyPath(file_okay=False, path_type=Path),
     help="Where to write the operation journal (default: $AGN_XTASK_JOURNAL_DIR or ~/.local/state/agn-xtask/journal).",
 )
 @click.option(
@@ -176,9 +187,10 @@ def provider_drain(
         else:
             plain_final(report, sys.stdout)
         if report.journal and report.exit_code not in (ExitCode.OK,):
-            print(f"journal: {report.journal}", file=sys.stdout)
+            print(printable(f"journal: {report.journal}"), file=sys.stdout)
         print(
-            ("ok: " if report.exit_code == ExitCode.OK else f"exit {int(report.exit_code)}: ") + report.summary,
+            ("ok: " if report.exit_code == ExitCode.OK else f"exit {int(report.exit_code)}: ")
+            + printable(report.summary),
             flush=True,
         )
     sys.stdout.flush()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 import yaml
 
-from xtask.cli.env.options import env_option
+from xtask.cli.env.options import env_option, namespace_type
 from xtask.crds import crd_documents
 from xtask.envdef import load_env
 from xtask.manifests import IMAGE, render
@@ -24,7 +24,7 @@ from xtask.manifests import IMAGE, render
     show_default=True,
     help="Runtime whose manifests to render (only kind deploys manifests; local runs processes).",
 )
-@click.option("--namespace", default=None, metavar="NS", help="Override the env's namespace.")
+@click.option("--namespace", type=namespace_type, default=None, metavar="NS", help="Override the env's namespace.")
 @click.option("--image", default=IMAGE, show_default=True, help="Image for the operator, gateways and fake providers.")
 @click.option("--crds/--no-crds", default=True, show_default=True, help="Include the AGN CRDs first.")
 def render_cmd(env_name: str, runtime: str, namespace: str | None, image: str, crds: bool) -> None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import click
+from rich.console import Console
 from rich.table import Table
 
 from xtask.cli.env.options import env_option, output_option
-from xtask.cli.output import emit_json, out_console
+from xtask.cli.output import emit_json, markup_safe, out_console
 from xtask.envstatus import agn_objects
 from xtask.reports import ENV_STATUS, envelope
 from xtask.state import EnvRecord
@@ -69,32 +70,39 @@ def status(env_name: str, output: str) -> None:
     if output == "json":
         emit_json(envelope(ENV_STATUS, data))
         return
-    con = out_console()
+    render_table(data, out_console())
+
+
+def render_table(data: dict, con: Console) -> None:
+    """``env status`` for people. Every value is data (from env.json, pid files, the cluster):
+    shown through :func:`markup_safe`, never as markup or raw control characters."""
+    e = markup_safe
+    env = e(data["env"])
     if data["state"] == "down":
-        con.print(f"environment [bold]{env_name}[/bold] is down (run `python -m xtask env up --env {env_name}`)")
+        con.print(f"environment [bold]{env}[/bold] is down (run `python -m xtask env up --env {env}`)")
         return
     color = "green" if data["state"] == "up" else "yellow"
     con.print(
-        f"environment [bold]{env_name}[/bold]: [{color}]{data['state']}[/{color}]  runtime={data['runtime']}  "
-        f"context={data['context']}  namespace={data['namespace']}"
+        f"environment [bold]{env}[/bold]: [{color}]{data['state']}[/{color}]  runtime={e(data['runtime'])}  "
+        f"context={e(data['context'])}  namespace={e(data['namespace'])}"
     )
-    con.print(f"kubeconfig: {data['kubeconfig']}")
+    con.print(f"kubeconfig: {e(data['kubeconfig'])}")
     comps = Table(title="components", title_justify="left")
     for col in ("name", "pid", "running", "healthy", "address", "metrics", "detail"):
         comps.add_column(col)
     for c in data["components"]:
         comps.add_row(
-            c["name"],
-            str(c.get("pid") or "-"),
+            e(c["name"]),
+            e(c.get("pid") or "-"),
             _yes(c["running"]),
             _yes(c["healthy"]),
-            c.get("address", ""),
-            c.get("metricsUrl", ""),
-            "" if c["healthy"] else c.get("detail", ""),
+            e(c.get("address", "")),
+            e(c.get("metricsUrl", "")),
+            "" if c["healthy"] else e(c.get("detail", "")),
         )
     con.print(comps)
     if data.get("error"):
-        con.print(f"[red]cannot read AGN objects:[/red] {data['error']}")
+        con.print(f"[red]cannot read AGN objects:[/red] {e(data['error'])}")
         return
     objs = data["objects"]
     provs = Table(title="providers", title_justify="left")
@@ -103,31 +111,31 @@ def status(env_name: str, output: str) -> None:
     for p in objs["providers"]:
         drain = str(p["drain"]).lower() + (f" ({p['drainReason']})" if p["drain"] and p.get("drainReason") else "")
         provs.add_row(
-            p["name"],
-            p["providerGateway"] or "-",
-            drain,
-            p["available"],
-            p["selectionGroup"] or "-",
-            str(p["rank"]),
-            p["endpoint"] or "",
+            e(p["name"]),
+            e(p["providerGateway"] or "-"),
+            e(drain),
+            e(p["available"]),
+            e(p["selectionGroup"] or "-"),
+            e(p["rank"]),
+            e(p["endpoint"] or ""),
         )
     con.print(provs)
     names = [p["name"] for p in objs["providers"]]
     cons = Table(title="consumers (admission state per provider)", title_justify="left")
     for col in ("consumer", "overlay", "accepted", "serving", *names):
-        cons.add_column(col)
+        cons.add_column(e(col))
     for c in objs["consumers"]:
         cons.add_row(
-            c["name"],
+            e(c["name"]),
             _rev(c["overlayRevision"]) + (" (assembling)" if c.get("overlayPending") else ""),
             _rev(c["acceptedRevision"]),
             _rev(c["servingRevision"]),
-            *(c["candidates"].get(n, "-") for n in names),
+            *(e(c["candidates"].get(n, "-")) for n in names),
         )
     con.print(cons)
     for c in objs["consumers"]:
         if c.get("overlayPending"):
-            con.print(f"[yellow]consumer {c['name']}:[/yellow] {c['overlayPending']}")
+            con.print(f"[yellow]consumer {e(c['name'])}:[/yellow] {e(c['overlayPending'])}")
 
 
 def _yes(value: bool) -> str:

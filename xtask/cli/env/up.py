@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from xtask.cli.env.options import env_option, output_option
-from xtask.cli.output import emit_json, out_console, progress
+from xtask.cli.output import emit_json, markup_safe, out_console, progress
 from xtask.cli.params import FiniteFloat
 from xtask.envdef import load_env
 from xtask.reports import ENV_UP, envelope
@@ -51,15 +51,16 @@ def up(env_name: str, runtime: str, retain: bool, timeout: float, output: str) -
         emit_json(envelope(ENV_UP, result))
         return
     con = out_console()
-    started = result["started"]
+    e = markup_safe  # names and paths are data: shown as text, never as markup
+    env, started = e(env_name), result["started"]
     if started:
-        con.print(f"environment [bold]{env_name}[/bold] is up on the {chosen} runtime (started: {', '.join(started)})")
+        con.print(f"environment [bold]{env}[/bold] is up on the {chosen} runtime (started: {e(', '.join(started))})")
     else:
-        con.print(f"environment [bold]{env_name}[/bold] was already up on the {chosen} runtime; nothing started")
-    con.print(f"  context:    {result['context']}  (kubeconfig {result['kubeconfig']})")
-    con.print(f"  namespace:  {envdef.namespace}")
+        con.print(f"environment [bold]{env}[/bold] was already up on the {chosen} runtime; nothing started")
+    con.print(f"  context:    {e(result['context'])}  (kubeconfig {e(result['kubeconfig'])})")
+    con.print(f"  namespace:  {e(envdef.namespace)}")
     for consumer, revision in sorted(result.get("served", {}).items()):
-        con.print(f"  {consumer}: serving overlay revision {revision}")
+        con.print(f"  {e(consumer)}: serving overlay revision {e(revision)}")
     for line in result.get("excluded", []):
-        con.print(f"  [yellow]kept out by a hard failure[/yellow]: {line}")
-    con.print(f"next: python -m xtask env status --env {env_name}")
+        con.print(f"  [yellow]kept out by a hard failure[/yellow]: {e(line)}")
+    con.print(f"next: python -m xtask env status --env {env}")
