@@ -241,7 +241,32 @@ ROWS: dict[str, Row] = {
     "concurrency-word": usage("--concurrency", "many", "'many' is not a valid integer"),
     "no-selection": Row(DRAIN, 2, "exactly one of --provider or --gateway is required"),
     "both-selections": Row((*P1, "--gateway", "gw-a"), 2, "exactly one of --provider or --gateway is required"),
-    "empty-provider": Row((*DRAIN, "--provider", ""), 2, "--provider/--gateway needs a non-empty value"),
+    "empty-provider": Row(
+        (*DRAIN, "--provider", ""), 2, "Invalid value for '--provider': '' is not a valid provider name"
+    ),
+    "empty-gateway": Row((*DRAIN, "--gateway", ""), 2, "--provider/--gateway needs a non-empty value"),
+    # -- names: what is not a Kubernetes name is a usage error, before any file or API access ----------------
+    "drain-namespace-dot": Row(
+        (*P1, "--namespace", "."), 2, "Invalid value for '--namespace' / '-n': '.' is not a valid"
+    ),
+    "drain-namespace-newline": Row((*P1, "--namespace", "{ns}\n"), 2, "'{ns}\\n' is not a valid namespace"),
+    "drain-provider-escaped-slash": Row(
+        (*DRAIN, "--provider", "p-one%2Fstatus"), 2, "'p-one%2Fstatus' is not a valid provider name"
+    ),
+    "drain-provider-subresource": Row((*DRAIN, "--provider", "p-one/status"), 2, "'p-one/status' is not a valid"),
+    "drain-consumer-dot-dot": Row((*P1, "--network", "net", "--consumer", ".."), 2, "'..' is not a valid consumer"),
+    "render-bad-namespace": Row(("env", "render", "--namespace", "Bad_NS"), 2, "'Bad_NS' is not a valid namespace"),
+    "status-env-traversal": Row(("env", "status", "--env", "../x"), 2, "'../x' is not a valid environment name"),
+    "down-env-dot": Row(("env", "down", "--env", "."), 2, "'.' is not a valid environment name"),
+    "down-env-empty": Row(("env", "down", "--env", ""), 2, "'' is not a valid environment name"),
+    "down-env-too-long": Row(("env", "down", "--env", "x" * 300), 2, "(300 characters) is not a valid environment"),
+    "status-home-is-a-file": Row(
+        ("env", "status"),
+        1,
+        "cannot use {tmp}/f as the xtask state folder (AGN_XTASK_HOME): it is not a folder",
+        files={"f": "x"},
+        env={"AGN_XTASK_HOME": "{tmp}/f"},
+    ),
     "network-without-consumer": Row((*P1, "--network", "net"), 2, "--network and --consumer go together"),
     "consumer-without-network": Row((*P1, "--consumer", "c-a"), 2, "--network and --consumer go together"),
     "reason-on-undrain": Row((*P1, "--undrain", "--reason", "x"), 2, "--reason records why a provider is drained"),
@@ -547,7 +572,14 @@ ROWS: dict[str, Row] = {
     "env-file-is-a-folder": Row(
         UP, 1, "{tmp}/envs/example.yaml: cannot read it: Is a directory", env=ENVS, files={"envs/example.yaml/keep": ""}
     ),
-    "env-bad-name-flag": Row(("env", "up", "--env", "Bad_Name"), 1, "invalid environment name 'Bad_Name'"),
+    "env-bad-name-flag": Row(("env", "up", "--env", "Bad_Name"), 2, "'Bad_Name' is not a valid environment name"),
+    "env-namespace-newline": Row(
+        UP,
+        1,
+        "namespace: must be a DNS-1123 label (lowercase letters, digits, '-'), got 'agn-example\\n'",
+        env=ENVS,
+        files={"envs/example.yaml": example_env(lambda d: d.update(namespace="agn-example\n"))},
+    ),
     # -- journals for drain-restore: exit 1, the journal named and unchanged ----------------------------------
     "journal-json-list": Row(
         RESTORE,
@@ -595,6 +627,24 @@ ROWS: dict[str, Row] = {
         1,
         "line 1: header.namespace must be a non-empty string",
         files={"j.jsonl": journal(header={"namespace": 5})},
+    ),
+    "journal-namespace-dot-dot": Row(
+        RESTORE,
+        1,
+        "line 1: header.namespace must be a DNS-1123 label",
+        files={"j.jsonl": journal(ns="..")},
+    ),
+    "journal-provider-subresource": Row(
+        RESTORE,
+        1,
+        "line 1: header.plan names provider 'p-one/status', which is not a provider name",
+        files={"j.jsonl": journal(header={"plan": [{"provider": "p-one/status", "generation": 1}]})},
+    ),
+    "journal-generation-infinite": Row(
+        RESTORE,
+        1,
+        "line 1: cannot convert float infinity to integer",
+        files={"j.jsonl": journal(header={"plan": [{"provider": "p-one", "generation": float("inf")}]})},
     ),
     "journal-request-unknown": Row(
         RESTORE,
