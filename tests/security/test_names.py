@@ -287,3 +287,17 @@ def test_an_unknown_provider_with_json_output_prints_the_refusal_report(world: s
     assert report["exit"] == {"code": 3, "name": "refused"}
     assert report["refused"] == [f"provider 'nope' not found in namespace {world}"]
     assert report["selection"] == [] and report["outcomes"] == []
+
+
+def test_env_up_refuses_a_state_folder_that_is_not_its_own(home: Path):
+    foreign = home / "state" / "envs" / "example"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("not xtask's")
+    # Refused before the kubeconfig is read (were it read, this garbage would stop the run).
+    (home / "kubeconfig").write_text("apiVersion: v1\nclusters: [\n")
+    before = files(home)
+    proc = Cli(home)("env", "up", "--runtime", "local", "--env", "example")
+    output = clean(proc)
+    assert proc.returncode == 3, output
+    assert f"{foreign} is not the state folder of environment 'example'" in output
+    assert files(home) == before

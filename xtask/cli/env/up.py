@@ -10,7 +10,7 @@ from xtask.cli.params import FiniteFloat
 from xtask.envdef import load_env
 from xtask.reports import ENV_UP, envelope
 from xtask.runtime.select import choose_runtime
-from xtask.state import EnvRecord
+from xtask.state import EnvRecord, require_own_env_dir
 
 
 @click.command()
@@ -36,6 +36,7 @@ from xtask.state import EnvRecord
 def up(env_name: str, runtime: str, retain: bool, timeout: float, output: str) -> None:
     """Bring up an environment (idempotent: repairs dead parts, starts nothing twice)."""
     envdef = load_env(env_name)
+    require_own_env_dir(env_name)  # a folder in its place that is not the env's own: refused, left alone
     record = EnvRecord.load(env_name)
     chosen = choose_runtime(runtime, recorded=record.runtime if record else None)
     if chosen == "kind":
