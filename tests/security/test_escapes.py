@@ -211,3 +211,78 @@ def test_markup_safe_renders_as_the_text_itself(value: str):
     console = Console(record=True, width=200, emoji=False, highlight=False, no_color=True)
     console.print(f"[bold]{markup_safe(value)}[/bold]")
     assert console.export_text().rstrip("\n") == printable(value)
+
+
+def _recording_console():
+    from rich.console import Console
+
+    return Console(record=True, width=200, emoji=False, highlight=False, no_color=True)
+
+
+def test_live_drain_view_shows_values_as_text():
+    """The rich view of a drain (used on a terminal only, so not reachable from a subprocess
+    test): names, errors and states from the cluster are text in lines, spinners and tables."""
+    from xtask.cli.env.drain_live import RichReporter, render_final
+    from xtask.drain.report import Report
+
+    console = _recording_console()
+    reporter = RichReporter(console)
+    reporter.line(f"selection (providerGateway {ESC}, namespace ns): p-[/]")
+    reporter.event("plan", "p-[/]", {"alreadyInState": False, "current": False, "requested": True})
+    reporter.event("write-started", "p-[/]", {})
+    reporter.event("write-finished", "p-[/]", {"outcome": "failed", "error": f"[link=file:///etc/passwd]x {ESC}"})
+    reporter.line("waiting for c-[/] to serve the change")
+    reporter.event("observation", "p-[/]", {"state": "[/]", "lagging": [f"[bold]c {ESC}"]})
+    reporter.close()
+    report = Report("ctx", "ns", "drain", "provider p-[/]", False)
+    report.outcomes = [{"provider": "p-[/]", "outcome": "failed", "error": ESC}]
+    render_final(report, console)
+    text = console.export_text()
+    assert "\x1b" not in text and "\x07" not in text
+    assert "p-[/]: failed: [link=file:///etc/passwd]x \\x1b[31mred" in text
+    assert "[bold]c \\x1b[31mred" in text
+
+
+def test_env_status_table_shows_values_as_text():
+    from xtask.cli.env.status import render_table
+
+    console = _recording_console()
+    data = {
+        "env": "esc",
+        "state": "degraded",
+        "runtime": "local",
+        "context": f"ctx {ESC}",
+        "kubeconfig": "/tmp/[/]kc",
+        "namespace": "ns",
+        "components": [{"name": "[/]", "pid": 1, "running": False, "healthy": False, "detail": ESC}],
+        "objects": {
+            "networks": [],
+            "providers": [
+                {
+                    "name": "p-[/]",
+                    "providerGateway": "[link=file:///etc/passwd]x",
+                    "drain": True,
+                    "drainReason": ESC,
+                    "available": "True",
+                    "selectionGroup": "[bold red]loud",
+                    "rank": 0,
+                    "endpoint": "http://h/[/]",
+                }
+            ],
+            "consumers": [
+                {
+                    "name": "c-[/]",
+                    "overlayRevision": 1,
+                    "acceptedRevision": 1,
+                    "servingRevision": 1,
+                    "candidates": {"p-[/]": "admitted"},
+                    "overlayPending": f"[/] {ESC}",
+                }
+            ],
+        },
+    }
+    render_table(data, console)
+    text = console.export_text()
+    assert "\x1b" not in text
+    for value in ("/tmp/[/]kc", "ctx \\x1b[31mred", "[link=file:///etc/passwd]x", "[bold red]loud", "c-[/]:"):
+        assert value in text, value
