@@ -26,6 +26,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from agn.inputfile import YAML_INPUT_LIMIT, read_regular
 from agn.kube import ConfigError
 from agn.yamltext import YamlProblem, parse_yaml, show
 
@@ -216,15 +217,14 @@ def load(explicit: str | None = None, environ: Mapping[str, str] | None = None) 
     missing: list[str] = []
     for path in files.paths:
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            data = read_regular(path, limit=YAML_INPUT_LIMIT)
         except FileNotFoundError:
             if files.explicit:
                 raise NoKubeconfig(f"kubeconfig {path}: no such file") from None
             missing.append(path)
             continue
-        except OSError as exc:
-            raise ConfigError(f"kubeconfig {path}: cannot read it: {exc.strerror or exc}") from None
+        except OSError as exc:  # InputFileError: a FIFO, a device, a directory, too large, unreadable
+            raise ConfigError(f"kubeconfig {path}: {exc}") from None
         docs.append((path, parse(data, path)))
     if not docs:
         if files.origin == "$KUBECONFIG" and len(missing) > 1:

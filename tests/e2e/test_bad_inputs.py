@@ -545,7 +545,11 @@ ROWS: dict[str, Row] = {
         files={"envs/example.yaml": example_env(provider_entry(labels={"tier": 1}))},
     ),
     "env-file-is-a-folder": Row(
-        UP, 1, "{tmp}/envs/example.yaml: cannot read it: Is a directory", env=ENVS, files={"envs/example.yaml/keep": ""}
+        UP,
+        1,
+        "{tmp}/envs/example.yaml: is a directory, not a regular file",
+        env=ENVS,
+        files={"envs/example.yaml/keep": ""},
     ),
     "env-bad-name-flag": Row(("env", "up", "--env", "Bad_Name"), 1, "invalid environment name 'Bad_Name'"),
     # -- journals for drain-restore: exit 1, the journal named and unchanged ----------------------------------

@@ -202,7 +202,7 @@ def test_a_bad_file_anywhere_in_the_list_is_an_error_naming_it(tmp_path):
     bad = write(tmp_path / "bad", "::: not yaml: [")
     with pytest.raises(ConfigError, match=f"kubeconfig {bad}: not valid YAML"):
         kc.load(None, {"KUBECONFIG": f"{a}{os.pathsep}{bad}"})
-    with pytest.raises(ConfigError, match=f"kubeconfig {tmp_path}: cannot read it"):
+    with pytest.raises(ConfigError, match=f"kubeconfig {tmp_path}: is a directory, not a regular file"):
         kc.load(str(tmp_path), {})
 
 
