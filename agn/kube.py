@@ -177,12 +177,19 @@ class _Converting:
         return f"{where} (context {self.context!r})" if self.context else where
 
     def _unreachable(self, exc: BaseException) -> str:
-        from urllib3.exceptions import ConnectTimeoutError, MaxRetryError, ReadTimeoutError, SSLError
+        from urllib3.exceptions import (
+            ConnectTimeoutError,
+            MaxRetryError,
+            NewConnectionError,
+            ReadTimeoutError,
+            SSLError,
+        )
 
         cause = exc.reason if isinstance(exc, MaxRetryError) and exc.reason is not None else exc
+        refused = isinstance(cause, NewConnectionError)  # a subclass of ConnectTimeoutError, but not a timeout
         if isinstance(cause, ReadTimeoutError):
             return f"{self._where()} did not answer within {self.read:g} s"
-        if isinstance(cause, (ConnectTimeoutError, TimeoutError)):
+        if isinstance(cause, (ConnectTimeoutError, TimeoutError)) and not refused:
             return f"{self._where()}: no connection within {self.connect:g} s"
         if isinstance(cause, SSLError):
             return f"{self._where()}: TLS failed: {' '.join(str(cause).split())}"

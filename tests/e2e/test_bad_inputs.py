@@ -389,7 +389,7 @@ ROWS: dict[str, Row] = {
     "kubeconfig-ca-not-base64": Row(
         (*P1, "--dry-run"),
         1,
-        f"cannot use context 'local-tests' from kubeconfig {KC}: ",
+        f"cluster 'local-tests' of context 'local-tests' in kubeconfig {KC}: certificate-authority-data is not base64",
         files={
             "kubeconfig": kubeconfig_with(
                 lambda c: c["clusters"][0]["cluster"].update({"certificate-authority-data": "%%% not base64 %%%"})
@@ -407,12 +407,6 @@ ROWS: dict[str, Row] = {
     "up-garbage-kubeconfig": Row(UP, 1, f"kubeconfig {KC}: not valid YAML", files={"kubeconfig": GARBAGE_YAML}),
     "up-binary-kubeconfig": Row(UP, 1, f"kubeconfig {KC}: not UTF-8 text", files={"kubeconfig": BINARY}),
     "up-kubeconfig-a-list": Row(UP, 1, f"kubeconfig {KC}: not a kubeconfig", files={"kubeconfig": "[1, 2]\n"}),
-    "down-garbage-kubeconfig": Row(
-        ("env", "down"),
-        1,
-        f"teardown finished with errors: kubeconfig {KC}: not valid YAML",
-        files={"kubeconfig": GARBAGE_YAML},
-    ),
     "restore-garbage-kubeconfig": Row(
         RESTORE, 1, f"kubeconfig {KC}: not valid YAML", files={"j.jsonl": journal(), "kubeconfig": GARBAGE_YAML}
     ),
@@ -500,7 +494,7 @@ ROWS: dict[str, Row] = {
         1,
         "providers: duplicate name 'provider-one'",
         env=ENVS,
-        files={"envs/example.yaml": example_env(lambda d: d["providers"].append(d["providers"][0]))},
+        files={"envs/example.yaml": example_env(lambda d: d["providers"].append(copy.deepcopy(d["providers"][0])))},
     ),
     "env-unknown-network": Row(
         UP,

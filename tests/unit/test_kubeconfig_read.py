@@ -280,4 +280,6 @@ def test_unusable_credentials_are_one_line_errors(tmp_path):
     path = write(tmp_path / "config", cfg)
     with pytest.raises(ConfigError) as exc:
         Kube.from_kubeconfig(kubeconfig=path, field_manager="t")
-    assert str(exc.value).startswith(f"cannot use context 'a' from kubeconfig {path}: ") and "\n" not in str(exc.value)
+    assert (
+        str(exc.value) == f"cluster 'a' of context 'a' in kubeconfig {path}: certificate-authority-data is not base64"
+    )
