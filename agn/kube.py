@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -106,24 +107,55 @@ _BY_STATUS: dict[int, type[KubeError]] = {
 }
 
 
-def _convert(exc: Any) -> KubeError:
-    """A client ``ApiException`` as the project's error type (the cause is kept)."""
+def _convert(exc: Any, *, server: str = "", context: str | None = None) -> KubeError:
+    """A client ``ApiException`` as the project's error type (the cause is kept).
+
+    Answers that are about the connection rather than an object name the server and context:
+    401 (the credentials were rejected) and a plain-HTTP 400 from an HTTPS server."""
     message = exc.reason or ""
     reason = ""
+    status = exc.status or 0
+    json_body = False
     try:
         body = json.loads(exc.body or "{}")
+        json_body = isinstance(body, dict)
         message = body.get("message") or message
         reason = body.get("reason") or ""
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, AttributeError):
         pass
-    cls = _BY_STATUS.get(exc.status or 0, KubeError)
-    err = cls(message or f"HTTP {exc.status}", status=exc.status or 0, reason=reason)
+    where = f"API server {server}" + (f" (context {context!r})" if context else "")
+    if status == 401:
+        message = f"{where} rejected the credentials: 401 Unauthorized"
+    elif status == 400 and server.startswith("http://") and not json_body:
+        message = (
+            f"{where} answered 400 Bad Request to plain HTTP; it probably expects "
+            f"https://{server.removeprefix('http://')}"
+        )
+    cls = _BY_STATUS.get(status, KubeError)
+    err = cls(message or f"HTTP {exc.status}", status=status, reason=reason)
     err.__cause__ = exc
     return err
 
 
+# Every request has a connect and a read timeout (seconds): an API server that accepts the
+# connection and never answers is an error naming it, not a hang. The read timeout bounds each
+# wait for bytes, not the whole transfer, so a large list that keeps streaming is not cut off.
+# A watch reads with its own server-side timeout plus WATCH_READ_MARGIN (the server ends a
+# watch after timeout_seconds; silence beyond that means the connection is dead).
+CONNECT_TIMEOUT = 5.0
+READ_TIMEOUT = 20.0
+WATCH_READ_MARGIN = 15.0
+
+
+@dataclasses.dataclass(frozen=True)
 class _Converting:
-    """Context manager that turns client exceptions into :class:`KubeError`."""
+    """Context manager that turns client exceptions into :class:`KubeError`, saying which API
+    server (and context) did what: refused the connection, did not answer within the timeout."""
+
+    server: str = ""
+    context: str | None = None
+    connect: float = CONNECT_TIMEOUT
+    read: float = READ_TIMEOUT
 
     def __enter__(self) -> None:
         return None
@@ -135,13 +167,36 @@ class _Converting:
         from kubernetes.client.rest import ApiException
 
         if isinstance(exc, ApiException):
-            raise _convert(exc) from exc
+            raise _convert(exc, server=self.server, context=self.context) from exc
         if isinstance(exc, (urllib3.exceptions.HTTPError, OSError)):
-            raise Unreachable(f"API server unreachable: {exc}") from exc
+            raise Unreachable(self._unreachable(exc)) from exc
         return False
 
+    def _where(self) -> str:
+        where = f"API server {self.server}" if self.server else "API server"
+        return f"{where} (context {self.context!r})" if self.context else where
 
-_api_errors = _Converting()
+    def _unreachable(self, exc: BaseException) -> str:
+        from urllib3.exceptions import (
+            ConnectTimeoutError,
+            MaxRetryError,
+            NewConnectionError,
+            ReadTimeoutError,
+            SSLError,
+        )
+
+        cause = exc.reason if isinstance(exc, MaxRetryError) and exc.reason is not None else exc
+        refused = isinstance(cause, NewConnectionError)  # a subclass of ConnectTimeoutError, but not a timeout
+        if isinstance(cause, ReadTimeoutError):
+            return f"{self._where()} did not answer within {self.read:g} s"
+        if isinstance(cause, (ConnectTimeoutError, TimeoutError)) and not refused:
+            return f"{self._where()}: no connection within {self.connect:g} s"
+        if isinstance(cause, SSLError):
+            return f"{self._where()}: TLS failed: {' '.join(str(cause).split())}"
+        return f"API server unreachable: {' '.join(str(exc).split())}" + (f" ({self._where()})" if self.server else "")
+
+
+_api_errors = _Converting()  # for callers without a Kube (tests' raw API calls)
 
 
 def kubeconfig_path(explicit: str | None = None) -> str:
@@ -151,6 +206,50 @@ def kubeconfig_path(explicit: str | None = None) -> str:
     from agn import kubeconfig as kc
 
     return kc.write_target(kc.kubeconfig_files(explicit))
+
+
+def _default_timeout(api_client: client.ApiClient, timeout: tuple[float, float]) -> None:
+    """Make ``timeout`` the (connect, read) timeout of every request of ``api_client`` that names
+    none: the generated client sends requests without any by default, which wait forever."""
+    rest = api_client.rest_client
+    request = rest.request
+
+    def with_timeout(*args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
+        return request(*args, _request_timeout=_request_timeout or timeout, **kwargs)
+
+    rest.request = with_timeout
+
+
+class _ExecFailures(logging.Handler):
+    """While loading a kubeconfig, catch what the client logs when an ``exec`` credential plugin
+    fails (it logs the error and carries on without credentials); ``failure`` is the first line."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.failure = ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.failure:
+            self.failure = " ".join(record.getMessage().split())
+
+    def __enter__(self) -> _ExecFailures:
+        logging.getLogger().addHandler(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        logging.getLogger().removeHandler(self)
+
+
+def _quiet_insecure_warnings() -> None:
+    """``insecure-skip-tls-verify: true`` was chosen in the kubeconfig (kubectl says nothing
+    about it either): urllib3's InsecureRequestWarning on every request becomes one log record,
+    shown with ``-v``."""
+    import warnings
+
+    import urllib3
+
+    warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
+    logging.getLogger(__name__).warning("TLS verification of the API server is off (insecure-skip-tls-verify)")
 
 
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -167,14 +266,23 @@ class Kube:
         context: str | None = None,
         namespace: str = "default",
         user: str | None = None,
+        request_timeout: tuple[float, float] | None = None,
     ) -> None:
         self._api = api_client
         self.field_manager = field_manager
         self.context = context  # the kube context's name (None: in-cluster)
         self.user = user  # the context's user entry (None: in-cluster); recorded with drains as "who"
         self.namespace = namespace  # the context's namespace (in a pod: the service account's), as kubectl uses it
+        # (connect, read) seconds for every request that does not name its own (see READ_TIMEOUT).
+        self.request_timeout = request_timeout or (CONNECT_TIMEOUT, READ_TIMEOUT)
+        _default_timeout(api_client, self.request_timeout)
         self._dynamic: Any = None
         self._dynamic_lock = threading.Lock()
+
+    def _errors(self, *, read: float | None = None) -> _Converting:
+        """The converter for one call: names this server and context and the read timeout in force."""
+        connect, default_read = self.request_timeout
+        return _Converting(self.host, self.context, connect, read or default_read)
 
     # The API classes are built on first use: CoreV1Api alone loads ~250 generated modules,
     # and a drain only ever needs CustomObjectsApi.
@@ -198,7 +306,13 @@ class Kube:
 
     @classmethod
     def from_kubeconfig(
-        cls, *, kubeconfig: str | None = None, context: str | None = None, field_manager: str, pool_size: int = 16
+        cls,
+        *,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        field_manager: str,
+        pool_size: int = 16,
+        request_timeout: tuple[float, float] | None = None,
     ) -> Kube:
         """Connect with a kube context, reading the kubeconfig files as kubectl does (:mod:`agn.kubeconfig`):
         ``kubeconfig`` alone, else every file of ``$KUBECONFIG`` merged, else ~/.kube/config."""
@@ -209,21 +323,37 @@ class Kube:
         except kc.NoKubeconfig:
             if not kubeconfig and not context and os.environ.get("KUBERNETES_SERVICE_HOST"):
                 # Inside a pod with no kubeconfig: use the pod's service account, as kubectl does.
-                return cls.in_cluster(field_manager=field_manager, pool_size=pool_size)
+                return cls.in_cluster(field_manager=field_manager, pool_size=pool_size, request_timeout=request_timeout)
             raise
         name, body = kc.select_context(loaded.config, context, where=loaded.describe())
+        # Problems the client would only report on the first request, as a bare "Bad Request" or
+        # "SSLError", or not at all: each named with its field and context here.
+        problem = kc.connection_problem(loaded.config, name, where=loaded.describe())
+        if problem:
+            raise ConfigError(problem)
 
         from kubernetes import client, config
         from kubernetes.config.config_exception import ConfigException
 
         cfg = client.Configuration()
         try:
-            config.load_kube_config_from_dict(
-                loaded.config, context=name, client_configuration=cfg, persist_config=False
-            )
+            with _ExecFailures() as plugin:
+                config.load_kube_config_from_dict(
+                    loaded.config, context=name, client_configuration=cfg, persist_config=False
+                )
         except (ConfigException, OSError, TypeError, ValueError, KeyError, AttributeError) as exc:
             detail = " ".join(str(exc).split()) or type(exc).__name__
             raise ConfigError(f"cannot use context {name!r} from {loaded.describe()}: {detail}") from exc
+        if plugin.failure and kc.exec_command(loaded.config, name) is not None:
+            # The client logs a failed exec credential plugin and goes on without credentials:
+            # every request would then go out anonymously.
+            command = kc.exec_command(loaded.config, name)
+            raise ConfigError(
+                f"the exec credential plugin {command!r} of context {name!r} failed: {plugin.failure}"
+                f" ({loaded.describe()})"
+            )
+        if not cfg.verify_ssl:
+            _quiet_insecure_warnings()
         cfg.connection_pool_maxsize = pool_size
         cfg.retries = False
         return cls(
@@ -232,10 +362,13 @@ class Kube:
             context=name,
             namespace=kc.namespace_of(body),
             user=str(body.get("user") or "") or None,
+            request_timeout=request_timeout,
         )
 
     @classmethod
-    def in_cluster(cls, *, field_manager: str, pool_size: int = 16) -> Kube:
+    def in_cluster(
+        cls, *, field_manager: str, pool_size: int = 16, request_timeout: tuple[float, float] | None = None
+    ) -> Kube:
         """Connect with the pod's service account token (``KUBERNETES_SERVICE_HOST`` and the mounted token)."""
         from kubernetes import client, config
         from kubernetes.config.config_exception import ConfigException
@@ -251,7 +384,9 @@ class Kube:
             namespace = Path(SERVICE_ACCOUNT_NAMESPACE).read_text().strip() or "default"
         except OSError:
             namespace = "default"
-        return cls(client.ApiClient(cfg), field_manager=field_manager, namespace=namespace)
+        return cls(
+            client.ApiClient(cfg), field_manager=field_manager, namespace=namespace, request_timeout=request_timeout
+        )
 
     @property
     def api_client(self) -> client.ApiClient:
@@ -267,7 +402,7 @@ class Kube:
     def get(self, res: Resource, namespace: str, name: str, *, timeout: float | None = None) -> Obj:
         """``timeout`` (seconds) bounds the request, for callers that must not hang on a dead connection."""
         kwargs = {"_request_timeout": timeout} if timeout else {}
-        with _api_errors:
+        with self._errors(read=timeout):
             return self.custom.get_namespaced_custom_object(
                 res.group, res.version, namespace, res.plural, name, **kwargs
             )
@@ -283,7 +418,7 @@ class Kube:
         kwargs = {"label_selector": label_selector} if label_selector else {}
         if field_selector:
             kwargs["field_selector"] = field_selector
-        with _api_errors:
+        with self._errors():
             out = self.custom.list_namespaced_custom_object(res.group, res.version, namespace, res.plural, **kwargs)
         return out.get("items", []), out.get("metadata", {}).get("resourceVersion", "")
 
@@ -303,7 +438,7 @@ class Kube:
             kwargs["field_validation"] = field_validation
         if timeout:
             kwargs["_request_timeout"] = timeout
-        with _api_errors:
+        with self._errors(read=timeout):
             return self.custom.create_namespaced_custom_object(
                 res.group, res.version, namespace, res.plural, body, field_manager=self.field_manager, **kwargs
             )
@@ -311,7 +446,7 @@ class Kube:
     def replace(self, res: Resource, namespace: str, name: str, body: Obj, *, timeout: float | None = None) -> Obj:
         """Full update; ``body.metadata.resourceVersion`` (when set) is a precondition."""
         kwargs = {"_request_timeout": timeout} if timeout else {}
-        with _api_errors:
+        with self._errors(read=timeout):
             return self.custom.replace_namespaced_custom_object(
                 res.group, res.version, namespace, res.plural, name, body, field_manager=self.field_manager, **kwargs
             )
@@ -319,13 +454,13 @@ class Kube:
     def merge_patch(self, res: Resource, namespace: str, name: str, patch: Obj, *, dry_run: bool = False) -> Obj:
         """JSON merge patch. Put ``metadata.resourceVersion`` in ``patch`` to make it conditional (409 on change)."""
         kwargs = {"dry_run": "All"} if dry_run else {}
-        with _api_errors:
+        with self._errors():
             return self.custom.patch_namespaced_custom_object(
                 res.group, res.version, namespace, res.plural, name, patch, field_manager=self.field_manager, **kwargs
             )
 
     def merge_patch_status(self, res: Resource, namespace: str, name: str, patch: Obj) -> Obj:
-        with _api_errors:
+        with self._errors():
             return self.custom.patch_namespaced_custom_object_status(
                 res.group, res.version, namespace, res.plural, name, patch, field_manager=self.field_manager
             )
@@ -337,7 +472,7 @@ class Kube:
             from kubernetes.client import V1DeleteOptions, V1Preconditions
 
             kwargs["body"] = V1DeleteOptions(preconditions=V1Preconditions(uid=uid))
-        with _api_errors:
+        with self._errors():
             self.custom.delete_namespaced_custom_object(res.group, res.version, namespace, res.plural, name, **kwargs)
 
     def watch(
@@ -355,17 +490,19 @@ class Kube:
         when the server closes the watch after ``timeout_seconds``; the caller re-watches
         from the last resourceVersion it saw (BOOKMARK events carry one too).
         """
+        read = timeout_seconds + WATCH_READ_MARGIN
         kwargs: dict[str, Any] = {
             "resource_version": resource_version,
             "timeout_seconds": timeout_seconds,
             "allow_watch_bookmarks": True,
+            "_request_timeout": (self.request_timeout[0], read),
         }
         if field_selector:
             kwargs["field_selector"] = field_selector
         from kubernetes import watch
 
         w = watch.Watch()
-        with _api_errors:
+        with self._errors(read=read):
             for event in w.stream(
                 self.custom.list_namespaced_custom_object, res.group, res.version, namespace, res.plural, **kwargs
             ):
@@ -387,7 +524,7 @@ class Kube:
     def ensure_namespace(self, name: str) -> None:
         from kubernetes.client.rest import ApiException
 
-        with _api_errors:
+        with self._errors():
             try:
                 self.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
             except ApiException as exc:
@@ -398,7 +535,7 @@ class Kube:
         """Whether the namespace exists (a GET; :class:`Forbidden` when the caller may not read it)."""
         from kubernetes.client.rest import ApiException
 
-        with _api_errors:
+        with self._errors():
             try:
                 self.core.read_namespace(name)
             except ApiException as exc:
@@ -410,7 +547,7 @@ class Kube:
     def delete_namespace(self, name: str) -> None:
         from kubernetes.client.rest import ApiException
 
-        with _api_errors:
+        with self._errors():
             try:
                 self.core.delete_namespace(name)
             except ApiException as exc:
@@ -420,7 +557,7 @@ class Kube:
     def crd_established(self, name: str) -> bool:
         from kubernetes.client.rest import ApiException
 
-        with _api_errors:
+        with self._errors():
             try:
                 crd = self.ext.read_custom_resource_definition(name)
             except ApiException as exc:
@@ -435,7 +572,7 @@ class Kube:
         from kubernetes.client.rest import ApiException
 
         resource = self._resource_for(api_version, kind)
-        with _api_errors:
+        with self._errors():
             try:
                 resource.delete(name=name)
             except ApiException as exc:
@@ -454,7 +591,7 @@ class Kube:
             kwargs["dry_run"] = "All"
         if resource.namespaced:
             kwargs["namespace"] = namespace or body.get("metadata", {}).get("namespace") or "default"
-        with _api_errors:
+        with self._errors():
             return resource.server_side_apply(body=body, **kwargs).to_dict()
 
     def _resource_for(self, api_version: str, kind: str):
@@ -463,7 +600,7 @@ class Kube:
 
         with self._dynamic_lock:
             if self._dynamic is None:
-                with _api_errors:
+                with self._errors():
                     self._dynamic = dynamic.DynamicClient(self._api)
             try:
                 return self._dynamic.resources.get(api_version=api_version, kind=kind)

@@ -14,18 +14,22 @@
   ``~/.kube/config`` (kubectl's ``GetDefaultFilename``).
 
 Errors are :class:`agn.kube.ConfigError` and name the file and the field. Everything is pure
-except :func:`load`, which reads the files. The ``kubernetes`` package is never imported here:
+except :func:`load`, which reads the files, and :func:`connection_problem`, which reads the
+certificate and key files a context names (to say which field is wrong before any request). The ``kubernetes`` package is never imported here:
 the client gets the merged dict (``load_kube_config_from_dict``).
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 import dataclasses
 import os
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from agn.inputfile import YAML_INPUT_LIMIT, read_regular
 from agn.kube import ConfigError
 from agn.yamltext import YamlProblem, parse_yaml, show
 
@@ -216,15 +220,14 @@ def load(explicit: str | None = None, environ: Mapping[str, str] | None = None) 
     missing: list[str] = []
     for path in files.paths:
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            data = read_regular(path, limit=YAML_INPUT_LIMIT)
         except FileNotFoundError:
             if files.explicit:
                 raise NoKubeconfig(f"kubeconfig {path}: no such file") from None
             missing.append(path)
             continue
-        except OSError as exc:
-            raise ConfigError(f"kubeconfig {path}: cannot read it: {exc.strerror or exc}") from None
+        except OSError as exc:  # InputFileError: a FIFO, a device, a directory, too large, unreadable
+            raise ConfigError(f"kubeconfig {path}: {exc}") from None
         docs.append((path, parse(data, path)))
     if not docs:
         if files.origin == "$KUBECONFIG" and len(missing) > 1:
@@ -260,3 +263,97 @@ def select_context(config: Mapping[str, Any], context: str | None, *, where: str
 
 def namespace_of(context_body: Mapping[str, Any]) -> str:
     return context_body.get("namespace") or "default"
+
+
+def _entry_body(config: Mapping[str, Any], section: str, name: str) -> Mapping[str, Any]:
+    for entry in config.get(section) or ():
+        if entry.get("name") == name:
+            return entry.get(SECTIONS[section]) or {}
+    return {}
+
+
+def exec_command(config: Mapping[str, Any], context: str) -> str | None:
+    """The ``exec`` credential plugin command of the context's user, if it has one."""
+    ctx = _entry_body(config, "contexts", context)
+    plugin = _entry_body(config, "users", str(ctx.get("user") or "")).get("exec")
+    return str(plugin.get("command") or "") if isinstance(plugin, Mapping) else None
+
+
+def server_problem(server: str) -> str | None:
+    """Why ``server`` is not an API server URL (``https://host:port``), or None."""
+    parts = urllib.parse.urlsplit(server)
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        return f"server {server!r} is not a URL with a scheme and a host (kubectl's form: https://HOST:PORT)"
+    try:
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError:
+        return f"server {server!r} has a bad port"
+    return None
+
+
+def connection_problem(config: Mapping[str, Any], context: str, *, where: str) -> str | None:
+    """What in the context's cluster and user entries cannot work, naming the entry and the field:
+    a server that is not a URL, TLS material that is not a PEM certificate or key (or a file that
+    cannot be read), a client certificate and key that do not belong together. None when fine."""
+    ctx = _entry_body(config, "contexts", context)
+    cluster_name, user_name = str(ctx.get("cluster") or ""), str(ctx.get("user") or "")
+    cluster = _entry_body(config, "clusters", cluster_name)
+    source = where
+    where = f"cluster {cluster_name!r} of context {context!r} in {source}"
+    problem = server_problem(str(cluster.get("server") or ""))
+    if problem:
+        return f"{where}: {problem}"
+    try:
+        _pem(cluster, "certificate-authority", "certificates")
+    except _BadTls as exc:
+        return f"{where}: {exc}"
+    user = _entry_body(config, "users", user_name)
+    where = f"user {user_name!r} of context {context!r} in {source}"
+    try:
+        cert = _pem(user, "client-certificate", "certificates")
+        key = _pem(user, "client-key", "key")
+    except _BadTls as exc:
+        return f"{where}: {exc}"
+    if cert and key and cert[0].public_key().public_bytes(*_spki()) != key.public_key().public_bytes(*_spki()):
+        return f"{where}: client-key does not belong to client-certificate (their public keys differ)"
+    return None
+
+
+class _BadTls(ValueError):
+    pass
+
+
+def _spki() -> tuple[Any, Any]:
+    from cryptography.hazmat.primitives import serialization
+
+    return serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+
+
+def _pem(body: Mapping[str, Any], field: str, what: str) -> Any:
+    """The PEM certificates or key of ``field`` (a file) or ``field-data`` (base64), or None."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    data_field = f"{field}-data"
+    if body.get(data_field):
+        shown = data_field
+        try:
+            raw = base64.b64decode(str(body[data_field]), validate=True)
+        except ValueError:
+            raise _BadTls(f"{data_field} is not base64") from None
+    elif body.get(field):
+        shown = f"{field} {body[field]}"
+        try:
+            raw = read_regular(str(body[field]), limit=YAML_INPUT_LIMIT)
+        except OSError as exc:
+            reason = exc.strerror if isinstance(exc, FileNotFoundError) else str(exc)
+            raise _BadTls(f"{shown}: {reason}") from None
+    else:
+        return None
+    try:
+        if what == "key":
+            return serialization.load_pem_private_key(raw, password=None)
+        return x509.load_pem_x509_certificates(raw)
+    except (ValueError, TypeError):
+        noun = "a PEM private key" if what == "key" else "PEM certificates"
+        raise _BadTls(f"{shown} does not hold {noun}") from None

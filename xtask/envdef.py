@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agn import GROUP, VERSION
+from agn.inputfile import YAML_INPUT_LIMIT, read_regular
 from agn.names import is_label
 from agn.shards import DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT
 from agn.yamltext import YamlProblem, parse_yaml, show
@@ -117,9 +118,11 @@ def env_path(name: str, envs_dir: Path = ENVS_DIR) -> Path:
 def load_env(name: str, *, envs_dir: Path = ENVS_DIR) -> EnvDef:
     path = env_path(name, envs_dir)
     try:
-        data = parse_yaml(path.read_bytes())
-    except OSError as exc:
+        data = parse_yaml(read_regular(path, limit=YAML_INPUT_LIMIT))
+    except FileNotFoundError as exc:
         raise EnvDefinitionError(f"{path}: cannot read it: {exc.strerror or exc}") from exc
+    except OSError as exc:  # InputFileError: a FIFO, a device, a directory, too large
+        raise EnvDefinitionError(f"{path}: {exc}") from exc
     except YamlProblem as exc:
         raise EnvDefinitionError(f"{path}: {exc}") from exc
     return parse_env(data, source=path, expected_name=name)

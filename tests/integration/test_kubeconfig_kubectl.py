@@ -43,7 +43,7 @@ def test_no_lock_is_left_and_kubectl_can_write_after_us(kubectl, tmp_path):
     path = tmp_path / "config"
     kubeconfig.add_context(path, entry("local-a"))
     kubeconfig.add_context(path, entry("local-b"))
-    kubeconfig.remove_context(path, "local-b")
+    kubeconfig.remove_context(path, "local-b", ours=kubeconfig.Written.of(entry("local-b"), "local-b"))
     assert not kubeconfig.lock_path(path).exists()
     for args in (("config", "use-context", "local-a"), ("config", "set-context", "local-a", "--namespace", "team")):
         proc = run(kubectl, *args, kubeconfig_env=str(path))

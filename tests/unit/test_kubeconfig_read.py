@@ -202,7 +202,7 @@ def test_a_bad_file_anywhere_in_the_list_is_an_error_naming_it(tmp_path):
     bad = write(tmp_path / "bad", "::: not yaml: [")
     with pytest.raises(ConfigError, match=f"kubeconfig {bad}: not valid YAML"):
         kc.load(None, {"KUBECONFIG": f"{a}{os.pathsep}{bad}"})
-    with pytest.raises(ConfigError, match=f"kubeconfig {tmp_path}: cannot read it"):
+    with pytest.raises(ConfigError, match=f"kubeconfig {tmp_path}: is a directory, not a regular file"):
         kc.load(str(tmp_path), {})
 
 
@@ -280,4 +280,6 @@ def test_unusable_credentials_are_one_line_errors(tmp_path):
     path = write(tmp_path / "config", cfg)
     with pytest.raises(ConfigError) as exc:
         Kube.from_kubeconfig(kubeconfig=path, field_manager="t")
-    assert str(exc.value).startswith(f"cannot use context 'a' from kubeconfig {path}: ") and "\n" not in str(exc.value)
+    assert (
+        str(exc.value) == f"cluster 'a' of context 'a' in kubeconfig {path}: certificate-authority-data is not base64"
+    )

@@ -38,8 +38,9 @@ def test_file_roundtrip(tmp_path: Path):
     path = tmp_path / "config"
     kubeconfig.add_context(path, entry("local-a"))
     kubeconfig.add_context(path, entry("local-b"))
-    assert kubeconfig.remove_context(path, "local-a")
-    assert not kubeconfig.remove_context(path, "local-a")
+    ours = kubeconfig.Written.of(entry("local-a"), "local-a")
+    assert kubeconfig.remove_context(path, "local-a", ours=ours)
+    assert not kubeconfig.remove_context(path, "local-a", ours=ours)
     assert [c["name"] for c in kubeconfig.read(path)["contexts"]] == ["local-b"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config"]  # no .lock, no .tmp left behind
 
@@ -62,7 +63,7 @@ def test_a_lock_left_behind_is_an_error_naming_it(tmp_path: Path, monkeypatch):
     lock.touch()
     started = time.monotonic()
     with pytest.raises(KubeconfigError) as exc:
-        kubeconfig.remove_context(path, "local-a")
+        kubeconfig.remove_context(path, "local-a", ours=kubeconfig.Written.of(entry("local-a"), "local-a"))
     assert time.monotonic() - started < 2
     assert str(exc.value) == f"kubeconfig {path} is locked: {lock} exists" and str(lock) in exc.value.hint
     assert path.read_bytes() == before and lock.exists()  # someone else's lock is not ours to delete
@@ -74,7 +75,7 @@ def test_a_file_that_is_not_a_kubeconfig_is_never_overwritten(tmp_path: Path, co
     path.write_bytes(content)
     for change in (
         lambda: kubeconfig.add_context(path, entry("local-a")),
-        lambda: kubeconfig.remove_context(path, "x"),
+        lambda: kubeconfig.remove_context(path, "x", ours=kubeconfig.Written("https://127.0.0.1:1")),
     ):
         with pytest.raises(KubeconfigError) as exc:
             change()

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import math
 import os
 import threading
 import uuid
@@ -38,6 +39,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from agn.inputfile import JOURNAL_LIMIT, read_regular
 from agn.names import label_problem, subdomain_problem
 from agn.yamltext import show
 from xtask.drain.plan import OUR_ANNOTATIONS, Change
@@ -144,6 +146,54 @@ class JournalState:
         }
 
 
+# Generations and HTTP statuses are Kubernetes int64s; nothing larger or non-finite is a journal's.
+_MAX_COUNT = 2**63 - 1
+
+
+class _BadNumber(ValueError):
+    """A number JSON allows but no journal holds: NaN, Infinity, or one out of range (1e400)."""
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _BadNumber(f"the number {text} is out of range")
+    return value
+
+
+def _no_constant(text: str) -> float:
+    raise _BadNumber(f"{text} is not a number a journal may hold")
+
+
+def _loads(text: str) -> Any:
+    """``json.loads`` refusing NaN, Infinity and numbers beyond a float (:class:`_BadNumber`), and
+    nesting too deep for the parser (ValueError instead of RecursionError)."""
+    try:
+        return json.loads(text, parse_float=_finite_float, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def _is_json(line: str) -> bool:
+    try:
+        _loads(line)
+    except _BadNumber:
+        return True
+    except ValueError:
+        return False
+    return True
+
+
+def _count(value: Any, field: str) -> int:
+    """A generation or status: ``int(value)`` (missing or null is 0), finite and in int64's range."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{field} must be a whole number, got {value!r}")
+    number = int(value or 0)
+    if not 0 <= number <= _MAX_COUNT:
+        raise ValueError(f"{field} must be between 0 and {_MAX_COUNT}, got {number}")
+    return number
+
+
 def _change_from(provider: str, requested: bool, rec: Mapping[str, Any]) -> Change:
     annotations = rec.get("previousAnnotations") or {}
     if not isinstance(annotations, Mapping):
@@ -156,7 +206,7 @@ def _change_from(provider: str, requested: bool, rec: Mapping[str, Any]) -> Chan
         previous=previous,
         requested=requested,
         resource_version=str(rec.get("resourceVersion") or ""),
-        generation=int(rec.get("generation") or 0),
+        generation=_count(rec.get("generation"), "generation"),
         previous_annotations={k: annotations.get(k) for k in OUR_ANNOTATIONS},
     )
 
@@ -260,15 +310,15 @@ def apply_record(state: JournalState, rec: Mapping[str, Any]) -> None:
             entry.change = dataclasses.replace(
                 entry.change,
                 resource_version=str(rec.get("resourceVersion") or ""),
-                generation=int(rec.get("generation") or 0),
+                generation=_count(rec.get("generation"), "generation"),
             )
         entry.write, entry.written_generation = "intended", None
     elif kind == "done":
-        entry.write, entry.written_generation = "written", int(rec["generation"])
+        entry.write, entry.written_generation = "written", _count(rec["generation"], "generation")
     elif kind == "failed":
         # An answer in 400..499 means the API server refused the write: it did not land. Anything
         # else (no answer, a 5xx) may have landed; the intent stands.
-        if 400 <= int(rec.get("status") or 0) < 500:
+        if 400 <= _count(rec.get("status"), "status") < 500:
             entry.write = "failed"
     elif kind == "restore":
         entry.restored = str(rec["outcome"])
@@ -279,7 +329,11 @@ def apply_record(state: JournalState, rec: Mapping[str, Any]) -> None:
 def replay(text: str, *, source: str) -> JournalState:
     """The state a journal's text describes. Raises :class:`JournalError` naming ``source``."""
     try:
-        whole = json.loads(text)
+        whole = _loads(text)
+    except _BadNumber as exc:
+        whole = None  # in JSON Lines, the line-by-line reading below names the line
+        if not _is_json(text.split("\n", 1)[0]):
+            raise JournalError(f"{source}: not a drain journal: {exc}") from exc
     except ValueError:
         whole = None  # JSON Lines (or garbage): read line by line below
     if whole is not None and not isinstance(whole, Mapping):
@@ -293,7 +347,7 @@ def replay(text: str, *, source: str) -> JournalState:
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = _loads(line)
             if not isinstance(rec, Mapping):
                 raise ValueError("not a JSON object")
             if state is None:
@@ -324,7 +378,10 @@ def _legacy_state(obj: Mapping[str, Any], *, source: str) -> JournalState:
                 raise ValueError(f"providers.{name} must be an object")
             entry = Entry(_change_from(name, requested, e))
             if e.get("written"):
-                entry.write, entry.written_generation = "written", int(e.get("writtenGeneration") or 0)
+                entry.write, entry.written_generation = (
+                    "written",
+                    _count(e.get("writtenGeneration"), "writtenGeneration"),
+                )
             entry.restored = e.get("restored")
             entries[name] = entry
         if not isinstance(obj.get("namespace"), str) or not isinstance(obj.get("operation"), str):
@@ -405,7 +462,7 @@ class Journal:
     def open(cls, path: Path) -> Journal:
         """An existing journal, replayed, ready for ``drain-restore`` to append its outcomes."""
         try:
-            raw = path.read_bytes()
+            raw = read_regular(path, limit=JOURNAL_LIMIT)
         except OSError as exc:
             raise JournalError(f"{path}: cannot read the drain journal: {exc.strerror or exc}") from exc
         try:
@@ -490,7 +547,7 @@ class Journal:
 def read_journal(path: Path) -> JournalState:
     """Replay a journal file without opening it for writing."""
     try:
-        text = path.read_text()
+        text = read_regular(path, limit=JOURNAL_LIMIT).decode()
     except (OSError, UnicodeDecodeError) as exc:
         raise JournalError(f"{path}: cannot read the drain journal: {exc}") from exc
     return replay(text, source=str(path))

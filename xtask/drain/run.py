@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube, NotFound
+from agn.kube import CONNECT_TIMEOUT, CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, READ_TIMEOUT, Kube, NotFound
 from agn.model import Overlay
 from agn.names import label_problem
 from agn.objects import consumer_view, name_of, network_view, provider_view
@@ -100,6 +100,8 @@ def run_drain(req: DrainRequest, *, reporter: Reporter) -> Report:
         # --concurrency writes (later: as many Events), the waiters' four watches, and two spare:
         # a request beyond the pool would open a connection that urllib3 discards with a warning.
         pool_size=req.concurrency + 6,
+        # --timeout bounds the whole command: no single request may wait longer than it.
+        request_timeout=(CONNECT_TIMEOUT, min(READ_TIMEOUT, req.timeout)),
     )
     try:
         namespace = req.namespace or kube.namespace

@@ -2,10 +2,23 @@
 all named after the context, merged into the existing file without disturbing other
 entries, under a lock, written atomically. The merge itself is pure (dict in, dict out).
 
-The lock is client-go's (and so kubectl's and kind's): ``<file>.lock`` created exclusively
-and deleted after the write. kubectl refuses to write while that file exists, so it is
-always removed — a lock left behind would break ``kubectl config use-context``. A file that
-is not a kubeconfig is an error naming it, never silently replaced.
+**Writing** is kubectl's, made atomic: a kubeconfig that is a symlink is written through to
+its target (the link stays); anything that is not a regular file (``/dev/null``, a FIFO, a
+folder) is refused, naming it, and nothing is written. The new content goes to a temporary
+file created exclusively (``mkstemp``: a random name, mode 0600) in the target's folder,
+fsync'ed and renamed over the target, so a planted ``<kubeconfig>.tmp`` is never followed.
+
+**The lock** is client-go's (and so kubectl's and kind's): ``<file>.lock`` created exclusively
+and deleted after the write. kubectl refuses to write while that file exists, so it is always
+removed. Ours also holds an ``flock`` on it and says ``agn-xtask pid N``: a lock left behind by
+an xtask that was killed (its flock died with it) is recognised as stale and broken; any other
+lock that outlives :data:`LOCK_WAIT_SECONDS` is an error naming it.
+
+**Removing** an env's entries (:func:`remove_context`) happens only while they are still the
+ones it wrote: its cluster entry must have the env's server and CA (:class:`Written`). Another
+env of the same name under another ``AGN_XTASK_HOME`` writes another server and CA.
+
+A file that is not a kubeconfig is an error naming it, never silently replaced.
 """
 
 from __future__ import annotations
@@ -13,7 +26,11 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
+import dataclasses
+import fcntl
 import os
+import stat
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +38,7 @@ from typing import Any
 
 import yaml
 
+from agn.inputfile import YAML_INPUT_LIMIT, InputFileError, kind_of, read_regular
 from agn.kube import ConfigError
 from agn.kubeconfig import parse
 from xtask.errors import KubeconfigError
@@ -88,14 +106,103 @@ def has_context(config: Config, name: str) -> bool:
     return any(c.get("name") == name for c in config.get("contexts") or [])
 
 
+@dataclasses.dataclass(frozen=True)
+class Written:
+    """What an env wrote into its cluster entry, which makes the entries recognisably its own:
+    the server URL and the ``certificate-authority-data`` (None when it wrote none)."""
+
+    server: str
+    ca_data: str | None = None
+
+    @classmethod
+    def of(cls, addition: Config, name: str) -> Written:
+        """What ``addition`` (:func:`context_entries`) writes for the cluster ``name``."""
+        body = _cluster(addition, name) or {}
+        return cls(str(body.get("server") or ""), body.get("certificate-authority-data"))
+
+    @classmethod
+    def from_files(cls, server: str | None, ca_cert: Path) -> Written | None:
+        """What an env with this server and CA file wrote; None when either is gone (then
+        nothing in a kubeconfig can be shown to be the env's, and nothing is removed)."""
+        try:
+            return cls(server, _b64(ca_cert)) if server else None
+        except OSError:
+            return None
+
+    def matches(self, config: Config, name: str) -> bool:
+        """Whether the cluster ``name`` in ``config`` is still the one this env wrote."""
+        body = _cluster(config, name)
+        return (
+            body is not None
+            and body.get("server") == self.server
+            and body.get("certificate-authority-data") == self.ca_data
+        )
+
+
+def _cluster(config: Config, name: str) -> dict | None:
+    for e in config.get("clusters") or []:
+        if e.get("name") == name:
+            body = e.get("cluster")
+            return body if isinstance(body, dict) else {}
+    return None
+
+
 def lock_path(path: Path) -> Path:
     return Path(str(path) + ".lock")
+
+
+_LOCK_MARK = b"agn-xtask pid "
+
+
+def _create_lock(lock: Path) -> int:
+    """``lock`` created exclusively (client-go's lock), flock'ed and marked as ours; its fd."""
+    fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        # Blocking: only a process testing whether this lock is stale holds it, for microseconds.
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, _LOCK_MARK + f"{os.getpid()}\n".encode())
+    except OSError:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
+        raise
+    return fd
+
+
+def _break_if_stale(lock: Path) -> bool:
+    """Delete ``lock`` if an xtask that is gone left it (ours, and nobody holds its flock).
+    True when it is gone now (the caller retries at once); False when it is held or not ours."""
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # a live xtask holds it
+        if not os.read(fd, 64).startswith(_LOCK_MARK):
+            return False  # kubectl's, kind's, or an older xtask's: not ours to judge
+        try:
+            if os.stat(lock, follow_symlinks=False).st_ino != st.st_ino:
+                return True  # already broken and taken anew by someone else: retry
+            os.unlink(lock)
+        except FileNotFoundError:
+            pass
+        return True
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager
 def locked(path: Path, *, wait: float | None = None) -> Iterator[None]:
     """Hold client-go's lock on ``path``: create ``<path>.lock`` exclusively (retrying briefly
-    while another writer holds it) and always delete it afterwards."""
+    while another writer holds it, breaking one a killed xtask left) and always delete it afterwards."""
     wait = LOCK_WAIT_SECONDS if wait is None else wait
     lock = lock_path(path)
     try:
@@ -105,9 +212,11 @@ def locked(path: Path, *, wait: float | None = None) -> Iterator[None]:
     deadline = time.monotonic() + wait
     while True:
         try:
-            os.close(os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+            fd = _create_lock(lock)
             break
         except FileExistsError:
+            if _break_if_stale(lock):
+                continue
             if time.monotonic() >= deadline:
                 raise KubeconfigError(
                     f"kubeconfig {path} is locked: {lock} exists",
@@ -119,19 +228,22 @@ def locked(path: Path, *, wait: float | None = None) -> Iterator[None]:
     try:
         yield
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(lock)
+        with contextlib.suppress(OSError):
+            if os.stat(lock, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+                os.unlink(lock)
+        os.close(fd)
 
 
 def read(path: Path) -> Config:
     """The file's configuration; a missing or empty file is an empty one. Anything else that
-    is not a kubeconfig raises :class:`KubeconfigError` naming the file (it is never overwritten)."""
+    is not a kubeconfig (or not a regular file) raises :class:`KubeconfigError` naming the file
+    (it is never overwritten)."""
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+        data = read_regular(path, limit=YAML_INPUT_LIMIT)
+    except FileNotFoundError:  # also a dangling link: it is written through to its target, as by kubectl
         return empty_config()
-    except OSError as exc:
-        raise KubeconfigError(f"kubeconfig {path}: cannot read it: {exc.strerror or exc}") from exc
+    except InputFileError as exc:
+        raise KubeconfigError(f"kubeconfig {_named(path)}: {exc}") from exc
     try:
         config = parse(data, str(path))
     except ConfigError as exc:
@@ -139,16 +251,57 @@ def read(path: Path) -> Config:
     return config or empty_config()
 
 
-def _write(path: Path, config: Config) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+def _named(path: Path) -> str:
+    """``path``, and what it links to when it is a symlink."""
+    return f"{path} (a link to {os.path.realpath(path)})" if path.is_symlink() else str(path)
+
+
+def write_target(path: Path) -> Path:
+    """The file a write of ``path`` replaces: ``path`` itself, or the file its symlinks lead to.
+
+    Raises :class:`KubeconfigError` when that is not a regular file (nothing is written)."""
+    target = Path(os.path.realpath(path))
     try:
-        tmp.write_text(yaml.safe_dump(config, sort_keys=False))
-        os.chmod(tmp, 0o600)
-        tmp.replace(path)
+        st = os.stat(target, follow_symlinks=False)
+    except FileNotFoundError:
+        return target
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise KubeconfigError(f"kubeconfig {path}: cannot write it: {exc.strerror or exc}") from exc
+        raise KubeconfigError(f"kubeconfig {_named(path)}: cannot write it: {exc.strerror or exc}") from exc
+    if stat.S_ISLNK(st.st_mode):
+        raise KubeconfigError(f"kubeconfig {path}: a symlink loop; nothing was written")
+    if not stat.S_ISREG(st.st_mode):
+        raise KubeconfigError(f"kubeconfig {_named(path)}: is {kind_of(st.st_mode)}, not a regular file")
+    return target
+
+
+def _write(path: Path, config: Config) -> None:
+    target = write_target(path)
+    data = yaml.safe_dump(config, sort_keys=False).encode()
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+        tmp = None
+        _fsync_dir(target.parent)
+    except OSError as exc:
+        raise KubeconfigError(f"kubeconfig {_named(path)}: cannot write it: {exc.strerror or exc}") from exc
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def add_context(path: Path, addition: Config) -> None:
@@ -156,13 +309,14 @@ def add_context(path: Path, addition: Config) -> None:
         _write(path, merged(read(path), addition))
 
 
-def remove_context(path: Path, name: str) -> bool:
-    """Remove the entries; True if the context was there."""
+def remove_context(path: Path, name: str, *, ours: Written | None) -> bool:
+    """Remove the cluster, user and context ``name`` if the cluster is still the one this env
+    wrote (``ours``; None: nothing is provably ours, nothing is removed). True if removed."""
+    if ours is None:
+        return False
     with locked(path):
         current = read(path)
-        if not has_context(current, name) and not any(
-            e.get("name") == name for s in ("clusters", "users") for e in current.get(s) or []
-        ):
+        if not ours.matches(current, name):
             return False
         _write(path, without(current, name))
         return True

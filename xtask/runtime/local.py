@@ -22,6 +22,7 @@ from xtask.errors import ComponentFailed, XtaskError
 from xtask.procs import Supervisor, log_tail
 from xtask.runtime import kubeconfig
 from xtask.runtime.assets import ensure_assets
+from xtask.runtime.certs import CertPaths
 from xtask.runtime.controlplane import ControlPlane, free_port, port_free
 from xtask.runtime.health import component_health, component_problem
 from xtask.runtime.steps import (
@@ -137,7 +138,7 @@ class LocalEnv:
         if ctx.fresh:
             cp.stop()
             try:
-                kubeconfig.remove_context(ctx.kubeconfig, ctx.context)
+                kubeconfig.remove_context(ctx.kubeconfig, ctx.context, ours=self._written())
             finally:
                 remove_env_dir(self.env)
 
@@ -220,6 +221,10 @@ class LocalEnv:
             if name not in ("etcd", "kube-apiserver") and self.supervisor.record(name) is not None:
                 self.supervisor.stop(name)
 
+    def _written(self) -> kubeconfig.Written | None:
+        """What this env wrote into the kubeconfig (its server and CA): only that is removed."""
+        return kubeconfig.Written.from_files(self.server(), CertPaths.under(self.dir / "certs").ca_cert)
+
     def server(self) -> str | None:
         try:
             return self._server_file.read_text().strip() or None
@@ -255,7 +260,7 @@ class LocalEnv:
         context = record.context if record else context_name(self.env)
         kubeconfig_file = Path(record.kubeconfig if record else kubeconfig_path())
         try:
-            removed = kubeconfig.remove_context(kubeconfig_file, context)
+            removed = kubeconfig.remove_context(kubeconfig_file, context, ours=self._written())
             if removed:
                 progress(f"remove kube context {context}")
         except XtaskError as exc:  # names the file

@@ -1,0 +1,90 @@
+"""A context that cannot work is refused before any request, naming the field and the context:
+a server that is not a URL, TLS material that is not PEM (or a file that is missing), a client
+key that does not match its certificate, an ``exec`` credential plugin that fails (the client
+would log it and send every request anonymously)."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agn.kube import ConfigError, Kube
+from xtask.runtime.certs import ensure_certs
+
+
+def b64(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    return ensure_certs(tmp_path_factory.mktemp("certs"))
+
+
+def write(tmp_path: Path, certs, *, cluster: dict | None = None, user: dict | None = None) -> Path:
+    body = {"server": "https://127.0.0.1:6443", "certificate-authority-data": b64(certs.ca_cert), **(cluster or {})}
+    who = user or {"client-certificate-data": b64(certs.admin_cert), "client-key-data": b64(certs.admin_key)}
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {k: v for k, v in body.items() if v is not None}}],
+        "users": [{"name": "u", "user": who}],
+        "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "ctx",
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def refused(path: Path) -> str:
+    with pytest.raises(ConfigError) as exc:
+        Kube.from_kubeconfig(kubeconfig=str(path), field_manager="t")
+    return str(exc.value)
+
+
+@pytest.mark.parametrize("server", ["127.0.0.1:6443", "localhost", "ftp://127.0.0.1:6443", "https://"])
+def test_a_server_without_a_scheme_or_host_is_named(tmp_path, certs, server):
+    path = write(tmp_path, certs, cluster={"server": server})
+    assert refused(path) == (
+        f"cluster 'c' of context 'ctx' in kubeconfig {path}: server {server!r} is not a URL with a scheme "
+        "and a host (kubectl's form: https://HOST:PORT)"
+    )
+
+
+def test_bad_client_key_data_names_the_field_and_the_context(tmp_path, certs):
+    path = write(tmp_path, certs, user={"client-certificate-data": b64(certs.admin_cert), "client-key-data": "aGk="})
+    assert (
+        refused(path)
+        == f"user 'u' of context 'ctx' in kubeconfig {path}: client-key-data does not hold a PEM private key"
+    )
+
+
+def test_a_missing_ca_file_names_the_field_and_the_file(tmp_path, certs):
+    missing = tmp_path / "nope" / "ca.crt"
+    path = write(tmp_path, certs, cluster={"certificate-authority-data": None, "certificate-authority": str(missing)})
+    assert refused(path) == (
+        f"cluster 'c' of context 'ctx' in kubeconfig {path}: certificate-authority {missing}: No such file or directory"
+    )
+
+
+def test_a_client_key_of_another_certificate(tmp_path, certs):
+    path = write(
+        tmp_path, certs, user={"client-certificate-data": b64(certs.ca_cert), "client-key-data": b64(certs.admin_key)}
+    )
+    assert "client-key does not belong to client-certificate" in refused(path)
+
+
+def test_a_failing_exec_plugin_is_an_error_not_an_anonymous_request(tmp_path, certs):
+    plugin = {
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "command": "sh",
+        "args": ["-c", "echo denied >&2; exit 3"],
+    }
+    path = write(tmp_path, certs, user={"exec": plugin})
+    assert refused(path) == (
+        f"the exec credential plugin 'sh' of context 'ctx' failed: exec: process returned 3. denied (kubeconfig {path})"
+    )
