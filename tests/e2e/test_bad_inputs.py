@@ -641,7 +641,7 @@ ROWS: dict[str, Row] = {
     "journal-generation-infinite": Row(
         RESTORE,
         1,
-        "line 1: cannot convert float infinity to integer",
+        "line 1: Infinity is not a number a journal may hold",
         files={"j.jsonl": journal(header={"plan": [{"provider": "p-one", "generation": float("inf")}]})},
     ),
     "journal-request-unknown": Row(
