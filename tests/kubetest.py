@@ -178,3 +178,27 @@ def denying_updates(
     finally:
         kube.delete_cluster_object(ADMISSION, "ValidatingAdmissionPolicyBinding", name)
         kube.delete_cluster_object(ADMISSION, "ValidatingAdmissionPolicy", name)
+
+
+def wait_crds_served(kube: Kube, namespace: str) -> None:
+    """Return once every AGN resource can be listed: for a moment after the CRDs are installed
+    the API server answers "storage is (re)initializing" (retried, bounded)."""
+    import tenacity
+
+    from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, SHARDS, KubeError
+
+    for attempt in tenacity.Retrying(
+        retry=tenacity.retry_if_exception_type(KubeError),
+        wait=tenacity.wait_fixed(0.2),
+        stop=tenacity.stop_after_delay(60),
+        reraise=True,
+    ):
+        with attempt:
+            for res in (PROVIDERS, NETWORKS, CONSUMERS, OVERLAYS, SHARDS):
+                kube.list(res, namespace)
+
+
+def create(kube: Kube, res: Any, namespace: str, name: str, spec: dict, *, labels: dict | None = None) -> None:
+    """Create one AGN object with ``spec`` (and ``labels``)."""
+    meta: dict[str, Any] = {"name": name, **({"labels": labels} if labels else {})}
+    kube.create(res, namespace, {"apiVersion": f"{GROUP}/v1alpha1", "kind": res.kind, "metadata": meta, "spec": spec})

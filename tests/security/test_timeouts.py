@@ -124,3 +124,80 @@ def kube_resource():
     from agn.kube import PROVIDERS
 
     return PROVIDERS
+
+
+def test_a_drain_waiting_on_an_api_server_that_went_away_says_so_and_ends(tmp_path: Path):
+    """`env down` (or a crash) takes the API server away while a drain waits for convergence: the
+    run names it while it waits, ends as ``unreachable`` (exit 1) instead of waiting out its
+    --timeout, and its report says the change is stored but not confirmed.
+
+    A private control plane of the test's own is stopped (by pid, TERM then KILL) the moment the
+    run says it is waiting; no operator runs, so the wait could never converge by itself."""
+    from reportschema import parse_report
+    from xtask.crds import install_crds
+    from xtask.drain.waiter import UNREACHABLE_BOUND
+    from xtask.reports import PROVIDER_DRAIN
+    from xtask.runtime.assets import ensure_assets
+    from xtask.runtime.controlplane import ControlPlane
+
+    cp = ControlPlane(tmp_path / "cp", ensure_assets(build=False))
+    cp.start()
+    try:
+        path = tmp_path / "kubeconfig"
+        kubeconfig.add_context(
+            path,
+            kubeconfig.context_entries(
+                name="gone",
+                server=cp.server,
+                ca_cert=cp.certs.ca_cert,
+                client_cert=cp.certs.admin_cert,
+                client_key=cp.certs.admin_key,
+                namespace="default",
+            ),
+        )
+        kube = Kube.from_kubeconfig(kubeconfig=str(path), context="gone", field_manager="agn-tests")
+        install_crds(kube)
+        from agn.kube import CONSUMERS, NETWORKS, PROVIDERS
+        from kubetest import create, wait_crds_served
+
+        wait_crds_served(kube, "default")
+        create(kube, NETWORKS, "default", "net", {"providerSelector": {"matchLabels": {"net": "yes"}}})
+        create(kube, CONSUMERS, "default", "c-a", {"network": "net"})
+        spec = {"endpoint": "http://127.0.0.1:9/p", "selectionGroup": "chat", "rank": 0}
+        create(kube, PROVIDERS, "default", "p-one", spec, labels={"net": "yes"})
+        kube.close()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "xtask", "env", "provider-drain", "--provider", "p-one"]
+            + ["--network", "net", "--consumer", "c-a", "--timeout", str(int(UNREACHABLE_BOUND * 10)), "-o", "json"],
+            cwd=REPO,
+            env={**os.environ, "KUBECONFIG": str(path), "NO_COLOR": "1", "PYTHONPATH": str(REPO)}
+            | {"AGN_XTASK_JOURNAL_DIR": str(tmp_path / "journal")},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stderr is not None
+        seen = []
+        for line in proc.stderr:  # the wait begins after the write was stored
+            seen.append(line)
+            if "waiting for c-a" in line:
+                break
+        else:
+            pytest.fail("the run never started waiting:\n" + "".join(seen))
+    finally:
+        cp.stop()
+    # The run must end by itself, long before its --timeout (a hang would pass HANG and fail here).
+    try:
+        out, err = proc.communicate(timeout=HANG)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+    err = "".join(seen) + err
+    assert proc.returncode == 1, err
+    assert "the API server has not answered for" in err, err
+    report = parse_report(out, PROVIDER_DRAIN)
+    assert report["convergence"]["state"] == "unreachable"
+    assert report["convergence"]["apiServerError"]
+    assert "stopped answering while waiting" in report["summary"]
+    assert "Traceback" not in err

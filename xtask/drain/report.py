@@ -69,6 +69,7 @@ def exit_code_for(
             "not-eligible": ExitCode.NOT_ELIGIBLE,
             "timeout": ExitCode.TIMEOUT,
             "interrupted": ExitCode.INTERRUPTED,
+            "unreachable": ExitCode.ERROR,
         }[wait_state]
     if stored_ok is False:
         return ExitCode.NEEDS_INSPECTION

@@ -514,6 +514,8 @@ def _target_refusals(
 def _convergence_dict(result) -> dict:
     verdict = result.verdict
     out = {"state": result.state, "observations": result.observations, "seconds": round(result.seconds, 3)}
+    if result.error:
+        out["apiServerError"] = result.error
     if verdict is not None:
         out["lagging"] = list(verdict.lagging)
         out["notEligible"] = list(verdict.not_eligible)
@@ -535,7 +537,13 @@ def _wait_summary(result, req: DrainRequest) -> str:
         return "undrain stored and served, but not eligible: " + "; ".join(verdict.not_eligible)
     lag = "; ".join(verdict.lagging) if verdict and verdict.lagging else "no complete observation yet"
     if result.state == "timeout":
-        return f"timed out after {req.timeout:.0f}s; lagging: {lag}"
+        down = f"; the API server is not answering ({result.error})" if result.error else ""
+        return f"timed out after {req.timeout:.0f}s; lagging: {lag}{down}"
+    if result.state == "unreachable":
+        return (
+            f"the API server stopped answering while waiting ({result.error}); the change is stored, "
+            f"not confirmed serving; not yet confirmed: {lag}"
+        )
     return f"interrupted while waiting; the applied state is kept; not yet confirmed: {lag}"
 
 

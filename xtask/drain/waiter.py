@@ -27,12 +27,19 @@ from agn.model import Overlay
 from agn.objects import Obj, consumer_revisions, consumer_view, name_of, network_view, provider_view
 from agn.overlays import ShardCache, read_partial
 from agn.shards import Incomplete, is_sharded, shards_holding
-from agn.watching import follow
+from agn.watching import WatchHealth, follow
 from xtask.drain.converge import Agreement, Observation, State, Verdict, evaluate
 
 Notify = Callable[[str, str, dict], None]
 _KINDS = (PROVIDERS, CONSUMERS, OVERLAYS)
 SHARD_READS_AT_ONCE = 8
+# When every watch of the wait has been failing this long, the run says so (a progress event
+# naming the server's last error); when they have failed for UNREACHABLE_BOUND, the wait ends
+# as "unreachable" instead of waiting out --timeout against an API server that is gone (an
+# `env down`, a crashed control plane). A restart of the API server on the same address heals
+# well within the bound and the wait goes on.
+UNREACHABLE_NOTICE = 5.0
+UNREACHABLE_BOUND = 30.0
 
 
 class _Cache:
@@ -76,10 +83,11 @@ class _Cache:
 
 @dataclasses.dataclass
 class WaitResult:
-    state: str  # converged | not-eligible | timeout | interrupted
+    state: str  # converged | not-eligible | timeout | interrupted | unreachable
     verdict: Verdict | None
     observations: int
     seconds: float
+    error: str = ""  # unreachable: the last error of the watches
 
 
 def by_name(names: Iterable[str]) -> str | None:
@@ -118,6 +126,7 @@ class ConvergenceWaiter:
             OVERLAYS: consumers,
         }
         self._caches = {r.plural: _Cache(self._wake, r.plural, wanted[r]) for r in _KINDS}
+        self._health = {r.plural: WatchHealth(r.plural) for r in _KINDS}
         # One wanted object of a kind is listed and watched by name: a single drain among 5,000
         # providers reads one provider, not the fleet.
         self._field_selectors = {
@@ -151,6 +160,8 @@ class ConvergenceWaiter:
                     on_snapshot=cache.snapshot,
                     on_event=cache.event,
                     stop=self._stop_watches,
+                    on_error=lambda exc, delay, label=res.plural: self._wake.put(label),
+                    health=self._health[res.plural],
                 ),
                 name=f"watch-{res.plural}",
                 daemon=True,
@@ -224,6 +235,13 @@ class ConvergenceWaiter:
     def close(self) -> None:
         self._stop_watches.set()
 
+    def unreachable_for(self) -> tuple[float, str]:
+        """How long every watch has been failing (0 while any works), and the last error."""
+        if any(h.failing_since is None for h in self._health.values()):
+            return 0.0, ""
+        worst = min(self._health.values(), key=WatchHealth.failing_for)
+        return worst.failing_for(), worst.last_error
+
     def wait(self, *, timeout: float, stop: threading.Event) -> WaitResult:
         start = time.monotonic()
         deadline = start + timeout
@@ -232,13 +250,20 @@ class ConvergenceWaiter:
         self.start()
         verdict: Verdict | None = None
         last_lagging: tuple[str, ...] = ()
+        noticed = False
         try:
             while True:
                 if stop.is_set():
                     return WaitResult("interrupted", verdict, agreement.count, time.monotonic() - start)
+                down, error = self.unreachable_for()
+                if down >= UNREACHABLE_BOUND:
+                    return WaitResult("unreachable", verdict, agreement.count, time.monotonic() - start, error)
+                if (down >= UNREACHABLE_NOTICE) != noticed:
+                    noticed = not noticed
+                    self.notify("api-server", "", {"reachable": not noticed, "seconds": round(down, 1), "error": error})
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    return WaitResult("timeout", verdict, agreement.count, time.monotonic() - start)
+                    return WaitResult("timeout", verdict, agreement.count, time.monotonic() - start, error)
                 try:
                     self._wake.get(timeout=min(remaining, 1.0))
                     while True:  # coalesce a burst of events into one observation

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from xtask.cli.env.drain_view import PlainReporter, idle_line
+from xtask.cli.env.drain_view import PlainReporter, api_server_line, idle_line
 from xtask.cli.output import markup_safe as e
 from xtask.drain.report import Report
 
@@ -82,6 +82,10 @@ class RichReporter(PlainReporter):
         elif kind == "observation" and self.progress is not None:
             lag = "; ".join(details["lagging"]) or "all targets agree (confirmed by a second, fresh observation)"
             self.progress.update(self.task, description=e(f"{details['state']}: {lag}"[:150]))
+        elif kind == "api-server":
+            self.console.print(
+                ("[green]" if details["reachable"] else "[yellow]") + e(api_server_line(details)) + "[/]"
+            )
         elif kind == "idle-tick" and self.progress is not None:
             # Every provider's last reading and its age, refreshed about once a second.
             text = "; ".join(idle_line(p) for p in details["providers"])

@@ -42,8 +42,17 @@ class PlainReporter:
         elif kind == "observation":
             lag = "; ".join(details["lagging"]) or "all targets agree"
             self.line(f"  observed ({details['state']}): {lag}")
+        elif kind == "api-server":
+            self.line(f"  {api_server_line(details)}")
         elif kind == "idle":  # a provider's idle state or reading changed (``idle-tick`` is for the live view)
             self.line(f"  idle-wait {idle_line(details)}")
+
+
+def api_server_line(details: dict) -> str:
+    """The waiter's notice that every watch has been failing (or works again)."""
+    if details["reachable"]:
+        return "the API server answers again"
+    return f"the API server has not answered for {details['seconds']:.0f}s ({details['error']}); still waiting"
 
 
 def idle_line(p: dict) -> str:
