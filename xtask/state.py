@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from agn.names import is_label
+from agn.outputfile import write_atomic
 from agn.yamltext import show
 from xtask.errors import ExitCode, UsageError, XtaskError
 
@@ -115,10 +116,7 @@ def claim_env_dir(env: str) -> Path:
     folder = env_dir(env)
     folder.mkdir(parents=True, exist_ok=True)
     if _owner(folder) != env:
-        tmp = folder / f"{MARKER}.tmp"
-        tmp.unlink(missing_ok=True)
-        tmp.write_text(env + "\n", encoding="utf-8")
-        tmp.replace(folder / MARKER)
+        write_atomic(folder / MARKER, env + "\n")
     return folder
 
 
@@ -169,6 +167,4 @@ class EnvRecord:
 
     def save(self) -> None:
         folder = claim_env_dir(self.env)
-        tmp = folder / "env.json.tmp"
-        tmp.write_text(json.dumps(dataclasses.asdict(self), indent=2))
-        tmp.replace(folder / "env.json")
+        write_atomic(folder / "env.json", json.dumps(dataclasses.asdict(self), indent=2))

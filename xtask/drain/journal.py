@@ -41,6 +41,7 @@ from typing import Any
 
 from agn.inputfile import JOURNAL_LIMIT, read_regular
 from agn.names import label_problem, subdomain_problem
+from agn.outputfile import write_atomic
 from agn.yamltext import show
 from xtask.drain.plan import OUR_ANNOTATIONS, Change
 from xtask.errors import XtaskError
@@ -497,9 +498,7 @@ class Journal:
                 self._rewrite_legacy()
 
     def _rewrite_legacy(self) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(self.state.to_dict(), indent=2))
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps(self.state.to_dict(), indent=2))
 
     def intents(self, changes: list[Change], *, replanned: bool = False) -> None:
         """Record that PATCHes for ``changes`` are about to be sent, and make it durable."""

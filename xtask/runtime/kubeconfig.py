@@ -30,7 +30,6 @@ import dataclasses
 import fcntl
 import os
 import stat
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +40,7 @@ import yaml
 from agn.inputfile import YAML_INPUT_LIMIT, InputFileError, kind_of, read_regular
 from agn.kube import ConfigError
 from agn.kubeconfig import parse
+from agn.outputfile import write_atomic
 from xtask.errors import KubeconfigError
 
 Config = dict[str, Any]
@@ -276,32 +276,10 @@ def write_target(path: Path) -> Path:
 
 def _write(path: Path, config: Config) -> None:
     target = write_target(path)
-    data = yaml.safe_dump(config, sort_keys=False).encode()
-    tmp: str | None = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-        tmp = None
-        _fsync_dir(target.parent)
+        write_atomic(target, yaml.safe_dump(config, sort_keys=False))
     except OSError as exc:
         raise KubeconfigError(f"kubeconfig {_named(path)}: cannot write it: {exc.strerror or exc}") from exc
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-
-
-def _fsync_dir(folder: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def add_context(path: Path, addition: Config) -> None:
