@@ -4,15 +4,9 @@ Provider and network changes mark every consumer dirty; consumer, overlay and sh
 mark that consumer. One worker thread takes coalesced batches and reconciles each consumer
 level-triggered from the caches, writing its overlay only when what is stored differs.
 
-**Storage** (:mod:`agn.shards`): a consumer's overlay is an index (the RoutingOverlay named
-after it: revision, digest, counts, one digest per shard) plus RoutingOverlayShards, so no
-object grows past etcd's request limit with the fleet. A publication writes the shards whose
-digest changed first, then the index, then deletes shards the index no longer names — a
-reader that follows the index always finds its shards. Whether to write is decided on the
-index spec and the shards' digests, never on whole overlays (a sharded index has no
-candidates); a drain of one provider rewrites one shard and the index. An inline index (an
-earlier operator's whole overlay) is converted in place, its ``candidates`` removed, at the
-same revision.
+What a consumer's overlay holds is planned by :mod:`.reconcile`; how it is stored (an index
+plus shards, written in an order a reader can follow) is :mod:`.storage`; what a publication
+changed, for the log line and the Event, is :mod:`.diffing`. This module orchestrates them.
 A periodic resync re-runs every consumer (and every overlay), because metrics freshness
 depends on time and deletions can be missed while a watch is re-listed.
 
@@ -48,36 +42,25 @@ import threading
 import time
 from typing import Any
 
-from agn import GROUP, VERSION
-from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, SHARDS, Conflict, Kube, KubeError, NotFound, Resource
+from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, SHARDS, Kube, KubeError
 from agn.logs import JsonLog
-from agn.model import Candidate, ConsumerView, Overlay, ProviderView, next_revision
-from agn.objects import consumer_view, name_of, network_view, provider_view
+from agn.model import ConsumerView, Overlay, ProviderView
+from agn.objects import Obj, consumer_view, network_view, provider_view
+from agn.operator.diffing import PublicationDiff, change_log, note_for, publication_diff
 from agn.operator.elector import LeaderElector
-from agn.operator.events import EventSink, HardFailures, note_for, observed
-from agn.operator.informer import Informer, Obj
+from agn.operator.events import EventSink, HardFailures, observed
+from agn.operator.informer import Informer
 from agn.operator.lease import AlwaysLeader, Leadership, new_identity
 from agn.operator.metrics import OperatorMetrics
-from agn.operator.ownership import Verdict, desired_owner_references, owner_references_current, verdict
+from agn.operator.ownership import Verdict, verdict
 from agn.operator.prober import Prober
 from agn.operator.pruning import prune
-from agn.operator.reconcile import OverlayDiff, Plan, advance, change_log, diff_candidates
+from agn.operator.reconcile import Planned, replan
+from agn.operator.storage import OverlayStorage, ShardWork, shard_work
 from agn.operator.verdicts import NetworkVerdict, Verdicts
 from agn.operator.workqueue import CoalescingQueue
 from agn.operator.writes import LeaderWrites, NotLeader
-from agn.shards import (
-    DEFAULT_SHARD_COUNT,
-    MAX_SHARD_COUNT,
-    Incomplete,
-    Sharded,
-    assemble,
-    changed_shards,
-    check_shard_count,
-    consumer_of_shard,
-    is_sharded,
-    shard_names,
-    surplus_shards,
-)
+from agn.shards import DEFAULT_SHARD_COUNT, check_shard_count, consumer_of_shard
 
 ERROR_RETRY_SECONDS = 1.0
 RECHECK_SLACK_SECONDS = 0.05
@@ -85,8 +68,6 @@ RECHECK_SLACK_SECONDS = 0.05
 # between two looks at its leadership.
 LEADERSHIP_POLL_SECONDS = 0.2
 MAX_RECONCILE_WORKERS = 32
-# Which operator process (its lease identity) wrote the overlay last.
-PUBLISHED_BY = f"{GROUP}/published-by"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,72 +97,6 @@ class Settings:
         check_shard_count(self.overlay_shards)
         if not 1 <= self.reconcile_workers <= MAX_RECONCILE_WORKERS:
             raise ValueError(f"reconcile workers must be between 1 and {MAX_RECONCILE_WORKERS}")
-
-
-@dataclasses.dataclass(frozen=True)
-class ShardWork:
-    """The writes one publication needs: shards to create or patch, whether the index is
-    written, and stored shards the new index no longer names (deleted last)."""
-
-    shards: list[str]
-    index: bool
-    surplus: list[str]
-
-
-@dataclasses.dataclass(frozen=True)
-class Planned:
-    """A consumer's plan (:class:`agn.operator.reconcile.Plan`) and the overlay and storage it gave
-    for the last revision asked of it."""
-
-    plan: Plan
-    overlay: Overlay
-    sharded: Sharded
-
-
-@dataclasses.dataclass(frozen=True)
-class Change:
-    """What a publication changed, diffed once for the log line and the Event."""
-
-    previous_revision: int | None  # None: a first revision (or the previous one is not known)
-    diff: OverlayDiff
-    shards_compared: int | None  # the shards diffed; None: whole overlays were
-
-
-def object_body(
-    res: Resource, name: str, spec: dict[str, Any], *, owner_references: list[dict[str, Any]], published_by: str
-) -> dict[str, Any]:
-    """A new index or shard: owned by the consumer (so a garbage collector removes it with it)."""
-    metadata: dict[str, Any] = {
-        "name": name,
-        "ownerReferences": owner_references,
-        "annotations": {PUBLISHED_BY: published_by},
-    }
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": res.kind, "metadata": metadata, "spec": spec}
-
-
-def shard_digests(new: Sharded, stored: dict[str, Obj]) -> dict[str, str]:
-    """The digests of the stored shards that hold what ``new`` would put there but the candidates.
-
-    A stored shard of another network, consumer, position or shard count is left out, so
-    :func:`agn.shards.changed_shards` rewrites it even if its candidates' digest matches."""
-    out: dict[str, str] = {}
-    for name, obj in stored.items():
-        spec, want = obj.get("spec") or {}, new.shards.get(name)
-        if want is None:
-            continue
-        if all(spec.get(k) == want[k] for k in ("network", "consumer", "shard", "shardCount")):
-            out[name] = str(spec.get("digest", ""))
-    return out
-
-
-def index_patch(current: dict[str, Any] | None, index: dict[str, Any]) -> dict[str, Any]:
-    """A merge patch taking the stored index spec to ``index``: every field it no longer has is
-    set to null (a legacy inline overlay's ``candidates`` goes, for one)."""
-    patch: dict[str, Any] = dict(index)
-    for key in current or {}:
-        if key not in index:
-            patch[key] = None
-    return patch
 
 
 class Operator:
@@ -215,6 +130,16 @@ class Operator:
         self.consumers = self._informer(CONSUMERS, self._on_named)
         self.overlays = self._informer(OVERLAYS, self._on_named)
         self.shards = self._informer(SHARDS, self._on_shard)
+        self.storage = OverlayStorage(
+            kube,
+            self.writes,
+            namespace,
+            consumers=self.consumers.store,
+            overlays=self.overlays.store,
+            shards=self.shards.store,
+            identity=self.leadership.identity,
+            log=log,
+        )
         self.metrics = metrics or OperatorMetrics()
         self.metrics.watch_state(
             queue_depth=lambda: len(self.queue.pending()),
@@ -499,32 +424,20 @@ class Operator:
             providers = tuple(self.providers.store.derived(provider_view))
         consumer_obj = self.consumers.store.get(name)
         current = self.overlays.store.peek(name)  # read only: stored objects are never changed in place
-        stored = self._stored_shards(name)
+        stored = self.storage.stored_shards(name)
         if consumer_obj is None:
             self._forget(name)
-            if current is not None or stored:
-                self._remove_overlay(name, current, stored)
+            if (current is not None or stored) and not self.storage.remove(name, current, stored):
+                self.queue.add(name)
             return
-        stale_index = current is not None and verdict(current, consumer_obj) is Verdict.STALE
-        stale = {n: s for n, s in stored.items() if verdict(s, consumer_obj) is Verdict.STALE}
-        if stale_index or stale:
-            if not self._remove_overlay(name, current if stale_index else None, stale):
-                return
-            if stale_index:
-                current = None  # a new consumer of an old name starts a new overlay history
-            stored = self._stored_shards(name)
+        kept = self._without_stale(name, consumer_obj, current, stored)
+        if kept is None:
+            return
+        current, stored = kept
         consumer = consumer_view(consumer_obj)
-        network_obj = self.networks.store.get(consumer.network)
+        network_obj = self._network_of(consumer)
         if network_obj is None:
-            if self._missing_network.get(name) != consumer.network:
-                self._missing_network[name] = consumer.network
-                self.log.warning(
-                    "consumer's network not found; overlay left unchanged", consumer=name, network=consumer.network
-                )
             return
-        if self._missing_network.pop(name, None) is not None:
-            self.log.info("consumer's network found", consumer=name, network=consumer.network)
-
         uid = consumer_obj["metadata"].get("uid", "")
         published = self._published.get(name)
         remembered = published[1] if published is not None and published[0] == uid else None
@@ -537,136 +450,56 @@ class Operator:
             judged = self.verdicts.evaluate(network, providers, now=now)
             self._report_hard_failures(judged)
         planned = self._plan(consumer, judged, previous)
-        overlay, sharded = planned.overlay, planned.sharded
         if judged.recheck_at is not None and judged.recheck_at > now:
             # A reading goes stale then: look again at that moment, not at the next resync.
             self.queue.add_after(name, judged.recheck_at - now + RECHECK_SLACK_SECONDS)
-        work = self._shard_work(current, stored, sharded, consumer_obj)
+        work = shard_work(current, stored, planned.sharded, consumer_obj)
         if work is None:
             return
+        overlay = planned.overlay
         admission_changed = previous is None or (previous.network, previous.revision, previous.digest) != (
             overlay.network,
             overlay.revision,
             overlay.digest,
         )
-        change = self._change(planned, current, stored, remembered) if admission_changed else None
-        self._publish(overlay, sharded, work, consumer=consumer_obj, current=current, stored=stored, change=change)
+        change = publication_diff(planned, current, stored, remembered) if admission_changed else None
+        self._publish(planned, work, consumer=consumer_obj, current=current, stored=stored, change=change)
+
+    def _without_stale(
+        self, name: str, consumer: Obj, current: Obj | None, stored: dict[str, Obj]
+    ) -> tuple[Obj | None, dict[str, Obj]] | None:
+        """The consumer's index and shards once those of an earlier consumer of the same name
+        (another uid) are deleted; None when they could not all be (judged again later)."""
+        stale_index = current is not None and verdict(current, consumer) is Verdict.STALE
+        stale = {n: s for n, s in stored.items() if verdict(s, consumer) is Verdict.STALE}
+        if not (stale_index or stale):
+            return current, stored
+        if not self.storage.remove(name, current if stale_index else None, stale):
+            self.queue.add(name)
+            return None
+        # A new consumer of an old name starts a new overlay history.
+        return (None if stale_index else current), self.storage.stored_shards(name)
+
+    def _network_of(self, consumer: ConsumerView) -> Obj | None:
+        """The consumer's network from the cache; a missing one is warned about once."""
+        name = consumer.name
+        network_obj = self.networks.store.get(consumer.network)
+        if network_obj is None:
+            if self._missing_network.get(name) != consumer.network:
+                self._missing_network[name] = consumer.network
+                self.log.warning(
+                    "consumer's network not found; overlay left unchanged", consumer=name, network=consumer.network
+                )
+            return None
+        if self._missing_network.pop(name, None) is not None:
+            self.log.info("consumer's network found", consumer=name, network=consumer.network)
+        return network_obj
 
     def _plan(self, consumer: ConsumerView, judged: NetworkVerdict, previous: Overlay | None) -> Planned:
-        """The consumer's overlay and its storage, sized by the change (:mod:`.reconcile`).
-
-        The plan is moved only when the network's verdict version changed, by the providers that
-        changed since (or made afresh for a changed consumer or shard count, or a version too
-        old); a batch woken by probes that only refreshed readings costs no planning. The
-        revision is asked of the stored ``previous`` last, so the plan this operator has just
-        published (``previous`` is then its own overlay) is taken as it is, not planned again."""
-        known = self._plans.get(consumer.name)
-        plan = advance(known.plan if known is not None else None, consumer, judged, self.settings.overlay_shards)
-        if (
-            known is not None
-            and known.plan is plan
-            and next_revision(previous, plan.digest, network=plan.network) == known.overlay.revision
-        ):
-            return known
-        overlay = plan.overlay(previous)
-        planned = Planned(plan, overlay, plan.sharded(overlay))
+        """The consumer's overlay and its storage, sized by the change (:func:`.reconcile.replan`)."""
+        planned = replan(self._plans.get(consumer.name), consumer, judged, previous, self.settings.overlay_shards)
         self._plans[consumer.name] = planned
         return planned
-
-    def _stored_shards(self, consumer: str) -> dict[str, Obj]:
-        """The consumer's shards in the cache, by name (every name a shard count allows); read
-        only, like every object the store hands out without copying."""
-        out = {}
-        for shard in shard_names(consumer, MAX_SHARD_COUNT):
-            obj = self.shards.store.peek(shard)
-            if obj is not None:
-                out[shard] = obj
-        return out
-
-    def _shard_work(
-        self, current: Obj | None, stored: dict[str, Obj], sharded: Sharded, consumer: Obj
-    ) -> ShardWork | None:
-        """What must be written to store ``sharded``, or None when the API already holds it.
-
-        Compared are the index spec (network, revision, digest, counts and each shard's digest),
-        each shard's digest and position, and every object's owner references (adoption)."""
-        writes = set(changed_shards(sharded, shard_digests(sharded, stored)))
-        writes |= {n for n in sharded.shards if n in stored and not owner_references_current(stored[n], consumer)}
-        surplus = surplus_shards(sharded, stored)
-        index = (
-            current is None
-            or (current.get("spec") or {}) != sharded.index
-            or not owner_references_current(current, consumer)
-        )
-        if not (writes or surplus or index):
-            return None
-        return ShardWork(shards=sorted(writes), index=index, surplus=surplus)
-
-    def _change(
-        self, planned: Planned, current: Obj | None, stored: dict[str, Obj], remembered: Overlay | None
-    ) -> Change:
-        """What publishing ``planned`` changes, diffed once (for the log line and the Event).
-
-        Only the shards whose digest differs between the stored index and the new one are
-        compared: the stored ones (at the digests the stored index gives them) against the
-        plan's. Shards at equal digests hold equal candidates. When the stored index is inline,
-        of another shard count, or one of those shards is not in hand at its digest, the whole
-        previous overlay is compared instead (:meth:`_previous_candidates`)."""
-        plan, overlay = planned.plan, planned.overlay
-        spec = (current or {}).get("spec") or {}
-        if current is not None and is_sharded(spec) and spec.get("shardCount") == plan.shard_count:
-            old = {str(e.get("name", "")): e.get("digest") for e in spec.get("shards") or ()}
-            new = {e["name"]: e["digest"] for e in planned.sharded.index["shards"]}
-            differing = sorted(n for n in old.keys() | new.keys() if old.get(n) != new.get(n))
-            before: dict[str, Any] = {}  # candidate id -> the stored candidate
-            in_hand = True
-            for name in differing:
-                if name not in old:
-                    continue
-                shard = (stored.get(name) or {}).get("spec") or {}
-                if shard.get("digest") != old[name] or shard.get("consumer") != spec.get("consumer"):
-                    in_hand = False  # not at the stored index's digest: compare whole overlays
-                    break
-                before.update((str(c.get("id", "")), c) for c in shard.get("candidates") or ())
-            if in_hand:
-                after = {  # candidate id -> (the planned candidate, its spec form)
-                    c.id: (c, d)
-                    for n in differing
-                    if n in new
-                    for c, d in zip(
-                        plan.members[planned.sharded.shards[n]["shard"]],
-                        planned.sharded.shards[n]["candidates"],
-                        strict=True,
-                    )
-                }
-                # Only candidates whose stored form is not the new one's are parsed and compared.
-                gone = [Candidate.from_dict(d) for i, d in before.items() if i not in after or d != after[i][1]]
-                came = [c for i, (c, d) in after.items() if i not in before or before[i] != d]
-                revision = Overlay.from_spec(spec).revision
-                return Change(revision, diff_candidates(gone, came), len(differing))
-        previous = self._previous_candidates(current, stored, remembered)
-        diff = diff_candidates(previous.candidates if previous else (), overlay.candidates)
-        return Change(previous.revision if previous else None, diff, None)
-
-    def _previous_candidates(
-        self, current: Obj | None, stored: dict[str, Obj], remembered: Overlay | None
-    ) -> Overlay | None:
-        """The overlay the consumer had, candidates included, for the change log and the Event:
-        the stored index assembled with the cached shards, else what this term published last
-        (if it is that revision), else None."""
-        if current is not None:
-            spec = current.get("spec") or {}
-            try:
-                return Overlay.from_spec(assemble(spec, {n: o.get("spec") for n, o in stored.items()}))
-            except Incomplete:
-                pass
-            if remembered is not None and (remembered.revision, remembered.digest) == (
-                spec.get("revision"),
-                spec.get("digest"),
-            ):
-                return remembered
-            return None
-        return remembered
 
     def _report_hard_failures(self, judged: NetworkVerdict) -> None:
         """An Event for each provider of the network whose hard failure began, changed or ended.
@@ -689,55 +522,19 @@ class Operator:
 
     def _publish(
         self,
-        overlay: Overlay,
-        sharded: Sharded,
+        planned: Planned,
         work: ShardWork,
         *,
         consumer: Obj,
         current: Obj | None,
         stored: dict[str, Obj],
-        change: Change | None,
+        change: PublicationDiff | None,
     ) -> None:
-        """Write the changed shards, then the index, then delete the shards it no longer names;
-        log (and record an Event for) ``change`` — None when admission did not change.
-
-        In this order a reader that follows the index finds every shard it names already at
-        the index's digest; surplus shards go only once no index names them."""
+        """Store ``planned`` (:meth:`.storage.OverlayStorage.write`), then log (and record an
+        Event for) ``change`` — None when admission did not change."""
+        overlay, sharded = planned.overlay, planned.sharded
         name = overlay.consumer
-        owners = desired_owner_references(current, consumer)
-        identity = self.leadership.identity
-        try:
-            for shard in work.shards:
-                spec = sharded.shards[shard]
-                old = stored.get(shard)
-                if old is None:
-                    body = object_body(SHARDS, shard, spec, owner_references=owners, published_by=identity)
-                    written = self.writes.create(SHARDS, self.namespace, body)
-                else:
-                    written = self.writes.merge_patch(
-                        SHARDS, self.namespace, shard, self._patch(old, owners, identity, spec)
-                    )
-                self.shards.store.upsert(written)
-            if work.index:
-                if current is None:
-                    body = object_body(OVERLAYS, name, sharded.index, owner_references=owners, published_by=identity)
-                    written = self.writes.create(OVERLAYS, self.namespace, body)
-                else:
-                    spec = index_patch(current.get("spec"), sharded.index)
-                    written = self.writes.merge_patch(
-                        OVERLAYS, self.namespace, name, self._patch(current, owners, identity, spec)
-                    )
-                self.overlays.store.upsert(written)
-            for shard in work.surplus:
-                try:
-                    self.writes.delete(SHARDS, self.namespace, shard, uid=stored[shard]["metadata"].get("uid"))
-                except NotFound:
-                    pass  # gone already
-                self.shards.store.remove(shard)
-        except (Conflict, NotFound) as exc:
-            # Our cache was behind (or an object was deleted): refresh it and plan again.
-            self._refresh_overlay(name, [*sharded.shards, *stored])
-            self.log.info("overlay changed under us; re-planning", consumer=name, reason=type(exc).__name__)
+        if not self.storage.write(sharded, work, consumer=consumer, current=current, stored=stored):
             self.queue.add(name)
             return
         self._published[name] = (consumer["metadata"].get("uid", ""), overlay)
@@ -772,67 +569,3 @@ class Operator:
             previous_revision=change.previous_revision,
         )
         self.events.overlay_published(consumer, note)
-
-    @staticmethod
-    def _patch(old: Obj, owners: list[dict[str, Any]], identity: str, spec: dict[str, Any]) -> dict[str, Any]:
-        """A merge patch conditional on ``old``'s resourceVersion (409 if someone wrote since)."""
-        return {
-            "metadata": {
-                "resourceVersion": old["metadata"]["resourceVersion"],
-                "ownerReferences": owners,
-                "annotations": {PUBLISHED_BY: identity},
-            },
-            "spec": spec,
-        }
-
-    def _remove_overlay(self, name: str, overlay: Obj | None, shards: dict[str, Obj]) -> bool:
-        """Delete an overlay (index and shards) whose consumer is gone, or of an earlier consumer
-        of the same name.
-
-        The cache can lag behind the API (a new leader's consumer cache, say), so the consumer
-        is read live first; each delete is conditional on the object's uid, so only the
-        incarnation judged here is removed. The index goes first, so no reader follows an index
-        to shards that are gone. Returns True when all of them are gone.
-        """
-        try:
-            live: Obj | None = self.kube.get(CONSUMERS, self.namespace, name)
-        except NotFound:
-            live = None
-        if live is not None:
-            self.consumers.store.upsert(live)
-        doomed: list[tuple[Resource, Obj]] = [(OVERLAYS, overlay)] if overlay is not None else []
-        doomed += [(SHARDS, shards[n]) for n in sorted(shards)]
-        kept = [name_of(o) for _, o in doomed if verdict(o, live) not in (Verdict.ORPHAN, Verdict.STALE)]
-        if kept:
-            self.log.info("overlay's consumer exists after all; keeping the overlay", consumer=name, kept=kept)
-            self.queue.add(name)
-            return False
-        for res, obj in doomed:
-            obj_name = name_of(obj)
-            try:
-                self.writes.delete(res, self.namespace, obj_name, uid=obj["metadata"].get("uid"))
-            except NotFound:
-                pass  # gone already (a garbage collector, or an earlier attempt)
-            except Conflict:
-                self._refresh_overlay(name, list(shards))  # replaced meanwhile: judge the new one
-                self.queue.add(name)
-                return False
-            (self.overlays if res is OVERLAYS else self.shards).store.remove(obj_name)
-        judged = verdict(overlay if overlay is not None else doomed[0][1], live)
-        self.log.info(
-            "overlay deleted",
-            consumer=name,
-            reason=judged.value,
-            revision=((overlay or {}).get("spec") or {}).get("revision"),
-            shards=len(shards),
-        )
-        return True
-
-    def _refresh_overlay(self, name: str, shards: list[str]) -> None:
-        """Read the consumer's index and the named shards again (the cache was behind)."""
-        for res, obj_name in [(OVERLAYS, name), *((SHARDS, s) for s in sorted(set(shards)))]:
-            store = (self.overlays if res is OVERLAYS else self.shards).store
-            try:
-                store.upsert(self.kube.get(res, self.namespace, obj_name))
-            except NotFound:
-                store.remove(obj_name)

@@ -4,15 +4,12 @@ tests/integration/test_overlay_shards_operator.py)."""
 
 from __future__ import annotations
 
-import io
-import threading
-
 import pytest
 
-from agn.logs import JsonLog
 from agn.model import ADMITTED, EXISTING_ONLY, Candidate, next_overlay
-from agn.operator.controller import Operator, Settings, index_patch, shard_digests
+from agn.operator.controller import Settings
 from agn.operator.ownership import owner_reference
+from agn.operator.storage import index_patch, shard_digests, shard_work
 from agn.shards import split
 
 CONSUMER = {"metadata": {"name": "c1", "uid": "u1"}, "spec": {"network": "net"}}
@@ -40,21 +37,10 @@ def store_all(sharded) -> tuple[dict, dict]:
     return index, shards
 
 
-def operator(shards: int = 4) -> Operator:
-    return Operator(
-        None,
-        "ns",
-        settings=Settings(overlay_shards=shards),
-        log=JsonLog(component="test", stream=io.StringIO()),
-        stop=threading.Event(),
-        elector=None,
-    )
-
-
 def test_nothing_to_write_when_index_and_shards_are_stored_and_owned():
     sharded = split(next_overlay(None, [cand(i) for i in range(40)], network="net", consumer="c1"), 4)
     index, shards = store_all(sharded)
-    assert operator()._shard_work(index, shards, sharded, CONSUMER) is None
+    assert shard_work(index, shards, sharded, CONSUMER) is None
 
 
 def test_a_drain_writes_only_its_shard_and_the_index():
@@ -64,7 +50,7 @@ def test_a_drain_writes_only_its_shard_and_the_index():
         first, [cand(i, EXISTING_ONLY if i == 7 else ADMITTED) for i in range(40)], network="net", consumer="c1"
     )
     new = split(drained, 4)
-    work = operator()._shard_work(index, shards, new, CONSUMER)
+    work = shard_work(index, shards, new, CONSUMER)
     assert work is not None
     home = next(n for n, s in new.shards.items() if any(c["provider"] == "p007" for c in s["candidates"]))
     assert work.shards == [home] and work.index and work.surplus == []
@@ -75,14 +61,14 @@ def test_a_missing_shard_is_written_without_touching_the_index():
     index, shards = store_all(sharded)
     gone = sorted(shards)[0]
     del shards[gone]
-    work = operator()._shard_work(index, shards, sharded, CONSUMER)
+    work = shard_work(index, shards, sharded, CONSUMER)
     assert work is not None and work.shards == [gone] and not work.index
 
 
 def test_fewer_shards_leave_surplus_to_delete_after_the_index():
     overlay = next_overlay(None, [cand(i) for i in range(40)], network="net", consumer="c1")
     index, shards = store_all(split(overlay, 8))
-    work = operator(2)._shard_work(index, shards, split(overlay, 2), CONSUMER)
+    work = shard_work(index, shards, split(overlay, 2), CONSUMER)
     assert work is not None and work.index
     assert set(work.surplus) == set(shards) - {"c1-shard-00", "c1-shard-01"}
     # Shards 00 and 01 exist but hold 8-shard contents (another shardCount): both rewritten.
@@ -94,7 +80,7 @@ def test_unowned_objects_are_written_to_adopt_them():
     index, shards = store_all(sharded)
     name = sorted(shards)[1]
     shards[name] = stored(name, sharded.shards[name], owners=[])
-    work = operator()._shard_work(index, shards, sharded, CONSUMER)
+    work = shard_work(index, shards, sharded, CONSUMER)
     assert work is not None and work.shards == [name] and not work.index
 
 
