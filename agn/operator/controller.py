@@ -1,37 +1,25 @@
-"""The operator's controller: wires caches, the work queue, the prober and the overlay writer.
+"""The operator's controller: its lifecycle, and the orchestration of one consumer's reconcile.
 
-Provider and network changes mark every consumer dirty; consumer, overlay and shard changes
-mark that consumer. One worker thread takes coalesced batches and reconciles each consumer
-level-triggered from the caches, writing its overlay only when what is stored differs.
+Every process keeps its caches warm (:mod:`.caches`); a change marks consumers dirty on the
+work queue. Only the leader (:mod:`.lease`) reconciles and probes, and every write goes
+through :class:`.writes.LeaderWrites`, which refuses it unless this process leads at that
+moment. Each time leadership is gained a term begins with a fresh :class:`.memory.TermMemory`:
+the worker waits (bounded) for one probe round, then reconciles every consumer, and again on
+each periodic resync (metrics freshness depends on time, and deletions can be missed while a
+watch is re-listed). One worker thread takes coalesced batches and reconciles each consumer
+level-triggered from the caches:
 
-What a consumer's overlay holds is planned by :mod:`.reconcile`; how it is stored (an index
-plus shards, written in an order a reader can follow) is :mod:`.storage`; what a publication
-changed, for the log line and the Event, is :mod:`.diffing`. This module orchestrates them.
-A periodic resync re-runs every consumer (and every overlay), because metrics freshness
-depends on time and deletions can be missed while a watch is re-listed.
+- an overlay whose consumer is gone, or of an earlier consumer of the same name, is deleted
+  (:meth:`.storage.OverlayStorage.remove`; a garbage collector does it too where one runs,
+  since each overlay is owned by its consumer, :mod:`.ownership`);
+- the network's verdict (:mod:`.verdicts`) gives the consumer's plan (:mod:`.reconcile`);
+- the overlay is written only when what is stored differs (:mod:`.storage`), and a
+  publication that changed admission is logged and recorded as an ``OverlayPublished``
+  Event, from one diff (:mod:`.diffing`); hard-failure transitions become ``ProviderExcluded``
+  / ``ProviderEligible`` Events (:mod:`.events`).
 
-Lifecycle:
-
-- **Leadership** (:mod:`.lease`): every process keeps its caches warm; only the leader's
-  worker reconciles and only its prober probes, and every write goes through
-  :class:`.writes.LeaderWrites`, which refuses it unless this process leads at that moment.
-  Each time leadership is gained, a term begins: the prober's and the published-overlay
-  memories are dropped, the worker waits (bounded) for one probe round, then reconciles
-  every consumer.
-- **Ownership** (:mod:`.ownership`): each overlay is controlled by its consumer (an
-  ownerReference), so a garbage collector removes it with the consumer. Where none runs, the
-  worker deletes overlays (index and shards) whose consumer is gone, or that belong to an
-  earlier consumer of the same name — after confirming with a live read, and only that incarnation (uid
-  precondition).
-- **Forgetting**: per-consumer memory is dropped when the consumer is gone (on its reconcile,
-  and on every resync against the cache), so nothing keyed by a deleted name stays.
-- **Events and metrics** (:mod:`.events`, :mod:`.metrics`): an ``OverlayPublished`` Event on
-  the consumer for each publication that changed admission, a ``ProviderExcluded`` /
-  ``ProviderEligible`` Event on a provider when a hard failure starts / ends (transitions
-  only); reconcile duration and errors are observed here, the rest is read at scrape time.
-
-This is the only writer of RoutingOverlays and RoutingOverlayShards. It never writes provider spec or any status
-(provider status belongs to :mod:`.prober`).
+This is the only writer of RoutingOverlays and RoutingOverlayShards. It never writes provider
+spec or any status (provider status belongs to :mod:`.prober`).
 """
 
 from __future__ import annotations
@@ -42,61 +30,31 @@ import threading
 import time
 from typing import Any
 
-from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, SHARDS, Kube, KubeError
+from agn.kube import Kube, KubeError
 from agn.logs import JsonLog
 from agn.model import ConsumerView, Overlay, ProviderView
 from agn.objects import Obj, consumer_view, network_view, provider_view
+from agn.operator.caches import Caches
 from agn.operator.diffing import PublicationDiff, change_log, note_for, publication_diff
 from agn.operator.elector import LeaderElector
-from agn.operator.events import EventSink, HardFailures, observed
-from agn.operator.informer import Informer
+from agn.operator.events import EventSink
 from agn.operator.lease import AlwaysLeader, Leadership, new_identity
+from agn.operator.memory import TermMemory
 from agn.operator.metrics import OperatorMetrics
 from agn.operator.ownership import Verdict, verdict
 from agn.operator.prober import Prober
-from agn.operator.pruning import prune
 from agn.operator.reconcile import Planned, replan
+from agn.operator.settings import Settings
 from agn.operator.storage import OverlayStorage, ShardWork, shard_work
-from agn.operator.verdicts import NetworkVerdict, Verdicts
+from agn.operator.verdicts import NetworkVerdict
 from agn.operator.workqueue import CoalescingQueue
 from agn.operator.writes import LeaderWrites, NotLeader
-from agn.shards import DEFAULT_SHARD_COUNT, check_shard_count, consumer_of_shard
 
 ERROR_RETRY_SECONDS = 1.0
 RECHECK_SLACK_SECONDS = 0.05
 # How often a follower looks whether it leads now, and the longest a leader's worker waits
 # between two looks at its leadership.
 LEADERSHIP_POLL_SECONDS = 0.2
-MAX_RECONCILE_WORKERS = 32
-
-
-@dataclasses.dataclass(frozen=True)
-class Settings:
-    probe_interval: float = 1.0
-    probe_timeout: float = 1.0
-    probe_failure_threshold: int = 3
-    # At most this many probes at once; more due ones wait (and are reported as backlog).
-    probe_concurrency: int = 16
-    # Random extra delay per probe, as a fraction of its interval, on top of its stable phase.
-    probe_jitter: float = 0.1
-    resync: float = 5.0
-    coalesce_window: float = 0.1
-    # During a long burst (a gateway-wide drain of hundreds of providers) no quiet period comes;
-    # this caps how long a change waits, trading a few revisions for bounded latency.
-    max_batch_wait: float = 1.0
-    # Each consumer's overlay is stored as an index plus up to this many shards (agn.shards), so
-    # no object grows with the fleet past etcd's request limit and a drain rewrites one shard.
-    overlay_shards: int = DEFAULT_SHARD_COUNT
-    # Consumers of one batch reconciled at once. Planning is cheap (sized by the change); what a
-    # consumer waits for is its writes' round trips, which more workers overlap. On an API server
-    # short of CPU (2 cores, measured) overlapping big shard writes only makes them compete, so
-    # the default is one at a time; a larger control plane may gain from a few.
-    reconcile_workers: int = 1
-
-    def __post_init__(self) -> None:
-        check_shard_count(self.overlay_shards)
-        if not 1 <= self.reconcile_workers <= MAX_RECONCILE_WORKERS:
-            raise ValueError(f"reconcile workers must be between 1 and {MAX_RECONCILE_WORKERS}")
 
 
 class Operator:
@@ -125,18 +83,14 @@ class Operator:
         self.leadership: Leadership = elector if elector is not None else AlwaysLeader(new_identity())
         self.writes = LeaderWrites(kube, self.leadership, log=log)
         self.queue = CoalescingQueue(window=settings.coalesce_window, max_window=settings.max_batch_wait)
-        self.providers = self._informer(PROVIDERS, self._on_all_consumers)
-        self.networks = self._informer(NETWORKS, self._on_all_consumers)
-        self.consumers = self._informer(CONSUMERS, self._on_named)
-        self.overlays = self._informer(OVERLAYS, self._on_named)
-        self.shards = self._informer(SHARDS, self._on_shard)
+        self.caches = caches = Caches(kube, namespace, self.queue, log=log, stop=stop)
         self.storage = OverlayStorage(
             kube,
             self.writes,
             namespace,
-            consumers=self.consumers.store,
-            overlays=self.overlays.store,
-            shards=self.shards.store,
+            consumers=caches.consumers.store,
+            overlays=caches.overlays.store,
+            shards=caches.shards.store,
             identity=self.leadership.identity,
             log=log,
         )
@@ -144,18 +98,16 @@ class Operator:
         self.metrics.watch_state(
             queue_depth=lambda: len(self.queue.pending()),
             leader=self.leadership.is_leader,
-            overlays=self.overlays.store.peek_all,  # read at scrape time: no copies of a fleet
-            providers=self.providers.store.peek_all,
+            overlays=caches.overlays.store.peek_all,  # read at scrape time: no copies of a fleet
+            providers=caches.providers.store.peek_all,
         )
         self.events = EventSink(self.writes, instance=self.leadership.identity, log=log, stop=stop)
-        # Per (network, provider): the hard failure last reported, so only transitions become Events.
-        self.hard_failures = HardFailures()
         self.prober = Prober(
             self.writes,
             namespace,
             leadership=self.leadership,
-            providers=self.providers.store,
-            networks=self.networks.store,
+            providers=caches.providers.store,
+            networks=caches.networks.store,
             interval=settings.probe_interval,
             timeout=settings.probe_timeout,
             failure_threshold=settings.probe_failure_threshold,
@@ -166,65 +118,23 @@ class Operator:
             metrics=self.metrics,
         )
         self.metrics.watch_probes(lambda: self.prober.load(time.monotonic()))
-        # Per consumer, forgotten when the consumer is gone. The last overlay published (with the
-        # consumer's uid): revision continuity if an overlay is deleted under us.
-        self._published: dict[str, tuple[str, Overlay]] = {}
-        # The missing network last warned about, so the warning is logged once.
-        self._missing_network: dict[str, str] = {}
-        # Work proportional to change (agn.operator.verdicts): per network, each provider's
-        # selection and hard failure kept across batches; per consumer, the last plan with what it
-        # was planned from; per network, the verdict version whose hard failures were reported.
-        self.verdicts = Verdicts()
-        self._plans: dict[str, Planned] = {}
+        self.memory = TermMemory()
         self._verdict_lock = threading.Lock()  # the verdicts and the hard-failure memory are shared
         workers = settings.reconcile_workers
         self._pool = (
             concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="reconcile") if workers > 1 else None
         )
-        self._reported: dict[str, int] = {}
         self._worker = threading.Thread(target=self._work, name="reconcile", daemon=True)
-
-    def _informer(self, resource, on_change) -> Informer:
-        return Informer(self.kube, resource, self.namespace, on_change=on_change, log=self.log, stop=self.stop)
-
-    def _all(self) -> list[Informer]:
-        return [self.providers, self.networks, self.consumers, self.overlays, self.shards]
-
-    def _names(self) -> list[str]:
-        """Every name that may need a reconcile: each consumer, each overlay and the consumer of
-        each shard (either may be an orphan)."""
-        shard_owners = {consumer_of_shard(n) for n in self.shards.store.names()}
-        return sorted(
-            set(self.consumers.store.names()) | set(self.overlays.store.names()) | {n for n in shard_owners if n}
-        )
-
-    # -- events ------------------------------------------------------------------------
-    def _on_all_consumers(self, kind: str, obj: Obj | None) -> None:
-        self.queue.add_all(self.consumers.store.names())
-
-    def _on_named(self, kind: str, obj: Obj | None) -> None:
-        if obj is None:
-            self.queue.add_all(self._names())
-        else:
-            self.queue.add(obj["metadata"]["name"])
-
-    def _on_shard(self, kind: str, obj: Obj | None) -> None:
-        if obj is None:
-            self.queue.add_all(self._names())
-            return
-        consumer = consumer_of_shard(obj["metadata"]["name"])
-        if consumer is not None:
-            self.queue.add(consumer)
 
     # -- lifecycle -----------------------------------------------------------------------
     def healthy(self) -> tuple[bool, str]:
         """Every cache synced and the reconcile worker alive (a healthy follower is healthy too)."""
-        unsynced = [i.resource.plural for i in self._all() if not i.synced.is_set()]
+        unsynced = self.caches.unsynced()
         if unsynced:
             return False, f"caches not synced: {', '.join(unsynced)}"
         if not self._worker.is_alive():
             return False, "reconcile worker not running"
-        dead = [i.health.name for i in self._all() if not i.health.live()]
+        dead = self.caches.failing()
         if dead:
             return False, f"watches keep failing: {', '.join(dead)}"
         return True, "ok"
@@ -237,7 +147,7 @@ class Operator:
             "detail": detail,
             "status": detail,
             "server": self.kube.host,
-            "watches": {i.health.name: i.health.to_dict() for i in self._all()},
+            "watches": self.caches.watches(),
             **self.leadership.status(),
             "writes": self.writes.counts(),
             "probes": self.prober.load(time.monotonic()),
@@ -250,20 +160,10 @@ class Operator:
             identity=self.leadership.identity,
             **dataclasses.asdict(self.settings),
         )
-        for informer in self._all():
-            informer.start()
-        for informer in self._all():
-            while not informer.synced.wait(0.2):
-                if self.stop.is_set():
-                    return
-        self.log.info(
-            "caches synced",
-            providers=len(self.providers.store.names()),
-            networks=len(self.networks.store.names()),
-            consumers=len(self.consumers.store.names()),
-            overlays=len(self.overlays.store.names()),
-            shards=len(self.shards.store.names()),
-        )
+        self.caches.start()
+        if not self.caches.wait_synced():
+            return
+        self.log.info("caches synced", **self.caches.counts())
         # Only a process whose caches are synced competes for the lease.
         if self.elector is not None:
             self.elector.start()
@@ -285,8 +185,7 @@ class Operator:
                 # After the writers stopped: a successor takes over at once instead of after expiry.
                 self.elector.join(self.elector.timings.request_timeout + 1.0)
                 self.elector.release()
-            for informer in self._all():
-                informer.join(0.1)  # watches end on their own; the threads are daemons
+            self.caches.join(0.1)  # watches end on their own; the threads are daemons
             self.log.info("operator stopped")
 
     def _work(self) -> None:
@@ -318,12 +217,7 @@ class Operator:
         finally:
             # What a term remembers per consumer belongs to it: another leader may publish (and
             # consumers may come and go) before this process leads again; the caches are the truth.
-            self._published.clear()
-            self._missing_network.clear()
-            self.hard_failures.clear()
-            self._plans.clear()
-            self._reported.clear()
-            self.verdicts = Verdicts()
+            self.memory = TermMemory()
 
     def _lead_term(self, term: int) -> None:
         # Statuses in the cache may have gone stale while no operator led; let the first probe
@@ -341,7 +235,7 @@ class Operator:
             now = time.monotonic()
             if now >= next_resync:
                 self._forget_deleted()
-                self.queue.add_all(self._names())
+                self.queue.add_all(self.caches.names())
                 next_resync = now + self.settings.resync
             timeout = max(0.0, min(next_resync - time.monotonic(), LEADERSHIP_POLL_SECONDS))
             batch = self.queue.wait_batch(timeout=timeout)
@@ -351,7 +245,7 @@ class Operator:
                 continue
             # One snapshot of the providers per batch: every consumer in it is judged on the same
             # data. Views are converted once per provider version, not per batch.
-            providers = tuple(self.providers.store.derived(provider_view))
+            providers = tuple(self.caches.providers.store.derived(provider_view))
             names = sorted(batch)
             if self._pool is not None and len(names) > 1:
                 # Each consumer's overlay is its own objects; the network's verdict, which they
@@ -374,27 +268,22 @@ class Operator:
     # -- forgetting ------------------------------------------------------------------------
     def _forget(self, name: str) -> None:
         """Drop everything remembered about consumer ``name`` (it is gone)."""
-        self._published.pop(name, None)
-        self._missing_network.pop(name, None)
-        self._plans.pop(name, None)
+        self.memory.forget(name)
         self.queue.discard_delayed(name)
 
     def _forget_deleted(self) -> None:
-        """Drop per-consumer memory of every consumer the cache no longer has (a missed DELETED)."""
-        live: set[str] = set(self.consumers.store.names())
-        self.hard_failures.forget(set(self.providers.store.names()))
-        networks = set(self.networks.store.names())
-        self.verdicts.forget(networks)
-        prune(self._reported, networks)
-        gone = sorted(
-            set(prune(self._published, live)) | set(prune(self._missing_network, live)) | set(prune(self._plans, live))
+        """Drop memory of everything the caches no longer have (a missed DELETED)."""
+        gone = self.memory.forget_deleted(
+            consumers=set(self.caches.consumers.store.names()),
+            providers=set(self.caches.providers.store.names()),
+            networks=set(self.caches.networks.store.names()),
         )
         if gone:
             self.log.debug("forgot deleted consumers", consumers=gone)
 
     def remembered(self) -> set[str]:
         """Consumer names the controller holds any memory for (tests: nothing of a deleted one stays)."""
-        return set(self._published) | set(self._missing_network) | set(self._plans)
+        return self.memory.consumers()
 
     # -- reconcile -----------------------------------------------------------------------
     def _reconcile_leading(self, term: int, name: str, providers: tuple[ProviderView, ...]) -> None:
@@ -421,9 +310,9 @@ class Operator:
     def reconcile(self, name: str, *, providers: tuple[ProviderView, ...] | None = None) -> None:
         """Bring consumer ``name``'s overlay up to date with the caches (or the given provider snapshot)."""
         if providers is None:
-            providers = tuple(self.providers.store.derived(provider_view))
-        consumer_obj = self.consumers.store.get(name)
-        current = self.overlays.store.peek(name)  # read only: stored objects are never changed in place
+            providers = tuple(self.caches.providers.store.derived(provider_view))
+        consumer_obj = self.caches.consumers.store.get(name)
+        current = self.caches.overlays.store.peek(name)  # read only: stored objects are never changed in place
         stored = self.storage.stored_shards(name)
         if consumer_obj is None:
             self._forget(name)
@@ -439,16 +328,16 @@ class Operator:
         if network_obj is None:
             return
         uid = consumer_obj["metadata"].get("uid", "")
-        published = self._published.get(name)
-        remembered = published[1] if published is not None and published[0] == uid else None
+        remembered = self.memory.published_overlay(name, uid)
         # Only the index's network, revision and digest decide the next revision; a sharded
         # index carries no candidates, so this Overlay has none (and is never compared whole).
         previous = Overlay.from_spec(current["spec"]) if current is not None else remembered
         now = time.time()
         network = network_view(network_obj)
         with self._verdict_lock:
-            judged = self.verdicts.evaluate(network, providers, now=now)
-            self._report_hard_failures(judged)
+            judged = self.memory.verdicts.evaluate(network, providers, now=now)
+            for transition, obj in self.memory.hard_failures.transitions(judged, self.caches.providers.store.peek):
+                self.events.hard_failure(transition, obj, max_age=judged.network.metrics_max_age_seconds)
         planned = self._plan(consumer, judged, previous)
         if judged.recheck_at is not None and judged.recheck_at > now:
             # A reading goes stale then: look again at that moment, not at the next resync.
@@ -483,42 +372,25 @@ class Operator:
     def _network_of(self, consumer: ConsumerView) -> Obj | None:
         """The consumer's network from the cache; a missing one is warned about once."""
         name = consumer.name
-        network_obj = self.networks.store.get(consumer.network)
+        network_obj = self.caches.networks.store.get(consumer.network)
         if network_obj is None:
-            if self._missing_network.get(name) != consumer.network:
-                self._missing_network[name] = consumer.network
+            if self.memory.missing_network.get(name) != consumer.network:
+                self.memory.missing_network[name] = consumer.network
                 self.log.warning(
                     "consumer's network not found; overlay left unchanged", consumer=name, network=consumer.network
                 )
             return None
-        if self._missing_network.pop(name, None) is not None:
+        if self.memory.missing_network.pop(name, None) is not None:
             self.log.info("consumer's network found", consumer=name, network=consumer.network)
         return network_obj
 
     def _plan(self, consumer: ConsumerView, judged: NetworkVerdict, previous: Overlay | None) -> Planned:
         """The consumer's overlay and its storage, sized by the change (:func:`.reconcile.replan`)."""
-        planned = replan(self._plans.get(consumer.name), consumer, judged, previous, self.settings.overlay_shards)
-        self._plans[consumer.name] = planned
-        return planned
-
-    def _report_hard_failures(self, judged: NetworkVerdict) -> None:
-        """An Event for each provider of the network whose hard failure began, changed or ended.
-
-        Consumers of the same network share one memory, so each transition is reported once;
-        a verdict version already reported has no transitions left to find."""
-        network = judged.network
-        if self._reported.get(network.name) == judged.version:
-            return
-        self._reported[network.name] = judged.version
-        for view, failure in judged.selected:
-            if not observed(view):
-                continue  # not probed yet: not failing, just not looked at yet
-            obj = self.providers.store.peek(view.name)
-            if obj is None:
-                continue
-            change = self.hard_failures.observe(network.name, view.name, obj["metadata"].get("uid", ""), failure)
-            if change is not None:
-                self.events.hard_failure(change, obj, max_age=network.metrics_max_age_seconds)
+        plans = self.memory.plans
+        plans[consumer.name] = replan(
+            plans.get(consumer.name), consumer, judged, previous, self.settings.overlay_shards
+        )
+        return plans[consumer.name]
 
     def _publish(
         self,
@@ -537,7 +409,7 @@ class Operator:
         if not self.storage.write(sharded, work, consumer=consumer, current=current, stored=stored):
             self.queue.add(name)
             return
-        self._published[name] = (consumer["metadata"].get("uid", ""), overlay)
+        self.memory.published[name] = (consumer["metadata"].get("uid", ""), overlay)
         if change is None:
             self.log.info(
                 "overlay stored again",

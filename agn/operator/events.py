@@ -32,6 +32,8 @@ from agn.events import NORMAL, WARNING, Regarding, event_body, event_name
 from agn.kube import KubeError
 from agn.logs import JsonLog
 from agn.model import Exclusion, ProviderView, endpoint_valid
+from agn.operator.pruning import prune
+from agn.operator.verdicts import NetworkVerdict
 from agn.operator.writes import LeaderWrites, NotLeader
 
 CONTROLLER = "agn.dev/operator"
@@ -78,6 +80,31 @@ class HardFailures:
 
     def __init__(self) -> None:
         self._last: dict[tuple[str, str], tuple[str, Exclusion | None]] = {}
+        self._versions: dict[str, int] = {}  # per network, the verdict version looked at last
+
+    def transitions(
+        self, judged: NetworkVerdict, provider: Callable[[str], Mapping[str, Any] | None]
+    ) -> list[tuple[Transition, Mapping[str, Any]]]:
+        """Each provider of the network whose hard failure began, changed or ended, with its
+        object (``provider`` looks one up by name; a provider it does not have is skipped).
+
+        Consumers of the same network share this memory, so each transition is found once;
+        a verdict version already looked at has no transitions left to find."""
+        network = judged.network.name
+        if self._versions.get(network) == judged.version:
+            return []
+        self._versions[network] = judged.version
+        out = []
+        for view, failure in judged.selected:
+            if not observed(view):
+                continue  # not probed yet: not failing, just not looked at yet
+            obj = provider(view.name)
+            if obj is None:
+                continue
+            change = self.observe(network, view.name, obj["metadata"].get("uid", ""), failure)
+            if change is not None:
+                out.append((change, obj))
+        return out
 
     def observe(self, network: str, provider: str, uid: str, failure: Exclusion | None) -> Transition | None:
         key = (network, provider)
@@ -91,13 +118,16 @@ class HardFailures:
             return None  # healthy when first seen: nothing to report
         return Transition(network, provider, failure)
 
-    def forget(self, live_providers: set[str]) -> None:
-        """Drop what is remembered about deleted providers."""
+    def forget(self, live_providers: set[str], live_networks: set[str] | None = None) -> None:
+        """Drop what is remembered about deleted providers (and deleted networks, if given)."""
         for key in [k for k in self._last if k[1] not in live_providers]:
             del self._last[key]
+        if live_networks is not None:
+            prune(self._versions, live_networks)
 
     def clear(self) -> None:
         self._last.clear()
+        self._versions.clear()
 
     def remembered(self) -> set[str]:
         return {provider for _, provider in self._last}

@@ -31,9 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from agn.logs import JsonLog  # noqa: E402
 from agn.model import ConsumerView, NetworkView, Overlay, ProviderView, candidate_id  # noqa: E402
-from agn.operator.controller import Operator, Settings  # noqa: E402
+from agn.operator.controller import Operator  # noqa: E402
 from agn.operator.diffing import change_log, note_for, overlay_changes, publication_diff, published_note  # noqa: E402
 from agn.operator.reconcile import plan_overlay  # noqa: E402
+from agn.operator.settings import Settings  # noqa: E402
 from agn.operator.verdicts import Verdicts  # noqa: E402
 from agn.shards import assemble, split  # noqa: E402
 
@@ -124,7 +125,7 @@ def by_delta(n: int, consumers: int, repeat: int) -> float:
         # Undrained again and planned (as the operator would), not timed.
         judged = verdicts.evaluate(NET, tuple(base), now=NOW)
         for c in cons:
-            published[c.name] = op._plan(c, judged, op._plans[c.name].overlay)
+            published[c.name] = op._plan(c, judged, op.memory.plans[c.name].overlay)
     return statistics.median(times)
 
 

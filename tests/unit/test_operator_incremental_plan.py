@@ -24,9 +24,10 @@ from agn.model import (
     digest_of_rows,
     overlay_digest,
 )
-from agn.operator.controller import Operator, Settings
+from agn.operator.controller import Operator
 from agn.operator.diffing import diff_candidates, publication_diff
 from agn.operator.reconcile import Plan, Planned, advance, fresh_plan, plan_overlay
+from agn.operator.settings import Settings
 from agn.operator.verdicts import HISTORY, Verdicts, changed_since
 from agn.shards import split
 

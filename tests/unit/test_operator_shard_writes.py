@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from agn.model import ADMITTED, EXISTING_ONLY, Candidate, next_overlay
-from agn.operator.controller import Settings
 from agn.operator.ownership import owner_reference
+from agn.operator.settings import Settings
 from agn.operator.storage import index_patch, shard_digests, shard_work
 from agn.shards import split
 
