@@ -2,7 +2,8 @@
 
 A consumer's overlay is an index (the RoutingOverlay named after it: revision, digest, counts,
 one digest per shard) plus RoutingOverlayShards (:mod:`agn.shards`), so no object grows past
-etcd's request limit with the fleet. A publication writes the shards whose digest changed
+etcd's request limit with the fleet; each shard is labelled with its consumer
+(``agn.dev/consumer``). A publication writes the shards whose digest changed
 first, then the index, then deletes shards the index no longer names — a reader that follows
 the index always finds its shards. Whether to write is decided on the index spec and the
 shards' digests (:func:`shard_work`), never on whole overlays (a sharded index has no
@@ -21,6 +22,7 @@ Events: it reports whether a write went through and leaves the rest to the contr
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from agn import GROUP, VERSION
@@ -30,7 +32,7 @@ from agn.objects import Obj, name_of
 from agn.operator.informer import Store
 from agn.operator.ownership import Verdict, desired_owner_references, owner_references_current, verdict
 from agn.operator.writes import LeaderWrites
-from agn.shards import MAX_SHARD_COUNT, Sharded, changed_shards, shard_names, surplus_shards
+from agn.shards import MAX_SHARD_COUNT, Sharded, changed_shards, shard_labels, shard_names, surplus_shards
 
 # Which operator process (its lease identity) wrote the overlay last.
 PUBLISHED_BY = f"{GROUP}/published-by"
@@ -47,7 +49,13 @@ class ShardWork:
 
 
 def object_body(
-    res: Resource, name: str, spec: dict[str, Any], *, owner_references: list[dict[str, Any]], published_by: str
+    res: Resource,
+    name: str,
+    spec: dict[str, Any],
+    *,
+    owner_references: list[dict[str, Any]],
+    published_by: str,
+    labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A new index or shard: owned by the consumer (so a garbage collector removes it with it)."""
     metadata: dict[str, Any] = {
@@ -55,19 +63,35 @@ def object_body(
         "ownerReferences": owner_references,
         "annotations": {PUBLISHED_BY: published_by},
     }
+    if labels:
+        metadata["labels"] = dict(labels)
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": res.kind, "metadata": metadata, "spec": spec}
 
 
-def conditional_patch(old: Obj, owners: list[dict[str, Any]], identity: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """A merge patch conditional on ``old``'s resourceVersion (409 if someone wrote since)."""
-    return {
-        "metadata": {
-            "resourceVersion": old["metadata"]["resourceVersion"],
-            "ownerReferences": owners,
-            "annotations": {PUBLISHED_BY: identity},
-        },
-        "spec": spec,
+def conditional_patch(
+    old: Obj,
+    owners: list[dict[str, Any]],
+    identity: str,
+    spec: dict[str, Any],
+    *,
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A merge patch conditional on ``old``'s resourceVersion (409 if someone wrote since).
+    ``labels`` are added to (or set in) the object's own; other labels are kept."""
+    metadata: dict[str, Any] = {
+        "resourceVersion": old["metadata"]["resourceVersion"],
+        "ownerReferences": owners,
+        "annotations": {PUBLISHED_BY: identity},
     }
+    if labels:
+        metadata["labels"] = dict(labels)
+    return {"metadata": metadata, "spec": spec}
+
+
+def labels_current(obj: Obj, labels: Mapping[str, str]) -> bool:
+    """True when ``obj`` carries every one of ``labels`` with its value."""
+    have = (obj.get("metadata") or {}).get("labels") or {}
+    return all(have.get(k) == v for k, v in labels.items())
 
 
 def shard_digests(new: Sharded, stored: dict[str, Obj]) -> dict[str, str]:
@@ -99,9 +123,16 @@ def shard_work(current: Obj | None, stored: dict[str, Obj], sharded: Sharded, co
     """What must be written to store ``sharded``, or None when the API already holds it.
 
     Compared are the index spec (network, revision, digest, counts and each shard's digest),
-    each shard's digest and position, and every object's owner references (adoption)."""
+    each shard's digest, position and labels (:func:`agn.shards.shard_labels`: a shard an
+    earlier operator wrote without them gets them), and every object's owner references
+    (adoption)."""
+    labels = shard_labels(consumer["metadata"]["name"])
     writes = set(changed_shards(sharded, shard_digests(sharded, stored)))
-    writes |= {n for n in sharded.shards if n in stored and not owner_references_current(stored[n], consumer)}
+    writes |= {
+        n
+        for n in sharded.shards
+        if n in stored and not (owner_references_current(stored[n], consumer) and labels_current(stored[n], labels))
+    }
     surplus = surplus_shards(sharded, stored)
     index = (
         current is None
@@ -159,15 +190,18 @@ class OverlayStorage:
         again and nothing more is written; the caller plans again."""
         name = consumer["metadata"]["name"]
         owners = desired_owner_references(current, consumer)
+        labels = shard_labels(name)
         try:
             for shard in work.shards:
                 spec = sharded.shards[shard]
                 old = stored.get(shard)
                 if old is None:
-                    body = object_body(SHARDS, shard, spec, owner_references=owners, published_by=self.identity)
+                    body = object_body(
+                        SHARDS, shard, spec, owner_references=owners, published_by=self.identity, labels=labels
+                    )
                     written = self.writes.create(SHARDS, self.namespace, body)
                 else:
-                    patch = conditional_patch(old, owners, self.identity, spec)
+                    patch = conditional_patch(old, owners, self.identity, spec, labels=labels)
                     written = self.writes.merge_patch(SHARDS, self.namespace, shard, patch)
                 self.shards.upsert(written)
             if work.index:
