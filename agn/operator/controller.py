@@ -18,8 +18,8 @@ level-triggered from the caches:
   Event, from one diff (:mod:`.diffing`); hard-failure transitions become ``ProviderExcluded``
   / ``ProviderEligible`` Events (:mod:`.events`).
 
-This is the only writer of RoutingOverlays and RoutingOverlayShards. It never writes provider
-spec or any status (provider status belongs to :mod:`.prober`).
+With :mod:`.storage`, this is the only writer of RoutingOverlays and RoutingOverlayShards. It
+never writes provider spec or any status (provider status belongs to :mod:`.prober`).
 """
 
 from __future__ import annotations
