@@ -9,6 +9,8 @@ requests over 1.5 MiB; 5,000 candidates are ~1.4 MiB), so the operator stores it
   ``shardCount`` and ``shards`` — one entry ``{name, digest, candidates}`` per non-empty shard;
 - **the shards**, ``RoutingOverlayShard`` objects named ``<consumer>-shard-NN``: the candidates
   whose id hashes to shard ``NN`` (of ``shardCount``), sorted by id, with the shard's digest.
+  Each carries the label ``agn.dev/consumer: <consumer>`` (:func:`shard_labels`), so
+  ``kubectl get routingoverlayshards -l agn.dev/consumer=<consumer>`` lists one consumer's.
 
 Rules that keep the overlay contract across shards:
 
@@ -33,11 +35,14 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from agn import GROUP
 from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Overlay, group_admitted_counts, overlay_digest
 
 DEFAULT_SHARD_COUNT = 16
 MAX_SHARD_COUNT = 100  # two digits in a shard's name
 SHARD_INFIX = "-shard-"
+CONSUMER_LABEL = f"{GROUP}/consumer"
+MAX_LABEL_VALUE = 63  # a label value's limit; an object name may be longer
 
 
 def shard_of(candidate_id: str, count: int) -> int:
@@ -52,6 +57,12 @@ def shard_name(consumer: str, index: int) -> str:
 def shard_names(consumer: str, count: int = DEFAULT_SHARD_COUNT) -> list[str]:
     """Every name a consumer's shards can have with ``count`` shards (RBAC resourceNames)."""
     return [shard_name(consumer, i) for i in range(count)]
+
+
+def shard_labels(consumer: str) -> dict[str, str]:
+    """The labels each of ``consumer``'s shards carries: :data:`CONSUMER_LABEL`, or none for a
+    consumer whose name is too long to be a label value (a name may have 253 characters)."""
+    return {CONSUMER_LABEL: consumer} if len(consumer) <= MAX_LABEL_VALUE else {}
 
 
 def consumer_of_shard(name: str) -> str | None:

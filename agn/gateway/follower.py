@@ -99,6 +99,17 @@ class _Pending:
     reported: Any = None  # what was last put in status.message
 
 
+@dataclasses.dataclass
+class _Fetched:
+    """What one try's shard GETs found, by shard name (gathered outside the lock)."""
+
+    entries: list[ShardEntry]  # the shards fetched
+    parsed: dict[str, _HeldShard | None] = dataclasses.field(default_factory=dict)  # None: not found
+    mismatched: set[str] = dataclasses.field(default_factory=set)  # found at another digest or consumer
+    invalid: dict[str, InvalidOverlay] = dataclasses.field(default_factory=dict)
+    errors: dict[str, KubeError] = dataclasses.field(default_factory=dict)
+
+
 class OverlayFollower:
     def __init__(
         self,
@@ -253,78 +264,104 @@ class OverlayFollower:
         with self._lock:
             held = dict(self._held)
         fetch = [e for e in index.shards if not self._holds(held.get(e.name), e, index.shard_count)]
-        parsed: dict[str, _HeldShard | None] = {}  # None: not found
-        mismatched: set[str] = set()
-        invalid: dict[str, InvalidOverlay] = {}
-        errors: dict[str, KubeError] = {}
-        for entry in fetch:
-            if self._stop.is_set():
+        fetched = self._fetch_shards(fetch, index.shard_count)
+        if fetched is None:
+            return True  # stopping
+        with self._lock:
+            self._keep(fetched)
+            if self._pending is not pending:
+                return True  # superseded meanwhile: the newer index is handled on its own
+            if fetched.invalid:
+                self._pending = None
+                problems = [p for name in sorted(fetched.invalid) for p in fetched.invalid[name].problems]
+                self._reject(pending.index, InvalidOverlay(problems))
                 return True
+            incomplete = self._not_in_hand(index, fetched)
+            if incomplete is not None:
+                self._still_pending(pending, incomplete, fetched.errors)
+                return False
+            self._assemble_and_serve(pending, fetched)
+            return True
+
+    def _fetch_shards(self, entries: list[ShardEntry], shard_count: int) -> _Fetched | None:
+        """GET each of ``entries`` by name, and validate and parse each one found at the digest
+        the index gives it. Outside the lock. None when the follower stops meanwhile."""
+        fetched = _Fetched(entries)
+        for entry in entries:
+            if self._stop.is_set():
+                return None
             try:
                 spec = self._kube.get(SHARDS, self._namespace, entry.name, timeout=SHARD_GET_TIMEOUT).get("spec")
             except NotFound:
-                parsed[entry.name] = None
+                fetched.parsed[entry.name] = None
                 continue
             except KubeError as exc:
-                errors[entry.name] = exc
+                fetched.errors[entry.name] = exc
                 continue
-            if (
-                not isinstance(spec, Mapping)
-                or spec.get("digest") != entry.digest
-                or spec.get("consumer") != (self._consumer)
-            ):
-                mismatched.add(entry.name)  # not yet (or no longer) what the index names
+            if not self._at_index_digest(spec, entry):
+                fetched.mismatched.add(entry.name)  # not yet (or no longer) what the index names
                 continue
             try:
-                cands = parse_shard(spec, entry=entry, shard_count=index.shard_count)
+                cands = parse_shard(spec, entry=entry, shard_count=shard_count)
             except InvalidOverlay as exc:
-                invalid[entry.name] = exc
+                fetched.invalid[entry.name] = exc
                 continue
-            parsed[entry.name] = _HeldShard(entry.digest, index.shard_count, cands)
-        with self._lock:
-            self.shard_gets += len(fetch)
-            self.shard_parses += sum(1 for h in parsed.values() if h is not None) + len(invalid)
-            for name, shard in parsed.items():
-                if shard is None:
-                    self._held.pop(name, None)
-                else:
-                    self._held[name] = shard
-            if self._pending is not pending:
-                return True  # superseded meanwhile: the newer index is handled on its own
-            if invalid:
-                self._pending = None
-                problems = [p for name in sorted(invalid) for p in invalid[name].problems]
-                self._reject(pending.index, InvalidOverlay(problems))
-                return True
-            missing: list[str] = []
-            stale: list[str] = []
-            for e in index.shards:
-                if e.name in errors or self._holds(self._held.get(e.name), e, index.shard_count):
-                    continue
-                (stale if e.name in mismatched or e.name in self._held else missing).append(e.name)
-            if errors or missing or stale:
-                self._still_pending(pending, Incomplete(index.revision, missing, stale), errors)
-                return False
-            try:
-                overlay = assemble_overlay(index, ((e.name, self._held[e.name].candidates) for e in index.shards))
-            except InvalidOverlay as exc:
-                self._pending = None
-                self._reject(pending.index, exc)
-                return True
-            self._pending = None
-            # Keep only this index's shards: the next index reuses those whose digest it repeats.
-            wanted = {e.name for e in index.shards}
-            self._held = {name: shard for name, shard in self._held.items() if name in wanted}
-            self._log.info(
-                "overlay_assembled",
-                revision=index.revision,
-                shards=len(index.shards),
-                fetched=sorted(e.name for e in fetch),
-                reused=len(index.shards) - len(fetch),
-                attempts=pending.attempts + 1,
-            )
-            self._serve(overlay)
-            return True
+            fetched.parsed[entry.name] = _HeldShard(entry.digest, shard_count, cands)
+        return fetched
+
+    def _at_index_digest(self, spec: Any, entry: ShardEntry) -> bool:
+        """Whether a fetched shard spec is this consumer's shard at the digest the index gives it."""
+        return (
+            isinstance(spec, Mapping) and spec.get("digest") == entry.digest and spec.get("consumer") == self._consumer
+        )
+
+    def _keep(self, fetched: _Fetched) -> None:
+        """Count one try's GETs and parses, hold what it parsed and drop what it found gone.
+        Under the lock."""
+        self.shard_gets += len(fetched.entries)
+        self.shard_parses += sum(1 for h in fetched.parsed.values() if h is not None) + len(fetched.invalid)
+        for name, shard in fetched.parsed.items():
+            if shard is None:
+                self._held.pop(name, None)
+            else:
+                self._held[name] = shard
+
+    def _not_in_hand(self, index: ShardedIndex, fetched: _Fetched) -> Incomplete | None:
+        """What keeps ``index`` pending: its shards not held at its digest (missing, or held or
+        fetched at another digest) or unreadable this try; None when every one is in hand.
+        Under the lock."""
+        missing: list[str] = []
+        stale: list[str] = []
+        for e in index.shards:
+            if e.name in fetched.errors or self._holds(self._held.get(e.name), e, index.shard_count):
+                continue
+            (stale if e.name in fetched.mismatched or e.name in self._held else missing).append(e.name)
+        if fetched.errors or missing or stale:
+            return Incomplete(index.revision, missing, stale)
+        return None
+
+    def _assemble_and_serve(self, pending: _Pending, fetched: _Fetched) -> None:
+        """Join the held shards of ``pending`` (every one in hand) and serve the whole; an
+        assembled overlay that is invalid is rejected. Under the lock."""
+        index = pending.checked
+        self._pending = None
+        try:
+            overlay = assemble_overlay(index, ((e.name, self._held[e.name].candidates) for e in index.shards))
+        except InvalidOverlay as exc:
+            self._reject(pending.index, exc)
+            return
+        # Keep only this index's shards: the next index reuses those whose digest it repeats.
+        wanted = {e.name for e in index.shards}
+        self._held = {name: shard for name, shard in self._held.items() if name in wanted}
+        self._log.info(
+            "overlay_assembled",
+            revision=index.revision,
+            shards=len(index.shards),
+            fetched=sorted(e.name for e in fetched.entries),
+            reused=len(index.shards) - len(fetched.entries),
+            attempts=pending.attempts + 1,
+        )
+        self._serve(overlay)
 
     @staticmethod
     def _holds(shard: _HeldShard | None, entry: ShardEntry, shard_count: int) -> bool:

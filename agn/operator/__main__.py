@@ -16,11 +16,12 @@ import threading
 from agn.argtypes import namespace_name, non_negative, object_name, positive
 from agn.kube import ConfigError, Kube
 from agn.logs import JsonLog
-from agn.operator.controller import MAX_RECONCILE_WORKERS, Operator, Settings
+from agn.operator.controller import Operator
 from agn.operator.elector import LeaderElector
 from agn.operator.health import serve_health
 from agn.operator.lease import DEFAULT_LEASE_NAME, LeaseTimings, new_identity
 from agn.operator.metrics import OperatorMetrics
+from agn.operator.settings import MAX_RECONCILE_WORKERS, Settings
 from agn.shards import DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT, check_shard_count
 
 EXIT_OK = 0

@@ -13,11 +13,10 @@ memory belongs to a leadership term, like the rest of the operator's memory: a n
 reports each provider it finds failing once. A provider never probed yet is not reported
 (it is not failing; nobody has looked).
 
-The decisions are pure (:func:`state_changes`, :func:`note_for` — both read the one diff the
-controller computes, :class:`agn.operator.reconcile.OverlayDiff` — :func:`published_note`,
-:class:`HardFailures`, :func:`failure_detail`); :class:`EventSink` sends Events from its own
-thread through :class:`.writes.LeaderWrites`, so a slow API server never holds up a
-reconcile, and a follower records nothing.
+The decisions are pure (:class:`HardFailures`, :func:`failure_detail`; an ``OverlayPublished``
+note is :func:`agn.operator.diffing.note_for`, read from the one diff the controller computes);
+:class:`EventSink` sends Events from its own thread through :class:`.writes.LeaderWrites`, so a
+slow API server never holds up a reconcile, and a follower records nothing.
 """
 
 from __future__ import annotations
@@ -32,8 +31,9 @@ from typing import Any
 from agn.events import NORMAL, WARNING, Regarding, event_body, event_name
 from agn.kube import KubeError
 from agn.logs import JsonLog
-from agn.model import ADMITTED, EXISTING_ONLY, Exclusion, Overlay, ProviderView, endpoint_valid
-from agn.operator.reconcile import OverlayDiff, diff_candidates, state_counts
+from agn.model import Exclusion, ProviderView, endpoint_valid
+from agn.operator.pruning import prune
+from agn.operator.verdicts import NetworkVerdict
 from agn.operator.writes import LeaderWrites, NotLeader
 
 CONTROLLER = "agn.dev/operator"
@@ -44,62 +44,7 @@ QUEUE_LIMIT = 1000  # Events waiting to be sent; beyond it they are dropped (and
 REQUEST_TIMEOUT = 5.0
 
 
-# -- what changed (pure) -----------------------------------------------------------------------
-def state_changes(diff: OverlayDiff) -> list[str]:
-    """Per provider, how its place in the overlay changed: ``p: admitted -> existing_only``,
-    ``p: added (admitted)``, ``p: removed``. Sorted by provider. Read from the id-matched diff,
-    by provider name: a provider recreated (new id) in the same state did not change."""
-    before = {c.provider: c.admission_state for c in diff.removed}
-    after = {c.provider: c.admission_state for c in diff.added}
-    for old, new in diff.changed:
-        before[old.provider] = old.admission_state
-        after[new.provider] = new.admission_state
-    out = []
-    for name in sorted(before.keys() | after.keys()):
-        was, now = before.get(name), after.get(name)
-        if was == now:
-            continue
-        if was is None:
-            out.append(f"{name}: added ({now})")
-        elif now is None:
-            out.append(f"{name}: removed")
-        else:
-            out.append(f"{name}: {was} -> {now}")
-    return out
-
-
-def note_for(
-    diff: OverlayDiff, *, network: str, revision: int, states: Mapping[str, int], previous_revision: int | None
-) -> str:
-    """The ``OverlayPublished`` note: the new revision, its admission counts, and what changed
-    since ``previous_revision`` (None: a first revision, or none known)."""
-    head = (
-        f"published overlay revision {revision} of network {network}: "
-        f"{states.get(ADMITTED, 0)} admitted, {states.get(EXISTING_ONLY, 0)} existing_only"
-    )
-    if previous_revision is None:
-        return head + " (first revision)"
-    changes = state_changes(diff)
-    return head + f" (was revision {previous_revision}" + ("; " + ", ".join(changes) if changes else "") + ")"
-
-
-def admission_changes(previous: Overlay | None, overlay: Overlay) -> list[str]:
-    """:func:`state_changes` between two whole overlays."""
-    return state_changes(diff_candidates(previous.candidates if previous else (), overlay.candidates))
-
-
-def published_note(previous: Overlay | None, overlay: Overlay) -> str:
-    """:func:`note_for` between two whole overlays."""
-    diff = diff_candidates(previous.candidates if previous else (), overlay.candidates)
-    return note_for(
-        diff,
-        network=overlay.network,
-        revision=overlay.revision,
-        states=state_counts(overlay.candidates),
-        previous_revision=previous.revision if previous is not None else None,
-    )
-
-
+# -- what to say (pure) ----------------------------------------------------------------------
 def failure_detail(failure: Exclusion, provider: Mapping[str, Any], *, network: str, max_age: int) -> str:
     """What an operator (or ``kubectl describe``) needs to know about a hard failure."""
     status = provider.get("status") or {}
@@ -135,6 +80,31 @@ class HardFailures:
 
     def __init__(self) -> None:
         self._last: dict[tuple[str, str], tuple[str, Exclusion | None]] = {}
+        self._versions: dict[str, int] = {}  # per network, the verdict version looked at last
+
+    def transitions(
+        self, judged: NetworkVerdict, provider: Callable[[str], Mapping[str, Any] | None]
+    ) -> list[tuple[Transition, Mapping[str, Any]]]:
+        """Each provider of the network whose hard failure began, changed or ended, with its
+        object (``provider`` looks one up by name; a provider it does not have is skipped).
+
+        Consumers of the same network share this memory, so each transition is found once;
+        a verdict version already looked at has no transitions left to find."""
+        network = judged.network.name
+        if self._versions.get(network) == judged.version:
+            return []
+        self._versions[network] = judged.version
+        out = []
+        for view, failure in judged.selected:
+            if not observed(view):
+                continue  # not probed yet: not failing, just not looked at yet
+            obj = provider(view.name)
+            if obj is None:
+                continue
+            change = self.observe(network, view.name, obj["metadata"].get("uid", ""), failure)
+            if change is not None:
+                out.append((change, obj))
+        return out
 
     def observe(self, network: str, provider: str, uid: str, failure: Exclusion | None) -> Transition | None:
         key = (network, provider)
@@ -148,13 +118,16 @@ class HardFailures:
             return None  # healthy when first seen: nothing to report
         return Transition(network, provider, failure)
 
-    def forget(self, live_providers: set[str]) -> None:
-        """Drop what is remembered about deleted providers."""
+    def forget(self, live_providers: set[str], live_networks: set[str] | None = None) -> None:
+        """Drop what is remembered about deleted providers (and deleted networks, if given)."""
         for key in [k for k in self._last if k[1] not in live_providers]:
             del self._last[key]
+        if live_networks is not None:
+            prune(self._versions, live_networks)
 
     def clear(self) -> None:
         self._last.clear()
+        self._versions.clear()
 
     def remembered(self) -> set[str]:
         return {provider for _, provider in self._last}
@@ -207,7 +180,7 @@ class EventSink:
             self._log.warning("event dropped: too many unsent", reason=reason, regarding=regarding.name)
 
     def overlay_published(self, consumer: Mapping[str, Any], note: str) -> None:
-        """``note``: :func:`note_for` (or :func:`published_note`)."""
+        """``note``: :func:`agn.operator.diffing.note_for` (or :func:`~agn.operator.diffing.published_note`)."""
         regarding = dataclasses.replace(Regarding.of(consumer), kind="InferenceConsumer")
         self.emit(regarding, reason=OVERLAY_PUBLISHED, action="Publish", type_=NORMAL, note=note)
 

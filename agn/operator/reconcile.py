@@ -1,4 +1,4 @@
-"""The overlay plan for one consumer, and what changed between two overlays, for the log.
+"""The overlay plan for one consumer: what its overlay holds and how it is stored.
 
 Pure: a network's verdict (:mod:`agn.operator.verdicts`) and the previous overlay in, the
 overlay out. The semantics themselves live in :mod:`agn.model` — this module only applies
@@ -17,10 +17,7 @@ previous overlay (:func:`publish`), so a plan stays valid across its own publica
 Whatever path it took, a plan equals :func:`plan_overlay` + :func:`agn.shards.split` exactly
 (tests/unit/test_operator_incremental_plan.py checks it over random change sequences).
 
-**Diffs sized by the change.** :func:`diff_candidates` compares two sets of candidates by id
-once; the log's ``changes`` (:func:`change_log`) and the Event's note
-(:func:`agn.operator.events.note_for`) are both read from that one :class:`OverlayDiff`. The
-controller diffs only the shards whose digest changed.
+What a publication changed (the log line and the Event) is :mod:`agn.operator.diffing`'s.
 """
 
 from __future__ import annotations
@@ -262,76 +259,33 @@ def _moved(plan: Plan, consumer: ConsumerView, judged: NetworkVerdict, changed: 
     )
 
 
-# Per section of an overlay change, at most this many providers are named in the log line; the
-# counts are always exact. A fleet's first publication adds thousands of candidates, and one log
-# line must not carry them all.
-CHANGE_LOG_LIMIT = 50
-_COMPARED = ("admission_state", "endpoint", "selection_group", "rank")
-
-
-def _capped(items: list[Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"count": len(items)}
-    if items:
-        out["providers"] = items[:CHANGE_LOG_LIMIT]
-    if len(items) > CHANGE_LOG_LIMIT:
-        out["more"] = len(items) - CHANGE_LOG_LIMIT
-    return out
-
-
 @dataclasses.dataclass(frozen=True)
-class OverlayDiff:
-    """Candidates matched by id between two overlays (or the same shards of two overlays):
-    ``added`` and ``removed`` sorted by (provider, state); ``changed`` holds ``(old, new)`` for
-    each id whose :data:`_COMPARED` fields differ, sorted by the new provider."""
+class Planned:
+    """A consumer's :class:`Plan` and the overlay and storage it gave for the last revision asked
+    of it."""
 
-    added: tuple[Candidate, ...]
-    removed: tuple[Candidate, ...]
-    changed: tuple[tuple[Candidate, Candidate], ...]
-
-
-def diff_candidates(before: Iterable[Candidate], after: Iterable[Candidate]) -> OverlayDiff:
-    """What changed from ``before`` to ``after``; the work is sized by what is passed in."""
-    old: dict[str, Candidate] = {c.id: c for c in before}
-    new: dict[str, Candidate] = {c.id: c for c in after}
-    added = sorted((c for i, c in new.items() if i not in old), key=lambda c: (c.provider, c.admission_state))
-    removed = sorted((c for i, c in old.items() if i not in new), key=lambda c: (c.provider, c.admission_state))
-    changed = []
-    for i in sorted(old.keys() & new.keys(), key=lambda i: new[i].provider):
-        a, b = old[i], new[i]
-        if a != b and any(getattr(a, f) != getattr(b, f) for f in _COMPARED):
-            changed.append((a, b))
-    return OverlayDiff(tuple(added), tuple(removed), tuple(changed))
+    plan: Plan
+    overlay: Overlay
+    sharded: Sharded
 
 
-def change_log(diff: OverlayDiff, states: Mapping[str, int]) -> dict[str, Any]:
-    """The ``changes`` of the "overlay published" log line: ``added`` and ``removed`` name
-    providers with their admission state; ``changed`` names each provider with the fields that
-    differ as ``[old, new]``; ``states`` counts the new overlay's candidates per admission state
-    (states with none are left out). Each list names at most :data:`CHANGE_LOG_LIMIT` providers
-    (sorted), with ``more`` saying how many were left out."""
-    changed = []
-    for old, new in diff.changed:
-        fields = {f: [getattr(old, f), getattr(new, f)] for f in _COMPARED if getattr(old, f) != getattr(new, f)}
-        changed.append({new.provider: fields})
-    return {
-        "added": _capped([{c.provider: c.admission_state} for c in diff.added]),
-        "removed": _capped([{c.provider: c.admission_state} for c in diff.removed]),
-        "changed": _capped(changed),
-        "states": {k: v for k, v in sorted(states.items()) if v},
-    }
+def replan(
+    known: Planned | None, consumer: ConsumerView, judged: NetworkVerdict, previous: Overlay | None, shard_count: int
+) -> Planned:
+    """The consumer's overlay and its storage, sized by the change.
 
-
-def state_counts(candidates: Iterable[Candidate]) -> dict[str, int]:
-    states: dict[str, int] = {}
-    for c in candidates:
-        states[c.admission_state] = states.get(c.admission_state, 0) + 1
-    return states
-
-
-def overlay_changes(previous: Overlay | None, overlay: Overlay) -> dict[str, Any]:
-    """What changed from ``previous`` to ``overlay`` as :func:`change_log` tells it, diffing the
-    whole overlays (the controller diffs only the shards that changed).
-
-    Candidates are matched by id (stable across renames of nothing else)."""
-    diff = diff_candidates(previous.candidates if previous else (), overlay.candidates)
-    return change_log(diff, state_counts(overlay.candidates))
+    The plan is moved only when the network's verdict version changed, by the providers that
+    changed since (or made afresh for a changed consumer or shard count, or a version too
+    old); a batch woken by probes that only refreshed readings costs no planning. The
+    revision is asked of the stored ``previous`` last, so the plan this operator has just
+    published (``previous`` is then its own overlay) is taken as it is (``known`` is returned),
+    not planned again."""
+    plan = advance(known.plan if known is not None else None, consumer, judged, shard_count)
+    if (
+        known is not None
+        and known.plan is plan
+        and next_revision(previous, plan.digest, network=plan.network) == known.overlay.revision
+    ):
+        return known
+    overlay = plan.overlay(previous)
+    return Planned(plan, overlay, plan.sharded(overlay))

@@ -10,8 +10,8 @@ the network's verdict to each consumer's log diff and Event note, two ways:
   overlay (:func:`agn.operator.reconcile.plan_overlay`), split it into shards, assemble the
   previous overlay from every stored shard and diff whole overlays twice (log line, Event);
 - **by delta** — what the controller does now: :meth:`Operator._plan` moves the kept plan by the
-  providers that changed, :meth:`Operator._change` diffs only the shards whose digest changed,
-  and the log line and Event note are both read from that one diff.
+  providers that changed, :func:`agn.operator.diffing.publication_diff` diffs only the shards whose
+  digest changed, and the log line and Event note are both read from that one diff.
 
 Prints the median wall time per run (all consumers), and per consumer. No API server is used.
 """
@@ -31,9 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from agn.logs import JsonLog  # noqa: E402
 from agn.model import ConsumerView, NetworkView, Overlay, ProviderView, candidate_id  # noqa: E402
-from agn.operator.controller import Operator, Settings  # noqa: E402
-from agn.operator.events import note_for, published_note  # noqa: E402
-from agn.operator.reconcile import change_log, overlay_changes, plan_overlay  # noqa: E402
+from agn.operator.controller import Operator  # noqa: E402
+from agn.operator.diffing import change_log, note_for, overlay_changes, publication_diff, published_note  # noqa: E402
+from agn.operator.reconcile import plan_overlay  # noqa: E402
+from agn.operator.settings import Settings  # noqa: E402
 from agn.operator.verdicts import Verdicts  # noqa: E402
 from agn.shards import assemble, split  # noqa: E402
 
@@ -110,7 +111,7 @@ def by_delta(n: int, consumers: int, repeat: int) -> float:
             previous = published[c.name]
             planned = op._plan(c, judged, previous.overlay)
             current, shards = stored_objects(previous.sharded)
-            change = op._change(planned, current, shards, None)
+            change = publication_diff(planned, current, shards, None)
             states = planned.sharded.index["admission"]
             change_log(change.diff, states)
             note_for(
@@ -124,7 +125,7 @@ def by_delta(n: int, consumers: int, repeat: int) -> float:
         # Undrained again and planned (as the operator would), not timed.
         judged = verdicts.evaluate(NET, tuple(base), now=NOW)
         for c in cons:
-            published[c.name] = op._plan(c, judged, op._plans[c.name].overlay)
+            published[c.name] = op._plan(c, judged, op.memory.plans[c.name].overlay)
     return statistics.median(times)
 
 

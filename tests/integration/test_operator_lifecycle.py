@@ -20,8 +20,8 @@ import pytest
 from test_operator import make_consumer, make_network, make_provider, set_drain, started_setup, wait_states
 
 from agn.kube import CONSUMERS, LEASES, OVERLAYS, SHARDS, Conflict, NotFound
-from agn.operator.controller import PUBLISHED_BY
 from agn.operator.lease import DEFAULT_LEASE_NAME
+from agn.operator.storage import PUBLISHED_BY
 from agn.shards import consumer_of_shard
 from agnprocs import http_json, wait_for
 from xtask.runtime.controlplane import free_port

@@ -6,7 +6,9 @@ shard, whose union is the whole overlay; no object grows with the fleet the way 
 overlay did; a drain of one provider rewrites exactly the shard holding its candidate plus the
 index, and the revision goes up by one; objects of a deleted consumer are removed by the
 operator (the local control plane runs no garbage collector); a bad ``--overlay-shards`` is a
-usage error at startup; the shipped operator Role grants shards what it grants overlays.
+usage error at startup; the shipped operator Role grants shards what it grants overlays; every
+shard carries its consumer's ``agn.dev/consumer`` label, so a label selector (the API's, and
+kubectl's) lists one consumer's shards.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ from agnprocs import http_json, wait_for
 from kubetest import can_i, denying_updates
 from xtask.envdef import load_env
 from xtask.manifests import render
+from xtask.runtime.assets import ensure_assets
 
 pytestmark = pytest.mark.integration
 
 SHARDS_USED = 16
+CONSUMER_LABEL = "agn.dev/consumer"  # what users select on: spelled out, not imported
 
 
 def index_of(kube, ns, consumer) -> dict | None:
@@ -146,6 +150,72 @@ def test_300_providers_are_sharded_and_a_drain_rewrites_one_shard_and_the_index(
     final = rvs(kube, namespace, "c1")
     assert sorted(n for n in after if final[n] != after[n]) == sorted([home, "index"])
     assert shards_of(kube, namespace, "c1")[home]["spec"] == before_home
+
+
+def labelled(kube, ns, consumer) -> list[str]:
+    """Names of the shards the API lists for ``agn.dev/consumer=<consumer>``."""
+    items, _ = kube.list(SHARDS, ns, label_selector=f"{CONSUMER_LABEL}={consumer}")
+    return sorted(o["metadata"]["name"] for o in items)
+
+
+def listed_shards(kube, ns, consumer) -> list[str]:
+    index = index_of(kube, ns, consumer)
+    assert index is not None
+    return [e["name"] for e in index["spec"]["shards"]]
+
+
+def test_a_label_selector_lists_one_consumers_shards_with_the_api_and_with_kubectl(kube, namespace, agn, control_plane):
+    names = [f"p{i:02d}" for i in range(20)]
+    fleet(kube, namespace, agn, names, ("consumer-a", "consumer-b"))
+    mine = listed_shards(kube, namespace, "consumer-a")
+    assert len(mine) > 1
+    wait_for(lambda: labelled(kube, namespace, "consumer-a") == mine, timeout=30, what="consumer-a's shards labelled")
+    assert labelled(kube, namespace, "consumer-b") == listed_shards(kube, namespace, "consumer-b")
+    assert not set(labelled(kube, namespace, "consumer-a")) & set(labelled(kube, namespace, "consumer-b"))
+
+    kubectl = str(ensure_assets(build=False) / "kubectl")
+    done = subprocess.run(
+        [
+            kubectl,
+            "--kubeconfig",
+            str(control_plane.kubeconfig),
+            "--context",
+            control_plane.context,
+            "--namespace",
+            namespace,
+            "get",
+            "routingoverlayshards",
+            "-l",
+            "agn.dev/consumer=consumer-a",
+            "-o",
+            "name",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [f"routingoverlayshard.agn.dev/{n}" for n in mine]
+
+
+def test_shards_written_without_the_consumer_label_get_it_without_a_new_revision(kube, namespace, agn):
+    """Shards an earlier operator wrote carry no label: the operator patches it onto each
+    (other labels kept), and the overlay's revision and the shards' contents stay as they were."""
+    names = [f"p{i:02d}" for i in range(20)]
+    fleet(kube, namespace, agn, names)
+    before = overlay(kube, namespace, "c1")
+    assert before is not None
+    agn.stop("operator")
+    for name in shards_of(kube, namespace, "c1"):
+        kube.merge_patch(SHARDS, namespace, name, {"metadata": {"labels": {CONSUMER_LABEL: None, "team": "x"}}})
+    assert labelled(kube, namespace, "c1") == []
+
+    agn.operator("--probe-interval", "2", "--probe-timeout", "5")
+    mine = listed_shards(kube, namespace, "c1")
+    wait_for(lambda: labelled(kube, namespace, "c1") == mine, timeout=30, what="c1's shards labelled again")
+    assert all(o["metadata"]["labels"].get("team") == "x" for o in shards_of(kube, namespace, "c1").values())
+    assert overlay(kube, namespace, "c1") == before
 
 
 def test_a_batch_of_many_consumers_is_reconciled_at_once_each_by_one_revision(kube, namespace, agn):

@@ -10,7 +10,8 @@ import pytest
 
 from agn.events import NOTE_LIMIT, Regarding, clip, event_body, event_name, micro_time
 from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Exclusion, Overlay, ProviderView
-from agn.operator.events import HardFailures, Transition, admission_changes, failure_detail, observed, published_note
+from agn.operator.diffing import admission_changes, published_note
+from agn.operator.events import HardFailures, Transition, failure_detail, observed
 from xtask.drain.events import (
     DRAIN_FAILED,
     DRAINED,

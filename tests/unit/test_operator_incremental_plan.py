@@ -24,8 +24,10 @@ from agn.model import (
     digest_of_rows,
     overlay_digest,
 )
-from agn.operator.controller import Operator, Planned, Settings
-from agn.operator.reconcile import Plan, advance, diff_candidates, fresh_plan, plan_overlay
+from agn.operator.controller import Operator
+from agn.operator.diffing import diff_candidates, publication_diff
+from agn.operator.reconcile import Plan, Planned, advance, fresh_plan, plan_overlay
+from agn.operator.settings import Settings
 from agn.operator.verdicts import HISTORY, Verdicts, changed_since
 from agn.shards import split
 
@@ -83,7 +85,7 @@ steps = st.lists(st.tuples(st.integers(min_value=0, max_value=13), st.sampled_fr
 @settings(max_examples=150, deadline=None)
 @given(steps=steps, count=st.integers(min_value=1, max_value=5))
 def test_the_plan_moved_by_deltas_is_the_plan_made_from_scratch(steps, count):
-    verdicts, op = Verdicts(), operator()
+    verdicts = Verdicts()
     fleet = {i: view(i) for i in range(3)}  # the rest are added by the steps (shards fill, empty)
     consumer = ConsumerView("c1", "net", excluded_providers=frozenset({"p05"}))
     now = NOW
@@ -133,7 +135,7 @@ def test_the_plan_moved_by_deltas_is_the_plan_made_from_scratch(steps, count):
             assert plan is before or not plan.full  # within the history: kept, or moved by its delta
         if previous is not None:  # the one diff over changed shards is the diff of whole overlays
             current, shards = stored_objects(split(previous, published_count))
-            change = op._change(Planned(plan, *got), current, shards, None)
+            change = publication_diff(Planned(plan, *got), current, shards, None)
             assert change.diff == diff_candidates(previous.candidates, got[0].candidates)
             assert (change.shards_compared is None) == (published_count != count)
         if step == "publish":
@@ -264,7 +266,7 @@ def test_a_publication_diffs_only_the_shards_whose_digest_changed():
     fleet[7] = dataclasses.replace(fleet[7], drain=True)
     fleet[8] = dataclasses.replace(fleet[8], healthy=False)
     planned = op._plan(consumer, verdicts.evaluate(NET, tuple(fleet), now=NOW), first.overlay)
-    change = op._change(planned, current, shards, None)
+    change = publication_diff(planned, current, shards, None)
     homes = {
         n for n, s in first.sharded.shards.items() if any(c["provider"] in ("p07", "p08") for c in s["candidates"])
     }
@@ -277,5 +279,5 @@ def test_a_publication_diffs_only_the_shards_whose_digest_changed():
     lagging = dict(shards)
     name = sorted(homes)[0]
     lagging[name] = {"metadata": {"name": name}, "spec": {**shards[name]["spec"], "digest": "sha256:other"}}
-    whole = op._change(planned, current, lagging, first.overlay)
+    whole = publication_diff(planned, current, lagging, first.overlay)
     assert whole.shards_compared is None and whole.diff == change.diff and whole.previous_revision == 1

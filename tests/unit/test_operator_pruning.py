@@ -11,10 +11,11 @@ from prometheus_client import generate_latest
 
 from agn.logs import JsonLog
 from agn.model import Overlay
-from agn.operator.controller import Operator, Settings
+from agn.operator.controller import Operator
 from agn.operator.informer import Store
 from agn.operator.prober import Prober
 from agn.operator.pruning import prune
+from agn.operator.settings import Settings
 from agn.operator.workqueue import CoalescingQueue
 
 
@@ -147,8 +148,8 @@ def overlay(consumer):
 
 def test_controller_forgets_a_deleted_consumer_on_its_reconcile():
     op = make_operator()
-    op._published["gone"] = ("uid-gone", overlay("gone"))
-    op._missing_network["gone"] = "net"
+    op.memory.published["gone"] = ("uid-gone", overlay("gone"))
+    op.memory.missing_network["gone"] = "net"
     op.queue.add_after("gone", 30.0)
     op.reconcile("gone", providers=())  # no consumer, no overlay in the caches: nothing to call the API for
     assert op.remembered() == set()
@@ -157,9 +158,9 @@ def test_controller_forgets_a_deleted_consumer_on_its_reconcile():
 
 def test_controller_forgets_consumers_whose_deletion_it_missed():
     op = make_operator()
-    op.consumers.store.replace([{"metadata": {"name": "kept", "uid": "u"}, "spec": {"network": "net"}}])
-    op._published.update({"kept": ("u", overlay("kept")), "gone": ("g", overlay("gone"))})
-    op._missing_network.update({"gone-too": "net"})
+    op.caches.consumers.store.replace([{"metadata": {"name": "kept", "uid": "u"}, "spec": {"network": "net"}}])
+    op.memory.published.update({"kept": ("u", overlay("kept")), "gone": ("g", overlay("gone"))})
+    op.memory.missing_network.update({"gone-too": "net"})
     op._forget_deleted()
     assert op.remembered() == {"kept"}
 
@@ -198,8 +199,8 @@ def test_a_term_that_ends_leaves_no_per_consumer_memory():
 
     op.leadership = Lapsed()
     op.prober.leadership = op.leadership
-    op._published["c1"] = ("u", overlay("c1"))
-    op._missing_network["c2"] = "net"
+    op.memory.published["c1"] = ("u", overlay("c1"))
+    op.memory.missing_network["c2"] = "net"
     op._lead(1)  # leadership is already gone: the term ends at once
     assert op.remembered() == set()
     op.prober._pool.shutdown()

@@ -6,7 +6,8 @@ import dataclasses
 import json
 
 from agn.model import ADMITTED, EXISTING_ONLY, ConsumerView, NetworkView, ProviderView, candidate_id
-from agn.operator.reconcile import CHANGE_LOG_LIMIT, overlay_changes, plan_overlay
+from agn.operator.diffing import CHANGE_LOG_LIMIT, overlay_changes
+from agn.operator.reconcile import plan_overlay
 from agn.operator.verdicts import Verdicts
 
 NOW = 1_700_000_000.0
