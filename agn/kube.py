@@ -30,6 +30,8 @@ from agn.objects import Obj
 if TYPE_CHECKING:
     from kubernetes import client
 
+    from agn.kubetls import TlsMaterial
+
 
 @dataclasses.dataclass(frozen=True)
 class Resource:
@@ -199,6 +201,24 @@ class _Converting:
 _api_errors = _Converting()  # for callers without a Kube (tests' raw API calls)
 
 
+def _load_tls_in_memory(config_dict: dict, context: str, cfg: client.Configuration) -> TlsMaterial:
+    """Fill ``cfg`` from ``context`` of ``config_dict`` the way the client's loader does, except
+    that no CA, client certificate or key is ever written to a temporary file (see
+    :mod:`agn.kubetls`): they stay in this process's memory."""
+    from kubernetes import config
+
+    from agn import kubetls
+
+    loadable, tls = kubetls.without_tls_data(config_dict, context)
+    with kubetls.private_temp_folder() as folder:
+        config.load_kube_config_from_dict(
+            loadable, context=context, client_configuration=cfg, persist_config=False, temp_file_path=str(folder)
+        )
+        tls.adopt_files(cfg, folder)
+    tls.apply(cfg)
+    return tls
+
+
 def kubeconfig_path(explicit: str | None = None) -> str:
     """The kubeconfig file new entries are written to, chosen as kubectl does: ``explicit``, else
     the only file of ``$KUBECONFIG`` or the first of its list that exists (the last one when none
@@ -332,15 +352,13 @@ class Kube:
         if problem:
             raise ConfigError(problem)
 
-        from kubernetes import client, config
+        from kubernetes import client
         from kubernetes.config.config_exception import ConfigException
 
         cfg = client.Configuration()
         try:
             with _ExecFailures() as plugin:
-                config.load_kube_config_from_dict(
-                    loaded.config, context=name, client_configuration=cfg, persist_config=False
-                )
+                tls = _load_tls_in_memory(loaded.config, name, cfg)
         except (ConfigException, OSError, TypeError, ValueError, KeyError, AttributeError) as exc:
             detail = " ".join(str(exc).split()) or type(exc).__name__
             raise ConfigError(f"cannot use context {name!r} from {loaded.describe()}: {detail}") from exc
@@ -356,8 +374,10 @@ class Kube:
             _quiet_insecure_warnings()
         cfg.connection_pool_maxsize = pool_size
         cfg.retries = False
+        api = client.ApiClient(cfg)
+        tls.keep_open_for(api)
         return cls(
-            client.ApiClient(cfg),
+            api,
             field_manager=field_manager,
             context=name,
             namespace=kc.namespace_of(body),

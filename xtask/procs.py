@@ -24,7 +24,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from agn.outputfile import write_atomic
 from xtask.errors import CommandFailed
+from xtask.interrupts import deferred
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,7 +120,10 @@ class Supervisor:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{name}.log"
-        with open(log_path, "ab") as log:
+        # From the moment the process exists it is tracked: its pid file is written before a
+        # signal (SIGINT/SIGTERM during `env up`) can interrupt, so rollback and `env down`
+        # can always find and stop it.
+        with deferred(), open(log_path, "ab") as log:
             log.write(f"\n--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting {name}: {' '.join(argv)}\n".encode())
             log.flush()
             proc = subprocess.Popen(
@@ -130,14 +135,12 @@ class Supervisor:
                 cwd=str(cwd) if cwd else None,
                 start_new_session=True,
             )
-        self._children[proc.pid] = proc
-        stat = _proc_stat(proc.pid)
-        rec = ProcessRecord(
-            name=name, pid=proc.pid, start_ticks=stat[1] if stat else 0, argv=list(argv), log=str(log_path)
-        )
-        tmp = self.pid_file(name).with_suffix(".tmp")
-        tmp.write_text(rec.to_json())
-        tmp.replace(self.pid_file(name))
+            self._children[proc.pid] = proc
+            stat = _proc_stat(proc.pid)
+            rec = ProcessRecord(
+                name=name, pid=proc.pid, start_ticks=stat[1] if stat else 0, argv=list(argv), log=str(log_path)
+            )
+            write_atomic(self.pid_file(name), rec.to_json())
         return rec
 
     def exited(self, rec: ProcessRecord) -> int | None:

@@ -2,9 +2,11 @@
 
 Envtest-style (controller-runtime's ``pkg/internal/testing/controlplane``): free loopback
 ports, a generated PKI, a client-certificate admin user, RBAC authorization, service-account
-signing keys, readiness waited on ``/readyz``. Used by the ``local`` runtime and by the
-integration-test fixture. Processes are started and stopped only through
-:class:`xtask.procs.Supervisor` (by pid).
+signing keys, readiness waited on ``/readyz``. etcd serves mutual TLS with the env's CA, as
+kubeadm runs it: clients (kube-apiserver, and tooling holding a certificate from the env's
+``certs/``) must present a certificate, so no other local user can read the store. Used by the
+``local`` runtime and by the integration-test fixture. Processes are started and stopped only
+through :class:`xtask.procs.Supervisor` (by pid).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import socket
 import ssl
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
@@ -99,16 +102,23 @@ class ControlPlane:
         return ports
 
     # -- lifecycle ------------------------------------------------------------------------
-    def start(self, *, timeout: float = 90.0) -> list[str]:
-        """Start whatever is not running; returns the names of components started."""
+    def start(self, *, timeout: float = 90.0, on_spawn: Callable[[str], None] | None = None) -> list[str]:
+        """Start whatever is not running; returns the names of components started.
+
+        ``on_spawn(name)`` is called as soon as a component's process exists (its pid file is
+        written), before its readiness wait, so a caller interrupted during that wait knows
+        to stop it.
+        """
         ensure_certs(self.state_dir / "certs")
+        self._stop_plain_etcd()
         started: list[str] = []
         ports = self._allocate_ports()
+        spawned = on_spawn or (lambda name: None)
         if not self.supervisor.running(ETCD):
-            self._start_etcd(ports, timeout=timeout)
+            self._start_etcd(ports, timeout=timeout, on_spawn=spawned)
             started.append(ETCD)
         if not self.supervisor.running(APISERVER):
-            self._start_apiserver(ports, timeout=timeout)
+            self._start_apiserver(ports, timeout=timeout, on_spawn=spawned)
             started.append(APISERVER)
         elif started:
             # A running kube-apiserver whose etcd was just restarted answers requests with
@@ -128,11 +138,21 @@ class ControlPlane:
                 errors.append(f"{name}: {exc}")
         return errors
 
-    def _start_etcd(self, ports: Ports, *, timeout: float) -> None:
+    def _stop_plain_etcd(self) -> None:
+        """An env brought up before etcd served TLS runs a plain-HTTP etcd: stop it and the
+        kube-apiserver using it, so both are started again with mutual TLS (the data stays)."""
+        rec = self.supervisor.running(ETCD)
+        if rec is not None and "--client-cert-auth=true" not in rec.argv:
+            self.supervisor.stop(APISERVER)
+            self.supervisor.stop(ETCD)
+
+    def _start_etcd(self, ports: Ports, *, timeout: float, on_spawn: Callable[[str], None]) -> None:
         data = self.state_dir / "etcd"
         data.mkdir(parents=True, exist_ok=True)
-        client = f"http://127.0.0.1:{ports.etcd_client}"
-        peer = f"http://127.0.0.1:{ports.etcd_peer}"
+        data.chmod(0o700)  # etcd itself insists on this for its data folder
+        c = self.certs
+        client = f"https://127.0.0.1:{ports.etcd_client}"
+        peer = f"https://127.0.0.1:{ports.etcd_peer}"
         argv = [
             str(self.assets / "etcd"),
             "--name=agn-local",
@@ -142,18 +162,31 @@ class ControlPlane:
             f"--listen-peer-urls={peer}",
             f"--initial-advertise-peer-urls={peer}",
             f"--initial-cluster=agn-local={peer}",
+            # Mutual TLS on both ports, with the env's CA (kubeadm's etcd flags).
+            "--client-cert-auth=true",
+            f"--trusted-ca-file={c.ca_cert}",
+            f"--cert-file={c.etcd_server_cert}",
+            f"--key-file={c.etcd_server_key}",
+            "--peer-client-cert-auth=true",
+            f"--peer-trusted-ca-file={c.ca_cert}",
+            f"--peer-cert-file={c.etcd_peer_cert}",
+            f"--peer-key-file={c.etcd_peer_key}",
             # A throwaway development store: fsync buys nothing here and costs seconds per test run.
             "--unsafe-no-fsync=true",
             "--log-level=warn",
         ]
         rec = self.supervisor.start(ETCD, argv)
-        self._wait_ready(rec, lambda: _http_ok(f"{client}/health"), timeout=timeout)
+        on_spawn(ETCD)
+        self._wait_ready(rec, lambda: self._etcd_healthy(ports.etcd_client), timeout=timeout)
 
-    def _start_apiserver(self, ports: Ports, *, timeout: float) -> None:
+    def _start_apiserver(self, ports: Ports, *, timeout: float, on_spawn: Callable[[str], None]) -> None:
         c = self.certs
         argv = [
             str(self.assets / "kube-apiserver"),
-            f"--etcd-servers=http://127.0.0.1:{ports.etcd_client}",
+            f"--etcd-servers=https://127.0.0.1:{ports.etcd_client}",
+            f"--etcd-cafile={c.ca_cert}",
+            f"--etcd-certfile={c.etcd_client_cert}",
+            f"--etcd-keyfile={c.etcd_client_key}",
             "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1",
             # No kubernetes.default Endpoints to maintain: nothing runs in-cluster here.
@@ -174,6 +207,7 @@ class ControlPlane:
             "--v=1",
         ]
         rec = self.supervisor.start(APISERVER, argv)
+        on_spawn(APISERVER)
         self._wait_ready(rec, lambda: self._apiserver_ready(ports.apiserver), timeout=timeout)
 
     def _wait_ready(self, rec: ProcessRecord, probe, *, timeout: float) -> None:
@@ -199,13 +233,28 @@ class ControlPlane:
                 hint=f"full log: {rec.log}",
             ) from None
 
-    def _ssl_context(self) -> ssl.SSLContext:
+    def _ssl_context(self, cert: Path, key: Path) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=str(self.certs.ca_cert))
-        ctx.load_cert_chain(str(self.certs.admin_cert), str(self.certs.admin_key))
+        ctx.load_cert_chain(str(cert), str(key))
         return ctx
 
+    def etcd_ssl_context(self) -> ssl.SSLContext:
+        """What a client of this etcd needs: the env's CA and the apiserver-etcd-client certificate."""
+        return self._ssl_context(self.certs.etcd_client_cert, self.certs.etcd_client_key)
+
     def _apiserver_ready(self, port: int) -> bool:
-        return _http_ok(f"https://127.0.0.1:{port}/readyz", context=self._ssl_context())
+        try:
+            context = self._ssl_context(self.certs.admin_cert, self.certs.admin_key)
+        except (OSError, ssl.SSLError):
+            return False
+        return _http_ok(f"https://127.0.0.1:{port}/readyz", context=context)
+
+    def _etcd_healthy(self, port: int) -> bool:
+        try:
+            context = self.etcd_ssl_context()
+        except (OSError, ssl.SSLError):
+            return False  # a state folder from before etcd served TLS: `env up` adds the certificates
+        return _http_ok(f"https://127.0.0.1:{port}/health", context=context)
 
     # -- inspection -----------------------------------------------------------------------
     def health(self) -> list[ComponentHealth]:
@@ -217,7 +266,7 @@ class ControlPlane:
             healthy = False
             if running and ports is not None:
                 if name == ETCD:
-                    healthy = _http_ok(f"http://127.0.0.1:{ports.etcd_client}/health")
+                    healthy = self._etcd_healthy(ports.etcd_client)
                 else:
                     healthy = self._apiserver_ready(ports.apiserver)
             out.append(ComponentHealth(name, rec.pid if rec else None, running, healthy))

@@ -1,10 +1,17 @@
 """The ``local`` runtime: a whole AGN environment as supervised local processes.
 
 etcd + kube-apiserver (:mod:`xtask.runtime.controlplane`), then the CRDs and the env's
-objects, one fake provider per provider, the operator, and one consumer gateway per
-consumer. Every process is tracked by a pid file under the env's state folder and stopped
-by pid. ``up`` is idempotent (running pieces are kept, dead ones restarted); ``down``
-stops everything, removes the kube context and the state folder, and collects every error.
+objects, the fake providers (one process each up to :data:`POOL_THRESHOLD`, else one process
+serving them all under ``/pool/<name>``), the operator, and one consumer gateway per
+consumer. Every process is tracked by a pid file under the env's state folder from the moment
+it is spawned and stopped by pid. ``up`` is idempotent (running pieces are kept, dead ones
+restarted); ``down`` stops everything, removes the kube context and the state folder, and
+collects every error.
+
+Secrets stay in the env's state folder (mode 0700): the components are given
+``<state>/kubeconfig``, which names the certificate and key files under ``<state>/certs/`` by
+path, so no process needs a copy elsewhere. The user's kubeconfig context and ``env.json`` of
+an env that is up are rewritten only after a repair succeeded.
 """
 
 from __future__ import annotations
@@ -15,14 +22,17 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 from agn.kube import Kube, kubeconfig_path
+from agn.outputfile import write_atomic
 from agn.shards import DEFAULT_SHARD_COUNT
 from xtask.envdef import EnvDef
-from xtask.errors import ComponentFailed, XtaskError
+from xtask.errors import ComponentFailed, RefusedError, XtaskError
 from xtask.procs import Supervisor, log_tail
 from xtask.runtime import kubeconfig
 from xtask.runtime.assets import ensure_assets
-from xtask.runtime.certs import CertPaths
+from xtask.runtime.certs import CertPaths, private_dir
 from xtask.runtime.controlplane import ControlPlane, free_port, port_free
 from xtask.runtime.health import component_health, component_problem
 from xtask.runtime.steps import (
@@ -38,10 +48,37 @@ from xtask.state import REPO_ROOT, EnvRecord, claim_env_dir, env_dir, remove_env
 
 RUNTIME = "local"
 FIELD_MANAGER = "agn-xtask-env"
+# More fake providers than this are served by one process (POOL) under /pool/<name>, as the
+# benchmarks do, instead of one process each.
+POOL_THRESHOLD = 32
+POOL = "provider-pool"
+# Larger envs are refused before anything starts: every provider is an object the operator
+# probes and writes the status of (about 100 status writes/s on 2 cores), and every consumer
+# is a gateway process.
+MAX_PROVIDERS = 10_000
+MAX_CONSUMERS = 64
 
 
 def context_name(env: str) -> str:
     return f"local-{env}"
+
+
+def check_size(envdef: EnvDef) -> None:
+    """Refuse (exit 3) an env larger than the local runtime runs, before anything is started."""
+    for count, cap, what in (
+        (len(envdef.providers), MAX_PROVIDERS, "providers"),
+        (len(envdef.consumers), MAX_CONSUMERS, "consumers (one gateway process each)"),
+    ):
+        if count > cap:
+            raise RefusedError(
+                f"env file {envdef.source}: {count} {what}, more than the {cap} the local runtime runs",
+                hint="split the environment into smaller ones",
+            )
+
+
+def pooled(envdef: EnvDef) -> bool:
+    """Whether the env's fake providers are served by one pool process."""
+    return sum(1 for p in envdef.providers if not p.endpoint) > POOL_THRESHOLD
 
 
 class LocalEnv:
@@ -53,6 +90,8 @@ class LocalEnv:
         self.supervisor = Supervisor(self.dir / "run", self.dir / "logs")
         self._ports_file = self.dir / "ports.json"
         self._server_file = self.dir / "server"  # the API server address components were started against
+        # The components' kubeconfig: certificate and key files named by path, all in this folder.
+        self.components_kubeconfig = self.dir / "kubeconfig"
 
     # -- helpers ----------------------------------------------------------------------------
     def _ports(self) -> dict[str, int]:
@@ -69,23 +108,25 @@ class LocalEnv:
             port = free_port()
             ports[key] = port
             self.dir.mkdir(parents=True, exist_ok=True)
-            self._ports_file.write_text(json.dumps(ports, indent=2))
+            write_atomic(self._ports_file, json.dumps(ports, indent=2))
         return port
 
-    def _python(self, name: str, module: str, args: list[str], *, ready_url: str | None) -> bool:
-        """Start ``python -m module`` unless running; wait for ``ready_url``. True if started."""
+    def _python(self, ctx: UpContext, name: str, module: str, args: list[str], *, ready_url: str | None) -> None:
+        """Start ``python -m module`` unless running; wait for ``ready_url``. A process started
+        joins ``ctx.started`` as soon as it is spawned, so rollback stops it even when the
+        readiness wait is what failed or was interrupted."""
         if self.supervisor.running(name):
-            return False
+            return
         pythonpath = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
         env = {**os.environ, "PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1"}
         rec = self.supervisor.start(name, [sys.executable, "-m", module, *args], env=env, cwd=REPO_ROOT)
+        ctx.started.append(name)
         if ready_url:
             deadline = time.monotonic() + 30
             while not _http_ok(ready_url):
                 if self.supervisor.exited(rec) is not None or time.monotonic() > deadline:
                     raise ComponentFailed(f"{name} did not start", log_tail=log_tail(rec.log), hint=f"log: {rec.log}")
                 time.sleep(0.05)
-        return True
 
     # -- up -------------------------------------------------------------------------------
     def up(self, envdef: EnvDef, *, progress: Progress, retain: bool = False, wait_timeout: float = 60.0) -> dict:
@@ -96,6 +137,7 @@ class LocalEnv:
                 f"environment {self.env} is up on the {record.runtime} runtime",
                 hint=f"run `env down --env {self.env}` first",
             )
+        check_size(envdef)
         ctx = UpContext(
             env=self.env,
             envdef=envdef,
@@ -113,13 +155,15 @@ class LocalEnv:
                 lambda c: self._start_control_plane(c, cp),
                 undo=lambda c: self._remove_if_fresh(c, cp),
             ),
-            Step(f"write kube context {ctx.context} to {ctx.kubeconfig}", lambda c: self._connect(c, cp)),
+            Step("connect with the env's certificates", lambda c: self._connect(c, cp)),
             install_crds_step(),
             Step("start fake providers", self._start_providers, undo=self._stop_started),
             apply_objects_step(),
             Step("start the AGN operator", self._start_operator, undo=self._stop_started),
             Step("start consumer gateways", self._start_gateways, undo=self._stop_started),
             readiness_step(diagnose=self.diagnose),
+            # Last: a repair that fails leaves the user's context and env.json as they were.
+            Step(f"write kube context {ctx.context} to {ctx.kubeconfig}", lambda c: self._publish(c, cp)),
         ]
         try:
             run_steps(steps, ctx, progress=progress, retain=retain)
@@ -129,20 +173,62 @@ class LocalEnv:
 
     def _start_control_plane(self, ctx: UpContext, cp: ControlPlane) -> None:
         claim_env_dir(self.env)  # the folder and its marker first: only a marked folder is ever removed
-        ctx.started.extend(cp.start())
-        EnvRecord(self.env, RUNTIME, ctx.context, str(ctx.kubeconfig), ctx.envdef.namespace).save()
+        private_dir(self.dir)
+        if ctx.fresh:
+            # Written first on a fresh bring-up: it marks the folder as this env's and tells
+            # `env down` what to clean up should this run be killed outright.
+            self._record(ctx).save()
+        cp.start(on_spawn=ctx.started.append)
         self._server_file.write_text(cp.server)
+
+    def _record(self, ctx: UpContext) -> EnvRecord:
+        return EnvRecord(self.env, RUNTIME, ctx.context, str(ctx.kubeconfig), ctx.envdef.namespace)
 
     def _remove_if_fresh(self, ctx: UpContext, cp: ControlPlane) -> None:
         # Only a fresh bring-up is rolled back whole; a repair keeps what was running before.
+        # Every process under the folder is this run's: stop them all (whether or not their
+        # readiness wait finished) before the folder with their pid files goes.
         if ctx.fresh:
-            cp.stop()
             try:
-                kubeconfig.remove_context(ctx.kubeconfig, ctx.context, ours=self._written())
+                self._stop_all(progress=lambda line: None)
+                cp.stop()
             finally:
                 remove_env_dir(self.env)
 
     def _connect(self, ctx: UpContext, cp: ControlPlane) -> None:
+        self._write_components_kubeconfig(ctx, cp)
+        ctx.kube = Kube.from_kubeconfig(
+            kubeconfig=str(self.components_kubeconfig), context=ctx.context, field_manager=FIELD_MANAGER
+        )
+
+    def _write_components_kubeconfig(self, ctx: UpContext, cp: ControlPlane) -> None:
+        """``<state>/kubeconfig`` (0600): the env's context with its certificate, key and CA named
+        by path in ``<state>/certs/``. Written whole, then renamed into place."""
+        certs = cp.certs
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {"name": ctx.context, "cluster": {"server": cp.server, "certificate-authority": str(certs.ca_cert)}}
+            ],
+            "users": [
+                {
+                    "name": ctx.context,
+                    "user": {"client-certificate": str(certs.admin_cert), "client-key": str(certs.admin_key)},
+                }
+            ],
+            "contexts": [
+                {
+                    "name": ctx.context,
+                    "context": {"cluster": ctx.context, "user": ctx.context, "namespace": ctx.envdef.namespace},
+                }
+            ],
+            "current-context": ctx.context,
+        }
+        write_atomic(self.components_kubeconfig, yaml.safe_dump(config, sort_keys=False))
+
+    def _publish(self, ctx: UpContext, cp: ControlPlane) -> None:
+        """The user's kube context and ``env.json``, once everything else has succeeded."""
         kubeconfig.add_context(
             ctx.kubeconfig,
             kubeconfig.context_entries(
@@ -154,23 +240,36 @@ class LocalEnv:
                 namespace=ctx.envdef.namespace,
             ),
         )
-        ctx.kube = Kube.from_kubeconfig(
-            kubeconfig=str(ctx.kubeconfig), context=ctx.context, field_manager=FIELD_MANAGER
-        )
+        self._record(ctx).save()
 
     def _kube_args(self, ctx: UpContext) -> list[str]:
-        return ["--kubeconfig", str(ctx.kubeconfig), "--context", ctx.context, "--namespace", ctx.envdef.namespace]
+        return [
+            *("--kubeconfig", str(self.components_kubeconfig), "--context", ctx.context),
+            *("--namespace", ctx.envdef.namespace),
+        ]
 
     def _start_providers(self, ctx: UpContext) -> None:
-        for p in ctx.envdef.providers:
-            if p.endpoint:
-                continue
-            name = f"fake-{p.name}"
+        fakes = [p.name for p in ctx.envdef.providers if not p.endpoint]
+        if pooled(ctx.envdef):
+            # One process answers for every fake under /pool/<name>; one process per
+            # provider left from a smaller version of the env is stopped.
+            for rec in self.supervisor.records():
+                if rec.name.startswith("fake-"):
+                    self.supervisor.stop(rec.name)
+            port = self._port_for(POOL)
+            url = f"http://127.0.0.1:{port}"
+            self._python(ctx, POOL, "agn.provider", ["--name", POOL, "--port", str(port)], ready_url=f"{url}/healthz")
+            ctx.endpoints.update({name: f"{url}/pool/{name}" for name in fakes})
+            return
+        self.supervisor.stop(POOL)  # the env got small again (a no-op when there is none)
+        for provider in fakes:
+            name = f"fake-{provider}"
             port = self._port_for(name)
             url = f"http://127.0.0.1:{port}"
-            if self._python(name, "agn.provider", ["--name", p.name, "--port", str(port)], ready_url=f"{url}/healthz"):
-                ctx.started.append(name)
-            ctx.endpoints[p.name] = url
+            self._python(
+                ctx, name, "agn.provider", ["--name", provider, "--port", str(port)], ready_url=f"{url}/healthz"
+            )
+            ctx.endpoints[provider] = url
 
     def _start_operator(self, ctx: UpContext) -> None:
         port = self._port_for("operator")
@@ -178,21 +277,20 @@ class LocalEnv:
         shards = str(ctx.envdef.overlay_shards)
         args = [*self._kube_args(ctx), "--overlay-shards", shards, "--health-port", str(port)]
         self._restart_if_changed("operator", "--overlay-shards", shards, default=str(DEFAULT_SHARD_COUNT), ctx=ctx)
-        if self._python("operator", "agn.operator", args, ready_url=f"http://127.0.0.1:{port}/healthz"):
-            ctx.started.append("operator")
+        self._python(ctx, "operator", "agn.operator", args, ready_url=f"http://127.0.0.1:{port}/healthz")
 
     def _start_gateways(self, ctx: UpContext) -> None:
         for c in ctx.envdef.consumers:
             name = f"gateway-{c.name}"
             port = self._port_for(name)
             self._restart_if_stale(name, port, ctx)
-            if self._python(
+            self._python(
+                ctx,
                 name,
                 "agn.gateway",
                 [*self._kube_args(ctx), "--consumer", c.name, "--port", str(port)],
                 ready_url=f"http://127.0.0.1:{port}/healthz",
-            ):
-                ctx.started.append(name)
+            )
 
     def _restart_if_stale(self, name: str, port: int, ctx: UpContext) -> None:
         """Stop a running component whose health endpoint says it lost the API server (its watches
@@ -243,13 +341,13 @@ class LocalEnv:
         return out
 
     # -- down -----------------------------------------------------------------------------
-    def down(self, *, progress: Progress) -> dict:
-        record = EnvRecord.load(self.env)
+    def _stop_all(self, *, progress: Progress) -> tuple[list[str], list[str], bool]:
+        """Stop every process with a pid file here: (stopped, errors, whether there were any)."""
         errors: list[str] = []
         stopped: list[str] = []
         recs = self.supervisor.records()
         # Gateways and the operator before providers, the control plane last.
-        order = {"etcd": 3, "kube-apiserver": 2}
+        order = {"etcd": 3, "kube-apiserver": 2, POOL: 1}
         for rec in sorted(recs, key=lambda r: order.get(r.name, 1 if r.name.startswith("fake-") else 0)):
             try:
                 progress(f"stop {rec.name} (pid {rec.pid})")
@@ -257,6 +355,11 @@ class LocalEnv:
                     stopped.append(rec.name)
             except OSError as exc:
                 errors.append(f"{rec.name}: {exc}")
+        return stopped, errors, bool(recs)
+
+    def down(self, *, progress: Progress) -> dict:
+        record = EnvRecord.load(self.env)
+        stopped, errors, had_processes = self._stop_all(progress=progress)
         context = record.context if record else context_name(self.env)
         kubeconfig_file = Path(record.kubeconfig if record else kubeconfig_path())
         try:
@@ -271,7 +374,7 @@ class LocalEnv:
             remove_env_dir(self.env)
         except XtaskError as exc:  # not the env's own folder, or not all removed: says which
             errors.append(str(exc))
-        return {"stopped": stopped, "errors": errors, "was_up": record is not None or bool(recs)}
+        return {"stopped": stopped, "errors": errors, "was_up": record is not None or had_processes}
 
     # -- inspection ---------------------------------------------------------------------------
     def components(self) -> list[dict]:

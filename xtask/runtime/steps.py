@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from xtask.interrupts import interruptible
+
 if TYPE_CHECKING:
     from agn.kube import Kube
     from xtask.envdef import EnvDef
@@ -72,26 +74,31 @@ class Step:
 
 
 def run_steps(steps: list[Step], ctx: UpContext, *, progress: Progress, retain: bool = False) -> list[str]:
-    """Run ``steps`` in order; returns the titles of those that ran. Rolls back on failure."""
+    """Run ``steps`` in order; returns the titles of those that ran. Rolls back on failure,
+    and on SIGINT or SIGTERM alike (:func:`xtask.interrupts.interruptible`): the rollback itself
+    is not cut short by further signals."""
     done: list[Step] = []
-    try:
-        for step in steps:
-            if step.check is not None and step.check(ctx):
-                progress(f"{step.title}: already done")
-                continue
-            progress(step.title)
-            done.append(step)
-            step.run(ctx)
-    except BaseException:
-        if not retain:
-            for step in reversed(done):
-                if step.undo is None:
+    with interruptible():
+        try:
+            for step in steps:
+                if step.check is not None and step.check(ctx):
+                    progress(f"{step.title}: already done")
                     continue
-                try:
-                    step.undo(ctx)
-                except Exception as exc:  # collected, never masks the original failure
-                    progress(f"rollback of {step.title!r} failed: {exc}")
-        raise
+                progress(step.title)
+                done.append(step)
+                step.run(ctx)
+        except BaseException as failure:
+            if not retain:
+                if isinstance(failure, KeyboardInterrupt):
+                    progress(f"interrupted ({failure or 'SIGINT'}): rolling back what this run started")
+                for step in reversed(done):
+                    if step.undo is None:
+                        continue
+                    try:
+                        step.undo(ctx)
+                    except Exception as exc:  # collected, never masks the original failure
+                        progress(f"rollback of {step.title!r} failed: {exc}")
+            raise
     return [s.title for s in done]
 
 
