@@ -59,6 +59,21 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        # The reader of stdout went away (`... | head -1`): the work is done, its report could
+        # not be delivered. Quiet, like other command-line tools, and not a success.
+        _silence_stdout()
+        return ExitCode.ERROR
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def _library_logging(verbose: bool) -> None:

@@ -71,11 +71,18 @@ def out_console() -> Console:
 
 
 def progress(message: str) -> None:
-    """One progress line on stderr (stdout stays clean for results and JSON); ``message`` is text, not markup."""
-    if fancy():
-        err_console().print(f"[cyan]•[/cyan] {markup_safe(message)}")
-    else:
-        print(f"- {printable(message)}", file=sys.stderr, flush=True)
+    """One progress line on stderr (stdout stays clean for results and JSON); ``message`` is text, not markup.
+
+    Best effort: a reader that went away (``env down 2>&1 | head -1``) must not stop the work the
+    line reports on half-way, such as a teardown; the result is still reported, or the failure to
+    report it is, at the end (``xtask.__main__``)."""
+    try:
+        if fancy():
+            err_console().print(f"[cyan]•[/cyan] {markup_safe(message)}")
+        else:
+            print(f"- {printable(message)}", file=sys.stderr, flush=True)
+    except (BrokenPipeError, ValueError):  # ValueError: the stream was closed
+        pass
 
 
 def emit_json(data: Any) -> None:
