@@ -61,7 +61,6 @@ TOOL_FLAGS = {
     "--no-headers",
     "--template",
     # pytest
-    "--timeout",
     "--lf",
     "--co",
     "--durations",
@@ -76,6 +75,10 @@ TOOL_FLAGS = {
     "--cgroupns",
     "--oom-score-adj",
     "--rm",
+    "--cap-drop",
+    "--memory",
+    "--security-opt",
+    "--tmpfs",
     "--user",
     "--network",
     "--read-only",
