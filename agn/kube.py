@@ -14,6 +14,7 @@ only the API classes a command uses are constructed.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import functools
 import json
@@ -598,6 +599,33 @@ class Kube:
             except ApiException as exc:
                 if exc.status != 404:
                     raise
+
+    def list_objects(
+        self, api_version: str, kind: str, *, namespace: str | None = None, label_selector: str | None = None
+    ) -> builtins.list[Obj]:
+        """Objects of any kind (core ones too), in ``namespace`` or cluster-scoped; a kind the
+        server does not serve is :class:`NotFound`."""
+        resource = self._resource_for(api_version, kind)
+        kwargs: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
+        if resource.namespaced:
+            kwargs["namespace"] = namespace
+        with self._errors():
+            return resource.get(**kwargs).to_dict().get("items", [])
+
+    def delete_object(self, api_version: str, kind: str, name: str, *, namespace: str | None = None) -> bool:
+        """Delete one object of any kind, its dependents in the background; False when it was already gone."""
+        from kubernetes.client.rest import ApiException
+
+        resource = self._resource_for(api_version, kind)
+        kwargs: dict[str, Any] = {"namespace": namespace} if resource.namespaced else {}
+        with self._errors():
+            try:
+                resource.delete(name=name, body={"propagationPolicy": "Background"}, **kwargs)
+            except ApiException as exc:
+                if exc.status == 404:
+                    return False
+                raise
+        return True
 
     def apply(self, body: Obj, *, namespace: str | None = None, dry_run: bool = False) -> Obj:
         """Server-side apply of any object (CRDs, RBAC, Deployments, AGN objects) as ``field_manager``.

@@ -1,7 +1,7 @@
 """End to end on a real kind cluster: env up --runtime kind, provider-drain with convergence, env down.
 
 Drives the real CLI as a subprocess. Needs a Docker engine, ``kind`` and ``kubectl``; skipped
-with the reason otherwise (``xtask.runtime.select.kind_problems``). Run it with
+with the reason otherwise (``xtask.runtime.kind.kind_problems``). Run it with
 
     python -m pytest tests/kind -m kind -v
 
@@ -22,7 +22,7 @@ import pytest
 from agn.shards import assemble
 from reportschema import parse_report
 from xtask.reports import ENV_STATUS, ENV_UP
-from xtask.runtime.select import kind_problems
+from xtask.runtime.kind import kind_problems
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENV = "example"

@@ -287,7 +287,7 @@ def test_components_report_each_deployment_readiness(home, envdef):
         ]
     }
     runner = FakeCmdRunner(handlers={("kubectl",): lambda argv: (0, json.dumps(items))})
-    comps = KindEnv(ENV, runner=runner).components()
+    comps = KindEnv(ENV, runner=runner).status()
     assert [(c["name"], c["running"], c["healthy"]) for c in comps] == [
         ("agn-operator", True, True),
         ("fake-provider-one", False, False),
@@ -315,6 +315,6 @@ EMPTY_STATUS = {"context": None, "kubeconfig": None, "namespace": None, "objects
 def test_components_when_the_cluster_is_unreachable(home, envdef):
     EnvRecord(ENV, "kind", "kind-example", str(home / "kubeconfig"), envdef.namespace).save()
     runner = FakeCmdRunner(handlers={("kubectl",): lambda argv: (1, "connection refused")})
-    assert KindEnv(ENV, runner=runner).components() == [
+    assert KindEnv(ENV, runner=runner).status() == [
         {"name": f"kind cluster {ENV}", "pid": None, "running": False, "healthy": False}
     ]

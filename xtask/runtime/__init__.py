@@ -1,1 +1,1 @@
-"""Runtimes that bring up an environment: the embedded local control plane and kind."""
+"""Runtimes that bring up an environment: the protocol (base.py), the registry (registry.py) and its implementations."""

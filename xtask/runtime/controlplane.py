@@ -15,8 +15,6 @@ import dataclasses
 import json
 import socket
 import ssl
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,6 +23,7 @@ from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wa
 from xtask.errors import ComponentFailed
 from xtask.procs import ProcessRecord, Supervisor, log_tail
 from xtask.runtime.certs import CertPaths, ensure_certs
+from xtask.runtime.health import http_ok
 
 ETCD = "etcd"
 APISERVER = "kube-apiserver"
@@ -66,9 +65,10 @@ class ComponentHealth:
 
 
 class ControlPlane:
-    """etcd + kube-apiserver under ``state_dir`` (certs/, etcd/, logs/, run/)."""
+    """etcd + kube-apiserver under ``state_dir`` (certs/, etcd/, logs/, run/). ``assets`` (the
+    folder of the binaries) is needed to start them, not to read their health."""
 
-    def __init__(self, state_dir: Path, assets: Path) -> None:
+    def __init__(self, state_dir: Path, assets: Path | None = None) -> None:
         self.state_dir = state_dir
         self.assets = assets
         self.supervisor = Supervisor(state_dir / "run", state_dir / "logs")
@@ -109,6 +109,8 @@ class ControlPlane:
         written), before its readiness wait, so a caller interrupted during that wait knows
         to stop it.
         """
+        if self.assets is None:
+            raise ValueError("ControlPlane.start needs the folder of the binaries (assets)")
         ensure_certs(self.state_dir / "certs")
         self._stop_plain_etcd()
         started: list[str] = []
@@ -146,6 +148,10 @@ class ControlPlane:
             self.supervisor.stop(APISERVER)
             self.supervisor.stop(ETCD)
 
+    def _binary(self, name: str) -> str:
+        assert self.assets is not None, "checked by start()"
+        return str(self.assets / name)
+
     def _start_etcd(self, ports: Ports, *, timeout: float, on_spawn: Callable[[str], None]) -> None:
         data = self.state_dir / "etcd"
         data.mkdir(parents=True, exist_ok=True)
@@ -154,7 +160,7 @@ class ControlPlane:
         client = f"https://127.0.0.1:{ports.etcd_client}"
         peer = f"https://127.0.0.1:{ports.etcd_peer}"
         argv = [
-            str(self.assets / "etcd"),
+            self._binary("etcd"),
             "--name=agn-local",
             f"--data-dir={data}",
             f"--listen-client-urls={client}",
@@ -182,7 +188,7 @@ class ControlPlane:
     def _start_apiserver(self, ports: Ports, *, timeout: float, on_spawn: Callable[[str], None]) -> None:
         c = self.certs
         argv = [
-            str(self.assets / "kube-apiserver"),
+            self._binary("kube-apiserver"),
             f"--etcd-servers=https://127.0.0.1:{ports.etcd_client}",
             f"--etcd-cafile={c.ca_cert}",
             f"--etcd-certfile={c.etcd_client_cert}",
@@ -247,14 +253,14 @@ class ControlPlane:
             context = self._ssl_context(self.certs.admin_cert, self.certs.admin_key)
         except (OSError, ssl.SSLError):
             return False
-        return _http_ok(f"https://127.0.0.1:{port}/readyz", context=context)
+        return http_ok(f"https://127.0.0.1:{port}/readyz", context=context)
 
     def _etcd_healthy(self, port: int) -> bool:
         try:
             context = self.etcd_ssl_context()
         except (OSError, ssl.SSLError):
             return False  # a state folder from before etcd served TLS: `env up` adds the certificates
-        return _http_ok(f"https://127.0.0.1:{port}/health", context=context)
+        return http_ok(f"https://127.0.0.1:{port}/health", context=context)
 
     # -- inspection -----------------------------------------------------------------------
     def health(self) -> list[ComponentHealth]:
@@ -271,11 +277,3 @@ class ControlPlane:
                     healthy = self._apiserver_ready(ports.apiserver)
             out.append(ComponentHealth(name, rec.pid if rec else None, running, healthy))
         return out
-
-
-def _http_ok(url: str, *, context: ssl.SSLContext | None = None) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2, context=context) as resp:
-            return resp.status == 200
-    except (urllib.error.URLError, OSError, ssl.SSLError):
-        return False

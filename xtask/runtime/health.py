@@ -1,13 +1,14 @@
 """Reading a component's ``/healthz`` (operator, consumer gateway) the way ``env up`` and
 ``env status`` need it: is it healthy, and if not, why — in particular whether it has lost its
 API server (watches failing past their bound, or connected to an address the env no longer
-uses). Loopback HTTP only; nothing here starts or stops anything.
+uses); and :func:`http_ok`, the one "does it answer 200" probe. Loopback HTTP only; nothing here starts or stops anything.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import ssl
 import urllib.error
 import urllib.request
 from typing import Any
@@ -22,6 +23,15 @@ class ComponentReport:
     @property
     def detail(self) -> str:
         return str(self.body.get("status") or self.body.get("detail") or "")
+
+
+def http_ok(url: str, *, timeout: float = 2.0, context: ssl.SSLContext | None = None) -> bool:
+    """Whether ``url`` answers 200 within ``timeout`` (``context``: the TLS client settings)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout, context=context) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError, ssl.SSLError):
+        return False
 
 
 def read_health(url: str, *, timeout: float = 2.0) -> ComponentReport:

@@ -20,25 +20,40 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import ClassVar
 
 from agn.kube import Kube, kubeconfig_path
+from agn.objects import name_of
 from xtask.envdef import ENVS_DIR, EnvDef
 from xtask.errors import CommandFailed, RuntimeUnavailable, XtaskError
-from xtask.manifests import IMAGE, OPERATOR, deployment_names, metrics_url, render
+from xtask.manifests import IMAGE, deployment_names, render
 from xtask.procs import CmdRunner, RealCmdRunner
+from xtask.runtime.base import FIELD_MANAGER, Options, context_name, refuse_other_runtime
+from xtask.runtime.deployments import component
 from xtask.runtime.kubeconfig import read as read_kubeconfig
-from xtask.runtime.select import kind_problems
 from xtask.runtime.steps import Progress, Step, UpContext, install_crds_step, readiness_step, run_steps
 from xtask.state import REPO_ROOT, EnvRecord, remove_env_dir
 
 RUNTIME = "kind"
-FIELD_MANAGER = "agn-xtask-env"
 KubeFactory = Callable[[str, str], Kube]
 
 
-def context_name(env: str) -> str:
-    return f"kind-{env}"
+def kind_problems(runner: CmdRunner | None = None, *, which: Callable[[str], str | None] = shutil.which) -> list[str]:
+    """What keeps the kind runtime from working here (empty when it can be used)."""
+    runner = runner or RealCmdRunner()
+    problems = []
+    if which("kind") is None:
+        problems.append("`kind` is not on PATH")
+    if which("kubectl") is None:
+        problems.append("`kubectl` is not on PATH")
+    if which("docker") is None:
+        problems.append("`docker` is not on PATH")
+    else:
+        try:
+            runner.run(["docker", "info", "--format", "{{.ServerVersion}}"], timeout=20)
+        except CommandFailed:
+            problems.append("`docker info` fails: no Docker engine is reachable")
+    return problems
 
 
 def kind_config_path(env: str, *, envs_dir: Path = ENVS_DIR) -> Path:
@@ -52,6 +67,10 @@ def _connect(kubeconfig: str, context: str) -> Kube:
 class KindEnv:
     """One environment on the kind runtime."""
 
+    name: ClassVar[str] = RUNTIME
+    auto: ClassVar[bool] = True
+    accepts: ClassVar[frozenset[str]] = frozenset({"image"})
+
     def __init__(
         self,
         env: str,
@@ -64,13 +83,20 @@ class KindEnv:
         image: str = IMAGE,
     ) -> None:
         self.env = env
-        self.context = context_name(env)
+        self.context = context_name(RUNTIME, env)
         self.runner = runner or RealCmdRunner()
         self._kube_factory = kube_factory
         self._which = which
         self._envs_dir = envs_dir
         self._build_context = build_context
         self.image = image
+
+    @classmethod
+    def create(cls, env: str, options: Options) -> KindEnv:
+        return cls(env, image=options.image or IMAGE)
+
+    def problems(self) -> list[str]:
+        return kind_problems(self.runner, which=self._which)
 
     # -- helpers ----------------------------------------------------------------------------
     def clusters(self) -> list[str]:
@@ -94,13 +120,8 @@ class KindEnv:
     # -- up ---------------------------------------------------------------------------------
     def up(self, envdef: EnvDef, *, progress: Progress, retain: bool = False, wait_timeout: float = 60.0) -> dict:
         """Bring the environment up (or repair it). Returns what was created."""
-        record = EnvRecord.load(self.env)
-        if record is not None and record.runtime != RUNTIME:
-            raise XtaskError(
-                f"environment {self.env} is up on the {record.runtime} runtime",
-                hint=f"run `python -m xtask env down --env {self.env}` first",
-            )
-        problems = kind_problems(self.runner, which=self._which)
+        record = refuse_other_runtime(self.env, RUNTIME)
+        problems = self.problems()
         if problems:
             raise RuntimeUnavailable(
                 "the kind runtime cannot be used here: " + "; ".join(problems),
@@ -113,99 +134,94 @@ class KindEnv:
             kubeconfig=Path(kubeconfig_path()),
             fresh=record is None,
             wait_timeout=wait_timeout,
+            retain=retain,
         )
         read_kubeconfig(ctx.kubeconfig)  # not a kubeconfig: fail before creating anything
-        exists = self.env in self.clusters()
-        built: dict[str, Any] = {}
-
-        def create_cluster(ctx: UpContext) -> None:
-            argv = [
-                "kind",
-                "create",
-                "cluster",
-                "--name",
-                self.env,
-                "--kubeconfig",
-                str(ctx.kubeconfig),
-                "--wait",
-                "120s",
-            ]
-            config = kind_config_path(self.env, envs_dir=self._envs_dir)
-            if config.exists():
-                argv += ["--config", str(config)]
-            if retain:
-                argv.append("--retain")  # kind keeps its own half-created nodes for debugging too
-            self.runner.run(argv, timeout=900)
-            ctx.started.append(f"kind cluster {self.env}")
-
-        def delete_created_cluster(ctx: UpContext) -> None:
-            if exists:
-                return  # a reused cluster predates this run; a failed repair must not destroy it
-            self.runner.run(
-                ["kind", "delete", "cluster", "--name", self.env, "--kubeconfig", str(ctx.kubeconfig)], timeout=300
-            )
-            remove_env_dir(self.env)
-
-        def write_context(ctx: UpContext) -> None:
-            self.runner.run(
-                ["kind", "export", "kubeconfig", "--name", self.env, "--kubeconfig", str(ctx.kubeconfig)], timeout=60
-            )
-            EnvRecord(self.env, RUNTIME, self.context, str(ctx.kubeconfig), envdef.namespace).save()
-            ctx.kube = self._kube_factory(str(ctx.kubeconfig), self.context)
-
-        def build_image(ctx: UpContext) -> None:
-            self.runner.run(["docker", "build", "-t", self.image, str(self._build_context)], timeout=1800)
-            image_id = self.runner.run(["docker", "image", "inspect", "--format", "{{.Id}}", self.image], timeout=60)
-            built["image_id"] = image_id.stdout.strip() or None
-
-        def load_image(ctx: UpContext) -> None:
-            self.runner.run(["kind", "load", "docker-image", self.image, "--name", self.env], timeout=600)
-
-        def apply_manifests(ctx: UpContext) -> None:
-            objects = render(envdef, image=self.image, image_id=built.get("image_id"))
-            before = {d["metadata"]["name"] for d in self.deployments(str(ctx.kubeconfig), envdef.namespace)}
-            for obj in objects:
-                ctx.connected().apply(obj)
-            built["deployments"] = deployment_names(objects)
-            ctx.started.extend(f"deployment {name}" for name in built["deployments"] if name not in before)
-
-        def rollouts(ctx: UpContext) -> None:
-            for name in built["deployments"]:
-                self.runner.run(
-                    self._kubectl(
-                        str(ctx.kubeconfig),
-                        envdef.namespace,
-                        "rollout",
-                        "status",
-                        f"deployment/{name}",
-                        f"--timeout={int(wait_timeout)}s",
-                    ),
-                    timeout=wait_timeout + 30,
-                )
-
-        steps = [
-            Step(
-                f"create kind cluster {self.env}", create_cluster, undo=delete_created_cluster, check=lambda ctx: exists
-            ),
-            Step(f"write kube context {self.context} to {ctx.kubeconfig}", write_context),
-            Step(f"build image {self.image}", build_image),
-            Step(f"load image {self.image} into kind cluster {self.env}", load_image),
-            install_crds_step(),
-            Step(f"apply manifests (namespace {envdef.namespace}, RBAC, deployments, AGN objects)", apply_manifests),
-            Step("wait for every deployment to roll out", rollouts),
-            readiness_step(
-                diagnose=lambda: [
-                    f"{c['name']}: {c.get('replicas', 'not ready')} ready"
-                    for c in self.components()
-                    if not c["healthy"]
-                ]
-            ),
-        ]
+        ctx.reused = self.env in self.clusters()
         try:
-            run_steps(steps, ctx, progress=progress, retain=retain)
+            run_steps(self.up_steps(ctx), ctx, progress=progress, retain=retain)
         finally:
             ctx.close()
         return ctx.summary()
+
+    def up_steps(self, ctx: UpContext) -> list[Step]:
+        """Cluster, context, image, CRDs, manifests, rollouts, first overlays: in this order."""
+        return [
+            Step(
+                f"create kind cluster {self.env}",
+                self._create_cluster,
+                undo=self._delete_created_cluster,
+                check=lambda ctx: ctx.reused,
+            ),
+            Step(f"write kube context {self.context} to {ctx.kubeconfig}", self._write_context),
+            Step(f"build image {self.image}", self._build_image),
+            Step(f"load image {self.image} into kind cluster {self.env}", self._load_image),
+            install_crds_step(),
+            Step(
+                f"apply manifests (namespace {ctx.envdef.namespace}, RBAC, deployments, AGN objects)",
+                self._apply_manifests,
+            ),
+            Step("wait for every deployment to roll out", self._rollouts),
+            readiness_step(diagnose=self._unready),
+        ]
+
+    def _create_cluster(self, ctx: UpContext) -> None:
+        argv = ["kind", "create", "cluster", "--name", self.env, "--kubeconfig", str(ctx.kubeconfig), "--wait", "120s"]
+        config = kind_config_path(self.env, envs_dir=self._envs_dir)
+        if config.exists():
+            argv += ["--config", str(config)]
+        if ctx.retain:
+            argv.append("--retain")  # kind keeps its own half-created nodes for debugging too
+        self.runner.run(argv, timeout=900)
+        ctx.started.append(f"kind cluster {self.env}")
+
+    def _delete_created_cluster(self, ctx: UpContext) -> None:
+        if ctx.reused:
+            return  # a reused cluster predates this run; a failed repair must not destroy it
+        self.runner.run(
+            ["kind", "delete", "cluster", "--name", self.env, "--kubeconfig", str(ctx.kubeconfig)], timeout=300
+        )
+        remove_env_dir(self.env)
+
+    def _write_context(self, ctx: UpContext) -> None:
+        self.runner.run(
+            ["kind", "export", "kubeconfig", "--name", self.env, "--kubeconfig", str(ctx.kubeconfig)], timeout=60
+        )
+        EnvRecord(self.env, RUNTIME, self.context, str(ctx.kubeconfig), ctx.envdef.namespace).save()
+        ctx.kube = self._kube_factory(str(ctx.kubeconfig), self.context)
+
+    def _build_image(self, ctx: UpContext) -> None:
+        self.runner.run(["docker", "build", "-t", self.image, str(self._build_context)], timeout=1800)
+        image_id = self.runner.run(["docker", "image", "inspect", "--format", "{{.Id}}", self.image], timeout=60)
+        ctx.image_id = image_id.stdout.strip() or None
+
+    def _load_image(self, ctx: UpContext) -> None:
+        self.runner.run(["kind", "load", "docker-image", self.image, "--name", self.env], timeout=600)
+
+    def _apply_manifests(self, ctx: UpContext) -> None:
+        objects = render(ctx.envdef, image=self.image, image_id=ctx.image_id)
+        before = {d["metadata"]["name"] for d in self.deployments(str(ctx.kubeconfig), ctx.envdef.namespace)}
+        for obj in objects:
+            ctx.connected().apply(obj)
+        ctx.deployments = deployment_names(objects)
+        ctx.started.extend(f"deployment {name}" for name in ctx.deployments if name not in before)
+
+    def _rollouts(self, ctx: UpContext) -> None:
+        for name in ctx.deployments:
+            self.runner.run(
+                self._kubectl(
+                    str(ctx.kubeconfig),
+                    ctx.envdef.namespace,
+                    "rollout",
+                    "status",
+                    f"deployment/{name}",
+                    f"--timeout={int(ctx.wait_timeout)}s",
+                ),
+                timeout=ctx.wait_timeout + 30,
+            )
+
+    def _unready(self) -> list[str]:
+        return [f"{c['name']}: {c.get('replicas', 'not ready')} ready" for c in self.status() if not c["healthy"]]
 
     # -- down -------------------------------------------------------------------------------
     def down(self, *, progress: Progress) -> dict:
@@ -234,8 +250,8 @@ class KindEnv:
         return {"stopped": stopped, "errors": errors, "was_up": record is not None or existed}
 
     # -- inspection -------------------------------------------------------------------------
-    def components(self) -> list[dict]:
-        """One entry per AGN Deployment: running = a replica is ready, healthy = all are ready and updated."""
+    def status(self) -> list[dict]:
+        """One entry per AGN Deployment (:func:`xtask.runtime.deployments.component`)."""
         record = EnvRecord.load(self.env)
         if record is None:
             return []
@@ -243,25 +259,4 @@ class KindEnv:
             items = self.deployments(record.kubeconfig, record.namespace)
         except (CommandFailed, ValueError):
             return [{"name": f"kind cluster {self.env}", "pid": None, "running": False, "healthy": False}]
-        out = []
-        for d in sorted(items, key=lambda d: d["metadata"]["name"]):
-            name = d["metadata"]["name"]
-            want = (d.get("spec") or {}).get("replicas", 1)
-            status = d.get("status") or {}
-            ready = status.get("readyReplicas", 0)
-            out.append(
-                {
-                    "name": name,
-                    "pid": None,
-                    "running": ready > 0,
-                    "healthy": ready >= want and status.get("updatedReplicas", 0) >= want,
-                    "replicas": f"{ready}/{want}",
-                    **({"metricsUrl": metrics_url(name, record.namespace)} if _scraped(name) else {}),
-                }
-            )
-        return out
-
-
-def _scraped(deployment: str) -> bool:
-    """The operator and the gateways serve /metrics (the fake providers' metrics are their load)."""
-    return deployment == OPERATOR or deployment.startswith("agn-gateway-")
+        return [component(d, record.namespace) for d in sorted(items, key=name_of)]

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import yaml
 
@@ -31,10 +33,11 @@ from xtask.envdef import EnvDef
 from xtask.errors import ComponentFailed, RefusedError, XtaskError
 from xtask.procs import Supervisor, log_tail
 from xtask.runtime import kubeconfig
-from xtask.runtime.assets import ensure_assets
+from xtask.runtime.assets import ensure_assets, find_assets
+from xtask.runtime.base import FIELD_MANAGER, Options, context_name, refuse_other_runtime
 from xtask.runtime.certs import CertPaths, private_dir
 from xtask.runtime.controlplane import ControlPlane, free_port, port_free
-from xtask.runtime.health import component_health, component_problem
+from xtask.runtime.health import component_health, component_problem, http_ok
 from xtask.runtime.steps import (
     Progress,
     Step,
@@ -47,7 +50,6 @@ from xtask.runtime.steps import (
 from xtask.state import REPO_ROOT, EnvRecord, claim_env_dir, env_dir, remove_env_dir
 
 RUNTIME = "local"
-FIELD_MANAGER = "agn-xtask-env"
 # More fake providers than this are served by one process (POOL) under /pool/<name>, as the
 # benchmarks do, instead of one process each.
 POOL_THRESHOLD = 32
@@ -57,10 +59,6 @@ POOL = "provider-pool"
 # is a gateway process.
 MAX_PROVIDERS = 10_000
 MAX_CONSUMERS = 64
-
-
-def context_name(env: str) -> str:
-    return f"local-{env}"
 
 
 def check_size(envdef: EnvDef) -> None:
@@ -83,6 +81,19 @@ def pooled(envdef: EnvDef) -> bool:
 
 class LocalEnv:
     """One environment on the local runtime."""
+
+    name: ClassVar[str] = RUNTIME
+    auto: ClassVar[bool] = True  # after kind: what `auto` falls back to
+    accepts: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def create(cls, env: str, options: Options) -> LocalEnv:
+        return cls(env)
+
+    def problems(self) -> list[str]:
+        if find_assets() is None and shutil.which("go") is None:
+            return ["the control-plane binaries are missing and `go` (to build them) is not on PATH"]
+        return []
 
     def __init__(self, env: str) -> None:
         self.env = env
@@ -123,7 +134,7 @@ class LocalEnv:
         ctx.started.append(name)
         if ready_url:
             deadline = time.monotonic() + 30
-            while not _http_ok(ready_url):
+            while not http_ok(ready_url, timeout=1):
                 if self.supervisor.exited(rec) is not None or time.monotonic() > deadline:
                     raise ComponentFailed(f"{name} did not start", log_tail=log_tail(rec.log), hint=f"log: {rec.log}")
                 time.sleep(0.05)
@@ -131,17 +142,12 @@ class LocalEnv:
     # -- up -------------------------------------------------------------------------------
     def up(self, envdef: EnvDef, *, progress: Progress, retain: bool = False, wait_timeout: float = 60.0) -> dict:
         """Bring the environment up, or repair it: start what is dead, restart what lost its API server."""
-        record = EnvRecord.load(self.env)
-        if record is not None and record.runtime != RUNTIME:
-            raise XtaskError(
-                f"environment {self.env} is up on the {record.runtime} runtime",
-                hint=f"run `env down --env {self.env}` first",
-            )
+        record = refuse_other_runtime(self.env, RUNTIME)
         check_size(envdef)
         ctx = UpContext(
             env=self.env,
             envdef=envdef,
-            context=context_name(self.env),
+            context=context_name(RUNTIME, self.env),
             kubeconfig=Path(kubeconfig_path()),
             fresh=record is None,
             wait_timeout=wait_timeout,
@@ -332,7 +338,7 @@ class LocalEnv:
     def diagnose(self) -> list[str]:
         """What the processes say about a failed readiness wait: who is not running or not healthy."""
         out = []
-        for c in self.components():
+        for c in self.status():
             if not c["running"]:
                 rec = self.supervisor.record(c["name"])
                 out.append(f"{c['name']} is not running" + (f" (log: {rec.log})" if rec else ""))
@@ -360,7 +366,7 @@ class LocalEnv:
     def down(self, *, progress: Progress) -> dict:
         record = EnvRecord.load(self.env)
         stopped, errors, had_processes = self._stop_all(progress=progress)
-        context = record.context if record else context_name(self.env)
+        context = record.context if record else context_name(RUNTIME, self.env)
         kubeconfig_file = Path(record.kubeconfig if record else kubeconfig_path())
         try:
             removed = kubeconfig.remove_context(kubeconfig_file, context, ours=self._written())
@@ -377,12 +383,12 @@ class LocalEnv:
         return {"stopped": stopped, "errors": errors, "was_up": record is not None or had_processes}
 
     # -- inspection ---------------------------------------------------------------------------
-    def components(self) -> list[dict]:
+    def status(self) -> list[dict]:
         out: list[dict] = []
         record = EnvRecord.load(self.env)
         if record is None:
             return out
-        cp = ControlPlane(self.dir, Path("/nonexistent"))
+        cp = ControlPlane(self.dir)
         for h in cp.health():
             out.append({"name": h.name, "pid": h.pid, "running": h.running, "healthy": h.healthy})
         ports = self._ports()
@@ -403,14 +409,3 @@ class LocalEnv:
                     entry["healthy"], entry["detail"] = component_health(f"{entry['address']}/healthz", server=server)
             out.append(entry)
         return out
-
-
-def _http_ok(url: str) -> bool:
-    import urllib.error
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(url, timeout=1) as resp:
-            return resp.status == 200
-    except (urllib.error.URLError, OSError):
-        return False

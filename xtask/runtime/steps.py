@@ -7,8 +7,9 @@ done part of its work) and then the undos of the steps that ran are executed in 
 order, unless ``retain``; undo errors are reported and never mask the original error, which
 is re-raised. Undos must therefore tolerate work that was only partly done.
 
-The steps both runtimes share — CRDs, the env's namespace and objects, readiness — are
+The steps the runtimes share — CRDs, the env's namespace and objects, readiness — are
 defined once here; each runtime adds its own (processes, or cluster + image + manifests).
+Steps pass data to later steps only through :class:`UpContext`, never through a side dict.
 """
 
 from __future__ import annotations
@@ -37,7 +38,14 @@ class UpContext:
     kubeconfig: Path
     fresh: bool  # no record of this env existed: a failure rolls back everything
     wait_timeout: float
+    retain: bool = False  # on failure keep what was made (kind passes it on to `kind create cluster`)
+    reused: bool = False  # the cluster predates this run: never removed by a rollback
+    dry_run: bool = False  # objects are sent as server-side dry runs: nothing is stored
     kube: Kube | None = None
+    image_id: str | None = None  # the built image's id: rolls Deployments when a rebuilt tag did not change
+    deployments: list[str] = dataclasses.field(default_factory=list)  # of the applied manifests
+    applied: list[str] = dataclasses.field(default_factory=list)  # "Kind namespace/name" applied (or dry-run)
+    skipped: list[str] = dataclasses.field(default_factory=list)  # what a dry run could not validate, and why
     started: list[str] = dataclasses.field(default_factory=list)
     served: dict[str, int] = dataclasses.field(default_factory=dict)
     excluded: list[str] = dataclasses.field(default_factory=list)
@@ -59,6 +67,10 @@ class UpContext:
             "kubeconfig": str(self.kubeconfig),
             "served": self.served,
             "excluded": self.excluded,
+            # Reported when set (the cluster runtime lists what it applied or dry-ran).
+            **({"applied": self.applied} if self.applied else {}),
+            **({"skipped": self.skipped} if self.skipped else {}),
+            **({"dryRun": True} if self.dry_run else {}),
         }
 
 

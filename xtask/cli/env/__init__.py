@@ -41,4 +41,4 @@ class LazyGroup(click.Group):
 
 @click.group(name="env", cls=LazyGroup, lazy=COMMANDS)
 def env_group() -> None:
-    """Bring up, inspect and operate AGN environments (kind or the embedded local control plane)."""
+    """Bring up, inspect and operate AGN environments (on any runtime of docs/runtimes.md)."""

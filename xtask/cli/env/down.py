@@ -7,6 +7,7 @@ import click
 from xtask.cli.env.options import env_option, output_option
 from xtask.cli.output import emit_json, markup_safe, out_console, progress
 from xtask.errors import XtaskError
+from xtask.runtime import registry
 from xtask.state import EnvRecord, require_own_env_dir
 
 
@@ -14,18 +15,14 @@ from xtask.state import EnvRecord, require_own_env_dir
 @env_option
 @output_option
 def down(env_name: str, output: str) -> None:
-    """Tear an environment down: stop every process it started (by pid), remove its context and state."""
+    """Tear an environment down: remove what `env up` made, its kube context and its state.
+
+    What that is depends on the env's runtime: processes (stopped by pid), a cluster it created,
+    or only the objects it applied to an existing cluster (docs/runtimes.md)."""
     # A folder that is not this env's own is refused before any process is stopped or file removed.
     require_own_env_dir(env_name)
     record = EnvRecord.load(env_name)
-    if record is not None and record.runtime == "kind":
-        from xtask.runtime.kind import KindEnv
-
-        result = KindEnv(env_name).down(progress=progress)
-    else:
-        from xtask.runtime.local import LocalEnv
-
-        result = LocalEnv(env_name).down(progress=progress)
+    result = registry.recorded(env_name, record.runtime if record else None).down(progress=progress)
     result = {"env": env_name, **result}
     if output == "json":
         emit_json(result)

@@ -1,7 +1,9 @@
 """``xtask env render``: print the Kubernetes objects an environment deploys, as YAML.
 
 Read-only: renders from ``envs/<env>.yaml`` and ``manifests/`` and writes nothing, so its
-output can be reviewed, diffed, or piped to ``kubectl apply --server-side -f -``.
+output can be reviewed, diffed, or piped to ``kubectl apply --server-side -f -``. The objects
+are the same for every runtime that deploys manifests (docs/runtimes.md), so there is no
+``--runtime`` to choose.
 """
 
 from __future__ import annotations
@@ -17,17 +19,11 @@ from xtask.manifests import IMAGE, render
 
 @click.command(name="render")
 @env_option
-@click.option(
-    "--runtime",
-    type=click.Choice(["kind"]),
-    default="kind",
-    show_default=True,
-    help="Runtime whose manifests to render (only kind deploys manifests; local runs processes).",
-)
 @click.option("--namespace", type=namespace_type, default=None, metavar="NS", help="Override the env's namespace.")
 @click.option("--image", default=IMAGE, show_default=True, help="Image for the operator, gateways and fake providers.")
 @click.option("--crds/--no-crds", default=True, show_default=True, help="Include the AGN CRDs first.")
-def render_cmd(env_name: str, runtime: str, namespace: str | None, image: str, crds: bool) -> None:
-    """Print every object `env up --runtime kind` applies (CRDs, namespace, RBAC, workloads, AGN objects)."""
+def render_cmd(env_name: str, namespace: str | None, image: str, crds: bool) -> None:
+    """Print every object `env up` applies on a runtime that deploys manifests (CRDs, namespace, RBAC,
+    workloads, AGN objects)."""
     objects = (crd_documents() if crds else []) + render(load_env(env_name), namespace=namespace, image=image)
     click.echo(yaml.safe_dump_all(objects, sort_keys=False), nl=False)

@@ -10,6 +10,7 @@ from xtask.cli.env.options import env_option, output_option
 from xtask.cli.output import emit_json, markup_safe, out_console
 from xtask.envstatus import agn_objects
 from xtask.reports import ENV_STATUS, envelope
+from xtask.runtime import registry
 from xtask.state import EnvRecord
 
 
@@ -26,14 +27,7 @@ def collect(env_name: str) -> dict:
             "components": [],
             "objects": None,
         }
-    if record.runtime == "kind":
-        from xtask.runtime.kind import KindEnv
-
-        components = KindEnv(env_name).components()
-    else:
-        from xtask.runtime.local import LocalEnv
-
-        components = LocalEnv(env_name).components()
+    components = registry.recorded(env_name, record.runtime).status()
     objects, error = None, None
     try:
         from agn.kube import Kube, KubeError
