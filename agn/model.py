@@ -1,4 +1,4 @@
-"""The pure overlay model (README: Overlay semantics): providers + network + consumer -> overlay.
+"""The pure overlay model (docs/overlays.md): providers + network + consumer -> overlay.
 
 This module is the single statement of overlay semantics, shared by the operator (which
 publishes overlays) and the xtask (capacity guard, convergence reasons). It does no I/O and

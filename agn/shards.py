@@ -1,7 +1,7 @@
 """Sharded overlays: how one consumer's overlay is stored as a small index plus shards.
 
 A consumer's overlay (:class:`agn.model.Overlay`: revision, digest, candidates) is what the
-README's overlay semantics define. At fleet size it does not fit one object (etcd refuses
+overlay semantics of docs/overlays.md define. At fleet size it does not fit one object (etcd refuses
 requests over 1.5 MiB; 5,000 candidates are ~1.4 MiB), so the operator stores it as:
 
 - **the index**, the ``RoutingOverlay`` named after the consumer: network, consumer, revision,

@@ -1,6 +1,6 @@
 """The pure routing decision: overlay candidates + session affinities + a request -> a candidate.
 
-Policy (README: Overlay semantics):
+Policy (docs/overlays.md):
 
 1. A request whose session already has affinity to a provider that is still in the overlay
    stays on it, whatever its admission state (``admitted`` or ``existing_only``) — draining

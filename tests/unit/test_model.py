@@ -1,4 +1,4 @@
-"""Unit and property tests of the pure overlay model (agn.model; README: Overlay semantics)."""
+"""Unit and property tests of the pure overlay model (agn.model; docs/overlays.md)."""
 
 from __future__ import annotations
 

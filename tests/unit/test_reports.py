@@ -72,7 +72,7 @@ def test_schema_exit_codes_are_the_exit_codes(kind):
 
 def test_readme_exit_code_table_is_the_exit_codes():
     text = (REPO / "README.md").read_text()
-    section = text.split("### Exit codes", 1)[1].split("\n#", 1)[0]
+    section = text.split("## Exit codes", 1)[1].split("\n#", 1)[0]
     rows = re.findall(r"^\| (\d+) \| (.+?) \|$", section, flags=re.M)
     assert [(int(code), meaning) for code, meaning in rows] == [(int(c), m) for c, m in EXIT_CODE_MEANINGS.items()]
 

@@ -1,4 +1,4 @@
-"""The convergence predicate for a drain with targets (README: `env provider-drain`, step 9). Pure.
+"""The convergence predicate for a drain with targets (docs/provider-drain.md, step 9). Pure.
 
 An :class:`Observation` is one consistent look at the selected providers, the named
 consumers and their overlays. A sharded overlay whose shards are not all in hand at the

@@ -1,4 +1,4 @@
-"""When a drained provider is idle (README: `--wait-idle`). Pure: no I/O, no clock (callers pass ``now``).
+"""When a drained provider is idle (docs/provider-drain.md: `--wait-idle`). Pure: no I/O, no clock (callers pass ``now``).
 
 The source of truth is the load reading the operator writes into each InferenceProvider's
 status (``status.load``: ``running``, ``waiting`` and ``observedAt``, the time of the scrape;

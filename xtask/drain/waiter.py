@@ -8,7 +8,7 @@ again only when the index gives a shard a new digest) — one shard per consumer
 drain, however large the fleet. While such a shard is missing or not yet at the index's digest
 the consumer counts as not converged (and the reason names the shard), so the waiter never
 judges a mix of two revisions. When the cached view satisfies the predicate, a fresh direct read
-is taken as the next observation; completion needs the two to agree (README: `env provider-drain`, step 9). Watches
+is taken as the next observation; completion needs the two to agree (docs/provider-drain.md, step 9). Watches
 that end are resumed from the last resourceVersion; ``410 Gone`` triggers a re-list; other
 errors back off and retry. No fixed sleeps: the waiter blocks on events, re-checking about
 once a second because metrics staleness depends on the clock.
