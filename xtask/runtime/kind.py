@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from agn.kube import Kube, kubeconfig_path
+from agn.kubeconfig import read_for_update
 from xtask.envdef import ENVS_DIR, EnvDef
 from xtask.errors import CommandFailed, RuntimeUnavailable, XtaskError
 from xtask.manifests import IMAGE, OPERATOR, deployment_names, metrics_url, render
 from xtask.procs import CmdRunner, RealCmdRunner
-from xtask.runtime.kubeconfig import read as read_kubeconfig
 from xtask.runtime.select import kind_problems
 from xtask.runtime.steps import Progress, Step, UpContext, install_crds_step, readiness_step, run_steps
 from xtask.state import REPO_ROOT, EnvRecord, remove_env_dir
@@ -114,7 +114,7 @@ class KindEnv:
             fresh=record is None,
             wait_timeout=wait_timeout,
         )
-        read_kubeconfig(ctx.kubeconfig)  # not a kubeconfig: fail before creating anything
+        read_for_update(ctx.kubeconfig)  # not a kubeconfig: fail before creating anything
         exists = self.env in self.clusters()
         built: dict[str, Any] = {}
 

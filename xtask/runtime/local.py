@@ -24,13 +24,13 @@ from pathlib import Path
 
 import yaml
 
-from agn.kube import Kube, kubeconfig_path
+from agn import kubeconfig
+from agn.kube import ConfigError, Kube, kubeconfig_path
 from agn.outputfile import write_atomic
 from agn.shards import DEFAULT_SHARD_COUNT
 from xtask.envdef import EnvDef
 from xtask.errors import ComponentFailed, RefusedError, XtaskError
 from xtask.procs import Supervisor, log_tail
-from xtask.runtime import kubeconfig
 from xtask.runtime.assets import ensure_assets
 from xtask.runtime.certs import CertPaths, private_dir
 from xtask.runtime.controlplane import ControlPlane, free_port, port_free
@@ -147,7 +147,7 @@ class LocalEnv:
             wait_timeout=wait_timeout,
         )
         # A kubeconfig that cannot take the context fails now, before anything is started.
-        kubeconfig.read(ctx.kubeconfig)
+        kubeconfig.read_for_update(ctx.kubeconfig)
         cp = ControlPlane(self.dir, ensure_assets())
         steps = [
             Step(
@@ -366,7 +366,7 @@ class LocalEnv:
             removed = kubeconfig.remove_context(kubeconfig_file, context, ours=self._written())
             if removed:
                 progress(f"remove kube context {context}")
-        except XtaskError as exc:  # names the file
+        except ConfigError as exc:  # names the file
             errors.append(str(exc))
         except OSError as exc:
             errors.append(f"kubeconfig {kubeconfig_file}: {exc}")
