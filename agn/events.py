@@ -9,6 +9,11 @@ strictly, and a rejected Event is lost, so the limits it enforces are applied he
 ``reason``/``action`` of at most 128 characters, a ``note`` of at most 1 KiB, a
 ``reportingInstance`` of at most 128 characters, and an object name that is a DNS subdomain.
 ``regarding`` carries the object's uid because ``kubectl describe`` looks Events up by it.
+
+"Event" in this module and in the two that send them (``agn/operator/events.py``,
+``xtask/drain/events.py``) always means such an object. A watch's ``ADDED``/``MODIFIED``/
+``DELETED`` is a *watch event* (:mod:`agn.watching`), and a drain's progress lines are
+*progress kinds* (the ``notify`` callbacks of ``xtask/drain/``); neither is stored anywhere.
 """
 
 from __future__ import annotations

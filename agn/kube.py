@@ -97,7 +97,12 @@ class Unreachable(KubeError):
 
 
 class ConfigError(KubeError):
-    """The kubeconfig or context cannot be used."""
+    """The kubeconfig or context cannot be used, or a kubeconfig cannot be written; names the
+    file. The one error of :mod:`agn.kubeconfig`; ``hint`` says what the user can do."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
 
 
 _BY_STATUS: dict[int, type[KubeError]] = {
@@ -335,7 +340,7 @@ class Kube:
         pool_size: int = 16,
         request_timeout: tuple[float, float] | None = None,
     ) -> Kube:
-        """Connect with a kube context, reading the kubeconfig files as kubectl does (:mod:`agn.kubeconfig`):
+        """Connect with a kube context, reading the kubeconfig files as kubectl does (:mod:`agn.kubeconfig.read`):
         ``kubeconfig`` alone, else every file of ``$KUBECONFIG`` merged, else ~/.kube/config."""
         from agn import kubeconfig as kc
 

@@ -1,10 +1,13 @@
-"""The one list+watch loop that every AGN watcher runs (operator caches, the gateway's overlay
-follower, the xtask's convergence waiter).
+"""The one list+watch loop that every AGN watcher runs (the operator's informers, the gateway's
+overlay follower, the xtask's convergence and idle waiters), and the one way they wire it to a
+resource: :func:`follow_resource` in the calling thread, :func:`start_follower` on a thread of
+its own.
 
 List, then watch from the list's resourceVersion; when the server ends a watch, resume from
 the last resourceVersion seen (BOOKMARK events carry one too); on ``410 Gone`` re-list at
 once; on any other error back off (capped exponential) and re-list. It never decides what an
-object means and never writes: callers get whole snapshots and single events.
+object means and never writes: callers get whole snapshots and single watch events (the
+``ADDED``/``MODIFIED``/``DELETED`` of a watch, not Kubernetes Event objects).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from agn.kube import Gone
+from agn.kube import Gone, Kube, Resource
 from agn.objects import Obj
 
 # How long a watch may keep failing before its process reports itself unhealthy (and ``env up``
@@ -61,6 +64,7 @@ def capped_backoff(initial: float, maximum: float) -> Callable[[int], float]:
 
 
 DEFAULT_BACKOFF = capped_backoff(0.05, 2.0)
+WATCH_TIMEOUT_SECONDS = 30  # the server ends each watch after this; the loop resumes it
 
 
 def follow(
@@ -114,3 +118,78 @@ def follow(
                 on_error(exc, delay)
             if stop.wait(delay):
                 return
+
+
+def follow_resource(
+    kube: Kube,
+    resource: Resource,
+    namespace: str,
+    *,
+    on_snapshot: Callable[[list[Obj]], None],
+    on_event: Callable[[str, Obj], None],
+    stop: threading.Event,
+    field_selector: str | None = None,
+    watch_timeout: int = WATCH_TIMEOUT_SECONDS,
+    backoff: Callable[[int], float] = DEFAULT_BACKOFF,
+    on_error: Callable[[Exception, float], None] | None = None,
+    health: WatchHealth | None = None,
+) -> None:
+    """:func:`follow` one resource of ``namespace`` through ``kube`` until ``stop`` is set, in
+    the calling thread. ``field_selector`` (``metadata.name=X``) narrows both the list and the
+    watch: a watcher whose RBAC names only ``X`` can follow it, and one object among thousands
+    costs one object's traffic."""
+    follow(
+        list_fn=lambda: kube.list(resource, namespace, field_selector=field_selector),
+        watch_fn=lambda version: kube.watch(
+            resource,
+            namespace,
+            resource_version=version,
+            timeout_seconds=watch_timeout,
+            field_selector=field_selector,
+        ),
+        on_snapshot=on_snapshot,
+        on_event=on_event,
+        stop=stop,
+        backoff=backoff,
+        on_error=on_error,
+        health=health,
+    )
+
+
+def start_follower(
+    kube: Kube,
+    resource: Resource,
+    namespace: str,
+    *,
+    name: str,
+    on_snapshot: Callable[[list[Obj]], None],
+    on_event: Callable[[str, Obj], None],
+    stop: threading.Event,
+    field_selector: str | None = None,
+    watch_timeout: int = WATCH_TIMEOUT_SECONDS,
+    backoff: Callable[[int], float] = DEFAULT_BACKOFF,
+    on_error: Callable[[Exception, float], None] | None = None,
+    health: WatchHealth | None = None,
+) -> threading.Thread:
+    """:func:`follow_resource` on a daemon thread called ``name``, started; the thread is returned.
+
+    A daemon: a watch blocked in a socket read cannot be interrupted, so a stopping process
+    never waits for it (the loop itself ends at its next event or watch timeout)."""
+    thread = threading.Thread(
+        target=follow_resource,
+        args=(kube, resource, namespace),
+        kwargs=dict(
+            on_snapshot=on_snapshot,
+            on_event=on_event,
+            stop=stop,
+            field_selector=field_selector,
+            watch_timeout=watch_timeout,
+            backoff=backoff,
+            on_error=on_error,
+            health=health,
+        ),
+        name=name,
+        daemon=True,
+    )
+    thread.start()
+    return thread

@@ -774,7 +774,7 @@ def main() -> int:
 
     # SIGTERM unwinds like Ctrl-C, so the control plane below is stopped by the finally clause.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    from xtask.runtime import kubeconfig as kcw
+    from agn import kubeconfig as kcw
     from xtask.runtime.assets import ensure_assets
     from xtask.runtime.controlplane import ControlPlane
 

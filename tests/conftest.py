@@ -48,9 +48,9 @@ class ControlPlaneHandle:
 
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory):
+    from agn import kubeconfig
     from agn.kube import Kube
     from xtask.crds import install_crds
-    from xtask.runtime import kubeconfig
     from xtask.runtime.assets import ensure_assets
     from xtask.runtime.controlplane import ControlPlane
 

@@ -74,10 +74,6 @@ class EnvDefinitionError(XtaskError):
     """An environment file is missing or malformed."""
 
 
-class KubeconfigError(XtaskError):
-    """A kubeconfig file that xtask must write cannot be read, parsed or locked; names the file."""
-
-
 class RuntimeUnavailable(XtaskError):
     """A runtime (kind, local) cannot be used here; the message says why and what to use."""
 

@@ -65,7 +65,7 @@ from agn.logs import JsonLog
 from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Overlay
 from agn.objects import rfc3339
 from agn.shards import Incomplete, is_sharded
-from agn.watching import WatchHealth, capped_backoff, follow
+from agn.watching import WatchHealth, capped_backoff, follow_resource
 
 INITIAL_BACKOFF = 0.5
 MAX_BACKOFF = 10.0
@@ -162,15 +162,12 @@ class OverlayFollower:
     def _follow(self) -> None:
         # Listing and watching by name keeps the gateway within RBAC that names only its own overlay.
         by_name = f"metadata.name={self._consumer}"
-        follow(
-            list_fn=lambda: self._kube.list(OVERLAYS, self._namespace, field_selector=by_name),
-            watch_fn=lambda version: self._kube.watch(
-                OVERLAYS,
-                self._namespace,
-                resource_version=version,
-                timeout_seconds=self._watch_timeout,
-                field_selector=by_name,
-            ),
+        follow_resource(
+            self._kube,
+            OVERLAYS,
+            self._namespace,
+            field_selector=by_name,
+            watch_timeout=self._watch_timeout,
             on_snapshot=self._snapshot,
             on_event=self._event,
             stop=self._stop,

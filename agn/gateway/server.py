@@ -29,6 +29,7 @@ from agn.gateway.metrics import BAD_REQUEST, NO_ROUTE, ROUTED, UPSTREAM_ERROR, G
 from agn.gateway.routing import AFFINITY
 from agn.gateway.table import RoutingTable
 from agn.gateway.upstream import UpstreamError, post_completion
+from agn.httpserve import LOOPBACK, QuietHandler, threaded_server
 from agn.logs import JsonLog
 
 MAX_BODY_BYTES = 1 << 20
@@ -53,61 +54,41 @@ def make_handler(
         if metrics is not None:
             metrics.request(outcome, admission_state, sticky=sticky)
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):  # no access log: structured logs only
         server_version = "agn-gateway/0.1"
         protocol_version = "HTTP/1.1"
-
-        def log_message(self, fmt: str, *args: Any) -> None:  # structured logs only
-            return
-
-        def _json(self, code: int, data: Any, *, headers: dict[str, str] | None = None) -> None:
-            body = json.dumps(data).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            for key, value in (headers or {}).items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(body)
 
         def do_GET(self) -> None:
             path = urlsplit(self.path).path
             if path == "/healthz":
                 ok, report = health() if health is not None else (True, {"status": "ok"})
-                self._json(200 if ok else 503, report)
+                self.send_json(200 if ok else 503, report)
             elif path == "/readyz":
                 serving = table.serving
-                self._json(200 if serving else 503, {"servingRevision": serving.revision if serving else None})
+                self.send_json(200 if serving else 503, {"servingRevision": serving.revision if serving else None})
             elif path == "/routes":
-                self._json(200, {"consumer": consumer, **table.snapshot()})
+                self.send_json(200, {"consumer": consumer, **table.snapshot()})
             elif path == "/metrics" and metrics is not None:
-                from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
-                body = generate_latest(metrics.registry)
-                self.send_response(200)
-                self.send_header("Content-Type", CONTENT_TYPE_LATEST)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.send_metrics(metrics.registry)
             else:
-                self._json(404, {"error": "not found"})
+                self.send_json(404, {"error": "not found"})
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             if length > MAX_BODY_BYTES:
                 self.close_connection = True
                 count(BAD_REQUEST)
-                self._json(413, {"error": "request body too large"})
+                self.send_json(413, {"error": "request body too large"})
                 return
             body = self.rfile.read(length) if length else b"{}"
             if urlsplit(self.path).path != "/v1/completions":
-                self._json(404, {"error": "not found"})
+                self.send_json(404, {"error": "not found"})
                 return
             try:
                 json.loads(body)
             except ValueError:
                 count(BAD_REQUEST)
-                self._json(400, {"error": "request body is not JSON", "routedBy": consumer})
+                self.send_json(400, {"error": "request body is not JSON", "routedBy": consumer})
                 return
             self._complete(body)
 
@@ -120,7 +101,7 @@ def make_handler(
             if decision.candidate is None:
                 log.warning("no_route", session=session, selection_group=group, serving_revision=revision)
                 count(NO_ROUTE)
-                self._json(
+                self.send_json(
                     503,
                     {
                         "error": "no admitted candidate",
@@ -146,7 +127,7 @@ def make_handler(
             except UpstreamError as exc:
                 log.warning("upstream_failed", provider=cand.provider, candidate_id=cand.id, error=str(exc))
                 count(UPSTREAM_ERROR, cand.admission_state, sticky=sticky)
-                self._json(
+                self.send_json(
                     502,
                     {"error": str(exc), "routedBy": consumer, "provider": cand.provider, "candidateId": cand.id},
                     headers={PROVIDER_HEADER: cand.provider},
@@ -161,7 +142,7 @@ def make_handler(
                 }
             )
             count(ROUTED, cand.admission_state, sticky=sticky)
-            self._json(200, reply, headers={PROVIDER_HEADER: cand.provider})
+            self.send_json(200, reply, headers={PROVIDER_HEADER: cand.provider})
 
     return Handler
 
@@ -173,7 +154,7 @@ def serve(
     log: JsonLog,
     port: int,
     upstream_timeout: float,
-    host: str = "127.0.0.1",
+    host: str = LOOPBACK,
     health: Health | None = None,
     metrics: GatewayMetrics | None = None,
 ) -> ThreadingHTTPServer:
@@ -181,6 +162,4 @@ def serve(
     handler = make_handler(
         table, consumer=consumer, log=log, upstream_timeout=upstream_timeout, health=health, metrics=metrics
     )
-    server = ThreadingHTTPServer((host, port), handler)
-    server.daemon_threads = True
-    return server
+    return threaded_server(handler, host=host, port=port)

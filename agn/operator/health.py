@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
+
+from agn.httpserve import JSON, QuietHandler, threaded_server
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -27,33 +29,16 @@ def serve_health(
 ) -> ThreadingHTTPServer:
     """Bind ``host:port``; the caller runs ``serve_forever`` in a thread and ``shutdown`` at stop."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, fmt: str, *args: Any) -> None:
-            return
-
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             if self.path == "/metrics" and metrics is not None:
-                from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
-                self._send(200, CONTENT_TYPE_LATEST, generate_latest(metrics))
+                self.send_metrics(metrics)
                 return
             if self.path != "/healthz":
                 self.send_error(404)
                 return
             ok, report = check()
-            self._send(
-                200 if ok else 503,
-                "application/json",
-                (json.dumps(report, sort_keys=True, default=str) + "\n").encode(),
-            )
+            body = json.dumps(report, sort_keys=True, default=str) + "\n"
+            self.send_body(200 if ok else 503, body.encode(), content_type=JSON)
 
-        def _send(self, code: int, content_type: str, body: bytes) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
-    return server
+    return threaded_server(Handler, host=host, port=port)

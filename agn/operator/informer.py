@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from agn.kube import Gone, Kube, KubeError, Resource
 from agn.logs import JsonLog
 from agn.objects import Obj
-from agn.watching import WatchHealth, capped_backoff, follow
+from agn.watching import WatchHealth, capped_backoff, start_follower
 
 T = TypeVar("T")
 OnChange = Callable[[str, Obj | None], None]  # (event type, object or None for a re-list)
@@ -162,27 +162,26 @@ class Informer:
         self._log = log
         self._stop = stop
         self._watch_timeout = watch_timeout
-        self._thread = threading.Thread(target=self._run, name=f"informer-{resource.plural}", daemon=True)
+        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._thread.start()
-
-    def join(self, timeout: float) -> None:
-        self._thread.join(timeout)
-
-    def _run(self) -> None:
-        follow(
-            list_fn=lambda: self.kube.list(self.resource, self.namespace),
-            watch_fn=lambda version: self.kube.watch(
-                self.resource, self.namespace, resource_version=version, timeout_seconds=self._watch_timeout
-            ),
+        self._thread = start_follower(
+            self.kube,
+            self.resource,
+            self.namespace,
+            name=f"informer-{self.resource.plural}",
             on_snapshot=self._snapshot,
             on_event=self._event,
             stop=self._stop,
+            watch_timeout=self._watch_timeout,
             backoff=capped_backoff(INITIAL_BACKOFF, MAX_BACKOFF),
             on_error=self._log_error,
             health=self.health,
         )
+
+    def join(self, timeout: float) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
 
     def _log_error(self, exc: Exception, delay: float) -> None:
         if isinstance(exc, Gone):

@@ -31,9 +31,11 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from agn.httpserve import LOOPBACK, QuietHandler, threaded_server
+
 HOLD_LIMIT_SECONDS = 600
 MAX_DELAY = 30.0
-POOL_PATH = re.compile(r"^/pool/([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)(/.*)?$")
+POOL_PATH = re.compile(r"/pool/([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)(/.*)?")  # used with fullmatch
 
 
 @dataclasses.dataclass
@@ -132,22 +134,9 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
     root = state
     pool = ProviderPool(root)
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         server_version = "agn-fake-provider/0.1"
         protocol_version = "HTTP/1.1"
-
-        def log_message(self, fmt: str, *args: Any) -> None:  # access logs would drown the useful ones
-            return
-
-        def _send(self, code: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def _json(self, code: int, data: Any) -> None:
-            self._send(code, json.dumps(data).encode(), "application/json")
 
         def _body(self) -> Any:
             length = int(self.headers.get("Content-Length") or 0)
@@ -157,7 +146,7 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
         def _target(self) -> tuple[ProviderState, str]:
             """The provider addressed (``/pool/<name>/...`` or the process's own) and the route."""
             path = self.path.split("?", 1)[0]
-            match = POOL_PATH.match(path)
+            match = POOL_PATH.fullmatch(path)
             target = root
             if match is not None:
                 target, path = pool.get(match.group(1)), match.group(3) or "/"
@@ -173,40 +162,40 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
                 with state.lock:
                     state.health_checks += 1
                 healthy = state.snapshot()["healthy"]
-                self._send(200 if healthy else 503, b"ok\n" if healthy else b"unhealthy\n")
+                self.send_body(200 if healthy else 503, b"ok\n" if healthy else b"unhealthy\n")
             elif route == "/metrics":
                 if state.snapshot()["metrics"]:
-                    self._send(200, state.metrics_text().encode(), "text/plain; version=0.0.4")
+                    self.send_body(200, state.metrics_text().encode(), content_type="text/plain; version=0.0.4")
                 else:
-                    self._send(404, b"metrics export disabled\n")
+                    self.send_body(404, b"metrics export disabled\n")
             elif route == "/admin/state":
                 self._admin_get(state)
             else:
-                self._send(404, b"not found\n")
+                self.send_body(404, b"not found\n")
 
         def _admin_get(self, state: ProviderState) -> None:
             if self.client_address[0] != "127.0.0.1":
-                self._send(403, b"admin is loopback-only\n")
+                self.send_body(403, b"admin is loopback-only\n")
                 return
-            self._json(200, state.snapshot())
+            self.send_json(200, state.snapshot())
 
         def do_POST(self) -> None:
             state, route = self._target()
             try:
                 body = self._body()
             except ValueError:
-                self._json(400, {"error": "body is not JSON"})
+                self.send_json(400, {"error": "body is not JSON"})
                 return
             if route == "/admin/state":
                 if self.client_address[0] != "127.0.0.1":
-                    self._send(403, b"admin is loopback-only\n")
+                    self.send_body(403, b"admin is loopback-only\n")
                     return
                 try:
                     state.update(body if isinstance(body, dict) else {})
                 except ValueError as exc:
-                    self._json(400, {"error": str(exc)})
+                    self.send_json(400, {"error": str(exc)})
                     return
-                self._json(200, state.snapshot())
+                self.send_json(200, state.snapshot())
             elif route == "/v1/completions":
                 with state.lock:
                     state.running += 1
@@ -223,24 +212,20 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
                     with state.lock:
                         state.running -= 1
                         state.served += 1
-                self._json(200, reply)
+                self.send_json(200, reply)
             else:
-                self._send(404, b"not found\n")
+                self.send_body(404, b"not found\n")
 
     return Handler
 
 
-class FleetHTTPServer(ThreadingHTTPServer):
-    """One process answers for a whole pool of providers, so connections arrive in bursts (the
-    operator probes with up to ``--probe-concurrency`` at once, times two requests each). The
-    standard listen backlog of 5 drops the rest of a burst; the kernel retransmits a dropped SYN
-    only after a second — past a probe's timeout, so a healthy provider read as down."""
-
-    request_queue_size = 512
+# One process answers for a whole pool of providers, so connections arrive in bursts (the
+# operator probes with up to ``--probe-concurrency`` at once, times two requests each). The
+# standard listen backlog of 5 drops the rest of a burst; the kernel retransmits a dropped SYN
+# only after a second — past a probe's timeout, so a healthy provider read as down.
+FLEET_BACKLOG = 512
 
 
-def serve(state: ProviderState, *, port: int, host: str = "127.0.0.1") -> ThreadingHTTPServer:
+def serve(state: ProviderState, *, port: int, host: str = LOOPBACK) -> ThreadingHTTPServer:
     """Bind to host:port (loopback unless told otherwise; 0 picks a port). The caller runs ``serve_forever``."""
-    server = FleetHTTPServer((host, port), make_handler(state))
-    server.daemon_threads = True
-    return server
+    return threaded_server(make_handler(state), host=host, port=port, backlog=FLEET_BACKLOG)

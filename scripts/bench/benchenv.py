@@ -18,12 +18,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from agn import kubeconfig  # noqa: E402
 from agn.kube import CONSUMERS, NETWORKS, PROVIDERS, Kube  # noqa: E402
 from agn.overlays import read_overlay  # noqa: E402
 from agn.shards import Incomplete  # noqa: E402
 from xtask.crds import install_crds  # noqa: E402
 from xtask.procs import Supervisor  # noqa: E402
-from xtask.runtime import kubeconfig  # noqa: E402
 from xtask.runtime.assets import ensure_assets  # noqa: E402
 from xtask.runtime.controlplane import ControlPlane, free_port  # noqa: E402
 

@@ -11,8 +11,7 @@ import subprocess
 import pytest
 import yaml
 
-from agn import kubeconfig as kc
-from xtask.runtime import kubeconfig
+from agn import kubeconfig
 from xtask.runtime.assets import ensure_assets
 
 pytestmark = pytest.mark.integration
@@ -48,7 +47,7 @@ def test_no_lock_is_left_and_kubectl_can_write_after_us(kubectl, tmp_path):
     for args in (("config", "use-context", "local-a"), ("config", "set-context", "local-a", "--namespace", "team")):
         proc = run(kubectl, *args, kubeconfig_env=str(path))
         assert proc.returncode == 0, proc.stderr
-    assert kc.load(str(path)).config["contexts"][0]["context"]["namespace"] == "team"
+    assert kubeconfig.load(str(path)).config["contexts"][0]["context"]["namespace"] == "team"
     kubeconfig.add_context(path, entry("local-c"))  # and we can write after kubectl
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config"]
 
@@ -91,10 +90,10 @@ def test_the_merge_of_a_list_matches_kubectl(kubectl, tmp_path):
     proc = run(kubectl, "config", "view", "--flatten", "-o", "json", kubeconfig_env=listed)
     assert proc.returncode == 0, proc.stderr
     theirs = json.loads(proc.stdout)
-    ours = kc.load(None, {"KUBECONFIG": listed}).config
+    ours = kubeconfig.load(None, {"KUBECONFIG": listed}).config
 
     def by_name(cfg: dict, section: str) -> dict:
-        return {e["name"]: e[kc.SECTIONS[section]] for e in cfg[section]}
+        return {e["name"]: e[kubeconfig.SECTIONS[section]] for e in cfg[section]}
 
     assert ours["current-context"] == theirs["current-context"] == "other"
     for section in ("clusters", "users", "contexts"):
@@ -119,7 +118,7 @@ def test_new_entries_go_where_kubectl_puts_them(kubectl, tmp_path, existing, exp
     for n in existing:
         paths[n].write_text(yaml.safe_dump(entry(f"ctx-{n}")))
     listed = os.pathsep.join(str(p) for p in paths.values())
-    ours = kc.write_target(kc.kubeconfig_files(None, {"KUBECONFIG": listed}))
+    ours = kubeconfig.write_target(kubeconfig.kubeconfig_files(None, {"KUBECONFIG": listed}))
     proc = run(kubectl, "config", "set-context", "brand-new", "--cluster", "c", kubeconfig_env=listed)
     assert proc.returncode == 0, proc.stderr
     theirs = [n for n, p in paths.items() if p.exists() and "brand-new" in p.read_text()]

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from agn import kubeconfig
+from agn.kube import ConfigError
 from envcli import REPO
-from xtask.errors import KubeconfigError
-from xtask.runtime import kubeconfig
 
 HANG = 60  # seconds: each command here takes well under one; only a hang gets near this
 CA = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCmZha2UKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo="
@@ -42,7 +42,7 @@ def entry(name: str, server: str = "https://127.0.0.1:1", ca: str | None = CA) -
 
 
 def contexts(path: Path) -> list[str]:
-    return [c["name"] for c in kubeconfig.read(path)["contexts"]]
+    return [c["name"] for c in kubeconfig.read_for_update(path)["contexts"]]
 
 
 def xtask(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -81,7 +81,7 @@ def test_a_dangling_symlink_is_written_through_to_its_target(tmp_path):
 def test_a_kubeconfig_linked_to_a_device_is_refused_and_nothing_is_written(tmp_path, device):
     link = tmp_path / "config"
     link.symlink_to(device)
-    with pytest.raises(KubeconfigError) as exc:
+    with pytest.raises(ConfigError) as exc:
         kubeconfig.add_context(link, entry("local-a"))
     assert str(exc.value) == f"kubeconfig {link} (a link to {device}): is a character device, not a regular file"
     assert link.is_symlink() and os.readlink(link) == device
@@ -91,16 +91,16 @@ def test_a_kubeconfig_linked_to_a_device_is_refused_and_nothing_is_written(tmp_p
 
 def test_a_device_is_never_a_write_target():
     # Only read and checked, never written: as root, the old code replaced /dev/null.
-    with pytest.raises(KubeconfigError, match=r"^kubeconfig /dev/null: is a character device, not a regular file$"):
-        kubeconfig.read(Path("/dev/null"))
-    with pytest.raises(KubeconfigError, match=r"^kubeconfig /dev/null: is a character device, not a regular file$"):
-        kubeconfig.write_target(Path("/dev/null"))
+    with pytest.raises(ConfigError, match=r"^kubeconfig /dev/null: is a character device, not a regular file$"):
+        kubeconfig.read_for_update(Path("/dev/null"))
+    with pytest.raises(ConfigError, match=r"^kubeconfig /dev/null: is a character device, not a regular file$"):
+        kubeconfig.replaced_file(Path("/dev/null"))
 
 
 def test_a_folder_is_refused(tmp_path):
     folder = tmp_path / "config"
     folder.mkdir()
-    with pytest.raises(KubeconfigError, match=r": is a directory, not a regular file$"):
+    with pytest.raises(ConfigError, match=r": is a directory, not a regular file$"):
         kubeconfig.add_context(folder, entry("local-a"))
     assert folder.is_dir() and list(folder.iterdir()) == []
 
@@ -134,7 +134,7 @@ def test_env_up_with_a_fifo_kubeconfig_is_refused_before_anything_starts(tmp_pat
 HOLD_LOCK = """
 import sys, time
 from pathlib import Path
-from xtask.runtime import kubeconfig
+from agn import kubeconfig
 with kubeconfig.locked(Path(sys.argv[1])):
     print("held", flush=True)
     time.sleep(600)
@@ -153,7 +153,7 @@ def test_a_lock_left_by_a_killed_xtask_does_not_block_the_next_write(tmp_path):
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         # While it lives, its lock holds (briefly waited for, then an error naming it).
-        with pytest.raises(KubeconfigError, match="is locked"):
+        with pytest.raises(ConfigError, match="is locked"):
             with kubeconfig.locked(path, wait=0.2):
                 pass
     finally:

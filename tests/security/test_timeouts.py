@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from agn import kubeconfig
 from agn.kube import READ_TIMEOUT, Kube, Unreachable
 from envcli import REPO
-from xtask.runtime import kubeconfig
 from xtask.runtime.certs import ensure_certs
 
 pytestmark = pytest.mark.e2e

@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from xtask.errors import KubeconfigError
-from xtask.runtime import kubeconfig
+from agn import kubeconfig
+from agn.kube import ConfigError
+from agn.kubeconfig import write as kubeconfig_write
 from xtask.runtime.steps import Step, UpContext, run_steps
 
 
@@ -21,15 +22,15 @@ def entry(name, server="https://127.0.0.1:1"):
 
 
 def test_merge_keeps_other_entries_and_replaces_same_name():
-    cfg = kubeconfig.merged(entry("kind-x"), entry("local-example"))
-    cfg = kubeconfig.merged(cfg, entry("local-example", server="https://127.0.0.1:2"))
+    cfg = kubeconfig.with_entries(entry("kind-x"), entry("local-example"))
+    cfg = kubeconfig.with_entries(cfg, entry("local-example", server="https://127.0.0.1:2"))
     assert [c["name"] for c in cfg["clusters"]] == ["kind-x", "local-example"]
     assert cfg["clusters"][1]["cluster"]["server"].endswith(":2")
     assert cfg["current-context"] == "local-example"
 
 
 def test_remove_only_ours_and_unset_current():
-    cfg = kubeconfig.without(kubeconfig.merged(entry("kind-x"), entry("local-example")), "local-example")
+    cfg = kubeconfig.without_entries(kubeconfig.with_entries(entry("kind-x"), entry("local-example")), "local-example")
     assert [c["name"] for c in cfg["contexts"]] == ["kind-x"]
     assert cfg["current-context"] == ""
 
@@ -41,7 +42,7 @@ def test_file_roundtrip(tmp_path: Path):
     ours = kubeconfig.Written.of(entry("local-a"), "local-a")
     assert kubeconfig.remove_context(path, "local-a", ours=ours)
     assert not kubeconfig.remove_context(path, "local-a", ours=ours)
-    assert [c["name"] for c in kubeconfig.read(path)["contexts"]] == ["local-b"]
+    assert [c["name"] for c in kubeconfig.read_for_update(path)["contexts"]] == ["local-b"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config"]  # no .lock, no .tmp left behind
 
 
@@ -51,18 +52,18 @@ def test_lock_held_by_another_writer_is_waited_for(tmp_path: Path):
     lock.touch()  # kubectl (client-go) holds it
     threading.Timer(0.2, lock.unlink).start()
     kubeconfig.add_context(path, entry("local-a"))
-    assert kubeconfig.read(path)["current-context"] == "local-a" and not lock.exists()
+    assert kubeconfig.read_for_update(path)["current-context"] == "local-a" and not lock.exists()
 
 
 def test_a_lock_left_behind_is_an_error_naming_it(tmp_path: Path, monkeypatch):
-    monkeypatch.setattr(kubeconfig, "LOCK_WAIT_SECONDS", 0.1)
+    monkeypatch.setattr(kubeconfig_write, "LOCK_WAIT_SECONDS", 0.1)
     path = tmp_path / "config"
     kubeconfig.add_context(path, entry("local-a"))
     before = path.read_bytes()
     lock = kubeconfig.lock_path(path)
     lock.touch()
     started = time.monotonic()
-    with pytest.raises(KubeconfigError) as exc:
+    with pytest.raises(ConfigError) as exc:
         kubeconfig.remove_context(path, "local-a", ours=kubeconfig.Written.of(entry("local-a"), "local-a"))
     assert time.monotonic() - started < 2
     assert str(exc.value) == f"kubeconfig {path} is locked: {lock} exists" and str(lock) in exc.value.hint
@@ -77,7 +78,7 @@ def test_a_file_that_is_not_a_kubeconfig_is_never_overwritten(tmp_path: Path, co
         lambda: kubeconfig.add_context(path, entry("local-a")),
         lambda: kubeconfig.remove_context(path, "x", ours=kubeconfig.Written("https://127.0.0.1:1")),
     ):
-        with pytest.raises(KubeconfigError) as exc:
+        with pytest.raises(ConfigError) as exc:
             change()
         assert str(exc.value).startswith(f"kubeconfig {path}: ") and "\n" not in str(exc.value)
         assert path.read_bytes() == content
@@ -88,7 +89,7 @@ def test_an_empty_file_is_an_empty_kubeconfig(tmp_path: Path):
     path = tmp_path / "config"
     path.write_bytes(b"")
     kubeconfig.add_context(path, entry("local-a"))
-    assert [c["name"] for c in kubeconfig.read(path)["contexts"]] == ["local-a"]
+    assert [c["name"] for c in kubeconfig.read_for_update(path)["contexts"]] == ["local-a"]
 
 
 def ctx() -> UpContext:

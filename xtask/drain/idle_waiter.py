@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from agn.kube import PROVIDERS, Kube
 from agn.objects import Obj, name_of
-from agn.watching import follow
+from agn.watching import start_follower
 from xtask.drain.idle import IdleTracker, ProviderIdle, all_idle, classify
 from xtask.drain.waiter import by_name
 
@@ -88,22 +88,16 @@ class IdleWaiter:
     def wait(self, *, timeout: float, stop: threading.Event) -> IdleResult:
         start = time.monotonic()
         deadline = start + timeout
-        one = by_name(self.providers)  # one provider among thousands is listed and watched by name
-        thread = threading.Thread(
-            target=follow,
-            kwargs=dict(
-                list_fn=lambda: self.kube.list(PROVIDERS, self.namespace, field_selector=one),
-                watch_fn=lambda rv: self.kube.watch(
-                    PROVIDERS, self.namespace, resource_version=rv, timeout_seconds=30, field_selector=one
-                ),
-                on_snapshot=self._snapshot,
-                on_event=self._event,
-                stop=self._stop_watch,
-            ),
+        start_follower(
+            self.kube,
+            PROVIDERS,
+            self.namespace,
             name="watch-idle",
-            daemon=True,
+            field_selector=by_name(self.providers),  # one provider among thousands: listed and watched by name
+            on_snapshot=self._snapshot,
+            on_event=self._event,
+            stop=self._stop_watch,
         )
-        thread.start()
         shown: dict[str, tuple] = {}
 
         def result(state: str) -> IdleResult:

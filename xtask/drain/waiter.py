@@ -27,7 +27,7 @@ from agn.model import Overlay
 from agn.objects import Obj, consumer_revisions, consumer_view, name_of, network_view, provider_view
 from agn.overlays import ShardCache, read_partial
 from agn.shards import Incomplete, is_sharded, shards_holding
-from agn.watching import WatchHealth, follow
+from agn.watching import WatchHealth, start_follower
 from xtask.drain.converge import Agreement, Observation, State, Verdict, evaluate
 
 Notify = Callable[[str, str, dict], None]
@@ -148,25 +148,22 @@ class ConvergenceWaiter:
         self._started = True
         for res in _KINDS:
             cache = self._caches[res.plural]
-            thread = threading.Thread(
-                target=follow,
-                kwargs=dict(
-                    list_fn=lambda res=res, fs=self._field_selectors[res.plural]: self.kube.list(
-                        res, self.namespace, field_selector=fs
-                    ),
-                    watch_fn=lambda rv, res=res, fs=self._field_selectors[res.plural]: self.kube.watch(
-                        res, self.namespace, resource_version=rv, timeout_seconds=30, field_selector=fs
-                    ),
-                    on_snapshot=cache.snapshot,
-                    on_event=cache.event,
-                    stop=self._stop_watches,
-                    on_error=lambda exc, delay, label=res.plural: self._wake.put(label),
-                    health=self._health[res.plural],
-                ),
+
+            def wake(exc: Exception, delay: float, label: str = res.plural) -> None:
+                self._wake.put(label)  # a failing watch is news: the wait re-checks, naming it
+
+            start_follower(
+                self.kube,
+                res,
+                self.namespace,
                 name=f"watch-{res.plural}",
-                daemon=True,
+                field_selector=self._field_selectors[res.plural],
+                on_snapshot=cache.snapshot,
+                on_event=cache.event,
+                stop=self._stop_watches,
+                on_error=wake,
+                health=self._health[res.plural],
             )
-            thread.start()
 
     def _observe(self, lookup: Callable[[Resource, str], Obj | None], network_obj: Obj) -> Observation:
         provs = {}

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from agn.kube import Kube, kubeconfig_path
+from agn.kubeconfig import read_for_update
 from agn.objects import name_of
 from xtask.envdef import ENVS_DIR, EnvDef
 from xtask.errors import CommandFailed, RuntimeUnavailable, XtaskError
@@ -30,7 +31,6 @@ from xtask.manifests import IMAGE, deployment_names, render
 from xtask.procs import CmdRunner, RealCmdRunner
 from xtask.runtime.base import FIELD_MANAGER, Options, context_name, refuse_other_runtime
 from xtask.runtime.deployments import component
-from xtask.runtime.kubeconfig import read as read_kubeconfig
 from xtask.runtime.steps import Progress, Step, UpContext, install_crds_step, readiness_step, run_steps
 from xtask.state import REPO_ROOT, EnvRecord, remove_env_dir
 
@@ -136,7 +136,7 @@ class KindEnv:
             wait_timeout=wait_timeout,
             retain=retain,
         )
-        read_kubeconfig(ctx.kubeconfig)  # not a kubeconfig: fail before creating anything
+        read_for_update(ctx.kubeconfig)  # not a kubeconfig: fail before creating anything
         ctx.reused = self.env in self.clusters()
         try:
             run_steps(self.up_steps(ctx), ctx, progress=progress, retain=retain)

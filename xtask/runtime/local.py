@@ -26,13 +26,13 @@ from typing import ClassVar
 
 import yaml
 
-from agn.kube import Kube, kubeconfig_path
+from agn import kubeconfig
+from agn.kube import ConfigError, Kube, kubeconfig_path
 from agn.outputfile import write_atomic
 from agn.shards import DEFAULT_SHARD_COUNT
 from xtask.envdef import EnvDef
 from xtask.errors import ComponentFailed, RefusedError, XtaskError
 from xtask.procs import Supervisor, log_tail
-from xtask.runtime import kubeconfig
 from xtask.runtime.assets import ensure_assets, find_assets
 from xtask.runtime.base import FIELD_MANAGER, Options, context_name, refuse_other_runtime
 from xtask.runtime.certs import CertPaths, private_dir
@@ -153,7 +153,7 @@ class LocalEnv:
             wait_timeout=wait_timeout,
         )
         # A kubeconfig that cannot take the context fails now, before anything is started.
-        kubeconfig.read(ctx.kubeconfig)
+        kubeconfig.read_for_update(ctx.kubeconfig)
         cp = ControlPlane(self.dir, ensure_assets())
         steps = [
             Step(
@@ -372,7 +372,7 @@ class LocalEnv:
             removed = kubeconfig.remove_context(kubeconfig_file, context, ours=self._written())
             if removed:
                 progress(f"remove kube context {context}")
-        except XtaskError as exc:  # names the file
+        except ConfigError as exc:  # names the file
             errors.append(str(exc))
         except OSError as exc:
             errors.append(f"kubeconfig {kubeconfig_file}: {exc}")

@@ -1,4 +1,5 @@
-"""Kubeconfig files read the way kubectl reads them (client-go's clientcmd loading rules).
+"""Kubeconfig files read the way kubectl reads them (client-go's clientcmd loading rules);
+writing them is :mod:`.write`'s.
 
 * **Which files**: ``--kubeconfig`` alone when given (it must exist); else every file of
   ``$KUBECONFIG`` (``os.pathsep``-separated; empty and repeated entries dropped; missing files
@@ -15,8 +16,9 @@
 
 Errors are :class:`agn.kube.ConfigError` and name the file and the field. Everything is pure
 except :func:`load`, which reads the files, and :func:`connection_problem`, which reads the
-certificate and key files a context names (to say which field is wrong before any request). The ``kubernetes`` package is never imported here:
-the client gets the merged dict (``load_kube_config_from_dict``).
+certificate and key files a context names (to say which field is wrong before any request).
+The ``kubernetes`` package is never imported here: the client gets the merged dict
+(``load_kube_config_from_dict``).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from agn.inputfile import YAML_INPUT_LIMIT, read_regular
 from agn.kube import ConfigError
 from agn.yamltext import YamlProblem, parse_yaml, show
 
-Config = dict[str, Any]
+Config = dict[str, Any]  # a kubeconfig document, as parsed from YAML
 
 # Named lists and the key of each entry's body.
 SECTIONS = {"clusters": "cluster", "users": "user", "contexts": "context"}

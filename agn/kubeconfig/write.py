@@ -1,6 +1,8 @@
-"""Kubeconfig merging the way kind does it: one cluster, user and context entry per env,
-all named after the context, merged into the existing file without disturbing other
-entries, under a lock, written atomically. The merge itself is pure (dict in, dict out).
+"""Kubeconfig files written the way kind writes them: one cluster, user and context entry per
+env, all named after the context, put into the existing file without disturbing other
+entries, under a lock, written atomically. Adding and removing entries is pure (dict in, dict
+out); only :func:`locked`, :func:`read_for_update`, :func:`add_context` and
+:func:`remove_context` touch files. Reading several files as kubectl does is :mod:`.read`'s.
 
 **Writing** is kubectl's, made atomic: a kubeconfig that is a symlink is written through to
 its target (the link stays); anything that is not a regular file (``/dev/null``, a FIFO, a
@@ -18,7 +20,8 @@ lock that outlives :data:`LOCK_WAIT_SECONDS` is an error naming it.
 ones it wrote: its cluster entry must have the env's server and CA (:class:`Written`). Another
 env of the same name under another ``AGN_XTASK_HOME`` writes another server and CA.
 
-A file that is not a kubeconfig is an error naming it, never silently replaced.
+A file that is not a kubeconfig is an error naming it, never silently replaced. Every error
+is :class:`agn.kube.ConfigError` (the reader's too), naming the file.
 """
 
 from __future__ import annotations
@@ -33,17 +36,14 @@ import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from agn.inputfile import YAML_INPUT_LIMIT, InputFileError, kind_of, read_regular
 from agn.kube import ConfigError
-from agn.kubeconfig import parse
+from agn.kubeconfig.read import SECTIONS, Config, parse
 from agn.outputfile import write_atomic
-from xtask.errors import KubeconfigError
 
-Config = dict[str, Any]
 LOCK_WAIT_SECONDS = 2.0  # kubectl holds the lock for milliseconds; longer means one was left behind
 
 
@@ -79,10 +79,10 @@ def context_entries(
     }
 
 
-def merged(existing: Config, addition: Config, *, make_current: bool = True) -> Config:
+def with_entries(existing: Config, addition: Config, *, make_current: bool = True) -> Config:
     """``existing`` with every named entry of ``addition`` inserted or replaced."""
     out = copy.deepcopy(existing) if existing else empty_config()
-    for section in ("clusters", "users", "contexts"):
+    for section in SECTIONS:
         entries = out.get(section) or []
         for new in addition.get(section) or []:
             entries = [e for e in entries if e.get("name") != new["name"]] + [new]
@@ -92,18 +92,14 @@ def merged(existing: Config, addition: Config, *, make_current: bool = True) -> 
     return out
 
 
-def without(existing: Config, name: str) -> Config:
+def without_entries(existing: Config, name: str) -> Config:
     """``existing`` with the cluster, user and context called ``name`` removed."""
     out = copy.deepcopy(existing) if existing else empty_config()
-    for section in ("clusters", "users", "contexts"):
+    for section in SECTIONS:
         out[section] = [e for e in out.get(section) or [] if e.get("name") != name]
     if out.get("current-context") == name:
         out["current-context"] = ""
     return out
-
-
-def has_context(config: Config, name: str) -> bool:
-    return any(c.get("name") == name for c in config.get("contexts") or [])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,7 +204,7 @@ def locked(path: Path, *, wait: float | None = None) -> Iterator[None]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise KubeconfigError(f"kubeconfig {path}: cannot create its folder: {exc.strerror or exc}") from exc
+        raise ConfigError(f"kubeconfig {path}: cannot create its folder: {exc.strerror or exc}") from exc
     deadline = time.monotonic() + wait
     while True:
         try:
@@ -218,13 +214,13 @@ def locked(path: Path, *, wait: float | None = None) -> Iterator[None]:
             if _break_if_stale(lock):
                 continue
             if time.monotonic() >= deadline:
-                raise KubeconfigError(
+                raise ConfigError(
                     f"kubeconfig {path} is locked: {lock} exists",
                     hint=f"another kubectl, kind or xtask is writing it; if none is, delete {lock}",
                 ) from None
             time.sleep(0.05)
         except OSError as exc:
-            raise KubeconfigError(f"kubeconfig {path}: cannot create the lock {lock}: {exc.strerror or exc}") from exc
+            raise ConfigError(f"kubeconfig {path}: cannot create the lock {lock}: {exc.strerror or exc}") from exc
     try:
         yield
     finally:
@@ -234,21 +230,17 @@ def locked(path: Path, *, wait: float | None = None) -> Iterator[None]:
         os.close(fd)
 
 
-def read(path: Path) -> Config:
+def read_for_update(path: Path) -> Config:
     """The file's configuration; a missing or empty file is an empty one. Anything else that
-    is not a kubeconfig (or not a regular file) raises :class:`KubeconfigError` naming the file
+    is not a kubeconfig (or not a regular file) raises :class:`ConfigError` naming the file
     (it is never overwritten)."""
     try:
         data = read_regular(path, limit=YAML_INPUT_LIMIT)
     except FileNotFoundError:  # also a dangling link: it is written through to its target, as by kubectl
         return empty_config()
     except InputFileError as exc:
-        raise KubeconfigError(f"kubeconfig {_named(path)}: {exc}") from exc
-    try:
-        config = parse(data, str(path))
-    except ConfigError as exc:
-        raise KubeconfigError(str(exc)) from exc
-    return config or empty_config()
+        raise ConfigError(f"kubeconfig {_named(path)}: {exc}") from exc
+    return parse(data, str(path)) or empty_config()
 
 
 def _named(path: Path) -> str:
@@ -256,35 +248,35 @@ def _named(path: Path) -> str:
     return f"{path} (a link to {os.path.realpath(path)})" if path.is_symlink() else str(path)
 
 
-def write_target(path: Path) -> Path:
+def replaced_file(path: Path) -> Path:
     """The file a write of ``path`` replaces: ``path`` itself, or the file its symlinks lead to.
 
-    Raises :class:`KubeconfigError` when that is not a regular file (nothing is written)."""
+    Raises :class:`ConfigError` when that is not a regular file (nothing is written)."""
     target = Path(os.path.realpath(path))
     try:
         st = os.stat(target, follow_symlinks=False)
     except FileNotFoundError:
         return target
     except OSError as exc:
-        raise KubeconfigError(f"kubeconfig {_named(path)}: cannot write it: {exc.strerror or exc}") from exc
+        raise ConfigError(f"kubeconfig {_named(path)}: cannot write it: {exc.strerror or exc}") from exc
     if stat.S_ISLNK(st.st_mode):
-        raise KubeconfigError(f"kubeconfig {path}: a symlink loop; nothing was written")
+        raise ConfigError(f"kubeconfig {path}: a symlink loop; nothing was written")
     if not stat.S_ISREG(st.st_mode):
-        raise KubeconfigError(f"kubeconfig {_named(path)}: is {kind_of(st.st_mode)}, not a regular file")
+        raise ConfigError(f"kubeconfig {_named(path)}: is {kind_of(st.st_mode)}, not a regular file")
     return target
 
 
 def _write(path: Path, config: Config) -> None:
-    target = write_target(path)
+    target = replaced_file(path)
     try:
         write_atomic(target, yaml.safe_dump(config, sort_keys=False))
     except OSError as exc:
-        raise KubeconfigError(f"kubeconfig {_named(path)}: cannot write it: {exc.strerror or exc}") from exc
+        raise ConfigError(f"kubeconfig {_named(path)}: cannot write it: {exc.strerror or exc}") from exc
 
 
 def add_context(path: Path, addition: Config) -> None:
     with locked(path):
-        _write(path, merged(read(path), addition))
+        _write(path, with_entries(read_for_update(path), addition))
 
 
 def remove_context(path: Path, name: str, *, ours: Written | None) -> bool:
@@ -293,8 +285,8 @@ def remove_context(path: Path, name: str, *, ours: Written | None) -> bool:
     if ours is None:
         return False
     with locked(path):
-        current = read(path)
+        current = read_for_update(path)
         if not ours.matches(current, name):
             return False
-        _write(path, without(current, name))
+        _write(path, without_entries(current, name))
         return True
