@@ -215,12 +215,19 @@ def _load_tls_in_memory(config_dict: dict, context: str, cfg: client.Configurati
 
     from agn import kubetls
 
+    from agn.kubeconfig import exec_command
+
     loadable, tls = kubetls.without_tls_data(config_dict, context)
-    with kubetls.private_temp_folder() as folder:
-        config.load_kube_config_from_dict(
-            loadable, context=context, client_configuration=cfg, persist_config=False, temp_file_path=str(folder)
-        )
-        tls.adopt_files(cfg, folder)
+    if exec_command(config_dict, context) is None:
+        # Without an exec plugin the loader writes nothing (the *-data fields are taken out), so
+        # no temporary folder is made: a container with a read-only root has none to offer.
+        config.load_kube_config_from_dict(loadable, context=context, client_configuration=cfg, persist_config=False)
+    else:
+        with kubetls.private_temp_folder() as folder:
+            config.load_kube_config_from_dict(
+                loadable, context=context, client_configuration=cfg, persist_config=False, temp_file_path=str(folder)
+            )
+            tls.adopt_files(cfg, folder)
     tls.apply(cfg)
     return tls
 

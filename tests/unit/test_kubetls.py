@@ -83,3 +83,37 @@ def test_plain_http_gets_no_tls_material():
     cfg = types.SimpleNamespace(host="http://127.0.0.1:8080", ssl_ca_cert=None, ca_cert_data=None, cert_file=None)
     tls.apply(cfg)
     assert cfg.ca_cert_data is None
+
+
+def test_a_kubeconfig_with_data_fields_needs_no_temporary_folder(tmp_path, monkeypatch):
+    """A container with a read-only root has no usable temporary folder: connecting with a
+    kubeconfig whose key material is inline must not ask for one (only an exec plugin's
+    certificates pass through a private folder)."""
+    import tempfile
+
+    import yaml
+
+    from agn.kube import Kube
+    from xtask.runtime.certs import ensure_certs
+
+    certs = ensure_certs(tmp_path / "certs")
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            config(
+                {"certificate-authority-data": b64(certs.ca_cert.read_bytes())},
+                {
+                    "client-certificate-data": b64(certs.admin_cert.read_bytes()),
+                    "client-key-data": b64(certs.admin_key.read_bytes()),
+                },
+            )
+        )
+    )
+
+    def no_temporary_folder(*args, **kwargs):
+        raise FileNotFoundError("No usable temporary directory found")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", no_temporary_folder)
+    monkeypatch.setattr(tempfile, "mkstemp", no_temporary_folder)
+    kube = Kube.from_kubeconfig(kubeconfig=str(path), context="ctx", field_manager="t")
+    kube.close()
