@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -132,11 +132,6 @@ def argv_for(cls: type, **values: Any) -> list[str]:
             raise ValueError(f"{flag_name(name)} {text}: not one of {', '.join(flag.choices)}")
         out += [flag_name(name), text]
     return out
-
-
-def defaults(cls: type) -> Mapping[str, Any]:
-    """Every setting that has a default, by field name."""
-    return {f.name: f.default for f, _ in _settings(cls) if f.default is not dataclasses.MISSING}
 
 
 def _shown_default(field: dataclasses.Field, flag: Flag) -> str:
