@@ -2,6 +2,8 @@
 
     python -m agn.gateway [--kubeconfig PATH] [--context CTX] [--namespace NS] --consumer NAME [--port N] [--host ADDR]
 
+(every flag: :mod:`agn.gateway.settings`, and ``docs/settings.md``)
+
 Wiring only: bind the HTTP server, start the status writer and the overlay follower, wait for
 SIGTERM/SIGINT (the handlers only set an event), then stop everything in ``finally``.
 
