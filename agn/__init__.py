@@ -2,7 +2,9 @@
 
 - :mod:`agn.model` — the pure overlay model (no I/O), shared by the operator and the xtask.
 - :mod:`agn.kube` — the only module that imports the ``kubernetes`` client.
-- :mod:`agn.operator`, :mod:`agn.gateway`, :mod:`agn.provider` — the three processes.
+- :mod:`agn.operator`, :mod:`agn.gateway`, :mod:`agn.provider` — the three processes; each
+  declares its flags once, in its ``settings`` module (:mod:`agn.flags` derives the parser,
+  the command lines and ``docs/settings.md``).
 """
 
 GROUP = "agn.dev"

@@ -1,5 +1,7 @@
 """Starting the real AGN processes (operator, gateways, fake providers) from tests.
 
+Their command lines are :mod:`xtask.components`' own, as the local runtime's are.
+
 Every process goes through :class:`xtask.procs.Supervisor` — tracked by pid, stopped by pid
 (TERM, then KILL) at teardown. Readiness is waited on a condition, never a fixed sleep.
 """
@@ -15,6 +17,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from xtask import components
 from xtask.procs import ProcessRecord, Supervisor, log_tail
 from xtask.runtime.controlplane import free_port
 
@@ -79,44 +82,45 @@ class AgnProcesses:
         self.env = env
         self.names: list[str] = []
 
-    def _start(self, name: str, argv: list[str]) -> ProcessRecord:
-        rec = self.sup.start(name, [sys.executable, *argv], env=self.env)
-        self.names.append(name)
+    def _start(self, component: components.Component) -> ProcessRecord:
+        rec = self.sup.start(component.name, component.argv(sys.executable), env=self.env)
+        self.names.append(component.name)
         return rec
 
-    def _kube_args(self) -> list[str]:
-        return ["--kubeconfig", str(self.kubeconfig), "--context", self.context, "--namespace", self.namespace]
+    def _placement(self) -> components.Placement:
+        return components.Placement(kubeconfig=str(self.kubeconfig), context=self.context)
 
     def provider(self, name: str, *, port: int | None = None) -> str:
         """Start a fake provider; returns its base URL once /healthz answers."""
-        port = port or free_port()
-        self._start(f"provider-{name}", ["-m", "agn.provider", "--name", name, "--port", str(port)])
-        url = f"http://127.0.0.1:{port}"
-        wait_for(lambda: http_status(f"{url}/healthz") == 200, what=f"fake provider {name}")
-        return url
+        fake = components.fake_provider(name, port=port or free_port(), name=f"provider-{name}")
+        self._start(fake)
+        wait_for(lambda: http_status(fake.url(fake.health_path)) == 200, what=f"fake provider {name}")
+        return fake.url()
 
-    def operator(self, *extra: str, name: str = "operator") -> ProcessRecord:
-        """Start an operator (``name`` tells several apart: pid file, log ``<name>.log``)."""
-        return self._start(name, ["-m", "agn.operator", *self._kube_args(), *extra])
+    def operator(self, *extra: str, name: str = "operator", port: int | None = None) -> ProcessRecord:
+        """Start an operator (``name`` tells several apart: pid file, log ``<name>.log``); ``extra``
+        flags as a user would type them."""
+        operator = components.operator(
+            namespace=self.namespace, port=port, placement=self._placement(), name=name, extra=extra
+        )
+        return self._start(operator)
 
     def operator_with_health(self, *extra: str, name: str = "operator") -> str:
         """Start an operator serving /healthz and /metrics; returns its base URL once it answers."""
         port = free_port()
-        self.operator("--health-port", str(port), *extra, name=name)
+        self.operator(*extra, name=name, port=port)
         url = f"http://127.0.0.1:{port}"
         wait_for(lambda: http_status(f"{url}/healthz") == 200, what=f"operator {name} /healthz")
         return url
 
     def gateway(self, consumer: str, *, port: int | None = None) -> str:
         """Start a consumer gateway; returns its base URL once /healthz answers."""
-        port = port or free_port()
-        self._start(
-            f"gateway-{consumer}",
-            ["-m", "agn.gateway", *self._kube_args(), "--consumer", consumer, "--port", str(port)],
+        gateway = components.gateway(
+            consumer, namespace=self.namespace, port=port or free_port(), placement=self._placement()
         )
-        url = f"http://127.0.0.1:{port}"
-        wait_for(lambda: http_status(f"{url}/healthz") == 200, what=f"gateway {consumer}")
-        return url
+        self._start(gateway)
+        wait_for(lambda: http_status(gateway.url(gateway.health_path)) == 200, what=f"gateway {consumer}")
+        return gateway.url()
 
     def stop(self, name: str) -> None:
         self.sup.stop(name)

@@ -3,8 +3,11 @@
 ``render(envdef)`` returns plain dicts in apply order: the Namespace, ServiceAccounts,
 least-privilege Roles and RoleBindings, a Service and a Deployment for the operator, for
 one gateway per consumer and for one fake provider per provider, then the env's own AGN
-objects. The operator's and gateways' pods carry the usual ``prometheus.io/scrape``,
-``/port`` and ``/path`` annotations for their ``/metrics``. Those come from :class:`xtask.envdef.EnvDef` itself (with Service URLs as provider
+objects. Each Deployment runs one :class:`xtask.components.Component` (its arguments,
+probe paths and whether it has metrics), made from the env definition as the local
+runtime's processes are. The operator's and gateways' pods carry the usual
+``prometheus.io/scrape``, ``/port`` and ``/path`` annotations for their ``/metrics``. The AGN
+objects come from :class:`xtask.envdef.EnvDef` itself (with Service URLs as provider
 endpoints), so the kind and local runtimes share one source of truth.
 
 Pure: no API calls, no subprocesses, no clock. The only input besides the arguments are
@@ -23,6 +26,7 @@ import yaml
 
 from agn.objects import Obj
 from agn.shards import DEFAULT_SHARD_COUNT, check_shard_count, shard_names
+from xtask import components
 from xtask.envdef import EnvDef
 from xtask.state import REPO_ROOT
 
@@ -80,7 +84,6 @@ def render(
     ns = envdef.namespace
     pod = _PodSpec(image=image, image_id=image_id)
     consumers = [c.name for c in envdef.consumers]
-    fakes = [p.name for p in envdef.providers if not p.endpoint]
 
     objects: list[Obj] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": _labels("namespace", ns)}}
@@ -95,57 +98,31 @@ def render(
     objects += roles
     objects += [_role_binding(role["metadata"]["name"], ns) for role in roles]
 
+    # Every component serves HTTP on PORT on every address of its pod (xtask.components).
+    placement = components.Placement(bind="0.0.0.0")
     # /healthz answers 200 once every cache is synced and the reconcile worker runs. The Service
     # gives its /metrics a stable address (``env status`` shows it).
     objects.append(_service(OPERATOR, ns, component="operator"))
     objects.append(
-        pod.deployment(
-            OPERATOR,
-            ns,
-            component="operator",
-            service_account=OPERATOR,
-            scrape=True,
-            probes=(_http_probe("/healthz"), _http_probe("/healthz", period=10)),
-            args=[
-                "agn.operator",
-                "--namespace",
-                ns,
-                "--overlay-shards",
-                str(envdef.overlay_shards),
-                "--health-host",
-                "0.0.0.0",
-                "--health-port",
-                str(PORT),
-            ],
-        )
+        pod.component(components.env_operator(envdef, port=PORT, placement=placement), OPERATOR, ns, OPERATOR)
     )
-    for c in consumers:
-        name = gateway_name(c)
+    for gateway in components.env_gateways(envdef, port_for=lambda name: PORT, placement=placement):
+        name = gateway_name(gateway.serves)
         objects.append(_service(name, ns, component="gateway"))
         # Ready once it serves an overlay (/readyz); alive while the process answers (/healthz).
-        objects.append(
-            pod.deployment(
-                name,
-                ns,
-                component="gateway",
-                service_account=name,
-                scrape=True,
-                probes=(_http_probe("/readyz"), _http_probe("/healthz", period=10)),
-                args=["agn.gateway", "--namespace", ns, "--consumer", c, "--host", "0.0.0.0", "--port", str(PORT)],
-            )
-        )
-    for p in fakes:
-        objects.append(_service(p, ns, component="provider", selector_name=fake_provider_name(p)))
+        objects.append(pod.component(gateway, name, ns, name))
+    for fake in components.env_fake_providers(envdef, port_for=lambda name: PORT, placement=placement):
+        provider = fake.serves
+        objects.append(_service(provider, ns, component="provider", selector_name=fake_provider_name(provider)))
         # Liveness is a TCP check, not /healthz: a fake provider made unhealthy on purpose must
         # stay unhealthy for the operator to see, not be restarted back to healthy.
         objects.append(
-            pod.deployment(
-                fake_provider_name(p),
+            pod.component(
+                fake,
+                fake_provider_name(provider),
                 ns,
-                component="provider",
-                service_account=None,
-                probes=(_http_probe("/healthz"), {"tcpSocket": {"port": "http"}, "periodSeconds": 10}),
-                args=["agn.provider", "--name", p, "--host", "0.0.0.0", "--port", str(PORT)],
+                None,
+                liveness={"tcpSocket": {"port": "http"}, "periodSeconds": 10},
             )
         )
     return objects + env_objects(envdef)
@@ -252,6 +229,26 @@ def _service(name: str, namespace: str, *, component: str, selector_name: str | 
 class _PodSpec:
     image: str
     image_id: str | None
+
+    def component(
+        self,
+        c: components.Component,
+        name: str,
+        namespace: str,
+        service_account: str | None,
+        *,
+        liveness: Obj | None = None,
+    ) -> Obj:
+        """The Deployment running ``c`` as object ``name``: its arguments, probes and scrape annotations."""
+        return self.deployment(
+            name,
+            namespace,
+            component=c.kind,
+            service_account=service_account,
+            scrape=c.metrics_path is not None,
+            probes=(_http_probe(c.ready_path), liveness or _http_probe(c.health_path, period=10)),
+            args=c.module_args,
+        )
 
     def deployment(
         self,

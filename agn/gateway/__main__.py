@@ -2,6 +2,8 @@
 
     python -m agn.gateway [--kubeconfig PATH] [--context CTX] [--namespace NS] --consumer NAME [--port N] [--host ADDR]
 
+(every flag: :mod:`agn.gateway.settings`, and ``docs/settings.md``)
+
 Wiring only: bind the HTTP server, start the status writer and the overlay follower, wait for
 SIGTERM/SIGINT (the handlers only set an event), then stop everything in ``finally``.
 
@@ -11,50 +13,36 @@ taken); 2 usage error.
 
 from __future__ import annotations
 
-import argparse
 import signal
 import sys
 import threading
 
-from agn.argtypes import namespace_name, object_name, positive
 from agn.gateway.follower import OverlayFollower
 from agn.gateway.metrics import GatewayMetrics
 from agn.gateway.server import serve
+from agn.gateway.settings import GatewaySettings, parse_settings
 from agn.gateway.status_writer import StatusWriter
 from agn.gateway.table import RoutingTable
 from agn.kube import Kube, KubeError
-from agn.logs import LEVELS, JsonLog
+from agn.logs import JsonLog
 
 EXIT_OK = 0
 EXIT_START_FAILED = 1
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m agn.gateway", description="Run one AGN consumer gateway.")
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
-    parser.add_argument("--context", help="kube context (default: the current one)")
-    parser.add_argument(
-        "--namespace", type=namespace_name, help="namespace of the consumer and its overlay (default: the context's)"
-    )
-    parser.add_argument(
-        "--consumer",
-        type=object_name,
-        required=True,
-        help="InferenceConsumer name (its RoutingOverlay has the same name)",
-    )
-    parser.add_argument("--port", type=int, default=0, help="port to serve on (0: pick a free one)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (in a pod: 0.0.0.0)")
-    parser.add_argument("--upstream-timeout", type=positive, default=30.0, help="seconds to wait for a provider")
-    parser.add_argument("--log-level", choices=sorted(LEVELS, key=lambda name: LEVELS[name]), default="info")
-    return parser.parse_args(argv)
+def parse_args(argv: list[str] | None) -> GatewaySettings:
+    """The settings from ``argv`` (declared in :mod:`agn.gateway.settings`); a usage error exits 2."""
+    return parse_settings(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    log = JsonLog(component="gateway", fields={"consumer": args.consumer}, level=args.log_level)
+    settings = parse_args(argv)
+    log = JsonLog(component="gateway", fields={"consumer": settings.consumer}, level=settings.log_level)
     try:
-        kube = Kube.from_kubeconfig(kubeconfig=args.kubeconfig, context=args.context, field_manager="agn-gateway")
-        namespace = args.namespace or kube.namespace
+        kube = Kube.from_kubeconfig(
+            kubeconfig=settings.kubeconfig, context=settings.context, field_manager="agn-gateway"
+        )
+        namespace = settings.namespace or kube.namespace
     except KubeError as exc:
         log.error("start_failed", error=str(exc))
         return EXIT_START_FAILED
@@ -69,9 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
 
     table = RoutingTable()
-    status = StatusWriter(kube, namespace=namespace, consumer=args.consumer, log=log)
+    status = StatusWriter(kube, namespace=namespace, consumer=settings.consumer, log=log)
     follower = OverlayFollower(
-        kube, namespace=namespace, consumer=args.consumer, table=table, status=status, log=log, stop=stop
+        kube, namespace=namespace, consumer=settings.consumer, table=table, status=status, log=log, stop=stop
     )
     metrics = GatewayMetrics(
         accepted=lambda: follower.latest_revision,
@@ -82,19 +70,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         server = serve(
             table,
-            consumer=args.consumer,
+            consumer=settings.consumer,
             log=log,
-            port=args.port,
-            upstream_timeout=args.upstream_timeout,
-            host=args.host,
+            port=settings.port,
+            upstream_timeout=settings.upstream_timeout,
+            host=settings.host,
             health=follower.health_report,
             metrics=metrics,
         )
     except OSError as exc:
-        log.error("start_failed", error=f"cannot listen on {args.host}:{args.port}: {exc}")
+        log.error("start_failed", error=f"cannot listen on {settings.host}:{settings.port}: {exc}")
         kube.close()
         return EXIT_START_FAILED
-    address = f"http://{args.host}:{server.server_address[1]}"
+    address = f"http://{settings.host}:{server.server_address[1]}"
 
     threads = [
         threading.Thread(target=server.serve_forever, name="http", daemon=True),

@@ -1,7 +1,7 @@
 """The AGN operator: watches providers, networks and consumers, probes providers, publishes overlays.
 
 Modules:
-- :mod:`.settings` — the operator's tunables (one frozen dataclass).
+- :mod:`.settings` — every flag of the operator, declared once (one frozen dataclass).
 - :mod:`.informer` — list+watch caches of the AGN objects (one thread per resource).
 - :mod:`.caches` — the operator's informers, and which consumers a change marks dirty.
 - :mod:`.workqueue` — the coalescing queue of consumer names that need a reconcile.

@@ -154,11 +154,10 @@ class Operator:
         }
 
     def run(self) -> None:
+        # Every setting, then what this process actually uses where a setting may leave it open.
+        settings = dataclasses.asdict(self.settings)
         self.log.info(
-            "operator starting",
-            namespace=self.namespace,
-            identity=self.leadership.identity,
-            **dataclasses.asdict(self.settings),
+            "operator starting", **{**settings, "namespace": self.namespace, "identity": self.leadership.identity}
         )
         self.caches.start()
         if not self.caches.wait_synced():

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import argparse
 import signal
 import sys
 import threading
 
 from agn.provider.server import ProviderState, serve
+from agn.provider.settings import parse_settings
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agn.provider", description=__doc__)
-    parser.add_argument("--name", required=True, help="provider name, echoed in every completion")
-    parser.add_argument("--port", type=int, default=0, help="port (0: pick a free one)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (in a pod: 0.0.0.0)")
-    parser.add_argument("--unhealthy", action="store_true", help="start with /healthz failing")
-    parser.add_argument("--no-metrics", action="store_true", help="start with /metrics disabled")
-    args = parser.parse_args(argv)
+    args = parse_settings(argv, description=__doc__)
 
     state = ProviderState(name=args.name, healthy=not args.unhealthy, metrics=not args.no_metrics)
     server = serve(state, port=args.port, host=args.host)

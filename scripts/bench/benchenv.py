@@ -1,7 +1,8 @@
 """The environment every benchmark runs in: the real local control plane (etcd +
 kube-apiserver, the same code as the local runtime), one fake-provider process standing in
 for any number of providers (each its own endpoint path, ``/pool/<name>``), the real
-operator and two real consumer gateways, all tracked by pid and stopped by pid.
+operator and two real consumer gateways (command lines from :mod:`xtask.components`, as
+the local runtime's), all tracked by pid and stopped by pid.
 
 Benchmarks import :class:`Bench`; nothing here measures anything.
 """
@@ -22,6 +23,7 @@ from agn import kubeconfig  # noqa: E402
 from agn.kube import CONSUMERS, NETWORKS, PROVIDERS, Kube  # noqa: E402
 from agn.overlays import read_overlay  # noqa: E402
 from agn.shards import Incomplete  # noqa: E402
+from xtask import components as agn_components  # noqa: E402
 from xtask.crds import install_crds  # noqa: E402
 from xtask.procs import Supervisor  # noqa: E402
 from xtask.runtime.assets import ensure_assets  # noqa: E402
@@ -111,11 +113,9 @@ class Bench:
             kubeconfig=str(self.kubeconfig), context=CTX, field_manager="bench", pool_size=32
         )
         install_crds(self.kube)
-        port = free_port()
-        self.sup.start(
-            "fake-pool", [sys.executable, "-m", "agn.provider", "--name", "pool", "--port", str(port)], env=self.env
-        )
-        self.pool = f"http://127.0.0.1:{port}"
+        pool = agn_components.fake_provider("pool", port=free_port(), name="fake-pool")
+        self.sup.start(pool.name, pool.argv(sys.executable), env=self.env)
+        self.pool = pool.url()
 
     def scenario(self, name: str, *, providers: int, coalesce: float = 0.1, components: bool = True) -> None:
         """A fresh namespace: ``providers`` providers p000… in gateway gw-big plus one spare per
@@ -145,23 +145,16 @@ class Bench:
         self.total = len(bodies)
         if not components:
             return
-        base = [sys.executable, "-m"]
-        args = ["--kubeconfig", str(self.kubeconfig), "--context", CTX, "--namespace", self.ns]
-        self.sup.start(
-            "operator",
-            [
-                *base,
-                "agn.operator",
-                *args,
-                "--coalesce-window",
-                str(coalesce),
-                "--max-batch-wait",
-                str(max(coalesce, 1.0 if coalesce else 0.0)),
-            ],
-            env=self.env,
+        placement = agn_components.Placement(kubeconfig=str(self.kubeconfig), context=CTX)
+        operator = agn_components.operator(
+            namespace=self.ns,
+            placement=placement,
+            coalesce_window=coalesce,
+            max_batch_wait=max(coalesce, 1.0 if coalesce else 0.0),
         )
-        for c in CONSUMER_NAMES:
-            self.sup.start(f"gateway-{c}", [*base, "agn.gateway", *args, "--consumer", c, "--port", "0"], env=self.env)
+        gateways = [agn_components.gateway(c, namespace=self.ns, port=0, placement=placement) for c in CONSUMER_NAMES]
+        for component in (operator, *gateways):
+            self.sup.start(component.name, component.argv(sys.executable), env=self.env)
         self.wait_all_admitted_and_served()
 
     def wait_all_admitted_and_served(self, *, timeout: float = 300) -> None:

@@ -30,6 +30,7 @@ from agn import kubeconfig
 from agn.kube import ConfigError, Kube, kubeconfig_path
 from agn.outputfile import write_atomic
 from agn.shards import DEFAULT_SHARD_COUNT
+from xtask import components
 from xtask.envdef import EnvDef
 from xtask.errors import ComponentFailed, RefusedError, XtaskError
 from xtask.procs import Supervisor, log_tail
@@ -248,55 +249,43 @@ class LocalEnv:
         )
         self._record(ctx).save()
 
-    def _kube_args(self, ctx: UpContext) -> list[str]:
-        return [
-            *("--kubeconfig", str(self.components_kubeconfig), "--context", ctx.context),
-            *("--namespace", ctx.envdef.namespace),
-        ]
+    def _placement(self, ctx: UpContext) -> components.Placement:
+        return components.Placement(kubeconfig=str(self.components_kubeconfig), context=ctx.context)
+
+    def _start(self, ctx: UpContext, component: components.Component) -> None:
+        """Start ``component`` unless running; wait until it answers its health path."""
+        url = component.url(component.health_path)
+        self._python(ctx, component.name, component.module, list(component.args), ready_url=url)
 
     def _start_providers(self, ctx: UpContext) -> None:
-        fakes = [p.name for p in ctx.envdef.providers if not p.endpoint]
+        fakes = components.fake_provider_names(ctx.envdef)
         if pooled(ctx.envdef):
             # One process answers for every fake under /pool/<name>; one process per
             # provider left from a smaller version of the env is stopped.
             for rec in self.supervisor.records():
                 if rec.name.startswith("fake-"):
                     self.supervisor.stop(rec.name)
-            port = self._port_for(POOL)
-            url = f"http://127.0.0.1:{port}"
-            self._python(ctx, POOL, "agn.provider", ["--name", POOL, "--port", str(port)], ready_url=f"{url}/healthz")
-            ctx.endpoints.update({name: f"{url}/pool/{name}" for name in fakes})
+            pool = components.fake_provider(POOL, port=self._port_for(POOL), name=POOL)
+            self._start(ctx, pool)
+            ctx.endpoints.update({name: pool.url(f"/pool/{name}") for name in fakes})
             return
         self.supervisor.stop(POOL)  # the env got small again (a no-op when there is none)
-        for provider in fakes:
-            name = f"fake-{provider}"
-            port = self._port_for(name)
-            url = f"http://127.0.0.1:{port}"
-            self._python(
-                ctx, name, "agn.provider", ["--name", provider, "--port", str(port)], ready_url=f"{url}/healthz"
-            )
-            ctx.endpoints[provider] = url
+        for fake in components.env_fake_providers(ctx.envdef, port_for=self._port_for, placement=self._placement(ctx)):
+            self._start(ctx, fake)
+            ctx.endpoints[fake.serves] = fake.url()
 
     def _start_operator(self, ctx: UpContext) -> None:
         port = self._port_for("operator")
-        self._restart_if_stale("operator", port, ctx)
+        operator = components.env_operator(ctx.envdef, port=port, placement=self._placement(ctx))
+        self._restart_if_stale(operator.name, port, ctx)
         shards = str(ctx.envdef.overlay_shards)
-        args = [*self._kube_args(ctx), "--overlay-shards", shards, "--health-port", str(port)]
         self._restart_if_changed("operator", "--overlay-shards", shards, default=str(DEFAULT_SHARD_COUNT), ctx=ctx)
-        self._python(ctx, "operator", "agn.operator", args, ready_url=f"http://127.0.0.1:{port}/healthz")
+        self._start(ctx, operator)
 
     def _start_gateways(self, ctx: UpContext) -> None:
-        for c in ctx.envdef.consumers:
-            name = f"gateway-{c.name}"
-            port = self._port_for(name)
-            self._restart_if_stale(name, port, ctx)
-            self._python(
-                ctx,
-                name,
-                "agn.gateway",
-                [*self._kube_args(ctx), "--consumer", c.name, "--port", str(port)],
-                ready_url=f"http://127.0.0.1:{port}/healthz",
-            )
+        for gateway in components.env_gateways(ctx.envdef, port_for=self._port_for, placement=self._placement(ctx)):
+            self._restart_if_stale(gateway.name, self._port_for(gateway.name), ctx)
+            self._start(ctx, gateway)
 
     def _restart_if_stale(self, name: str, port: int, ctx: UpContext) -> None:
         """Stop a running component whose health endpoint says it lost the API server (its watches

@@ -1,0 +1,152 @@
+"""The AGN components an environment runs, each described once.
+
+A :class:`Component` is one program to start: its module (``python -m``), its arguments, the
+port it serves HTTP on and the paths that say it is alive, ready and measured. It is made from
+the env definition (:class:`xtask.envdef.EnvDef`) plus the runtime's facts (:class:`Placement`:
+how the process finds the API server, which address it binds; and each one's port). The local
+runtime starts components as processes, :mod:`xtask.manifests` puts them in pod templates, the
+tests (``tests/agnprocs.py``) and the benchmarks (``scripts/bench/benchenv.py``) start them too.
+
+The arguments come from the programs' settings dataclasses through :func:`agn.flags.argv_for`:
+a flag's name is written only in its dataclass, and a value the program would refuse fails
+here, before anything starts. Names are the local runtime's process names (pid files, ports);
+:mod:`xtask.manifests` names the Kubernetes objects.
+
+Pure: no processes, no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agn.flags import argv_for
+from agn.gateway.settings import GatewaySettings
+from agn.operator.settings import Settings as OperatorSettings
+from agn.provider.settings import ProviderSettings
+from xtask.envdef import EnvDef
+
+HEALTH_PATH = "/healthz"
+METRICS_PATH = "/metrics"
+LOOPBACK = "127.0.0.1"
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where the components run: each ``None`` leaves the programs' own default (in a pod: the
+    in-cluster config, the current context, loopback)."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    bind: str | None = None  # the address every component listens on ("0.0.0.0" in a pod)
+
+
+@dataclasses.dataclass(frozen=True)
+class Component:
+    name: str  # the process name: pid file, log file, port key
+    kind: str  # "operator" | "gateway" | "provider" (the app.kubernetes.io/component label)
+    module: str
+    args: tuple[str, ...]
+    port: int | None  # where it serves HTTP; None: it serves nothing
+    health_path: str = HEALTH_PATH  # 200 while the process works (liveness)
+    ready_path: str = HEALTH_PATH  # 200 once it does its job (readiness)
+    metrics_path: str | None = METRICS_PATH  # its own Prometheus metrics (None: none)
+    serves: str = ""  # the consumer a gateway serves, the provider a fake answers as
+
+    @property
+    def module_args(self) -> list[str]:
+        """What follows ``python -m`` (a container's ``args`` under ``command: [python, -m]``)."""
+        return [self.module, *self.args]
+
+    def argv(self, python: str) -> list[str]:
+        return [python, "-m", *self.module_args]
+
+    def url(self, path: str = "", *, host: str = LOOPBACK) -> str:
+        if self.port is None:
+            raise ValueError(f"{self.name} serves no HTTP")
+        return f"http://{host}:{self.port}{path}"
+
+
+def operator(
+    *,
+    namespace: str,
+    port: int | None = None,
+    placement: Placement = Placement(),
+    name: str = "operator",
+    extra: Sequence[str] = (),
+    **settings: Any,
+) -> Component:
+    """The operator; ``settings`` are fields of :class:`agn.operator.settings.Settings`, ``extra``
+    raw flags (tests of the command line itself). With ``port`` it serves /healthz and /metrics."""
+    args = argv_for(
+        OperatorSettings,
+        kubeconfig=placement.kubeconfig,
+        context=placement.context,
+        namespace=namespace,
+        **settings,
+        health_host=placement.bind if port is not None else None,
+        health_port=port,
+    )
+    return Component(name, "operator", "agn.operator", (*args, *extra), port)
+
+
+def gateway(
+    consumer: str, *, namespace: str | None, port: int, placement: Placement = Placement(), name: str | None = None
+) -> Component:
+    """One consumer's gateway: ready (``/readyz``) once it serves an overlay."""
+    args = argv_for(
+        GatewaySettings,
+        kubeconfig=placement.kubeconfig,
+        context=placement.context,
+        namespace=namespace,
+        consumer=consumer,
+        host=placement.bind,
+        port=port,
+    )
+    return Component(
+        name or f"gateway-{consumer}",
+        "gateway",
+        "agn.gateway",
+        tuple(args),
+        port,
+        ready_path="/readyz",
+        serves=consumer,
+    )
+
+
+def fake_provider(
+    provider: str, *, port: int, placement: Placement = Placement(), name: str | None = None
+) -> Component:
+    """A fake provider answering as ``provider`` (a pool answers under ``/pool/<name>`` as well).
+    Its /metrics is the provider's load report the operator probes, not the component's own."""
+    args = argv_for(ProviderSettings, name=provider, host=placement.bind, port=port)
+    return Component(
+        name or f"fake-{provider}", "provider", "agn.provider", tuple(args), port, metrics_path=None, serves=provider
+    )
+
+
+# -- from an env definition ------------------------------------------------------------------
+
+
+def env_operator(envdef: EnvDef, *, port: int, placement: Placement) -> Component:
+    """The env's operator: its namespace, and the overlay shard count its gateways' Roles name."""
+    return operator(namespace=envdef.namespace, overlay_shards=envdef.overlay_shards, port=port, placement=placement)
+
+
+def env_gateways(envdef: EnvDef, *, port_for: Callable[[str], int], placement: Placement) -> list[Component]:
+    """One gateway per consumer; ``port_for(name)`` gives each its port."""
+    return [
+        gateway(c.name, namespace=envdef.namespace, port=port_for(f"gateway-{c.name}"), placement=placement)
+        for c in envdef.consumers
+    ]
+
+
+def fake_provider_names(envdef: EnvDef) -> list[str]:
+    """The providers the env runs a fake for (one with an ``endpoint`` is external)."""
+    return [p.name for p in envdef.providers if not p.endpoint]
+
+
+def env_fake_providers(envdef: EnvDef, *, port_for: Callable[[str], int], placement: Placement) -> list[Component]:
+    """One fake provider per provider without an external endpoint; ``port_for(name)`` gives each its port."""
+    return [fake_provider(p, port=port_for(f"fake-{p}"), placement=placement) for p in fake_provider_names(envdef)]
