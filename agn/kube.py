@@ -214,7 +214,6 @@ def _load_tls_in_memory(config_dict: dict, context: str, cfg: client.Configurati
     from kubernetes import config
 
     from agn import kubetls
-
     from agn.kubeconfig import exec_command
 
     loadable, tls = kubetls.without_tls_data(config_dict, context)

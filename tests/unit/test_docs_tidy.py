@@ -175,7 +175,12 @@ def _repo_flags() -> set[str]:
         for path in (REPO / folder).rglob("*"):
             if path.suffix in (".py", ".sh") or (path.parent.name == ".ci" and path.is_file()):
                 flags.update(re.findall(r"(--[a-z][a-z0-9-]*)", path.read_text(errors="replace")))
-    # click derives --x/--no-x pairs and flags from parameter names in decorators we read above.
+    # The operator's, gateway's and fake provider's flags are derived from their settings dataclasses.
+    from agn.flags import build_parser
+    from agn.settings_doc import PROGRAMS
+
+    for _title, prog, _source, cls in PROGRAMS:
+        flags.update(o for a in build_parser(cls, prog=prog, description=None)._actions for o in a.option_strings)
     return flags
 
 
