@@ -11,6 +11,8 @@ kubectl, kind or cloud CLIs never use any of this):
 * **Nesting** deeper than :data:`MAX_DEPTH` levels is refused, instead of a ``RecursionError``.
 * **Duplicate keys** in one mapping are refused, naming the key and both lines (PyYAML keeps
   the last value silently; YAML says keys are unique).
+* **Integers** longer than :data:`MAX_INT_DIGITS` digits are refused where they are written
+  (Python refuses to convert more than 4,300 digits, with an error that names no place).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode
 
 MAX_DEPTH = 100  # an env file or kubeconfig nests about 6 levels
+MAX_INT_DIGITS = 30  # far beyond any rank, port or count (int64 has 19)
 _MERGE = "tag:yaml.org,2002:merge"
 
 
@@ -76,6 +79,15 @@ class _StrictLoader(yaml.SafeLoader):
                         key_node.start_mark,
                     )
         return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node: Any) -> Any:
+        digits = sum(ch.isalnum() for ch in str(node.value))
+        if digits > MAX_INT_DIGITS:
+            raise _Refused(f"an integer of {digits} digits (at most {MAX_INT_DIGITS})", node.start_mark)
+        return super().construct_yaml_int(node)
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
 
 
 def parse_yaml(data: bytes | str) -> Any:

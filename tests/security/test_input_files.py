@@ -154,6 +154,14 @@ def test_an_alias_bomb_env_file_is_refused_at_the_first_alias(home):
     assert_refused(render(home), f"{env_file(home)}: refused (line 2, column 8: aliases (*a) are not accepted")
 
 
+def test_an_integer_too_long_to_convert_is_refused_where_it_is_written(home):
+    """Python refuses int() of more than 4,300 digits with a ValueError that names no place."""
+    example = (REPO / "envs" / "example.yaml").read_text()
+    env_file(home).write_text(example.replace("rank: 0", "rank: " + "9" * 5000, 1))
+    assert_refused(render(home), f"{env_file(home)}: refused (line ")
+    assert "an integer of 5000 digits" in render(home).stderr
+
+
 def test_an_alias_bomb_kubeconfig_is_refused(home):
     Path(home["KUBECONFIG"]).write_text(BOMB)
     proc = xtask("env", "provider-drain", "--provider", "p-one", "--dry-run", env=home)
