@@ -34,6 +34,7 @@ from xtask.drain.plan import Change, capacity_violations, drain_patch, group_cap
 from xtask.drain.report import Report, exit_code_for
 from xtask.drain.selection import Selector, select
 from xtask.drain.signals import SignalLatch
+from xtask.drain.states import IdleWaitState, RunState, WaitState, WriteOutcome
 from xtask.drain.waiter import ConvergenceWaiter, read_back
 from xtask.errors import ExitCode, RefusedError, UsageError, XtaskError
 
@@ -259,7 +260,7 @@ class _DrainRun:
         report.dry_run_outcomes = [o.to_dict() for o in dry]
         for o in dry:
             self.reporter.event("dry-run", o.provider, o.to_dict())
-        rejected = [o for o in dry if o.outcome == "dry-run-rejected"]
+        rejected = [o for o in dry if o.outcome == WriteOutcome.DRY_RUN_REJECTED]
         if rejected:
             report.refused = [f"{o.provider}: {o.error}" for o in rejected]
             return changes, self.finish(f"server-side dry run rejected {len(rejected)} change(s); nothing written")
@@ -302,10 +303,10 @@ class _DrainRun:
         report.outcomes = [o.to_dict() for o in outcomes]
         report.timings["applySeconds"] = round(time.monotonic() - t_apply, 3)
         facts, written_at = outcome_facts(report.outcomes, drain=req.drain), time.time()
-        failed = [o for o in outcomes if o.outcome == "failed"]
+        failed = [o for o in outcomes if o.outcome == WriteOutcome.FAILED]
         # A signal that lands while this run has written anything counts as "during the fan-out".
         interrupted = latch.interrupted.is_set() and (
-            self.journal is not None or any(o.outcome == "not-attempted" for o in outcomes)
+            self.journal is not None or any(o.outcome == WriteOutcome.NOT_ATTEMPTED for o in outcomes)
         )
         if not (failed or interrupted):
             self.events.record(facts)
@@ -316,7 +317,7 @@ class _DrainRun:
         written = self.journal.to_restore() if self.journal else []
         self.reporter.line(f"{why}; restoring {len(written)} provider(s) this run changed")
         if self.journal:
-            self.journal.set_state("restoring")
+            self.journal.set_state(RunState.RESTORING)
         restored = fanout.restore(
             self.kube,
             self.namespace,
@@ -340,8 +341,7 @@ class _DrainRun:
             stored_ok=None,
         )
         if self.journal:
-            clean = code in (ExitCode.PARTIAL_RESTORED, ExitCode.INTERRUPTED)
-            self.journal.set_state("restored" if clean else "needs-inspection")
+            self.journal.set_state(RunState.after_restoring([r.outcome for r in restored]))
         return self.finish(f"{why}; restoration: " + _restoration_summary(report.restorations), code=code)
 
     # -- 3a. patch-only: read the stored state back -----------------------------------------------
@@ -351,7 +351,7 @@ class _DrainRun:
         ok = all(v == req.drain for v in stored.values())
         self.report.stored = {"ok": ok, "providers": stored}
         if self.journal:
-            self.journal.set_state("complete" if ok else "needs-inspection")
+            self.journal.set_state(RunState.COMPLETE if ok else RunState.NEEDS_INSPECTION)
         if not ok:
             return self.finish(
                 f"{self.report.request} not stored as requested: {stored}", code=ExitCode.NEEDS_INSPECTION
@@ -365,19 +365,17 @@ class _DrainRun:
     def wait(self, waiter: ConvergenceWaiter, latch: SignalLatch) -> Report:
         req, report = self.req, self.report
         if self.journal:
-            self.journal.set_state("waiting")
+            self.journal.set_state(RunState.WAITING)
         self.reporter.line(f"waiting for {', '.join(req.consumers)} to serve the change (timeout {req.timeout:.0f}s)")
         result = waiter.wait(timeout=req.timeout, stop=latch.interrupted)
         report.timings["waitSeconds"] = round(result.seconds, 3)
         report.convergence = _convergence_dict(result)
-        if result.state == "interrupted":
+        if result.state is WaitState.INTERRUPTED:
             report.interrupted = latch.name
-        if result.state == "converged" and req.wait_idle:
+        if result.state is WaitState.CONVERGED and req.wait_idle:
             return self.wait_idle(latch)
         if self.journal:
-            self.journal.set_state(
-                "complete" if result.state in ("converged", "not-eligible") else f"applied-{result.state}"
-            )
+            self.journal.set_state(RunState.after_wait(result.state))
         code = exit_code_for(
             refused=False,
             failed=0,
@@ -392,7 +390,7 @@ class _DrainRun:
     def wait_idle(self, latch: SignalLatch) -> Report:
         req, report = self.req, self.report
         if self.journal:
-            self.journal.set_state("waiting-idle")
+            self.journal.set_state(RunState.WAITING_IDLE)
         assert self.targets is not None and self.targets.network is not None  # --wait-idle needs --network
         max_age = network_view(self.targets.network).metrics_max_age_seconds
         timeout = req.idle_timeout if req.idle_timeout is not None else DEFAULT_IDLE_TIMEOUT
@@ -406,16 +404,16 @@ class _DrainRun:
         result = waiter.wait(timeout=timeout, stop=latch.interrupted)
         report.timings["idleSeconds"] = round(result.seconds, 3)
         report.idle = _idle_dict(result, timeout=timeout, max_age=max_age)
-        if result.state == "interrupted":
+        if result.state is IdleWaitState.INTERRUPTED:
             report.interrupted = latch.name
         if self.journal:
-            self.journal.set_state("complete" if result.state == "idle" else f"applied-idle-{result.state}")
+            self.journal.set_state(RunState.after_idle_wait(result.state))
         code = exit_code_for(
             refused=False,
             failed=0,
             interrupted_during_writes=False,
             restorations=[],
-            wait_state="converged",
+            wait_state=WaitState.CONVERGED,
             stored_ok=None,
             idle_state=result.state,
         )
@@ -531,15 +529,15 @@ def _convergence_dict(result) -> dict:
 def _wait_summary(result, req: DrainRequest) -> str:
     consumers = ", ".join(req.consumers)
     verdict = result.verdict
-    if result.state == "converged":
+    if result.state is WaitState.CONVERGED:
         return f"converged: {consumers} serve the change (two agreeing observations, {result.seconds:.2f}s)"
-    if result.state == "not-eligible":
+    if result.state is WaitState.NOT_ELIGIBLE:
         return "undrain stored and served, but not eligible: " + "; ".join(verdict.not_eligible)
     lag = "; ".join(verdict.lagging) if verdict and verdict.lagging else "no complete observation yet"
-    if result.state == "timeout":
+    if result.state is WaitState.TIMEOUT:
         down = f"; the API server is not answering ({result.error})" if result.error else ""
         return f"timed out after {req.timeout:.0f}s; lagging: {lag}{down}"
-    if result.state == "unreachable":
+    if result.state is WaitState.UNREACHABLE:
         return (
             f"the API server stopped answering while waiting ({result.error}); the change is stored, "
             f"not confirmed serving; not yet confirmed: {lag}"
@@ -560,11 +558,11 @@ def _idle_dict(result: IdleResult, *, timeout: float, max_age: float) -> dict:
 
 def _idle_summary(result: IdleResult, req: DrainRequest, timeout: float) -> str:
     consumers = ", ".join(req.consumers)
-    if result.state == "idle":
+    if result.state is IdleWaitState.IDLE:
         names = ", ".join(p.reading.provider for p in result.providers)
         return f"drained, serving on {consumers}, and idle: {names} (two idle readings each, {result.seconds:.2f}s)"
     busy = "; ".join(not_idle(result.providers))
-    if result.state == "timeout":
+    if result.state is IdleWaitState.TIMEOUT:
         return f"drained and serving, not idle after {timeout:.0f}s: {busy}; the drain stays applied"
     return f"interrupted while waiting for idle; the drain is kept (serving on {consumers}); not idle yet: {busy}"
 

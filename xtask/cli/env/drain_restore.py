@@ -16,6 +16,7 @@ from xtask.drain.events import DrainEvents, restoration_facts
 from xtask.drain.journal import Journal, read_journal
 from xtask.drain.preflight import journal_context, require_namespace
 from xtask.drain.run import FIELD_MANAGER, MAX_CONCURRENCY, actor
+from xtask.drain.states import RunState, restored_ok
 from xtask.errors import ExitCode
 from xtask.reports import DRAIN_RESTORE, envelope, exit_status
 
@@ -101,9 +102,9 @@ def drain_restore(journal_path: Path, context, kubeconfig, dry_run: bool, concur
     finally:
         not_recorded = events.close()
         kube.close()
-    bad = [r for r in results if r.outcome not in fanout.RESTORE_OK]
+    bad = [r for r in results if not restored_ok(r.outcome)]
     if journal is not None:
-        journal.set_state("restored" if not bad else "needs-inspection")
+        journal.set_state(RunState.after_restoring([r.outcome for r in results]))
         journal.close()
     code = ExitCode.NEEDS_INSPECTION if bad else ExitCode.OK
     if output == "json":
