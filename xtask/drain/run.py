@@ -1,7 +1,7 @@
 """One ``provider-drain`` run, in order: select, plan, check targets, capacity guard,
-server-side dry run, journal, fan-out (restore on failure or interrupt), then read back
-(patch-only) or wait for convergence (with targets). Returns a :class:`Report`; only usage
-and connection problems raise.
+server-side dry run, journal, fan-out (on failure or interrupt: the one restore path,
+:mod:`xtask.drain.restore`), then read back (patch-only) or wait for convergence (with
+targets). Returns a :class:`Report`; only usage and connection problems raise.
 """
 
 from __future__ import annotations
@@ -9,12 +9,9 @@ from __future__ import annotations
 import concurrent.futures as cf
 import dataclasses
 import datetime as dt
-import getpass
-import socket
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, Protocol
 
 from agn.kube import CONNECT_TIMEOUT, CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, READ_TIMEOUT, Kube, NotFound
@@ -26,70 +23,24 @@ from agn.shards import Incomplete, is_sharded
 from agn.yamltext import show
 from xtask.drain import fanout
 from xtask.drain.converge import incomplete_reason, targets_problems
-from xtask.drain.events import DrainEvents, outcome_facts, restoration_facts
+from xtask.drain.events import DrainEvents, outcome_facts
 from xtask.drain.idle import not_idle
 from xtask.drain.idle_waiter import IdleResult, IdleWaiter
 from xtask.drain.journal import Journal, new_operation_id
 from xtask.drain.plan import Change, capacity_violations, drain_patch, group_capacity_violations, plan_changes
 from xtask.drain.report import Report, exit_code_for
+from xtask.drain.request import DEFAULT_IDLE_TIMEOUT, FIELD_MANAGER, DrainRequest, actor
+from xtask.drain.restore import restore_written
 from xtask.drain.selection import Selector, select
 from xtask.drain.signals import SignalLatch
 from xtask.drain.states import IdleWaitState, RunState, WaitState, WriteOutcome
 from xtask.drain.waiter import ConvergenceWaiter, read_back
-from xtask.errors import ExitCode, RefusedError, UsageError, XtaskError
-
-FIELD_MANAGER = "agn-xtask-provider-drain"
-MAX_CONCURRENCY = 64
-DEFAULT_IDLE_TIMEOUT = 300.0
-
-
-@dataclasses.dataclass(frozen=True)
-class DrainRequest:
-    selector: Selector
-    drain: bool
-    context: str | None = None
-    kubeconfig: str | None = None
-    namespace: str | None = None
-    dry_run: bool = False
-    network: str | None = None
-    consumers: tuple[str, ...] = ()
-    concurrency: int = 8
-    qps: float | None = None
-    timeout: float = 120.0
-    reason: str | None = None
-    force: bool = False
-    journal_dir: Path | None = None
-    wait_idle: bool = False
-    idle_timeout: float | None = None  # None: DEFAULT_IDLE_TIMEOUT (and not given on the command line)
-
-    def __post_init__(self) -> None:
-        if bool(self.network) != bool(self.consumers):
-            raise UsageError("--network and --consumer go together: name the network and every consumer to wait for")
-        if self.wait_idle and not self.drain:
-            raise UsageError("--wait-idle waits for drained providers to go idle; it does not apply to --undrain")
-        if self.wait_idle and not self.network:
-            raise UsageError(
-                "--wait-idle runs once the drain is serving: name --network and every --consumer to wait for"
-            )
-        if self.idle_timeout is not None and not self.wait_idle:
-            raise UsageError("--idle-timeout bounds the wait of --wait-idle; it does nothing without it")
-        if not 1 <= self.concurrency <= MAX_CONCURRENCY:
-            raise UsageError(f"--concurrency must be between 1 and {MAX_CONCURRENCY}")
-        if self.reason and not self.drain:
-            raise UsageError("--reason records why a provider is drained; it does not apply to --undrain")
+from xtask.errors import ExitCode, RefusedError, XtaskError
 
 
 class Reporter(Protocol):
     def line(self, text: str) -> None: ...
     def event(self, kind: str, provider: str, details: dict) -> None: ...
-
-
-def actor() -> str:
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown"
-    return f"{user}@{socket.gethostname()}"
 
 
 def run_drain(req: DrainRequest, *, reporter: Reporter) -> Report:
@@ -318,7 +269,7 @@ class _DrainRun:
         self.reporter.line(f"{why}; restoring {len(written)} provider(s) this run changed")
         if self.journal:
             self.journal.set_state(RunState.RESTORING)
-        restored = fanout.restore(
+        restored = restore_written(
             self.kube,
             self.namespace,
             written,
@@ -327,11 +278,10 @@ class _DrainRun:
             journal=self.journal,
             notify=self.reporter.event,
         )
-        report.restorations = [r.to_dict() for r in restored]
+        report.restorations = restored.to_dicts()
         # After the restoration, so Events never compete with writes for the pool's connections.
         self.events.record(facts, at=written_at)
-        previous = {c.provider: c.previous for c, _ in written}
-        self.events.record(restoration_facts(report.restorations, previous=previous))
+        self.events.record(restored.facts)
         code = exit_code_for(
             refused=False,
             failed=len(failed),
@@ -340,8 +290,6 @@ class _DrainRun:
             wait_state=None,
             stored_ok=None,
         )
-        if self.journal:
-            self.journal.set_state(RunState.after_restoring([r.outcome for r in restored]))
         return self.finish(f"{why}; restoration: " + _restoration_summary(report.restorations), code=code)
 
     # -- 3a. patch-only: read the stored state back -----------------------------------------------

@@ -14,7 +14,8 @@ from xtask.cli.output import emit_json, fancy, out_console, printable
 from xtask.cli.params import FiniteFloat, NonEmptyPath
 from xtask.drain.journal import journal_dir as default_journal_dir
 from xtask.drain.preflight import usable_journal_dir
-from xtask.drain.run import DEFAULT_IDLE_TIMEOUT, MAX_CONCURRENCY, DrainRequest, run_drain
+from xtask.drain.request import DEFAULT_IDLE_TIMEOUT, MAX_CONCURRENCY, DrainRequest
+from xtask.drain.run import run_drain
 from xtask.drain.selection import Selector
 from xtask.errors import ExitCode, UsageError, exit_codes_epilog
 
