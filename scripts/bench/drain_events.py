@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchenv import CTX, TARGETS, Bench  # noqa: E402
 from xtask.cli.env.drain_view import PlainReporter  # noqa: E402
 from xtask.drain import events as drain_events  # noqa: E402
-from xtask.drain.run import DrainRequest, run_drain  # noqa: E402
+from xtask.drain.request import DrainRequest  # noqa: E402
+from xtask.drain.run import run_drain  # noqa: E402
 from xtask.drain.selection import Selector  # noqa: E402
 
 

@@ -8,7 +8,7 @@ import pytest
 from agn.objects import rfc3339
 from xtask.drain.idle import BUSY, IDLE, UNKNOWN, IdleTracker, ProviderIdle, all_idle, classify, not_idle
 from xtask.drain.report import exit_code_for
-from xtask.drain.run import DrainRequest
+from xtask.drain.request import DrainRequest
 from xtask.drain.selection import Selector
 from xtask.errors import ExitCode, UsageError
 

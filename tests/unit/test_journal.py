@@ -9,6 +9,7 @@ import pytest
 
 from xtask.drain.journal import Journal, JournalError, read_journal, replay
 from xtask.drain.plan import OPERATION, plan_changes
+from xtask.drain.states import IdleWaitState, RestoreOutcome, RunState, WaitState
 
 
 def provider(name: str, *, gen: int = 3, rv: str = "10", drain=None) -> dict:
@@ -50,6 +51,45 @@ def test_replay_follows_intent_done_failed_and_restore(tmp_path):
     assert state.state == "restoring"
     # a is settled; b never landed; c may have landed: its expected generation is the plan's + 1.
     assert [(c.provider, gen) for c, gen in state.to_restore()] == [("c", 4)]
+
+
+@pytest.mark.parametrize(
+    "ending, line",
+    [
+        (WaitState.CONVERGED, "complete"),
+        (WaitState.NOT_ELIGIBLE, "complete"),
+        (WaitState.TIMEOUT, "applied-timeout"),
+        (WaitState.INTERRUPTED, "applied-interrupted"),
+        (WaitState.UNREACHABLE, "applied-unreachable"),
+        (IdleWaitState.IDLE, "complete"),
+        (IdleWaitState.TIMEOUT, "applied-idle-timeout"),
+        (IdleWaitState.INTERRUPTED, "applied-idle-interrupted"),
+    ],
+)
+def test_the_journal_says_how_a_wait_ended(tmp_path, ending, line):
+    j = new_journal(tmp_path)
+    after = RunState.after_wait if isinstance(ending, WaitState) else RunState.after_idle_wait
+    j.set_state(after(ending))
+    j.close()
+    assert json.loads(j.path.read_text().splitlines()[-1])["state"] == line
+    assert read_journal(j.path).state == line
+
+
+@pytest.mark.parametrize(
+    "outcomes, line",
+    [
+        ([RestoreOutcome.RESTORED, RestoreOutcome.ALREADY], "restored"),
+        ([], "restored"),
+        ([RestoreOutcome.RESTORED, RestoreOutcome.OTHER_WRITER], "needs-inspection"),
+        ([RestoreOutcome.GONE], "needs-inspection"),
+        ([RestoreOutcome.FAILED], "needs-inspection"),
+    ],
+)
+def test_a_restoration_is_restored_only_when_every_provider_is(tmp_path, outcomes, line):
+    j = new_journal(tmp_path)
+    j.set_state(RunState.after_restoring(outcomes))
+    j.close()
+    assert read_journal(j.path).state == line
 
 
 def test_a_failure_without_an_answer_may_have_landed(tmp_path):

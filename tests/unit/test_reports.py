@@ -17,8 +17,9 @@ from reportschema import SCHEMAS, check_report
 from xtask.cli import cli
 from xtask.drain.fanout import Outcome, Restoration
 from xtask.drain.report import Report
+from xtask.drain.states import IdleWaitState, RestoreOutcome, WaitState, WriteOutcome
 from xtask.errors import EXIT_CODE_MEANINGS, ExitCode
-from xtask.reports import API_VERSION, SCHEMA_FILES, envelope
+from xtask.reports import API_VERSION, DRAIN_RESTORE, PROVIDER_DRAIN, SCHEMA_FILES, envelope
 
 REPO = Path(__file__).resolve().parents[2]
 CAMEL = re.compile(r"^(\$?[a-z][a-zA-Z0-9]*)$")
@@ -68,6 +69,24 @@ def test_schema_exit_codes_are_the_exit_codes(kind):
     exit_def = schema(kind)["$defs"]["exit"]["properties"]
     assert exit_def["code"]["enum"] == [int(c) for c in ExitCode]
     assert exit_def["name"]["enum"] == [c.label for c in ExitCode]
+
+
+@pytest.mark.parametrize(
+    "kind, pointer, words",
+    [
+        (PROVIDER_DRAIN, ("$defs", "outcome", "properties", "outcome"), WriteOutcome),
+        (PROVIDER_DRAIN, ("$defs", "restoration", "properties", "outcome"), RestoreOutcome),
+        (PROVIDER_DRAIN, ("properties", "convergence", "oneOf", 1, "properties", "state"), WaitState),
+        (PROVIDER_DRAIN, ("properties", "idle", "oneOf", 1, "properties", "state"), IdleWaitState),
+        (DRAIN_RESTORE, ("$defs", "restoration", "properties", "outcome"), RestoreOutcome),
+    ],
+)
+def test_schema_words_are_the_drain_states(kind, pointer, words):
+    """A report can say every outcome and state the run can reach, and nothing else."""
+    node = schema(kind)
+    for key in pointer:
+        node = node[key]
+    assert node["enum"] == [w.value for w in words]
 
 
 def test_readme_exit_code_table_is_the_exit_codes():

@@ -34,6 +34,7 @@ from typing import Any
 
 from agn.events import NORMAL, WARNING, Regarding, event_body, event_name
 from agn.kube import PROVIDERS, Conflict, Kube, NotFound
+from xtask.drain.states import RestoreOutcome, WriteOutcome
 
 CONTROLLER = "agn.dev/provider-drain"
 DRAINED = "ProviderDrained"
@@ -65,9 +66,9 @@ def outcome_facts(outcomes: Iterable[Mapping[str, Any]], *, drain: bool) -> list
     action = "Drain" if drain else "Undrain"
     out = []
     for o in outcomes:
-        if o["outcome"] == "changed":
+        if o["outcome"] == WriteOutcome.CHANGED:
             out.append(Fact(o["provider"], DRAINED if drain else UNDRAINED, action, NORMAL))
-        elif o["outcome"] == "failed":
+        elif o["outcome"] == WriteOutcome.FAILED:
             out.append(
                 Fact(o["provider"], DRAIN_FAILED if drain else UNDRAIN_FAILED, action, WARNING, o.get("error") or "")
             )
@@ -83,11 +84,11 @@ def restoration_facts(restorations: Iterable[Mapping[str, Any]], *, previous: Ma
     out = []
     for r in restorations:
         name, outcome = r["provider"], r["outcome"]
-        if outcome == "restored":
+        if outcome == RestoreOutcome.RESTORED:
             value = previous.get(name)
             shown = "omitted" if value is None else str(value).lower()
             out.append(Fact(name, RESTORED, "Restore", NORMAL, f"spec.trafficPolicy.drain back to {shown}"))
-        elif outcome in ("changed-by-another-writer", "failed"):
+        elif outcome in (RestoreOutcome.OTHER_WRITER, RestoreOutcome.FAILED):
             detail = r.get("error") or "changed by another writer since; not restored"
             out.append(Fact(name, RESTORE_FAILED, "Restore", WARNING, detail))
     return out

@@ -20,6 +20,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 from agn.kube import PROVIDERS, Conflict, Kube, KubeError, NotFound
 from xtask.drain.journal import Journal
 from xtask.drain.plan import Change, RestoreDecision, plan_changes, restore_decision, restore_patch
+from xtask.drain.states import RestoreOutcome, WriteOutcome
 
 PatchFor = Callable[[Change], dict]
 Notify = Callable[[str, str, dict], None]  # (event, provider, details)
@@ -28,7 +29,7 @@ Notify = Callable[[str, str, dict], None]  # (event, provider, details)
 @dataclasses.dataclass
 class Outcome:
     provider: str
-    outcome: str  # changed | unchanged | failed | not-attempted | dry-run-ok | dry-run-rejected
+    outcome: WriteOutcome
     error: str | None = None
     reason: str | None = None
     status: int | None = None
@@ -48,7 +49,7 @@ def _retrying_conflicts() -> Retrying:
     )
 
 
-def _failed(name: str, exc: KubeError, *, outcome: str = "failed") -> Outcome:
+def _failed(name: str, exc: KubeError, *, outcome: WriteOutcome = WriteOutcome.FAILED) -> Outcome:
     return Outcome(name, outcome, error=str(exc), reason=exc.reason or None, status=exc.status or None)
 
 
@@ -65,7 +66,7 @@ def _write_one(
     on_replan: OnReplan | None = None,
 ) -> tuple[Outcome, Change]:
     """One conditional PATCH. The common case is one request; only a 409 builds a retry loop."""
-    done = "dry-run-ok" if dry_run else "changed"
+    done = WriteOutcome.DRY_RUN_OK if dry_run else WriteOutcome.CHANGED
     try:
         try:
             obj = kube.merge_patch(PROVIDERS, namespace, change.provider, patch_for(change), dry_run=dry_run)
@@ -79,14 +80,18 @@ def _write_one(
                 current = plan_changes([kube.get(PROVIDERS, namespace, change.provider)], requested=change.requested)[0]
                 if current.already:
                     return Outcome(
-                        change.provider, "unchanged", note="already in requested state (set by another writer)"
+                        change.provider,
+                        WriteOutcome.UNCHANGED,
+                        note="already in requested state (set by another writer)",
                     ), current
                 if on_replan is not None:
                     on_replan(current)
                 obj = kube.merge_patch(PROVIDERS, namespace, change.provider, patch_for(current), dry_run=dry_run)
         return Outcome(change.provider, done, generation=_generation(obj)), current
     except KubeError as exc:
-        return _failed(change.provider, exc, outcome="dry-run-rejected" if dry_run else "failed"), change
+        return _failed(
+            change.provider, exc, outcome=WriteOutcome.DRY_RUN_REJECTED if dry_run else WriteOutcome.FAILED
+        ), change
 
 
 def _generation(obj: dict) -> int:
@@ -123,7 +128,7 @@ def fan_out(
     outcomes: dict[str, Outcome] = {}
     for c in changes:
         if c.already:
-            outcomes[c.provider] = Outcome(c.provider, "unchanged", note="already in requested state")
+            outcomes[c.provider] = Outcome(c.provider, WriteOutcome.UNCHANGED, note="already in requested state")
     queue = collections.deque(c for c in changes if not c.already)
     min_interval = 1.0 / qps if qps else 0.0
     last_submit = 0.0
@@ -135,9 +140,9 @@ def fan_out(
     def task(change: Change) -> Outcome:
         outcome, final = _write_one(kube, namespace, change, patch_for, dry_run=False, on_replan=replanned)
         if journal is not None:
-            if outcome.outcome == "changed":
+            if outcome.outcome is WriteOutcome.CHANGED:
                 journal.done(final.provider, generation=outcome.generation or 0)
-            elif outcome.outcome == "failed":
+            elif outcome.outcome is WriteOutcome.FAILED:
                 journal.failed(final.provider, status=outcome.status or 0)
         return outcome
 
@@ -161,7 +166,7 @@ def fan_out(
             if stop.is_set():
                 for change in queue:
                     outcomes[change.provider] = Outcome(
-                        change.provider, "not-attempted", note="interrupted before write"
+                        change.provider, WriteOutcome.NOT_ATTEMPTED, note="interrupted before write"
                     )
                 queue.clear()
             if not in_flight:
@@ -180,14 +185,11 @@ def fan_out(
 @dataclasses.dataclass
 class Restoration:
     provider: str
-    outcome: str  # restored | would-restore | already-at-previous-value | changed-by-another-writer | provider-deleted | failed
+    outcome: RestoreOutcome
     error: str | None = None
 
     def to_dict(self) -> dict:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
-
-
-RESTORE_OK = frozenset({"restored", "already-at-previous-value", "would-restore"})
 
 
 def restore(
@@ -244,12 +246,12 @@ def _restore_one(
                     change, operation=operation, written_generation=written_generation, current=current
                 )
                 if decision is not RestoreDecision.RESTORE:
-                    return Restoration(change.provider, decision.value)
+                    return Restoration(change.provider, RestoreOutcome(decision.value))
                 assert current is not None  # RESTORE is only decided for an object that exists
                 rv = current["metadata"]["resourceVersion"]
                 kube.merge_patch(
                     PROVIDERS, namespace, change.provider, restore_patch(change, resource_version=rv), dry_run=dry_run
                 )
-        return Restoration(change.provider, "would-restore" if dry_run else "restored")
+        return Restoration(change.provider, RestoreOutcome.WOULD_RESTORE if dry_run else RestoreOutcome.RESTORED)
     except KubeError as exc:
-        return Restoration(change.provider, "failed", error=str(exc))
+        return Restoration(change.provider, RestoreOutcome.FAILED, error=str(exc))

@@ -25,6 +25,7 @@ from agn.kube import PROVIDERS, Kube
 from agn.objects import Obj, name_of
 from agn.watching import start_follower
 from xtask.drain.idle import IdleTracker, ProviderIdle, all_idle, classify
+from xtask.drain.states import IdleWaitState
 from xtask.drain.waiter import by_name
 
 Notify = Callable[[str, str, dict], None]
@@ -33,7 +34,7 @@ RECHECK_SECONDS = 1.0
 
 @dataclasses.dataclass
 class IdleResult:
-    state: str  # idle | timeout | interrupted
+    state: IdleWaitState
     providers: list[ProviderIdle]
     seconds: float
 
@@ -100,19 +101,19 @@ class IdleWaiter:
         )
         shown: dict[str, tuple] = {}
 
-        def result(state: str) -> IdleResult:
+        def result(state: IdleWaitState) -> IdleResult:
             verdicts = self._judge() if self._synced.is_set() else self._tracker.verdicts()
-            if state == "timeout" and all_idle(verdicts):  # a reading that landed at the deadline counts
-                state = "idle"
+            if state is IdleWaitState.TIMEOUT and all_idle(verdicts):  # a reading that landed at the deadline counts
+                state = IdleWaitState.IDLE
             return IdleResult(state, verdicts, time.monotonic() - start)
 
         try:
             while True:
                 if stop.is_set():
-                    return result("interrupted")
+                    return result(IdleWaitState.INTERRUPTED)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    return result("timeout")
+                    return result(IdleWaitState.TIMEOUT)
                 try:
                     self._wake.get(timeout=min(remaining, RECHECK_SECONDS))
                     while True:  # a burst of events was tracked one by one; judge once
@@ -129,6 +130,6 @@ class IdleWaiter:
                         self.notify("idle", v.reading.provider, v.to_dict())
                 self.notify("idle-tick", "", {"providers": [v.to_dict() for v in verdicts]})
                 if all_idle(verdicts):
-                    return IdleResult("idle", verdicts, time.monotonic() - start)
+                    return IdleResult(IdleWaitState.IDLE, verdicts, time.monotonic() - start)
         finally:
             self._stop_watch.set()

@@ -44,13 +44,11 @@ from agn.names import label_problem, subdomain_problem
 from agn.outputfile import write_atomic
 from agn.yamltext import show
 from xtask.drain.plan import OUR_ANNOTATIONS, Change
+from xtask.drain.states import RestoreOutcome, RunState, settled
 from xtask.errors import XtaskError
 
 FORMAT = "agn.dev/drain-journal/v2"
 SUFFIX = ".jsonl"
-
-# Restoration outcomes after which nothing is left to undo for a provider.
-SETTLED = frozenset({"restored", "already-at-previous-value"})
 
 
 class JournalError(XtaskError):
@@ -105,7 +103,7 @@ class JournalState:
     reason: str | None
     started_at: str
     entries: dict[str, Entry]
-    state: str = "applying"
+    state: str = RunState.APPLYING  # a RunState, or whatever word an older journal holds
     torn_tail: bool = False
     legacy: bool = False  # the single-object JSON format of earlier versions
 
@@ -118,7 +116,7 @@ class JournalState:
         return [
             (e.change, e.expected_generation)
             for name, e in sorted(self.entries.items())
-            if e.maybe_written and e.restored not in SETTLED
+            if e.maybe_written and not settled(e.restored)
         ]
 
     def to_dict(self) -> dict[str, Any]:
@@ -396,7 +394,7 @@ def _legacy_state(obj: Mapping[str, Any], *, source: str) -> JournalState:
             reason=obj.get("reason"),
             started_at=str(obj.get("startedAt") or ""),
             entries=entries,
-            state=str(obj.get("state") or "applying"),
+            state=str(obj.get("state") or RunState.APPLYING),
             legacy=True,
         )
     except (ValueError, TypeError, OverflowError) as exc:
@@ -512,10 +510,10 @@ class Journal:
     def failed(self, provider: str, *, status: int) -> None:
         self._append({"type": "failed", "provider": provider, "status": status})
 
-    def restored(self, provider: str, outcome: str) -> None:
+    def restored(self, provider: str, outcome: RestoreOutcome) -> None:
         self._append({"type": "restore", "provider": provider, "outcome": outcome, "at": _now()})
 
-    def set_state(self, state: str) -> None:
+    def set_state(self, state: RunState) -> None:
         self._append({"type": "state", "state": state, "at": _now()})
         self.sync()
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from agn.model import ADMITTED, Candidate, Overlay, group_admitted_counts
 from agn.objects import drain_of
+from xtask.drain.states import RestoreOutcome
 
 REASON = "agn.dev/drain-reason"
 BY = "agn.dev/drain-by"
@@ -90,10 +91,12 @@ def restore_patch(change: Change, *, resource_version: str) -> dict:
 
 
 class RestoreDecision(str, enum.Enum):
+    """Put the provider back, or leave it: then the decision's value is the restoration's outcome."""
+
     RESTORE = "restore"
-    ALREADY = "already-at-previous-value"
-    OTHER_WRITER = "changed-by-another-writer"
-    GONE = "provider-deleted"
+    ALREADY = RestoreOutcome.ALREADY.value
+    OTHER_WRITER = RestoreOutcome.OTHER_WRITER.value
+    GONE = RestoreOutcome.GONE.value
 
 
 def restore_decision(

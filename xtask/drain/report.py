@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from xtask.drain.states import IdleWaitState, WaitState, restored_ok
 from xtask.errors import ExitCode
 from xtask.reports import PROVIDER_DRAIN, envelope, exit_status
 
@@ -49,28 +50,36 @@ def exit_code_for(
     failed: int,
     interrupted_during_writes: bool,
     restorations: list[dict],
-    wait_state: str | None,
+    wait_state: WaitState | None,
     stored_ok: bool | None,
-    idle_state: str | None = None,
+    idle_state: IdleWaitState | None = None,
 ) -> ExitCode:
     """The documented exit code for a finished run (see ``xtask.errors.ExitCode``)."""
     if refused:
         return ExitCode.REFUSED
     if failed or interrupted_during_writes:
-        incomplete = any(r["outcome"] not in ("restored", "already-at-previous-value") for r in restorations)
+        incomplete = not all(restored_ok(r["outcome"]) for r in restorations)
         if incomplete:
             return ExitCode.NEEDS_INSPECTION
         return ExitCode.INTERRUPTED if interrupted_during_writes else ExitCode.PARTIAL_RESTORED
-    if wait_state == "converged" and idle_state is not None:
-        return {"idle": ExitCode.OK, "timeout": ExitCode.NOT_IDLE, "interrupted": ExitCode.INTERRUPTED}[idle_state]
+    if wait_state == WaitState.CONVERGED and idle_state is not None:
+        return _IDLE_EXIT[IdleWaitState(idle_state)]
     if wait_state is not None:
-        return {
-            "converged": ExitCode.OK,
-            "not-eligible": ExitCode.NOT_ELIGIBLE,
-            "timeout": ExitCode.TIMEOUT,
-            "interrupted": ExitCode.INTERRUPTED,
-            "unreachable": ExitCode.ERROR,
-        }[wait_state]
+        return _WAIT_EXIT[WaitState(wait_state)]
     if stored_ok is False:
         return ExitCode.NEEDS_INSPECTION
     return ExitCode.OK
+
+
+_WAIT_EXIT = {
+    WaitState.CONVERGED: ExitCode.OK,
+    WaitState.NOT_ELIGIBLE: ExitCode.NOT_ELIGIBLE,
+    WaitState.TIMEOUT: ExitCode.TIMEOUT,
+    WaitState.INTERRUPTED: ExitCode.INTERRUPTED,
+    WaitState.UNREACHABLE: ExitCode.ERROR,
+}
+_IDLE_EXIT = {
+    IdleWaitState.IDLE: ExitCode.OK,
+    IdleWaitState.TIMEOUT: ExitCode.NOT_IDLE,
+    IdleWaitState.INTERRUPTED: ExitCode.INTERRUPTED,
+}

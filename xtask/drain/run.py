@@ -1,94 +1,43 @@
-"""One ``provider-drain`` run, in order: select, plan, check targets, capacity guard,
-server-side dry run, journal, fan-out (restore on failure or interrupt), then read back
-(patch-only) or wait for convergence (with targets). Returns a :class:`Report`; only usage
-and connection problems raise.
+"""One ``provider-drain`` run, in order: select, plan, check targets and the capacity guard
+(:mod:`xtask.drain.guard`), server-side dry run, journal, fan-out (on failure or interrupt:
+the one restore path, :mod:`xtask.drain.restore`), then read back (patch-only) or wait for
+convergence (with targets), and with ``--wait-idle`` for idle. Returns a :class:`Report`
+whose summaries and sections :mod:`xtask.drain.render` writes; only usage and connection
+problems raise. This module conducts; it decides nothing the modules it calls decide.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
-import dataclasses
 import datetime as dt
-import getpass
-import socket
 import sys
 import time
-from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, Protocol
 
-from agn.kube import CONNECT_TIMEOUT, CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, READ_TIMEOUT, Kube, NotFound
-from agn.model import Overlay
+from agn.kube import CONNECT_TIMEOUT, PROVIDERS, READ_TIMEOUT, Kube, NotFound
 from agn.names import label_problem
-from agn.objects import consumer_view, name_of, network_view, provider_view
-from agn.overlays import ShardCache, read_overlay, read_partial_retrying
-from agn.shards import Incomplete, is_sharded
+from agn.objects import network_view
 from agn.yamltext import show
 from xtask.drain import fanout
-from xtask.drain.converge import incomplete_reason, targets_problems
-from xtask.drain.events import DrainEvents, outcome_facts, restoration_facts
-from xtask.drain.idle import not_idle
-from xtask.drain.idle_waiter import IdleResult, IdleWaiter
+from xtask.drain.events import DrainEvents, outcome_facts
+from xtask.drain.guard import OverlayReader, Targets, read_targets, target_refusals
+from xtask.drain.idle_waiter import IdleWaiter
 from xtask.drain.journal import Journal, new_operation_id
-from xtask.drain.plan import Change, capacity_violations, drain_patch, group_capacity_violations, plan_changes
+from xtask.drain.plan import Change, drain_patch, plan_changes
+from xtask.drain.render import convergence_dict, idle_dict, idle_summary, restoration_summary, wait_summary
 from xtask.drain.report import Report, exit_code_for
+from xtask.drain.request import DEFAULT_IDLE_TIMEOUT, FIELD_MANAGER, DrainRequest, actor
+from xtask.drain.restore import restore_written
 from xtask.drain.selection import Selector, select
 from xtask.drain.signals import SignalLatch
+from xtask.drain.states import IdleWaitState, RunState, WaitState, WriteOutcome
 from xtask.drain.waiter import ConvergenceWaiter, read_back
-from xtask.errors import ExitCode, RefusedError, UsageError, XtaskError
-
-FIELD_MANAGER = "agn-xtask-provider-drain"
-MAX_CONCURRENCY = 64
-DEFAULT_IDLE_TIMEOUT = 300.0
-
-
-@dataclasses.dataclass(frozen=True)
-class DrainRequest:
-    selector: Selector
-    drain: bool
-    context: str | None = None
-    kubeconfig: str | None = None
-    namespace: str | None = None
-    dry_run: bool = False
-    network: str | None = None
-    consumers: tuple[str, ...] = ()
-    concurrency: int = 8
-    qps: float | None = None
-    timeout: float = 120.0
-    reason: str | None = None
-    force: bool = False
-    journal_dir: Path | None = None
-    wait_idle: bool = False
-    idle_timeout: float | None = None  # None: DEFAULT_IDLE_TIMEOUT (and not given on the command line)
-
-    def __post_init__(self) -> None:
-        if bool(self.network) != bool(self.consumers):
-            raise UsageError("--network and --consumer go together: name the network and every consumer to wait for")
-        if self.wait_idle and not self.drain:
-            raise UsageError("--wait-idle waits for drained providers to go idle; it does not apply to --undrain")
-        if self.wait_idle and not self.network:
-            raise UsageError(
-                "--wait-idle runs once the drain is serving: name --network and every --consumer to wait for"
-            )
-        if self.idle_timeout is not None and not self.wait_idle:
-            raise UsageError("--idle-timeout bounds the wait of --wait-idle; it does nothing without it")
-        if not 1 <= self.concurrency <= MAX_CONCURRENCY:
-            raise UsageError(f"--concurrency must be between 1 and {MAX_CONCURRENCY}")
-        if self.reason and not self.drain:
-            raise UsageError("--reason records why a provider is drained; it does not apply to --undrain")
+from xtask.errors import ExitCode, RefusedError, XtaskError
 
 
 class Reporter(Protocol):
     def line(self, text: str) -> None: ...
     def event(self, kind: str, provider: str, details: dict) -> None: ...
-
-
-def actor() -> str:
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown"
-    return f"{user}@{socket.gethostname()}"
 
 
 def run_drain(req: DrainRequest, *, reporter: Reporter) -> Report:
@@ -142,7 +91,7 @@ class _DrainRun:
         )
         self.journal: Journal | None = None
         self.waiter: ConvergenceWaiter | None = None
-        self.targets: _Targets | None = None
+        self.targets: Targets | None = None
         self.operation = new_operation_id()
         self._at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         self._actor = actor()
@@ -221,7 +170,7 @@ class _DrainRun:
     def prepare(self) -> tuple[list[Change], Report | None]:
         req, report = self.req, self.report
         # The targets are read while the providers are listed: two round trips become one.
-        targets = self.pool.submit(_read_targets, self.kube, self.namespace, req) if req.network else None
+        targets = self.pool.submit(read_targets, self.kube, self.namespace, req) if req.network else None
         try:
             selected = select(self._read_candidates(req.selector), req.selector, namespace=self.namespace)
         except RefusedError as exc:
@@ -246,7 +195,7 @@ class _DrainRun:
 
         self.targets = targets.result() if targets else None
         refusal = (
-            _target_refusals(self.targets, req, selected, changes, _OverlayReader(self.kube, self.namespace))
+            target_refusals(self.targets, req, selected, changes, OverlayReader(self.kube, self.namespace))
             if self.targets
             else []
         )
@@ -259,7 +208,7 @@ class _DrainRun:
         report.dry_run_outcomes = [o.to_dict() for o in dry]
         for o in dry:
             self.reporter.event("dry-run", o.provider, o.to_dict())
-        rejected = [o for o in dry if o.outcome == "dry-run-rejected"]
+        rejected = [o for o in dry if o.outcome == WriteOutcome.DRY_RUN_REJECTED]
         if rejected:
             report.refused = [f"{o.provider}: {o.error}" for o in rejected]
             return changes, self.finish(f"server-side dry run rejected {len(rejected)} change(s); nothing written")
@@ -302,10 +251,10 @@ class _DrainRun:
         report.outcomes = [o.to_dict() for o in outcomes]
         report.timings["applySeconds"] = round(time.monotonic() - t_apply, 3)
         facts, written_at = outcome_facts(report.outcomes, drain=req.drain), time.time()
-        failed = [o for o in outcomes if o.outcome == "failed"]
+        failed = [o for o in outcomes if o.outcome == WriteOutcome.FAILED]
         # A signal that lands while this run has written anything counts as "during the fan-out".
         interrupted = latch.interrupted.is_set() and (
-            self.journal is not None or any(o.outcome == "not-attempted" for o in outcomes)
+            self.journal is not None or any(o.outcome == WriteOutcome.NOT_ATTEMPTED for o in outcomes)
         )
         if not (failed or interrupted):
             self.events.record(facts)
@@ -316,8 +265,8 @@ class _DrainRun:
         written = self.journal.to_restore() if self.journal else []
         self.reporter.line(f"{why}; restoring {len(written)} provider(s) this run changed")
         if self.journal:
-            self.journal.set_state("restoring")
-        restored = fanout.restore(
+            self.journal.set_state(RunState.RESTORING)
+        restored = restore_written(
             self.kube,
             self.namespace,
             written,
@@ -326,11 +275,10 @@ class _DrainRun:
             journal=self.journal,
             notify=self.reporter.event,
         )
-        report.restorations = [r.to_dict() for r in restored]
+        report.restorations = restored.to_dicts()
         # After the restoration, so Events never compete with writes for the pool's connections.
         self.events.record(facts, at=written_at)
-        previous = {c.provider: c.previous for c, _ in written}
-        self.events.record(restoration_facts(report.restorations, previous=previous))
+        self.events.record(restored.facts)
         code = exit_code_for(
             refused=False,
             failed=len(failed),
@@ -339,10 +287,7 @@ class _DrainRun:
             wait_state=None,
             stored_ok=None,
         )
-        if self.journal:
-            clean = code in (ExitCode.PARTIAL_RESTORED, ExitCode.INTERRUPTED)
-            self.journal.set_state("restored" if clean else "needs-inspection")
-        return self.finish(f"{why}; restoration: " + _restoration_summary(report.restorations), code=code)
+        return self.finish(f"{why}; restoration: " + restoration_summary(report.restorations), code=code)
 
     # -- 3a. patch-only: read the stored state back -----------------------------------------------
     def read_back(self) -> Report:
@@ -351,7 +296,7 @@ class _DrainRun:
         ok = all(v == req.drain for v in stored.values())
         self.report.stored = {"ok": ok, "providers": stored}
         if self.journal:
-            self.journal.set_state("complete" if ok else "needs-inspection")
+            self.journal.set_state(RunState.COMPLETE if ok else RunState.NEEDS_INSPECTION)
         if not ok:
             return self.finish(
                 f"{self.report.request} not stored as requested: {stored}", code=ExitCode.NEEDS_INSPECTION
@@ -365,19 +310,17 @@ class _DrainRun:
     def wait(self, waiter: ConvergenceWaiter, latch: SignalLatch) -> Report:
         req, report = self.req, self.report
         if self.journal:
-            self.journal.set_state("waiting")
+            self.journal.set_state(RunState.WAITING)
         self.reporter.line(f"waiting for {', '.join(req.consumers)} to serve the change (timeout {req.timeout:.0f}s)")
         result = waiter.wait(timeout=req.timeout, stop=latch.interrupted)
         report.timings["waitSeconds"] = round(result.seconds, 3)
-        report.convergence = _convergence_dict(result)
-        if result.state == "interrupted":
+        report.convergence = convergence_dict(result)
+        if result.state is WaitState.INTERRUPTED:
             report.interrupted = latch.name
-        if result.state == "converged" and req.wait_idle:
+        if result.state is WaitState.CONVERGED and req.wait_idle:
             return self.wait_idle(latch)
         if self.journal:
-            self.journal.set_state(
-                "complete" if result.state in ("converged", "not-eligible") else f"applied-{result.state}"
-            )
+            self.journal.set_state(RunState.after_wait(result.state))
         code = exit_code_for(
             refused=False,
             failed=0,
@@ -386,13 +329,13 @@ class _DrainRun:
             wait_state=result.state,
             stored_ok=None,
         )
-        return self.finish(_wait_summary(result, req), code=code)
+        return self.finish(wait_summary(result, req), code=code)
 
     # -- 3c. --wait-idle: after convergence, wait until every drained provider is idle ------------
     def wait_idle(self, latch: SignalLatch) -> Report:
         req, report = self.req, self.report
         if self.journal:
-            self.journal.set_state("waiting-idle")
+            self.journal.set_state(RunState.WAITING_IDLE)
         assert self.targets is not None and self.targets.network is not None  # --wait-idle needs --network
         max_age = network_view(self.targets.network).metrics_max_age_seconds
         timeout = req.idle_timeout if req.idle_timeout is not None else DEFAULT_IDLE_TIMEOUT
@@ -405,174 +348,21 @@ class _DrainRun:
         )
         result = waiter.wait(timeout=timeout, stop=latch.interrupted)
         report.timings["idleSeconds"] = round(result.seconds, 3)
-        report.idle = _idle_dict(result, timeout=timeout, max_age=max_age)
-        if result.state == "interrupted":
+        report.idle = idle_dict(result, timeout=timeout, max_age=max_age)
+        if result.state is IdleWaitState.INTERRUPTED:
             report.interrupted = latch.name
         if self.journal:
-            self.journal.set_state("complete" if result.state == "idle" else f"applied-idle-{result.state}")
+            self.journal.set_state(RunState.after_idle_wait(result.state))
         code = exit_code_for(
             refused=False,
             failed=0,
             interrupted_during_writes=False,
             restorations=[],
-            wait_state="converged",
+            wait_state=WaitState.CONVERGED,
             stored_ok=None,
             idle_state=result.state,
         )
-        return self.finish(_idle_summary(result, req, timeout), code=code)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Targets:
-    network: dict | None
-    consumers: dict[str, dict]
-    indexes: dict[str, dict[str, Any]]  # overlay index specs (or inline overlays) by consumer name
-
-
-def _read_targets(kube: Kube, namespace: str, req: DrainRequest) -> _Targets:
-    """The named network, and every consumer and overlay index of the namespace (two LISTs of
-    small objects; the shards the capacity guard needs are read once the selection is known)."""
-    assert req.network is not None
-    try:
-        network = kube.get(NETWORKS, namespace, req.network)
-    except NotFound:
-        network = None
-    consumers = {name_of(o): o for o in kube.list(CONSUMERS, namespace)[0]}
-    indexes = {name_of(o): o["spec"] for o in kube.list(OVERLAYS, namespace)[0] if o.get("spec")}
-    return _Targets(network, consumers, indexes)
-
-
-class _OverlayReader:
-    """What the capacity guard reads of a consumer's overlay: the shards holding the providers
-    to drain (their candidates), or, for an index without ``admittedByGroup`` (an operator
-    before it), the whole overlay."""
-
-    def __init__(self, kube: Kube, namespace: str) -> None:
-        self.kube, self.namespace = kube, namespace
-        self.cache = ShardCache(kube, namespace)
-
-    def partial(self, consumer: str, index: dict[str, Any], candidate_ids: list[str]) -> dict[str, Any] | None:
-        return read_partial_retrying(self.kube, self.cache, self.namespace, consumer, index, candidate_ids)
-
-    def whole(self, consumer: str) -> dict[str, Any] | None:
-        return read_overlay(self.kube, self.namespace, consumer)
-
-
-def _target_refusals(
-    targets: _Targets,
-    req: DrainRequest,
-    selected: Sequence[Mapping[str, Any]],
-    changes: list[Change],
-    reader: _OverlayReader,
-) -> list[str]:
-    assert req.network is not None  # targets are only read when a network is named
-    network = network_view(targets.network) if targets.network else None
-    consumers = {
-        name: consumer_view(targets.consumers[name]) if name in targets.consumers else None for name in req.consumers
-    }
-    views = [provider_view(p) for p in selected]
-    problems = targets_problems(network=network, network_name=req.network, consumers=consumers, providers=views)
-    if problems or not req.drain or req.force:
-        return problems
-    to_drain = [c.provider for c in changes if not c.already]
-    draining = set(to_drain)
-    ids = sorted({v.candidate_id for v in views if v.name in draining})
-    pending: list[str] = []
-    violations = []
-    for name in sorted(set(req.consumers)):
-        index = targets.indexes.get(name)
-        if index is None or not to_drain:
-            continue  # a consumer without an overlay has nothing to guard
-        try:
-            counts = index.get("admittedByGroup")
-            if not is_sharded(index) or isinstance(counts, Mapping):
-                spec = reader.partial(name, index, ids)
-                if spec is None:
-                    continue
-                overlay = Overlay.from_spec(spec)
-                if not is_sharded(index):
-                    violations += capacity_violations({name: overlay}, to_drain)
-                else:
-                    assert isinstance(counts, Mapping)
-                    violations += group_capacity_violations(name, counts, overlay.candidates, to_drain)
-            else:
-                whole = reader.whole(name)
-                if whole is not None:
-                    violations += capacity_violations({name: Overlay.from_spec(whole)}, to_drain)
-        except Incomplete as found:
-            # The shards that say where the providers stand never matched the index: refuse
-            # rather than guard half an overlay or none.
-            pending.append(
-                f"capacity guard: consumer {name}: {incomplete_reason(found)}, so its capacity cannot be checked "
-                "(retry, or use --force to drain anyway)"
-            )
-    if pending:
-        return pending
-    return [f"capacity guard: {v.describe()} (use --force to drain anyway)" for v in violations]
-
-
-def _convergence_dict(result) -> dict:
-    verdict = result.verdict
-    out = {"state": result.state, "observations": result.observations, "seconds": round(result.seconds, 3)}
-    if result.error:
-        out["apiServerError"] = result.error
-    if verdict is not None:
-        out["lagging"] = list(verdict.lagging)
-        out["notEligible"] = list(verdict.not_eligible)
-        out["providers"] = [dataclasses.asdict(p) for p in verdict.providers]
-        out["consumers"] = [
-            {"consumer": s[0], "overlayRevision": s[1], "acceptedRevision": s[3], "servingRevision": s[4]}
-            for s in verdict.signature
-            if isinstance(s, tuple) and len(s) == 5
-        ]
-    return out
-
-
-def _wait_summary(result, req: DrainRequest) -> str:
-    consumers = ", ".join(req.consumers)
-    verdict = result.verdict
-    if result.state == "converged":
-        return f"converged: {consumers} serve the change (two agreeing observations, {result.seconds:.2f}s)"
-    if result.state == "not-eligible":
-        return "undrain stored and served, but not eligible: " + "; ".join(verdict.not_eligible)
-    lag = "; ".join(verdict.lagging) if verdict and verdict.lagging else "no complete observation yet"
-    if result.state == "timeout":
-        down = f"; the API server is not answering ({result.error})" if result.error else ""
-        return f"timed out after {req.timeout:.0f}s; lagging: {lag}{down}"
-    if result.state == "unreachable":
-        return (
-            f"the API server stopped answering while waiting ({result.error}); the change is stored, "
-            f"not confirmed serving; not yet confirmed: {lag}"
-        )
-    return f"interrupted while waiting; the applied state is kept; not yet confirmed: {lag}"
-
-
-def _idle_dict(result: IdleResult, *, timeout: float, max_age: float) -> dict:
-    return {
-        "state": result.state,
-        "seconds": round(result.seconds, 3),
-        "timeoutSeconds": timeout,
-        "metricsMaxAgeSeconds": max_age,
-        "providers": [p.to_dict() for p in result.providers],
-        "notIdle": not_idle(result.providers),
-    }
-
-
-def _idle_summary(result: IdleResult, req: DrainRequest, timeout: float) -> str:
-    consumers = ", ".join(req.consumers)
-    if result.state == "idle":
-        names = ", ".join(p.reading.provider for p in result.providers)
-        return f"drained, serving on {consumers}, and idle: {names} (two idle readings each, {result.seconds:.2f}s)"
-    busy = "; ".join(not_idle(result.providers))
-    if result.state == "timeout":
-        return f"drained and serving, not idle after {timeout:.0f}s: {busy}; the drain stays applied"
-    return f"interrupted while waiting for idle; the drain is kept (serving on {consumers}); not idle yet: {busy}"
-
-
-def _restoration_summary(restorations: list[dict]) -> str:
-    if not restorations:
-        return "nothing to restore"
-    return ", ".join(f"{r['provider']} {r['outcome']}" for r in restorations)
+        return self.finish(idle_summary(result, req, timeout), code=code)
 
 
 def _finish(report: Report, started: float, *, summary: str, code: ExitCode | None = None) -> Report:

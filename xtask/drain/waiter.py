@@ -29,6 +29,7 @@ from agn.overlays import ShardCache, read_partial
 from agn.shards import Incomplete, is_sharded, shards_holding
 from agn.watching import WatchHealth, start_follower
 from xtask.drain.converge import Agreement, Observation, State, Verdict, evaluate
+from xtask.drain.states import WaitState
 
 Notify = Callable[[str, str, dict], None]
 _KINDS = (PROVIDERS, CONSUMERS, OVERLAYS)
@@ -83,7 +84,7 @@ class _Cache:
 
 @dataclasses.dataclass
 class WaitResult:
-    state: str  # converged | not-eligible | timeout | interrupted | unreachable
+    state: WaitState
     verdict: Verdict | None
     observations: int
     seconds: float
@@ -251,16 +252,16 @@ class ConvergenceWaiter:
         try:
             while True:
                 if stop.is_set():
-                    return WaitResult("interrupted", verdict, agreement.count, time.monotonic() - start)
+                    return WaitResult(WaitState.INTERRUPTED, verdict, agreement.count, time.monotonic() - start)
                 down, error = self.unreachable_for()
                 if down >= UNREACHABLE_BOUND:
-                    return WaitResult("unreachable", verdict, agreement.count, time.monotonic() - start, error)
+                    return WaitResult(WaitState.UNREACHABLE, verdict, agreement.count, time.monotonic() - start, error)
                 if (down >= UNREACHABLE_NOTICE) != noticed:
                     noticed = not noticed
                     self.notify("api-server", "", {"reachable": not noticed, "seconds": round(down, 1), "error": error})
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    return WaitResult("timeout", verdict, agreement.count, time.monotonic() - start, error)
+                    return WaitResult(WaitState.TIMEOUT, verdict, agreement.count, time.monotonic() - start, error)
                 try:
                     self._wake.get(timeout=min(remaining, 1.0))
                     while True:  # coalesce a burst of events into one observation
@@ -282,7 +283,7 @@ class ConvergenceWaiter:
                     last_lagging = verdict.lagging
                     self.notify("observation", "", {"state": verdict.state.value, "lagging": list(verdict.lagging)})
                 if agreed:
-                    state = "converged" if verdict.state is State.CONVERGED else "not-eligible"
+                    state = WaitState.CONVERGED if verdict.state is State.CONVERGED else WaitState.NOT_ELIGIBLE
                     return WaitResult(state, verdict, agreement.count, time.monotonic() - start)
         finally:
             self.close()

@@ -14,6 +14,7 @@ from rich.table import Table
 from xtask.cli.env.drain_view import PlainReporter, api_server_line, idle_line
 from xtask.cli.output import markup_safe as e
 from xtask.drain.report import Report
+from xtask.drain.states import WriteOutcome
 
 
 class RichReporter(PlainReporter):
@@ -73,7 +74,7 @@ class RichReporter(PlainReporter):
             self._update()
         elif kind == "write-finished":
             self.in_flight -= 1
-            if details["outcome"] == "failed":
+            if details["outcome"] == WriteOutcome.FAILED:
                 self.failed += 1
                 self.console.print(f"  [red]{e(provider)}: failed[/red]: {e(details.get('error'))}")
             if self.progress is not None:
@@ -103,7 +104,7 @@ class RichReporter(PlainReporter):
 
 
 def render_final(report: Report, console: Console) -> None:
-    if report.outcomes and any(o["outcome"] != "unchanged" for o in report.outcomes):
+    if report.outcomes and any(o["outcome"] != WriteOutcome.UNCHANGED for o in report.outcomes):
         table = Table(title="outcomes", title_justify="left")
         for col in ("provider", "outcome", "detail"):
             table.add_column(col)

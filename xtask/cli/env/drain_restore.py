@@ -1,23 +1,21 @@
-"""``xtask env drain-restore JOURNAL``: undo what an interrupted or crashed drain run changed."""
+"""``xtask env drain-restore JOURNAL``: undo what an interrupted or crashed drain run changed.
+
+The flags become one :class:`~xtask.drain.request.RestoreRequest`; the restoration is
+:func:`xtask.drain.restore.restore_journal`, the same path a failed ``provider-drain`` takes.
+"""
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import sys
 from pathlib import Path
 
 import click
 
-from agn.kube import Kube
 from xtask.cli.output import emit_json, printable
 from xtask.cli.params import NonEmptyPath
-from xtask.drain import fanout
-from xtask.drain.events import DrainEvents, restoration_facts
-from xtask.drain.journal import Journal, read_journal
-from xtask.drain.preflight import journal_context, require_namespace
-from xtask.drain.run import FIELD_MANAGER, MAX_CONCURRENCY, actor
+from xtask.drain.request import MAX_CONCURRENCY, RestoreRequest
+from xtask.drain.restore import RestoreReport, restore_journal
 from xtask.errors import ExitCode
-from xtask.reports import DRAIN_RESTORE, envelope, exit_status
 
 
 @click.command(name="drain-restore")
@@ -43,7 +41,9 @@ from xtask.reports import DRAIN_RESTORE, envelope, exit_status
     help=f"Restore requests in flight at most (1-{MAX_CONCURRENCY}).",
 )
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def drain_restore(journal_path: Path, context, kubeconfig, dry_run: bool, concurrency: int, output: str) -> None:
+def drain_restore(
+    journal_path: Path, context: str | None, kubeconfig: str | None, dry_run: bool, concurrency: int, output: str
+) -> None:
     """Put back every provider a provider-drain run changed, where nobody changed it since.
 
     JOURNAL is the file a run printed (drain-<operation>.jsonl; the .json journals of
@@ -52,83 +52,26 @@ def drain_restore(journal_path: Path, context, kubeconfig, dry_run: bool, concur
     everything is restored (or nothing needed it), 5 when some provider was changed by
     another writer or could not be restored.
     """
-    # Everything is checked before the journal is opened for writing (opening may trim a torn
-    # last line) and before any write to the API: the journal's content, the kubeconfig and
-    # context, and that the journal's namespace exists in that cluster.
-    state = read_journal(journal_path)
-    recorded_context = journal_context(state, journal_path)
-    kube = Kube.from_kubeconfig(
-        kubeconfig=kubeconfig,
-        context=context or recorded_context,
-        field_manager=FIELD_MANAGER,
-        pool_size=concurrency + 2,
+    request = RestoreRequest(
+        journal_path, context=context, kubeconfig=kubeconfig, dry_run=dry_run, concurrency=concurrency
     )
-    journal = None
-    events = DrainEvents(
-        kube,
-        state.namespace,
-        operation=state.operation,
-        actor=actor(),
-        reason=state.reason,
-        warn=lambda text: print(printable(text), file=sys.stderr, flush=True),
-        workers=concurrency,  # after the restoration, on its idle connections
-    )
-    try:
-        require_namespace(kube, state.namespace, journal=journal_path, recorded_context=recorded_context)
-        # A dry run never opens the journal for writing; the real run appends to it.
-        if not dry_run:
-            journal = Journal.open(journal_path)
-            state = journal.state
-        written = state.to_restore()
-        with cf.ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="restore") as pool:
-            results = fanout.restore(
-                kube,
-                state.namespace,
-                written,
-                operation=state.operation,
-                pool=pool,
-                journal=journal,
-                notify=lambda *a: None,
-                dry_run=dry_run,
-            )
-        if not dry_run:
-            previous = {change.provider: change.previous for change, _ in written}
-            events.record(restoration_facts([r.to_dict() for r in results], previous=previous))
-    except BaseException:
-        if journal is not None:
-            journal.close()
-        raise
-    finally:
-        not_recorded = events.close()
-        kube.close()
-    bad = [r for r in results if r.outcome not in fanout.RESTORE_OK]
-    if journal is not None:
-        journal.set_state("restored" if not bad else "needs-inspection")
-        journal.close()
-    code = ExitCode.NEEDS_INSPECTION if bad else ExitCode.OK
+    report = restore_journal(request, warn=lambda text: print(printable(text), file=sys.stderr, flush=True))
     if output == "json":
-        emit_json(
-            envelope(
-                DRAIN_RESTORE,
-                {
-                    "journal": str(journal_path),
-                    "operation": state.operation,
-                    "dryRun": dry_run,
-                    "restorations": [r.to_dict() for r in results],
-                    "events": {"recorded": events.recorded, "notRecorded": not_recorded},
-                    "exit": exit_status(code),
-                },
-            )
-        )
+        emit_json(report.to_dict())
     else:
-        for r in results:
-            print(printable(f"  {r.provider}: {r.outcome}{': ' + r.error if r.error else ''}"))
-        if not results:
-            print("nothing to restore")
-        elif dry_run:
-            print("dry run: nothing written" + ("; some providers need inspection" if bad else ""))
-        else:
-            print("restored" if not bad else "some providers need inspection")
+        _print(report)
     sys.stdout.flush()
-    if bad:
-        raise click.exceptions.Exit(int(code))
+    if report.exit_code != ExitCode.OK:
+        raise click.exceptions.Exit(int(report.exit_code))
+
+
+def _print(report: RestoreReport) -> None:
+    results = report.restored.restorations
+    for r in results:
+        print(printable(f"  {r.provider}: {r.outcome}{': ' + r.error if r.error else ''}"))
+    if not results:
+        print("nothing to restore")
+    elif report.dry_run:
+        print("dry run: nothing written" + ("; some providers need inspection" if not report.restored.ok else ""))
+    else:
+        print("restored" if report.restored.ok else "some providers need inspection")

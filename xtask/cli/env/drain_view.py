@@ -10,6 +10,7 @@ from typing import TextIO
 
 from xtask.cli.output import printable
 from xtask.drain.report import Report
+from xtask.drain.states import WriteOutcome
 
 
 class PlainReporter:
@@ -30,7 +31,7 @@ class PlainReporter:
             self.line(
                 f"  plan {provider}: drain {str(details['current']).lower()} -> {str(details['requested']).lower()} ({state})"
             )
-        elif kind == "dry-run" and details["outcome"] != "dry-run-ok":
+        elif kind == "dry-run" and details["outcome"] != WriteOutcome.DRY_RUN_OK:
             self.line(f"  dry-run {provider}: REJECTED: {details.get('error')}")
         elif kind == "write-finished":
             extra = details.get("error") or details.get("note") or ""

@@ -1,10 +1,16 @@
-"""``xtask env provider-drain``."""
+"""``xtask env provider-drain``: its flags become one :class:`~xtask.drain.request.DrainRequest`
+(:func:`drain_request`, applied by the :func:`request_options` decorator), one call runs it
+(:func:`xtask.drain.run.run_drain`), and the report is shown.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -14,98 +20,147 @@ from xtask.cli.output import emit_json, fancy, out_console, printable
 from xtask.cli.params import FiniteFloat, NonEmptyPath
 from xtask.drain.journal import journal_dir as default_journal_dir
 from xtask.drain.preflight import usable_journal_dir
-from xtask.drain.run import DEFAULT_IDLE_TIMEOUT, MAX_CONCURRENCY, DrainRequest, run_drain
+from xtask.drain.report import Report
+from xtask.drain.request import DEFAULT_IDLE_TIMEOUT, MAX_CONCURRENCY, DrainRequest
+from xtask.drain.run import run_drain
 from xtask.drain.selection import Selector
-from xtask.errors import ExitCode, UsageError, exit_codes_epilog
+from xtask.errors import ExitCode, exit_codes_epilog
 
 EPILOG = exit_codes_epilog()
 
+# The flags that make up a DrainRequest, in the order --help lists them.
+REQUEST_OPTIONS = (
+    click.option(
+        "--context",
+        metavar="CTX",
+        help="Kube context (default: the kubeconfig's current context), e.g. local-example or kind-example.",
+    ),
+    click.option(
+        "--kubeconfig",
+        type=NonEmptyPath(dir_okay=False),
+        help="Kubeconfig file, alone (default: every file of $KUBECONFIG merged as kubectl does, else ~/.kube/config).",
+    ),
+    click.option(
+        "--provider", type=object_name_type("provider"), metavar="NAME", help="Select one InferenceProvider by name."
+    ),
+    click.option(
+        "--gateway",
+        metavar="GW",
+        help="Select every InferenceProvider whose spec.providerGateway equals this, exactly.",
+    ),
+    click.option("--undrain", is_flag=True, help="Clear the drain (the operator re-evaluates health and metrics)."),
+    click.option(
+        "--dry-run",
+        is_flag=True,
+        help="Print the selection and plan, check each patch with a server-side dry run; write nothing.",
+    ),
+    click.option(
+        "--network",
+        type=object_name_type("network"),
+        metavar="NET",
+        help="Network of the consumers to wait for (with --consumer).",
+    ),
+    click.option(
+        "--consumer",
+        "consumers",
+        type=object_name_type("consumer"),
+        metavar="NAME",
+        multiple=True,
+        help="Consumer that must serve the change (repeatable; with --network).",
+    ),
+    click.option(
+        "--namespace", "-n", type=namespace_type, metavar="NS", help="Namespace (default: the context's namespace)."
+    ),
+    click.option(
+        "--concurrency",
+        type=int,
+        metavar="N",
+        default=8,
+        show_default=True,
+        help=f"Patch requests in flight at most (1-{MAX_CONCURRENCY}).",
+    ),
+    click.option(
+        "--qps", type=FiniteFloat(min=0.1), metavar="QPS", help="Limit patch requests per second (default: no limit)."
+    ),
+    click.option(
+        "--timeout",
+        type=FiniteFloat(min=1),
+        metavar="SECONDS",
+        default=120.0,
+        show_default=True,
+        help="Seconds to wait for convergence.",
+    ),
+    click.option(
+        "--wait-idle",
+        is_flag=True,
+        help="Drain only, with --network/--consumer: once the drain is serving, wait until every selected provider "
+        "is idle (running 0 and waiting 0 in two consecutive fresh load readings of the operator; a missing, "
+        "expired or incomplete reading is not idle).",
+    ),
+    click.option(
+        "--idle-timeout",
+        type=FiniteFloat(min=1),
+        metavar="SECONDS",
+        help=f"Seconds to wait for idle with --wait-idle (default: {DEFAULT_IDLE_TIMEOUT:.0f}); then exit 9, drain kept.",
+    ),
+    click.option(
+        "--reason", metavar="TEXT", help="Why (recorded with who and when as annotations on each drained provider)."
+    ),
+    click.option(
+        "--force",
+        is_flag=True,
+        help="Drain even if a named consumer's selection group would lose its last admitted provider.",
+    ),
+    click.option(
+        "--journal-dir",
+        type=NonEmptyPath(file_okay=False, path_type=Path),
+        help="Where to write the operation journal (default: $AGN_XTASK_JOURNAL_DIR or ~/.local/state/agn-xtask/journal).",
+    ),
+)
+
+
+def drain_request(
+    *,
+    provider: str | None,
+    gateway: str | None,
+    undrain: bool,
+    consumers: tuple[str, ...],
+    dry_run: bool,
+    journal_dir: Path | None,
+    **flags: Any,
+) -> DrainRequest:
+    """The run the flags ask for: a usage error when they contradict one another, and (unless a
+    dry run) an error when the journal folder cannot hold a journal."""
+    request = DrainRequest(
+        selector=Selector(provider=provider, gateway=gateway),
+        drain=not undrain,
+        consumers=tuple(consumers),
+        dry_run=dry_run,
+        journal_dir=journal_dir,
+        **flags,
+    )
+    if not dry_run:
+        # Before the first API request: a run that cannot keep a journal must not start writing.
+        request = dataclasses.replace(request, journal_dir=usable_journal_dir(journal_dir or default_journal_dir()))
+    return request
+
+
+def request_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Give ``command`` the flags of :data:`REQUEST_OPTIONS` as one ``request`` argument."""
+    fields = {f.name for f in dataclasses.fields(DrainRequest)} | {"provider", "gateway", "undrain"}
+
+    @functools.wraps(command)
+    def with_request(**flags: Any) -> None:
+        request = drain_request(**{k: flags.pop(k) for k in list(flags) if k in fields})
+        command(request, **flags)
+
+    for option in reversed(REQUEST_OPTIONS):
+        with_request = option(with_request)
+    return with_request
+
 
 @click.command(name="provider-drain", epilog=EPILOG)
-@click.option(
-    "--context",
-    metavar="CTX",
-    help="Kube context (default: the kubeconfig's current context), e.g. local-example or kind-example.",
-)
-@click.option(
-    "--kubeconfig",
-    type=NonEmptyPath(dir_okay=False),
-    help="Kubeconfig file, alone (default: every file of $KUBECONFIG merged as kubectl does, else ~/.kube/config).",
-)
-@click.option(
-    "--provider", type=object_name_type("provider"), metavar="NAME", help="Select one InferenceProvider by name."
-)
-@click.option(
-    "--gateway", metavar="GW", help="Select every InferenceProvider whose spec.providerGateway equals this, exactly."
-)
-@click.option("--undrain", is_flag=True, help="Clear the drain (the operator re-evaluates health and metrics).")
-@click.option(
-    "--dry-run",
-    is_flag=True,
-    help="Print the selection and plan, check each patch with a server-side dry run; write nothing.",
-)
-@click.option(
-    "--network",
-    type=object_name_type("network"),
-    metavar="NET",
-    help="Network of the consumers to wait for (with --consumer).",
-)
-@click.option(
-    "--consumer",
-    "consumers",
-    type=object_name_type("consumer"),
-    metavar="NAME",
-    multiple=True,
-    help="Consumer that must serve the change (repeatable; with --network).",
-)
-@click.option(
-    "--namespace", "-n", type=namespace_type, metavar="NS", help="Namespace (default: the context's namespace)."
-)
-@click.option(
-    "--concurrency",
-    type=int,
-    metavar="N",
-    default=8,
-    show_default=True,
-    help=f"Patch requests in flight at most (1-{MAX_CONCURRENCY}).",
-)
-@click.option(
-    "--qps", type=FiniteFloat(min=0.1), metavar="QPS", help="Limit patch requests per second (default: no limit)."
-)
-@click.option(
-    "--timeout",
-    type=FiniteFloat(min=1),
-    metavar="SECONDS",
-    default=120.0,
-    show_default=True,
-    help="Seconds to wait for convergence.",
-)
-@click.option(
-    "--wait-idle",
-    is_flag=True,
-    help="Drain only, with --network/--consumer: once the drain is serving, wait until every selected provider "
-    "is idle (running 0 and waiting 0 in two consecutive fresh load readings of the operator; a missing, "
-    "expired or incomplete reading is not idle).",
-)
-@click.option(
-    "--idle-timeout",
-    type=FiniteFloat(min=1),
-    metavar="SECONDS",
-    help=f"Seconds to wait for idle with --wait-idle (default: {DEFAULT_IDLE_TIMEOUT:.0f}); then exit 9, drain kept.",
-)
-@click.option(
-    "--reason", metavar="TEXT", help="Why (recorded with who and when as annotations on each drained provider)."
-)
-@click.option(
-    "--force",
-    is_flag=True,
-    help="Drain even if a named consumer's selection group would lose its last admitted provider.",
-)
-@click.option(
-    "--journal-dir",
-    type=NonEmptyPath(file_okay=False, path_type=Path),
-    help="Where to write the operation journal (default: $AGN_XTASK_JOURNAL_DIR or ~/.local/state/agn-xtask/journal).",
-)
+@request_options
 @click.option(
     "--output",
     "-o",
@@ -114,26 +169,7 @@ EPILOG = exit_codes_epilog()
     show_default=True,
     help="json: one final report on stdout for runbooks (progress goes to stderr).",
 )
-def provider_drain(
-    context,
-    kubeconfig,
-    provider,
-    gateway,
-    undrain,
-    dry_run,
-    network,
-    consumers,
-    namespace,
-    concurrency,
-    qps,
-    timeout,
-    wait_idle,
-    idle_timeout,
-    reason,
-    force,
-    journal_dir,
-    output,
-) -> None:
+def provider_drain(request: DrainRequest, output: str) -> None:
     """Administratively drain (or --undrain) one provider or a whole providerGateway.
 
     Prints the sorted selection and the plan, checks every patch with a server-side dry
@@ -144,55 +180,45 @@ def provider_drain(
     A journal file records every write so an interrupted run can be undone with
     `env drain-restore`.
     """
-    if (provider is None) == (gateway is None):
-        raise UsageError("exactly one of --provider or --gateway is required")
-    request = DrainRequest(
-        selector=Selector(provider=provider, gateway=gateway),
-        drain=not undrain,
-        context=context,
-        kubeconfig=kubeconfig,
-        namespace=namespace,
-        dry_run=dry_run,
-        network=network,
-        consumers=tuple(consumers),
-        concurrency=concurrency,
-        qps=qps,
-        timeout=timeout,
-        wait_idle=wait_idle,
-        idle_timeout=idle_timeout,
-        reason=reason,
-        force=force,
-        journal_dir=journal_dir,
-    )
-    if not dry_run:
-        # Before the first API request: a run that cannot keep a journal must not start writing.
-        request = dataclasses.replace(request, journal_dir=usable_journal_dir(journal_dir or default_journal_dir()))
-    live = output != "json" and fancy() and sys.stdout.isatty()
-    if live:
-        from xtask.cli.env.drain_live import RichReporter, render_final
+    report = _run(request, output=output)
+    if output == "json":
+        emit_json(report.to_dict())
+    else:
+        _print_final(report)
+    sys.stdout.flush()
+    if report.exit_code != ExitCode.OK:
+        raise click.exceptions.Exit(int(report.exit_code))
+
+
+def _on_terminal() -> bool:
+    """The live rich view is for a terminal without NO_COLOR (and never for --output json)."""
+    return fancy() and sys.stdout.isatty()
+
+
+def _run(request: DrainRequest, *, output: str) -> Report:
+    """Run the drain, showing progress: live on a terminal, else as lines (on stderr with json)."""
+    if output != "json" and _on_terminal():
+        from xtask.cli.env.drain_live import RichReporter
 
         reporter: PlainReporter = RichReporter(out_console())
     else:
         reporter = PlainReporter(sys.stderr if output == "json" else sys.stdout)
     try:
-        report = run_drain(request, reporter=reporter)
+        return run_drain(request, reporter=reporter)
     finally:
-        if live:
-            reporter.close()
-    if output == "json":
-        emit_json(report.to_dict())
+        reporter.close()
+
+
+def _print_final(report: Report) -> None:
+    if _on_terminal():
+        from xtask.cli.env.drain_live import render_final
+
+        render_final(report, out_console())
     else:
-        if live:
-            render_final(report, out_console())
-        else:
-            plain_final(report, sys.stdout)
-        if report.journal and report.exit_code not in (ExitCode.OK,):
-            print(printable(f"journal: {report.journal}"), file=sys.stdout)
-        print(
-            ("ok: " if report.exit_code == ExitCode.OK else f"exit {int(report.exit_code)}: ")
-            + printable(report.summary),
-            flush=True,
-        )
-    sys.stdout.flush()
-    if report.exit_code != ExitCode.OK:
-        raise click.exceptions.Exit(int(report.exit_code))
+        plain_final(report, sys.stdout)
+    if report.journal and report.exit_code not in (ExitCode.OK,):
+        print(printable(f"journal: {report.journal}"), file=sys.stdout)
+    print(
+        ("ok: " if report.exit_code == ExitCode.OK else f"exit {int(report.exit_code)}: ") + printable(report.summary),
+        flush=True,
+    )

@@ -1,0 +1,113 @@
+"""The words a drain run records: the run's states (the journal's ``state`` records), how a wait
+ended, and the outcome of each write and each restoration. Pure; no I/O.
+
+Each is an :class:`enum.StrEnum`: a member *is* its text, so journal lines, JSON reports and
+messages read exactly as the plain strings did. The report schemas in ``schemas/`` list the
+same words; ``tests/unit/test_reports.py`` holds them equal. What counts as "restored OK" is
+decided here and nowhere else (:func:`restored_ok`, :func:`settled`).
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class WriteOutcome(enum.StrEnum):
+    """One provider's write (or its server-side dry run) in the fan-out."""
+
+    CHANGED = "changed"
+    UNCHANGED = "unchanged"  # already in the requested state
+    FAILED = "failed"
+    NOT_ATTEMPTED = "not-attempted"  # a signal stopped the fan-out first
+    DRY_RUN_OK = "dry-run-ok"
+    DRY_RUN_REJECTED = "dry-run-rejected"
+
+
+class RestoreOutcome(enum.StrEnum):
+    """One provider's restoration (by a failed or interrupted run, or by ``drain-restore``)."""
+
+    RESTORED = "restored"
+    WOULD_RESTORE = "would-restore"  # a dry run of drain-restore
+    ALREADY = "already-at-previous-value"  # our write never landed, or was undone already
+    OTHER_WRITER = "changed-by-another-writer"
+    GONE = "provider-deleted"
+    FAILED = "failed"
+
+
+# Nothing is left to undo for the provider: it was put back, or never changed.
+SETTLED = frozenset({RestoreOutcome.RESTORED, RestoreOutcome.ALREADY})
+# Restored OK: settled, or (in a dry run) it would be.
+RESTORED_OK = SETTLED | {RestoreOutcome.WOULD_RESTORE}
+
+
+def settled(outcome: str | None) -> bool:
+    """Whether a recorded restoration outcome leaves nothing to undo (a journal's text may hold any word)."""
+    return outcome in SETTLED
+
+
+def restored_ok(outcome: str) -> bool:
+    """Whether a restoration went as it should: the provider is (or in a dry run would be) as before the run."""
+    return outcome in RESTORED_OK
+
+
+class WaitState(enum.StrEnum):
+    """How the convergence wait ended."""
+
+    CONVERGED = "converged"
+    NOT_ELIGIBLE = "not-eligible"  # undrain served, but a hard failure keeps a provider out
+    TIMEOUT = "timeout"
+    INTERRUPTED = "interrupted"
+    UNREACHABLE = "unreachable"  # every watch failed for UNREACHABLE_BOUND
+
+
+class IdleWaitState(enum.StrEnum):
+    """How the ``--wait-idle`` wait ended."""
+
+    IDLE = "idle"
+    TIMEOUT = "timeout"
+    INTERRUPTED = "interrupted"
+
+
+class RunState(enum.StrEnum):
+    """A run's state as its journal records it; the last ``state`` record wins."""
+
+    APPLYING = "applying"  # implied by the header: writes may be in flight
+    RESTORING = "restoring"
+    RESTORED = "restored"
+    NEEDS_INSPECTION = "needs-inspection"
+    WAITING = "waiting"
+    WAITING_IDLE = "waiting-idle"
+    COMPLETE = "complete"
+    APPLIED_TIMEOUT = "applied-timeout"
+    APPLIED_INTERRUPTED = "applied-interrupted"
+    APPLIED_UNREACHABLE = "applied-unreachable"
+    APPLIED_IDLE_TIMEOUT = "applied-idle-timeout"
+    APPLIED_IDLE_INTERRUPTED = "applied-idle-interrupted"
+
+    @classmethod
+    def after_restoring(cls, outcomes: list[str]) -> RunState:
+        """Restored when every restoration went as it should; otherwise a person must look."""
+        return cls.RESTORED if all(restored_ok(o) for o in outcomes) else cls.NEEDS_INSPECTION
+
+    @classmethod
+    def after_wait(cls, state: WaitState) -> RunState:
+        """Complete once served (or served but not eligible); else applied, and how the wait ended."""
+        return _AFTER_WAIT[state]
+
+    @classmethod
+    def after_idle_wait(cls, state: IdleWaitState) -> RunState:
+        return _AFTER_IDLE_WAIT[state]
+
+
+_AFTER_WAIT = {
+    WaitState.CONVERGED: RunState.COMPLETE,
+    WaitState.NOT_ELIGIBLE: RunState.COMPLETE,
+    WaitState.TIMEOUT: RunState.APPLIED_TIMEOUT,
+    WaitState.INTERRUPTED: RunState.APPLIED_INTERRUPTED,
+    WaitState.UNREACHABLE: RunState.APPLIED_UNREACHABLE,
+}
+_AFTER_IDLE_WAIT = {
+    IdleWaitState.IDLE: RunState.COMPLETE,
+    IdleWaitState.TIMEOUT: RunState.APPLIED_IDLE_TIMEOUT,
+    IdleWaitState.INTERRUPTED: RunState.APPLIED_IDLE_INTERRUPTED,
+}
