@@ -283,7 +283,10 @@ def exec_command(config: Mapping[str, Any], context: str) -> str | None:
 
 def server_problem(server: str) -> str | None:
     """Why ``server`` is not an API server URL (``https://host:port``), or None."""
-    parts = urllib.parse.urlsplit(server)
+    try:
+        parts = urllib.parse.urlsplit(server)
+    except ValueError as exc:  # "Invalid IPv6 URL": a '[' without its ']'
+        return f"server {server!r} is not a URL ({exc})"
     if parts.scheme not in ("https", "http") or not parts.hostname:
         return f"server {server!r} is not a URL with a scheme and a host (kubectl's form: https://HOST:PORT)"
     try:

@@ -234,3 +234,17 @@ def test_a_legacy_journal_with_1e400(tmp_path):
     text = json.dumps(legacy, indent=2).replace('"generation": 1', '"generation": 1e400')
     with pytest.raises(JournalError, match="^J: not a drain journal: the number 1e400 is out of range$"):
         replay(text, source="J")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_journal_dir_that_is_a_fifo_or_a_device_is_a_usage_error(home, tmp_path, kind):
+    """click refuses a regular file where a folder is wanted, but not a FIFO or a device."""
+    if kind == "fifo":
+        target = tmp_path / "jd"
+        os.mkfifo(target)
+    else:
+        target = Path("/dev/null")
+    proc = xtask("env", "provider-drain", "--provider", "p-one", "--journal-dir", str(target), env=home)
+    assert proc.returncode == 2, proc.stderr
+    assert f"Invalid value for '--journal-dir': '{target}' is a" in proc.stderr and "not a folder" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -211,13 +211,13 @@ def test_render_refuses_a_namespace_that_is_not_a_name(tmp_path: Path):
     assert proc.stdout == ""
 
 
-def _journal(namespace: str, provider: str) -> str:
+def _journal(namespace: str, provider: str, *, operation: str = "op-bad", context: str = "local-tests") -> str:
     lines = [
         {
             "type": "header",
             "format": "agn.dev/drain-journal/v2",
-            "operation": "op-bad",
-            "context": "local-tests",
+            "operation": operation,
+            "context": context,
             "namespace": namespace,
             "request": "drain",
             "reason": None,
@@ -256,6 +256,30 @@ def test_journal_names_are_checked_when_it_is_read(world: str, kube, tmp_path: P
     output = clean(proc)
     assert proc.returncode == 1, output
     assert f"{journal}: not a drain journal: line 1: " in output and message in output, output
+    assert files(tmp_path) == before and resource_version(kube, world, "p-one") == rv
+
+
+@pytest.mark.parametrize(
+    ("operation", "context", "message"),
+    [
+        ("\x1b[31mop", "local-tests", "header.operation must be a token"),
+        ("op with spaces", "local-tests", "header.operation must be a token"),
+        ("op-bad", "local-\x1b[2Jtests", "header.context must be a printable string"),
+    ],
+    ids=["operation-escape", "operation-spaces", "context-escape"],
+)
+def test_journal_header_words_are_checked_when_it_is_read(
+    world: str, kube, tmp_path: Path, operation, context, message
+):
+    """The operation id goes into providers' annotations and decides which drains are this
+    run's; a hand-edited one is refused before any request (it used to restore, exit 5)."""
+    journal = tmp_path / "j.jsonl"
+    journal.write_text(_journal(world, "p-one", operation=operation, context=context))
+    before, rv = files(tmp_path), resource_version(kube, world, "p-one")
+    proc = Cli(tmp_path)("env", "drain-restore", str(journal))
+    output = clean(proc)
+    assert proc.returncode == 1, output
+    assert message in output and "\x1b" not in proc.stdout + proc.stderr, output
     assert files(tmp_path) == before and resource_version(kube, world, "p-one") == rv
 
 

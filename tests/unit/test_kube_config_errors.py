@@ -55,6 +55,14 @@ def test_a_server_without_a_scheme_or_host_is_named(tmp_path, certs, server):
     )
 
 
+@pytest.mark.parametrize("server", ["https://[::1:6443", "https://\x1b[31mhost:1"])
+def test_a_server_that_cannot_be_split_is_named_not_a_traceback(tmp_path, certs, server):
+    path = write(tmp_path, certs, cluster={"server": server})
+    assert refused(path).startswith(
+        f"cluster 'c' of context 'ctx' in kubeconfig {path}: server {server!r} is not a URL"
+    )
+
+
 def test_bad_client_key_data_names_the_field_and_the_context(tmp_path, certs):
     path = write(tmp_path, certs, user={"client-certificate-data": b64(certs.admin_cert), "client-key-data": "aGk="})
     assert (

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
+import os
+import stat
 from typing import Any
 
 import click
 
+from agn.inputfile import kind_of
 from agn.names import label_problem, subdomain_problem
 from agn.yamltext import show
 
@@ -53,4 +56,12 @@ class NonEmptyPath(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not value:
             self.fail("an empty path names nothing; give a path.", param, ctx)
+        if not self.file_okay and isinstance(value, str | os.PathLike):
+            # click refuses a regular file where a folder is wanted, not a FIFO or a device.
+            try:
+                mode = os.stat(value).st_mode
+            except OSError:
+                mode = None
+            if mode is not None and not stat.S_ISDIR(mode) and not stat.S_ISREG(mode):
+                self.fail(f"{click.format_filename(value)!r} is {kind_of(mode)}, not a folder.", param, ctx)
         return super().convert(value, param, ctx)

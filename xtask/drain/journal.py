@@ -33,6 +33,7 @@ import datetime as dt
 import json
 import math
 import os
+import re
 import threading
 import uuid
 from collections.abc import Mapping
@@ -217,6 +218,21 @@ def _check_namespace(value: str, where: str) -> None:
         raise ValueError(f"{where} {problem}, got {show(value)}")
 
 
+_OPERATION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def _check_header_words(operation: str, context: Any, where: str) -> None:
+    """The operation id is written into providers' annotations and Events and decides which
+    drains are this run's; a context is looked up in kubeconfigs. Ids xtask makes are tokens
+    (``20261204T103745Z-a770f0``); a hand-edited one with control characters or spaces is not."""
+    if not _OPERATION.fullmatch(operation):
+        raise ValueError(
+            f"{where}.operation must be a token of letters, digits, '.', '_' and '-', got {show(operation)}"
+        )
+    if context is not None and (not isinstance(context, str) or not context.isprintable()):
+        raise ValueError(f"{where}.context must be a printable string, got {show(context)}")
+
+
 def _check_provider_name(value: str, where: str) -> None:
     """A provider name goes into request paths: ``p/status`` would reach a subresource."""
     problem = subdomain_problem(value)
@@ -280,6 +296,7 @@ def state_from_header(rec: Mapping[str, Any]) -> JournalState:
         if not isinstance(rec.get(key), str) or not rec[key]:
             raise ValueError(f"header.{key} must be a non-empty string")
     _check_namespace(rec["namespace"], "header.namespace")
+    _check_header_words(rec["operation"], rec.get("context"), "header")
     return JournalState(
         operation=rec["operation"],
         context=rec.get("context"),
@@ -386,6 +403,7 @@ def _legacy_state(obj: Mapping[str, Any], *, source: str) -> JournalState:
         if not isinstance(obj.get("namespace"), str) or not isinstance(obj.get("operation"), str):
             raise ValueError("needs operation and namespace strings")
         _check_namespace(obj["namespace"], "namespace")
+        _check_header_words(obj["operation"], obj.get("context"), "journal")
         return JournalState(
             operation=obj["operation"],
             context=obj.get("context"),
