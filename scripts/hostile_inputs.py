@@ -794,14 +794,7 @@ def main() -> int:
         path = base / "cp-kubeconfig"
         kcw.add_context(
             path,
-            kcw.context_entries(
-                name=CTX,
-                server=cp.server,
-                ca_cert=cp.certs.ca_cert,
-                client_cert=cp.certs.admin_cert,
-                client_key=cp.certs.admin_key,
-                namespace="default",
-            ),
+            cp.admin_context(CTX, namespace="default"),
         )
         from xtask.crds import install_crds
 

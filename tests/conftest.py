@@ -62,14 +62,7 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory):
         path = state / "kubeconfig"
         kubeconfig.add_context(
             path,
-            kubeconfig.context_entries(
-                name="local-tests",
-                server=cp.server,
-                ca_cert=cp.certs.ca_cert,
-                client_cert=cp.certs.admin_cert,
-                client_key=cp.certs.admin_key,
-                namespace="default",
-            ),
+            cp.admin_context("local-tests", namespace="default"),
         )
         kube = Kube.from_kubeconfig(kubeconfig=str(path), context="local-tests", field_manager="agn-tests")
         install_crds(kube)

@@ -97,17 +97,9 @@ class Bench:
 
     def start(self) -> None:
         self.cp.start()
-        c = self.cp.certs
         kubeconfig.add_context(
             self.kubeconfig,
-            kubeconfig.context_entries(
-                name=CTX,
-                server=self.cp.server,
-                ca_cert=c.ca_cert,
-                client_cert=c.admin_cert,
-                client_key=c.admin_key,
-                namespace="default",
-            ),
+            self.cp.admin_context(CTX, namespace="default"),
         )
         self.kube = Kube.from_kubeconfig(
             kubeconfig=str(self.kubeconfig), context=CTX, field_manager="bench", pool_size=32

@@ -146,14 +146,7 @@ def test_a_drain_waiting_on_an_api_server_that_went_away_says_so_and_ends(tmp_pa
         path = tmp_path / "kubeconfig"
         kubeconfig.add_context(
             path,
-            kubeconfig.context_entries(
-                name="gone",
-                server=cp.server,
-                ca_cert=cp.certs.ca_cert,
-                client_cert=cp.certs.admin_cert,
-                client_key=cp.certs.admin_key,
-                namespace="default",
-            ),
+            cp.admin_context("gone", namespace="default"),
         )
         kube = Kube.from_kubeconfig(kubeconfig=str(path), context="gone", field_manager="agn-tests")
         install_crds(kube)

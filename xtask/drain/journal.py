@@ -229,7 +229,7 @@ def _check_header_words(operation: str, context: Any, where: str) -> None:
         raise ValueError(
             f"{where}.operation must be a token of letters, digits, '.', '_' and '-', got {show(operation)}"
         )
-    if context is not None and (not isinstance(context, str) or not context.isprintable()):
+    if isinstance(context, str) and not context.isprintable():  # its type: preflight.journal_context
         raise ValueError(f"{where}.context must be a printable string, got {show(context)}")
 
 

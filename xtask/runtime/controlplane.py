@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
+from agn import kubeconfig
 from xtask.errors import ComponentFailed
 from xtask.procs import ProcessRecord, Supervisor, log_tail
 from xtask.runtime.certs import CertPaths, ensure_certs
@@ -87,6 +88,18 @@ class ControlPlane:
         ports = self.ports()
         assert ports is not None, "control plane was never started"
         return f"https://127.0.0.1:{ports.apiserver}"
+
+    def admin_context(self, name: str, *, namespace: str) -> kubeconfig.Config:
+        """A kube context ``name`` for this control plane's admin user (cluster, user and context
+        entries, certificates embedded as kind writes them), to add to a kubeconfig."""
+        return kubeconfig.context_entries(
+            name=name,
+            server=self.server,
+            ca_cert=self.certs.ca_cert,
+            client_cert=self.certs.admin_cert,
+            client_key=self.certs.admin_key,
+            namespace=namespace,
+        )
 
     def _allocate_ports(self) -> Ports:
         """Reuse the recorded ports when still free (so kubeconfigs stay valid), else pick new ones."""

@@ -238,14 +238,7 @@ class LocalEnv:
         """The user's kube context and ``env.json``, once everything else has succeeded."""
         kubeconfig.add_context(
             ctx.kubeconfig,
-            kubeconfig.context_entries(
-                name=ctx.context,
-                server=cp.server,
-                ca_cert=cp.certs.ca_cert,
-                client_cert=cp.certs.admin_cert,
-                client_key=cp.certs.admin_key,
-                namespace=ctx.envdef.namespace,
-            ),
+            cp.admin_context(ctx.context, namespace=ctx.envdef.namespace),
         )
         self._record(ctx).save()
 
