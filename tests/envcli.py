@@ -14,6 +14,20 @@ from xtask.reports import ENV_STATUS
 REPO = Path(__file__).resolve().parents[1]
 
 
+def run_xtask(*args: str, env: dict[str, str], timeout: float, preexec_fn=None) -> subprocess.CompletedProcess:
+    """``python -m xtask ARGS`` from the repo, as a user runs it: ``env`` over this process's
+    environment, no colour, text output captured; ``timeout`` guards against a hang."""
+    return subprocess.run(
+        [sys.executable, "-m", "xtask", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1", **env},
+        timeout=timeout,
+        preexec_fn=preexec_fn,
+    )
+
+
 class Cli:
     def __init__(self, home: Path) -> None:
         self.home = home

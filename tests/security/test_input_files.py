@@ -12,7 +12,6 @@ import json
 import os
 import resource
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from agn import kubeconfig as kc
 from agn.inputfile import JOURNAL_LIMIT, YAML_INPUT_LIMIT, InputFileError, read_regular
 from agn.kube import ConfigError
 from agn.yamltext import MAX_DEPTH, YamlProblem, parse_yaml
-from envcli import REPO
+from envcli import REPO, run_xtask
 from xtask.drain.journal import JournalError, read_journal, replay
 
 pytestmark = pytest.mark.e2e
@@ -40,15 +39,7 @@ def _cap_memory() -> None:
 
 
 def xtask(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "xtask", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1", **env},
-        timeout=HANG,
-        preexec_fn=_cap_memory,
-    )
+    return run_xtask(*args, env=env, timeout=HANG, preexec_fn=_cap_memory)
 
 
 def assert_refused(proc: subprocess.CompletedProcess, message: str) -> None:

@@ -23,7 +23,7 @@ import yaml
 
 from agn import kubeconfig
 from agn.kube import ConfigError
-from envcli import REPO
+from envcli import REPO, run_xtask
 
 HANG = 60  # seconds: each command here takes well under one; only a hang gets near this
 CA = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCmZha2UKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo="
@@ -46,14 +46,7 @@ def contexts(path: Path) -> list[str]:
 
 
 def xtask(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "xtask", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1", **env},
-        timeout=HANG,
-    )
+    return run_xtask(*args, env=env, timeout=HANG)
 
 
 # -- symlinks, devices, FIFOs, planted temporary files ------------------------------------------------

@@ -19,7 +19,7 @@ import pytest
 
 from agn import kubeconfig
 from agn.kube import READ_TIMEOUT, Kube, Unreachable
-from envcli import REPO
+from envcli import REPO, run_xtask
 from xtask.runtime.certs import ensure_certs
 
 pytestmark = pytest.mark.e2e
@@ -75,16 +75,8 @@ def kubeconfig_file(tmp_path: Path, silent_server: str) -> Path:
 
 
 def xtask(*args: str, kubeconfig_path: Path) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
-        "NO_COLOR": "1",
-        "KUBECONFIG": str(kubeconfig_path),
-        "AGN_XTASK_JOURNAL_DIR": str(kubeconfig_path.parent / "journal"),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "xtask", *args], capture_output=True, text=True, cwd=REPO, env=env, timeout=HANG
-    )
+    env = {"KUBECONFIG": str(kubeconfig_path), "AGN_XTASK_JOURNAL_DIR": str(kubeconfig_path.parent / "journal")}
+    return run_xtask(*args, env=env, timeout=HANG)
 
 
 def test_provider_drain_timeout_bounds_every_request(kubeconfig_file, silent_server):
