@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import urllib.parse
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -23,6 +24,10 @@ from agn.yamltext import YamlProblem, parse_yaml, show
 from xtask.errors import EnvDefinitionError
 from xtask.state import REPO_ROOT
 
+# The container engines kind runs nodes on, and what an image reference may look like
+# (registry/path:tag or @sha256:digest; no spaces, quotes or control characters).
+KIND_ENGINES = ("docker", "podman")
+IMAGE_REF = re.compile(r"[a-z0-9][A-Za-z0-9._\-/:]{0,254}(@sha256:[0-9a-f]{64})?")
 ENVS_DIR = Path(os.environ.get("AGN_XTASK_ENVS_DIR") or (REPO_ROOT / "envs"))
 
 
@@ -60,6 +65,10 @@ class EnvDef:
     # Shards per consumer overlay: the operator's --overlay-shards and the shard names each
     # gateway's Role may read (they must agree, so both come from here).
     overlay_shards: int = DEFAULT_SHARD_COUNT
+    # The kind runtime's pins (the env file's `kind:` section): its container engine and node
+    # image; None leaves the choice to the runtime (docs/kind.md).
+    kind_engine: str | None = None
+    kind_node_image: str | None = None
 
     def provider_objects(self, endpoints: Mapping[str, str]) -> list[dict]:
         """InferenceProvider objects; ``endpoints`` gives the URL of each fake provider.
@@ -206,7 +215,7 @@ def parse_env(data: Any, *, source: Path, expected_name: str | None = None) -> E
     top = c.mapping(
         data,
         "",
-        allowed={"name", "namespace", "networks", "consumers", "providers", "overlayShards"},
+        allowed={"name", "namespace", "networks", "consumers", "providers", "overlayShards", "kind"},
         required={"name", "namespace", "networks", "consumers", "providers"},
     )
     if top is None:
@@ -297,6 +306,21 @@ def parse_env(data: Any, *, source: Path, expected_name: str | None = None) -> E
             endpoint,
         )
 
+    kind_engine = kind_node_image = None
+    if "kind" in top:
+        k = c.mapping(top["kind"], "kind", allowed={"engine", "nodeImage"}, required=set())
+        if k is not None:
+            if "engine" in k:
+                if k["engine"] in KIND_ENGINES:
+                    kind_engine = k["engine"]
+                else:
+                    c.fail("kind.engine", f"must be one of {', '.join(KIND_ENGINES)}, got {show(k['engine'])}")
+            if "nodeImage" in k:
+                if isinstance(k["nodeImage"], str) and IMAGE_REF.fullmatch(k["nodeImage"]):
+                    kind_node_image = k["nodeImage"]
+                else:
+                    c.fail("kind.nodeImage", f"must be an image reference, got {show(k['nodeImage'])}")
+
     networks = c.items(top.get("networks"), "networks", network)
     consumers = c.items(top.get("consumers"), "consumers", consumer)
     providers = c.items(top.get("providers"), "providers", provider)
@@ -313,4 +337,14 @@ def parse_env(data: Any, *, source: Path, expected_name: str | None = None) -> E
                 c.fail(f"consumers[{i}].excludedProviders", f"names unknown provider {e!r}")
     if c.problems:
         raise EnvDefinitionError(f"{source}: invalid environment definition:\n  " + "\n  ".join(c.problems))
-    return EnvDef(name, namespace, tuple(networks), tuple(consumers), tuple(providers), source, shards)
+    return EnvDef(
+        name,
+        namespace,
+        tuple(networks),
+        tuple(consumers),
+        tuple(providers),
+        source,
+        shards,
+        kind_engine=kind_engine,
+        kind_node_image=kind_node_image,
+    )

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates the wrapper Go modules that build kube-apiserver, kubectl and etcd from the
-# Go module proxy.
+# Regenerates the wrapper Go modules that build the Kubernetes binaries and etcd from the
+# Go module proxy (the local control plane's and the kind node image's).
 #
 # Why a wrapper: k8s.io/kubernetes cannot be `go install`ed, because its go.mod replaces
 # every staging module (k8s.io/api, k8s.io/client-go, ...) with a local ./staging path.
@@ -31,8 +31,14 @@ mkdir -p "$k8s_dir"
   echo "require k8s.io/kubernetes ${KUBERNETES_VERSION}"
   echo
   echo "tool ("
+  # The local control plane builds the first two; the kind node image builds them all.
   echo "	k8s.io/kubernetes/cmd/kube-apiserver"
   echo "	k8s.io/kubernetes/cmd/kubectl"
+  echo "	k8s.io/kubernetes/cmd/kube-controller-manager"
+  echo "	k8s.io/kubernetes/cmd/kube-scheduler"
+  echo "	k8s.io/kubernetes/cmd/kube-proxy"
+  echo "	k8s.io/kubernetes/cmd/kubelet"
+  echo "	k8s.io/kubernetes/cmd/kubeadm"
   echo ")"
   echo
   echo "replace ("
