@@ -229,9 +229,10 @@ def docker_build_argv(*, dockerfile: Path, context: Path, base: str, tag: str) -
 class Docker:
     """The docker CLI against one engine: ``host`` is a ``DOCKER_HOST`` (None: the CLI's default)."""
 
-    def __init__(self, host: str | None = None, *, runner: CmdRunner | None = None) -> None:
+    def __init__(self, host: str | None = None, *, runner: CmdRunner | None = None, cli: str = "docker") -> None:
         self.host = host
         self.runner = runner or RealCmdRunner()
+        self.cli = cli
 
     @property
     def env(self) -> dict[str, str]:
@@ -241,11 +242,14 @@ class Docker:
         return env
 
     def __call__(self, *args: str, timeout: float = 120, check: bool = True, input: str | None = None) -> CommandResult:
-        return self.runner.run(["docker", *args], env=self.env, timeout=timeout, check=check, input=input)
+        return self.runner.run([self.cli, *args], env=self.env, timeout=timeout, check=check, input=input)
 
     def run_argv(self, argv: Sequence[str], *, timeout: float) -> CommandResult:
         """Run a full ``["docker", ...]`` command line (from the recipes) against this engine."""
-        return self.runner.run(list(argv), env=self.env, timeout=timeout)
+        argv = list(argv)
+        if argv and argv[0] == "docker":
+            argv[0] = self.cli
+        return self.runner.run(argv, env=self.env, timeout=timeout)
 
     def image_exists(self, ref: str) -> bool:
         return self("image", "inspect", "--format", "{{.Id}}", ref, check=False).returncode == 0
@@ -317,9 +321,10 @@ class ImageBuilder:
 
     def engine_problems(self) -> list[str]:
         """What keeps this builder from using its Docker engine (empty when it answers)."""
-        if self._which("docker") is None:
+        if self._which(self.docker.cli) is None:
             return ["`docker` (the CLI) is not on PATH"]
-        info = self.docker("info", "--format", "{{.ServerVersion}}", check=False, timeout=30)
+        fmt = "{{.Version.Version}}" if self.docker.cli == "podman" else "{{.ServerVersion}}"
+        info = self.docker("info", "--format", fmt, check=False, timeout=30)
         if info.returncode != 0:
             where = self.docker.host or "the default DOCKER_HOST"
             return [f"no Docker engine answers at {where}: {(info.stderr or info.stdout).strip()[-300:]}"]

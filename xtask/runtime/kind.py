@@ -1,58 +1,129 @@
 """The ``kind`` runtime: a whole AGN environment in a kind cluster named after the env.
 
-``up`` is an ordered list of steps (:mod:`xtask.runtime.steps`): check Docker/kind/kubectl,
-create the cluster from ``envs/kind-<env>.yaml`` (or reuse it), write the ``kind-<env>``
-context, build ``agn:dev`` and ``kind load`` it, install the CRDs, server-side apply the
-rendered manifests (:mod:`xtask.manifests`), wait for every rollout and for every consumer
-to serve its first overlay. Re-running it repairs what is missing. A failure rolls back
-only what this run created (the cluster), unless ``retain``. ``down`` deletes the cluster
-(idempotent) and the env's state folder, collecting every error.
+kind runs its nodes on Docker or Podman and chooses between them itself
+(``KIND_EXPERIMENTAL_PROVIDER``, else whichever answers); this runtime makes the same choice
+(:func:`xtask.engine.detect_engine`), unless the env file pins one (``kind.engine``), and passes
+it on to every kind call. On Podman it also checks the host settings privileged nodes need
+(:func:`podman_host_problems`; ``scripts/kind-host-setup.sh`` makes them).
 
-Every docker/kind/kubectl call goes through a :class:`xtask.procs.CmdRunner` (list
-arguments, captured output), so the command sequence is unit-tested with the fake runner.
-Objects are applied in-process with :class:`agn.kube.Kube` — the same server-side apply the
-local runtime uses and the dry-run test exercises — rather than through ``kubectl apply``.
+``up`` is an ordered list of steps (:mod:`xtask.runtime.steps`):
+
+1. the node image: the env file's ``kind.nodeImage`` or ``KIND_NODE_IMAGE``; else kind's own
+   default where the engine has it or a registry answers; else the one
+   :mod:`xtask.nodeimage` builds with no registry (cached, loaded into the engine);
+2. the cluster, from ``envs/kind-<env>.yaml`` plus what the node image needs (rendered into
+   the env's state folder as ``kind-config.yaml``), or the existing one reused;
+3. the ``kind-<env>`` context; the ``agn:dev`` image built on the engine and loaded into the
+   nodes (``kind load docker-image``, or ``podman save`` + ``kind load image-archive``);
+4. CRDs, the rendered manifests (server-side apply, :class:`agn.kube.Kube`), the rollouts and
+   every consumer serving its first overlay.
+
+Re-running it repairs what is missing. A failure rolls back only what this run created,
+unless ``retain``. ``down`` deletes the cluster, then what this env added to the engine (the
+``kind`` network when it made it, the images it loaded), then the state folder, collecting
+every error. What was added is recorded in ``kind.json`` in the state folder.
+
+Every docker/podman/kind call goes through a :class:`xtask.procs.CmdRunner` (list arguments,
+captured output), so the command sequence is unit-tested with the fake runner.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
-from collections.abc import Callable
+import urllib.request
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from agn.kube import Kube, kubeconfig_path
+import yaml
+
+from agn.kube import Kube, KubeError, kubeconfig_path
 from agn.kubeconfig import read_for_update
 from agn.objects import name_of
-from xtask.envdef import ENVS_DIR, EnvDef
-from xtask.errors import CommandFailed, RuntimeUnavailable, XtaskError
+from agn.outputfile import write_atomic
+from xtask.engine import detect_engine, qualified
+from xtask.envdef import ENVS_DIR, EnvDef, load_env
+from xtask.errors import CommandFailed, EnvDefinitionError, RuntimeUnavailable, XtaskError
 from xtask.manifests import IMAGE, deployment_names, render
 from xtask.procs import CmdRunner, RealCmdRunner
 from xtask.runtime.base import FIELD_MANAGER, Options, context_name, refuse_other_runtime
-from xtask.runtime.deployments import component
+from xtask.runtime.deployments import DEPLOYMENTS, component, wait_rolled_out
 from xtask.runtime.steps import Progress, Step, UpContext, install_crds_step, readiness_step, run_steps
-from xtask.state import REPO_ROOT, EnvRecord, remove_env_dir
+from xtask.state import REPO_ROOT, EnvRecord, claim_env_dir, env_dir, remove_env_dir
 
 RUNTIME = "kind"
+KIND_NETWORK = "kind"  # the engine network kind attaches every node to (and never deletes)
+KIND_DEFAULT_IMAGE_PREFIX = "kindest/node"
+REGISTRY_PROBE = "https://registry-1.docker.io/v2/"  # where kind's default node image comes from
+SETUP_HINT = "scripts/kind-host-setup.sh"
+STATE_FILE = "kind.json"
 KubeFactory = Callable[[str, str], Kube]
 
 
-def kind_problems(runner: CmdRunner | None = None, *, which: Callable[[str], str | None] = shutil.which) -> list[str]:
+def kind_problems(
+    runner: CmdRunner | None = None,
+    *,
+    which: Callable[[str], str | None] = shutil.which,
+    environ: Mapping[str, str] = os.environ,
+    engine: str | None = None,
+) -> list[str]:
     """What keeps the kind runtime from working here (empty when it can be used)."""
     runner = runner or RealCmdRunner()
+    problems = [f"`{tool}` is not on PATH" for tool in ("kind", "kubectl") if which(tool) is None]
+    cli, reasons = (engine, []) if engine else detect_engine(environ=environ, which=which, runner=runner)
+    if cli is None:
+        problems.append("no container engine for kind: " + "; ".join(reasons))
+    elif engine and which(engine) is None:
+        problems.append(f"the env file pins kind.engine {engine}, and `{engine}` is not on PATH")
+    elif cli == "podman":
+        problems.extend(podman_host_problems(runner))
+    return problems
+
+
+def _containers_conf_files(environ: Mapping[str, str]) -> list[Path]:
+    """containers.conf files podman reads, in its order (the last setting wins)."""
+    if environ.get("CONTAINERS_CONF"):
+        return [Path(environ["CONTAINERS_CONF"])]
+    files = [Path("/usr/share/containers/containers.conf"), Path("/etc/containers/containers.conf")]
+    dropins = Path("/etc/containers/containers.conf.d")
+    if dropins.is_dir():
+        files += sorted(dropins.glob("*.conf"))
+    return files
+
+
+def podman_host_problems(
+    runner: CmdRunner, *, environ: Mapping[str, str] = os.environ, modules: Path = Path("/lib/modules")
+) -> list[str]:
+    """Host settings privileged kind nodes need on podman, each named with its fix."""
     problems = []
-    if which("kind") is None:
-        problems.append("`kind` is not on PATH")
-    if which("kubectl") is None:
-        problems.append("`kubectl` is not on PATH")
-    if which("docker") is None:
-        problems.append("`docker` is not on PATH")
-    else:
-        try:
-            runner.run(["docker", "info", "--format", "{{.ServerVersion}}"], timeout=20)
-        except CommandFailed:
-            problems.append("`docker info` fails: no Docker engine is reachable")
+    if not modules.is_dir():
+        problems.append(f"{modules} does not exist (kind mounts it into every node; run {SETUP_HINT})")
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 1048576:
+        text = ""
+        for path in _containers_conf_files(environ):
+            try:
+                text += path.read_text(errors="replace")
+            except OSError:
+                continue
+        if "nofile=" not in text:
+            problems.append(
+                f"podman asks for 1048576 open files per container and this host allows {hard}: no containers.conf "
+                f"sets default_ulimits nofile (run {SETUP_HINT})"
+            )
+    try:
+        info = json.loads(runner.run(["podman", "info", "--format", "json"], timeout=30).stdout or "{}")
+    except (CommandFailed, ValueError) as exc:
+        problems.append(f"`podman info` fails: {exc}")
+        return problems
+    host = info.get("host") or {}
+    runtime = (host.get("ociRuntime") or {}).get("name")
+    if host.get("cgroupVersion") == "v1" and runtime == "crun":
+        problems.append(f"podman runs crun, which refuses cgroup v1 hosts: set runtime runc (run {SETUP_HINT})")
     return problems
 
 
@@ -60,8 +131,44 @@ def kind_config_path(env: str, *, envs_dir: Path = ENVS_DIR) -> Path:
     return envs_dir / f"kind-{env}.yaml"
 
 
+def host_cgroup_v1(root: Path = Path("/sys/fs/cgroup")) -> bool:
+    return not (root / "cgroup.controllers").exists()
+
+
+def render_kind_config(
+    base: Mapping[str, Any] | None, *, kubeadm_patches: list[str], own_node_image: bool, cgroup_v1: bool
+) -> dict:
+    """The env's kind configuration plus what the node image and the host need:
+
+    - our node image has no kindnetd: kind's default CNI is disabled (the image networks pods);
+    - its kubeadm patch (etcd image tag) from the image's label;
+    - on cgroup v1 hosts, ``failCgroupV1: false`` (kubelets since 1.35 refuse v1 otherwise).
+    """
+    config: dict[str, Any] = dict(base or {"kind": "Cluster", "apiVersion": "kind.x-k8s.io/v1alpha4"})
+    patches = list(config.get("kubeadmConfigPatches") or [])
+    if own_node_image:
+        config["networking"] = {**(config.get("networking") or {}), "disableDefaultCNI": True}
+        patches += kubeadm_patches
+    if cgroup_v1:
+        patches.append("kind: KubeletConfiguration\nfailCgroupV1: false\n")
+    if patches:
+        config["kubeadmConfigPatches"] = patches
+    return config
+
+
 def _connect(kubeconfig: str, context: str) -> Kube:
     return Kube.from_kubeconfig(kubeconfig=kubeconfig, context=context, field_manager=FIELD_MANAGER)
+
+
+def registry_reachable(url: str = REGISTRY_PROBE, timeout: float = 5.0) -> bool:
+    """Whether the registry kind's default node image comes from answers at all (any HTTP status)."""
+    try:
+        urllib.request.urlopen(url, timeout=timeout)  # noqa: S310 - a fixed https URL
+    except urllib.error.HTTPError:
+        return True  # 401 from a registry is an answer
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 class KindEnv:
@@ -80,7 +187,9 @@ class KindEnv:
         which: Callable[[str], str | None] = shutil.which,
         envs_dir: Path = ENVS_DIR,
         build_context: Path = REPO_ROOT,
-        image: str = IMAGE,
+        image: str | None = None,
+        environ: Mapping[str, str] = os.environ,
+        registry_probe: Callable[[], bool] = registry_reachable,
     ) -> None:
         self.env = env
         self.context = context_name(RUNTIME, env)
@@ -89,43 +198,90 @@ class KindEnv:
         self._which = which
         self._envs_dir = envs_dir
         self._build_context = build_context
-        self.image = image
+        self._requested_image = image
+        self._environ = environ
+        self._registry_probe = registry_probe
+        self._engine: str | None = None
 
     @classmethod
     def create(cls, env: str, options: Options) -> KindEnv:
-        return cls(env, image=options.image or IMAGE)
+        return cls(env, image=options.image)
+
+    # -- the engine ---------------------------------------------------------------------------
+    def _pinned_engine(self, envdef: EnvDef | None = None) -> str | None:
+        if envdef is None:
+            try:
+                envdef = load_env(self.env, envs_dir=self._envs_dir)
+            except (EnvDefinitionError, OSError):
+                return None  # up() reports a bad env file itself
+        return envdef.kind_engine
+
+    def engine(self, envdef: EnvDef | None = None) -> str:
+        """The container engine kind runs this env's nodes on (recorded once the env is up)."""
+        if self._engine is None:
+            recorded = self._state().get("engine")
+            pinned = self._pinned_engine(envdef)
+            if recorded in ("docker", "podman"):
+                self._engine = recorded
+            elif pinned:
+                self._engine = pinned
+            else:
+                cli, reasons = detect_engine(environ=self._environ, which=self._which, runner=self.runner)
+                if cli is None:
+                    raise RuntimeUnavailable("no container engine for kind: " + "; ".join(reasons), hint=SETUP_HINT)
+                self._engine = cli
+        return self._engine
+
+    @property
+    def image(self) -> str:
+        """The AGN image as the engine (and so the nodes) name it: podman stores ``agn:dev`` as
+        ``localhost/agn:dev``, and the Deployments must name what was loaded."""
+        return qualified(self._requested_image or IMAGE, self.engine())
+
+    def _kind_env(self) -> dict[str, str]:
+        return {**os.environ, "KIND_EXPERIMENTAL_PROVIDER": self.engine()}
+
+    def _kind(self, *args: str, timeout: float) -> str:
+        return self.runner.run(["kind", *args], env=self._kind_env(), timeout=timeout).stdout
 
     def problems(self) -> list[str]:
-        return kind_problems(self.runner, which=self._which)
+        return kind_problems(self.runner, which=self._which, environ=self._environ, engine=self._pinned_engine())
 
-    # -- helpers ----------------------------------------------------------------------------
+    # -- state ---------------------------------------------------------------------------------
+    def _state(self) -> dict:
+        try:
+            data = json.loads((env_dir(self.env) / STATE_FILE).read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _save_state(self, **changes: Any) -> None:
+        state = {**self._state(), **changes}
+        folder = claim_env_dir(self.env)
+        write_atomic(folder / STATE_FILE, json.dumps(state, indent=2, sort_keys=True))
+
     def clusters(self) -> list[str]:
-        """Names of the kind clusters that exist (``kind get clusters``)."""
-        out = self.runner.run(["kind", "get", "clusters"], timeout=60).stdout
+        """Names of the kind clusters that exist on this env's engine (``kind get clusters``)."""
+        out = self._kind("get", "clusters", timeout=60)
         return [line.strip() for line in out.splitlines() if line.strip()]
 
-    def _kubectl(self, kubeconfig: str, namespace: str, *args: str) -> list[str]:
-        return ["kubectl", "--kubeconfig", kubeconfig, "--context", self.context, "--namespace", namespace, *args]
-
-    def deployments(self, kubeconfig: str, namespace: str) -> list[dict]:
-        """The AGN Deployments in ``namespace`` as kubectl reports them (empty when there are none)."""
-        res = self.runner.run(
-            self._kubectl(
-                kubeconfig, namespace, "get", "deployments", "-l", "app.kubernetes.io/part-of=agn", "-o", "json"
-            ),
-            timeout=60,
-        )
-        return json.loads(res.stdout or "{}").get("items", [])
+    def _engine_has(self, kind: str, name: str) -> bool:
+        cli = self.engine()
+        argv = [cli, kind, "inspect", name] if kind == "network" else [cli, "image", "inspect", name]
+        return self.runner.run(argv, check=False, timeout=60).returncode == 0
 
     # -- up ---------------------------------------------------------------------------------
     def up(self, envdef: EnvDef, *, progress: Progress, retain: bool = False, wait_timeout: float = 60.0) -> dict:
         """Bring the environment up (or repair it). Returns what was created."""
         record = refuse_other_runtime(self.env, RUNTIME)
-        problems = self.problems()
+        if self._engine is None and envdef.kind_engine and not self._state().get("engine"):
+            self._engine = envdef.kind_engine
+        problems = kind_problems(self.runner, which=self._which, environ=self._environ, engine=envdef.kind_engine)
         if problems:
             raise RuntimeUnavailable(
                 "the kind runtime cannot be used here: " + "; ".join(problems),
-                hint=f"use the embedded control plane instead: python -m xtask env up --runtime local --env {self.env}",
+                hint=f"run {SETUP_HINT}, or use the embedded control plane: "
+                f"python -m xtask env up --runtime local --env {self.env}",
             )
         ctx = UpContext(
             env=self.env,
@@ -145,16 +301,16 @@ class KindEnv:
         return ctx.summary()
 
     def up_steps(self, ctx: UpContext) -> list[Step]:
-        """Cluster, context, image, CRDs, manifests, rollouts, first overlays: in this order."""
+        """Node image, cluster, context, image, CRDs, manifests, rollouts, first overlays: in this order."""
         return [
             Step(
-                f"create kind cluster {self.env}",
+                f"create kind cluster {self.env} on {self.engine()}",
                 self._create_cluster,
                 undo=self._delete_created_cluster,
                 check=lambda ctx: ctx.reused,
             ),
             Step(f"write kube context {self.context} to {ctx.kubeconfig}", self._write_context),
-            Step(f"build image {self.image}", self._build_image),
+            Step(f"build image {self.image} on {self.engine()}", self._build_image),
             Step(f"load image {self.image} into kind cluster {self.env}", self._load_image),
             install_crds_step(),
             Step(
@@ -165,67 +321,151 @@ class KindEnv:
             readiness_step(diagnose=self._unready),
         ]
 
+    def node_image(self, envdef: EnvDef) -> tuple[str | None, dict]:
+        """The node image for a new cluster (None: kind's default) and, for ours, its labels."""
+        chosen = envdef.kind_node_image or self._environ.get("KIND_NODE_IMAGE")
+        if chosen:
+            return chosen, self._labels(chosen)
+        cli = self.engine()
+        listed = self.runner.run(
+            [cli, "image", "ls", "--format", "{{.Repository}}"], check=False, timeout=60
+        ).stdout.split()
+        if any(r.endswith(KIND_DEFAULT_IMAGE_PREFIX) for r in listed) or self._registry_probe():
+            return None, {}
+        from xtask.image import Docker
+        from xtask.nodeimage import NodeImageBuilder, engine_cli
+
+        engine = Docker(self._environ.get("DOCKER_HOST") if cli == "docker" else None, runner=self.runner)
+        engine_cli(engine, cli)
+        builder = NodeImageBuilder(engine, cli=cli, runner=self.runner)
+        had = set(listed)
+        tag = builder.load()
+        if tag.rsplit(":", 1)[0] not in had:
+            self._save_state(loadedImages=sorted({*self._state().get("loadedImages", []), tag}))
+        return tag, self._labels(tag)
+
+    def _labels(self, image: str) -> dict:
+        out = self.runner.run(
+            [self.engine(), "image", "inspect", "--format", "{{json .Config.Labels}}", image], check=False, timeout=60
+        )
+        try:
+            labels = json.loads(out.stdout or "null")
+        except ValueError:
+            labels = None
+        return labels if isinstance(labels, dict) else {}
+
     def _create_cluster(self, ctx: UpContext) -> None:
-        argv = ["kind", "create", "cluster", "--name", self.env, "--kubeconfig", str(ctx.kubeconfig), "--wait", "120s"]
-        config = kind_config_path(self.env, envs_dir=self._envs_dir)
-        if config.exists():
-            argv += ["--config", str(config)]
+        from xtask.nodeimage import KUBEADM_PATCH_LABEL
+
+        self._save_state(engine=self.engine())
+        if not self._engine_has("network", KIND_NETWORK):
+            self._save_state(createdNetwork=True)
+        image, labels = self.node_image(ctx.envdef)
+        base_path = kind_config_path(self.env, envs_dir=self._envs_dir)
+        base = yaml.safe_load(base_path.read_text()) if base_path.exists() else None
+        patch = labels.get(KUBEADM_PATCH_LABEL)
+        config = render_kind_config(
+            base,
+            kubeadm_patches=[patch] if patch else [],
+            own_node_image=bool(patch),
+            cgroup_v1=host_cgroup_v1(),
+        )
+        config_file = claim_env_dir(self.env) / "kind-config.yaml"
+        write_atomic(config_file, yaml.safe_dump(config, sort_keys=False))
+        argv = ["create", "cluster", "--name", self.env, "--kubeconfig", str(ctx.kubeconfig), "--wait", "120s"]
+        argv += ["--config", str(config_file)]
+        if image:
+            argv += ["--image", image]
+            self._save_state(nodeImage=image)
         if ctx.retain:
             argv.append("--retain")  # kind keeps its own half-created nodes for debugging too
-        self.runner.run(argv, timeout=900)
-        ctx.started.append(f"kind cluster {self.env}")
+        self._kind(*argv, timeout=900)
+        ctx.started.append(f"kind cluster {self.env} ({self.engine()})")
 
     def _delete_created_cluster(self, ctx: UpContext) -> None:
         if ctx.reused:
             return  # a reused cluster predates this run; a failed repair must not destroy it
-        self.runner.run(
-            ["kind", "delete", "cluster", "--name", self.env, "--kubeconfig", str(ctx.kubeconfig)], timeout=300
-        )
+        self._kind("delete", "cluster", "--name", self.env, "--kubeconfig", str(ctx.kubeconfig), timeout=300)
+        self._remove_engine_leftovers([])
         remove_env_dir(self.env)
 
     def _write_context(self, ctx: UpContext) -> None:
-        self.runner.run(
-            ["kind", "export", "kubeconfig", "--name", self.env, "--kubeconfig", str(ctx.kubeconfig)], timeout=60
-        )
+        self._kind("export", "kubeconfig", "--name", self.env, "--kubeconfig", str(ctx.kubeconfig), timeout=60)
         EnvRecord(self.env, RUNTIME, self.context, str(ctx.kubeconfig), ctx.envdef.namespace).save()
         ctx.kube = self._kube_factory(str(ctx.kubeconfig), self.context)
 
     def _build_image(self, ctx: UpContext) -> None:
-        self.runner.run(["docker", "build", "-t", self.image, str(self._build_context)], timeout=1800)
-        image_id = self.runner.run(["docker", "image", "inspect", "--format", "{{.Id}}", self.image], timeout=60)
+        from xtask.image import Docker, ImageBuilder
+
+        cli = self.engine()
+        had = self._engine_has("image", self.image)
+        engine = Docker(self._environ.get("DOCKER_HOST") if cli == "docker" else None, runner=self.runner, cli=cli)
+        builder = ImageBuilder(engine, runner=self.runner, repo=self._build_context)
+        if builder.debootstrap_problems():
+            # Where a registry works: the Dockerfile's own base image.
+            self.runner.run([cli, "build", "-t", self.image, str(self._build_context)], timeout=1800)
+        else:
+            builder.build(self.image)
+        if not had:
+            self._save_state(loadedImages=sorted({*self._state().get("loadedImages", []), self.image}))
+        image_id = self.runner.run([cli, "image", "inspect", "--format", "{{.Id}}", self.image], timeout=60)
         ctx.image_id = image_id.stdout.strip() or None
 
     def _load_image(self, ctx: UpContext) -> None:
-        self.runner.run(["kind", "load", "docker-image", self.image, "--name", self.env], timeout=600)
+        if self.engine() == "docker":
+            self._kind("load", "docker-image", self.image, "--name", self.env, timeout=600)
+            return
+        archive = env_dir(self.env) / "agn-image.tar"
+        try:
+            self.runner.run(
+                ["podman", "save", "--format", "docker-archive", "-o", str(archive), self.image], timeout=600
+            )
+            self._kind("load", "image-archive", str(archive), "--name", self.env, timeout=600)
+        finally:
+            archive.unlink(missing_ok=True)
 
     def _apply_manifests(self, ctx: UpContext) -> None:
         objects = render(ctx.envdef, image=self.image, image_id=ctx.image_id)
-        before = {d["metadata"]["name"] for d in self.deployments(str(ctx.kubeconfig), ctx.envdef.namespace)}
+        kube = ctx.connected()
+        before = {name_of(d) for d in kube.list(DEPLOYMENTS, ctx.envdef.namespace)[0]} if ctx.reused else set()
         for obj in objects:
-            ctx.connected().apply(obj)
+            kube.apply(obj)
         ctx.deployments = deployment_names(objects)
         ctx.started.extend(f"deployment {name}" for name in ctx.deployments if name not in before)
 
     def _rollouts(self, ctx: UpContext) -> None:
-        for name in ctx.deployments:
-            self.runner.run(
-                self._kubectl(
-                    str(ctx.kubeconfig),
-                    ctx.envdef.namespace,
-                    "rollout",
-                    "status",
-                    f"deployment/{name}",
-                    f"--timeout={int(ctx.wait_timeout)}s",
-                ),
-                timeout=ctx.wait_timeout + 30,
-            )
+        wait_rolled_out(ctx.connected(), ctx.envdef.namespace, ctx.deployments, timeout=ctx.wait_timeout)
 
     def _unready(self) -> list[str]:
         return [f"{c['name']}: {c.get('replicas', 'not ready')} ready" for c in self.status() if not c["healthy"]]
 
     # -- down -------------------------------------------------------------------------------
+    def _remove_engine_leftovers(self, errors: list[str]) -> list[str]:
+        """The ``kind`` network if this env made it and no node uses it, and the images it loaded."""
+        state = self._state()
+        cli = state.get("engine") or self._engine
+        removed: list[str] = []
+        if cli not in ("docker", "podman"):
+            return removed
+        if state.get("createdNetwork") and not self.clusters():
+            res = self.runner.run([cli, "network", "rm", KIND_NETWORK], check=False, timeout=60)
+            if res.returncode == 0:
+                removed.append(f"{cli} network {KIND_NETWORK}")
+            elif self._engine_has("network", KIND_NETWORK):
+                errors.append(f"{cli} network rm {KIND_NETWORK}: {(res.stderr or res.stdout).strip()[-300:]}")
+        for image in state.get("loadedImages") or []:
+            if not isinstance(image, str):
+                continue
+            res = self.runner.run([cli, "image", "rm", image], check=False, timeout=120)
+            if res.returncode == 0:
+                removed.append(f"{cli} image {image}")
+            elif self._engine_has("image", image) and "in use" not in (res.stderr + res.stdout):
+                errors.append(f"{cli} image rm {image}: {(res.stderr or res.stdout).strip()[-300:]}")
+        return removed
+
     def down(self, *, progress: Progress) -> dict:
-        """Delete the cluster if it exists and the env's state folder; idempotent, collects errors."""
+        """Delete the cluster, what this env added to the engine and the env's state folder;
+        idempotent, collects errors."""
         record = EnvRecord.load(self.env)
         kubeconfig = record.kubeconfig if record else kubeconfig_path()
         errors: list[str] = []
@@ -234,13 +474,15 @@ class KindEnv:
         try:
             existed = self.env in self.clusters()
             if existed:
-                progress(f"delete kind cluster {self.env} (and context {self.context})")
-                self.runner.run(
-                    ["kind", "delete", "cluster", "--name", self.env, "--kubeconfig", kubeconfig], timeout=300
-                )
+                progress(f"delete kind cluster {self.env} on {self.engine()} (and context {self.context})")
+                self._kind("delete", "cluster", "--name", self.env, "--kubeconfig", kubeconfig, timeout=300)
                 stopped.append(f"kind cluster {self.env}")
-        except CommandFailed as exc:
-            errors.append(f"{exc}: {exc.output.strip()}" if exc.output.strip() else str(exc))
+            removed = self._remove_engine_leftovers(errors)
+            if removed:
+                progress("remove " + ", ".join(removed))
+            stopped.extend(removed)
+        except (CommandFailed, RuntimeUnavailable) as exc:
+            errors.append(f"{exc}: {exc.output.strip()}" if isinstance(exc, CommandFailed) and exc.output else str(exc))
         if not errors:
             # Keep the record while the cluster may still exist, so `env down` can be retried.
             try:
@@ -250,13 +492,51 @@ class KindEnv:
         return {"stopped": stopped, "errors": errors, "was_up": record is not None or existed}
 
     # -- inspection -------------------------------------------------------------------------
+    def _read(self, record: EnvRecord) -> tuple[list[dict], list[dict]]:
+        kube = self._kube_factory(record.kubeconfig, record.context)
+        try:
+            deployments = kube.list(DEPLOYMENTS, record.namespace, label_selector="app.kubernetes.io/part-of=agn")[0]
+            pods = kube.list_objects("v1", "Pod", namespace=record.namespace, label_selector="app.kubernetes.io/part-of=agn")
+        finally:
+            kube.close()
+        return deployments, pods
+
     def status(self) -> list[dict]:
         """One entry per AGN Deployment (:func:`xtask.runtime.deployments.component`)."""
         record = EnvRecord.load(self.env)
         if record is None:
             return []
         try:
-            items = self.deployments(record.kubeconfig, record.namespace)
-        except (CommandFailed, ValueError):
-            return [{"name": f"kind cluster {self.env}", "pid": None, "running": False, "healthy": False}]
+            items, _ = self._read(record)
+        except (KubeError, OSError) as exc:
+            return [
+                {"name": f"kind cluster {self.env}", "pid": None, "running": False, "healthy": False, "detail": str(exc)}
+            ]
         return [component(d, record.namespace) for d in sorted(items, key=name_of)]
+
+    def describe(self) -> dict:
+        """The cluster's engine and node image, and each AGN pod's readiness (``env status``)."""
+        record = EnvRecord.load(self.env)
+        state = self._state()
+        out: dict[str, Any] = {"engine": state.get("engine"), "nodeImage": state.get("nodeImage") or "kind's default"}
+        if record is None:
+            return out
+        try:
+            _, pods = self._read(record)
+        except (KubeError, OSError):
+            return out
+        out["pods"] = [pod_row(p) for p in sorted(pods, key=name_of)]
+        return out
+
+
+def pod_row(pod: dict) -> dict:
+    """A pod as ``kubectl get pods`` shows it: ready containers, phase, restarts."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    ready = sum(1 for s in statuses if s.get("ready"))
+    return {
+        "name": name_of(pod),
+        "ready": f"{ready}/{len((pod.get('spec') or {}).get('containers') or statuses)}",
+        "phase": (pod.get("status") or {}).get("phase", "Unknown"),
+        "restarts": sum(int(s.get("restartCount") or 0) for s in statuses),
+        "node": (pod.get("spec") or {}).get("nodeName"),
+    }
