@@ -199,12 +199,7 @@ def component_images(versions: Mapping[str, str]) -> list[ComponentImage]:
 def kubeadm_patch(versions: Mapping[str, str]) -> str:
     """The ClusterConfiguration patch that makes kubeadm run this image's etcd (its default tag
     for a release can be newer than the etcd built here)."""
-    return (
-        "kind: ClusterConfiguration\n"
-        "etcd:\n"
-        "  local:\n"
-        f'    imageTag: "{etcd_tag(versions)}"\n'
-    )
+    return f'kind: ClusterConfiguration\netcd:\n  local:\n    imageTag: "{etcd_tag(versions)}"\n'
 
 
 def rootfs_files(root: Path = ROOTFS_DIR) -> list[Path]:
@@ -466,7 +461,9 @@ class NodeImageBuilder:
                 node_layer.add_bytes(rel, fill(src.read_text(), versions).encode(), src.stat().st_mode & 0o7777)
             node_layer.add_bytes("kind/version", f"{versions['KUBERNETES_VERSION']}\n".encode())
             for unit in ENABLED_UNITS:
-                node_layer.add_symlink(f"etc/systemd/system/multi-user.target.wants/{unit}", f"/etc/systemd/system/{unit}")
+                node_layer.add_symlink(
+                    f"etc/systemd/system/multi-user.target.wants/{unit}", f"/etc/systemd/system/{unit}"
+                )
             for unit in MASKED_UNITS:
                 node_layer.add_symlink(f"etc/systemd/system/{unit}", "/dev/null")
             node_layer.close()

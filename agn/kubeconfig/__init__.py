@@ -41,6 +41,7 @@ from agn.kubeconfig.write import (
     read_for_update,
     remove_context,
     replaced_file,
+    set_context_namespace,
     with_entries,
     without_entries,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "read_for_update",
     "remove_context",
     "replaced_file",
+    "set_context_namespace",
     "select_context",
     "server_problem",
     "shape_problems",

@@ -279,6 +279,21 @@ def add_context(path: Path, addition: Config) -> None:
         _write(path, with_entries(read_for_update(path), addition))
 
 
+def set_context_namespace(path: Path, name: str, namespace: str) -> bool:
+    """Give context ``name`` a default namespace (as ``kubectl config set-context NAME
+    --namespace NS`` does). False when the file has no such context (nothing is written)."""
+    with locked(path):
+        config = read_for_update(path)
+        for entry in config.get("contexts") or []:
+            if isinstance(entry, dict) and entry.get("name") == name and isinstance(entry.get("context"), dict):
+                if entry["context"].get("namespace") == namespace:
+                    return True
+                entry["context"]["namespace"] = namespace
+                _write(path, config)
+                return True
+        return False
+
+
 def remove_context(path: Path, name: str, *, ours: Written | None) -> bool:
     """Remove the cluster, user and context ``name`` if the cluster is still the one this env
     wrote (``ours``; None: nothing is provably ours, nothing is removed). True if removed."""

@@ -1,65 +1,50 @@
-"""End to end on a real kind cluster: env up --runtime kind, provider-drain with convergence, env down.
+"""End to end on a real kind cluster (tests/kind/conftest.py makes it with `env up --runtime kind`).
 
-Drives the real CLI as a subprocess. Needs a Docker engine, ``kind`` and ``kubectl``; skipped
-with the reason otherwise (``xtask.runtime.kind.kind_problems``). Run it with
-
-    python -m pytest tests/kind -m kind -v
-
-State and the kubeconfig live in a temporary folder; the cluster is named ``example`` after
-the env, so the test refuses to touch a kind cluster of that name that it did not create.
+The tests run in file order against one cluster: what `env up` made, the specification's
+command sequence on ``--context kind-example``, traffic through a gateway's Service during a
+drain, pods deleted during a drain's wait, a repeated `env up`, the ``cluster`` runtime on
+the same cluster treated as an existing one, and last `env down` leaving nothing behind.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
+import threading
+import time
+from collections import Counter
 
 import pytest
+import yaml
+from kindenv import CONTEXT, ENV, NAMESPACE, REPO_ROOT, PortForward
 
 from agn.shards import assemble
+from agnprocs import http_json, wait_for
 from reportschema import parse_report
 from xtask.reports import ENV_STATUS, ENV_UP
-from xtask.runtime.kind import kind_problems
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-ENV = "example"
-NAMESPACE = "agn-example"
-PROBLEMS = kind_problems()
+pytestmark = pytest.mark.kind
 
-pytestmark = [
-    pytest.mark.kind,
-    pytest.mark.skipif(bool(PROBLEMS), reason="kind e2e needs Docker, kind and kubectl: " + "; ".join(PROBLEMS)),
-]
-
-
-def run(env: dict, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "xtask", *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout
-    )
+TARGETS = ("--network", "production", "--consumer", "consumer-a", "--consumer", "consumer-b")
+AGN_DEPLOYMENTS = {
+    "agn-operator",
+    "agn-gateway-consumer-a",
+    "agn-gateway-consumer-b",
+    "fake-provider-one",
+    "fake-provider-two",
+    "fake-provider-three",
+    "fake-provider-four",
+}
 
 
-def kubectl_json(env: dict, *args: str) -> dict:
-    out = subprocess.run(
-        ["kubectl", "--context", f"kind-{ENV}", "-n", NAMESPACE, *args, "-o", "json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    return json.loads(out.stdout)
-
-
-def overlay_states(env: dict) -> dict[str, dict[str, str]]:
-    """Each consumer's admission state per provider, as kubectl shows the overlays: the index
-    (RoutingOverlay) and, when sharded, its RoutingOverlayShards, assembled as a gateway does.
-    Read after a converged drain, when the operator is not writing; indexes first, as the
-    operator writes shards before the index."""
-    indexes = kubectl_json(env, "get", "routingoverlays")["items"]
-    shards = {s["metadata"]["name"]: s["spec"] for s in kubectl_json(env, "get", "routingoverlayshards")["items"]}
+def overlay_states(kind_env) -> dict[str, dict[str, str]]:
+    """Each consumer's admission state per provider as kubectl shows the overlays (index and
+    shards assembled as a gateway does); read after a converged drain."""
+    indexes = kind_env.kubectl_json("-n", NAMESPACE, "get", "routingoverlays")["items"]
+    shards = {
+        s["metadata"]["name"]: s["spec"]
+        for s in kind_env.kubectl_json("-n", NAMESPACE, "get", "routingoverlayshards")["items"]
+    }
     out = {}
     for index in indexes:
         whole = assemble(index["spec"], shards)
@@ -67,75 +52,260 @@ def overlay_states(env: dict) -> dict[str, dict[str, str]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def cli_env(tmp_path_factory):
-    clusters = subprocess.run(["kind", "get", "clusters"], capture_output=True, text=True, check=True).stdout.split()
-    if ENV in clusters:
-        pytest.skip(
-            f"a kind cluster named {ENV!r} already exists; the e2e test does not touch clusters it did not create"
-        )
-    home = tmp_path_factory.mktemp("kind-e2e")
-    env = {
-        **os.environ,
-        "AGN_XTASK_HOME": str(home / "xtask"),
-        "KUBECONFIG": str(home / "kubeconfig"),
-        "PYTHONPATH": str(REPO_ROOT),
-        "NO_COLOR": "1",
-    }
-    yield env
-    run(env, "env", "down", "--env", ENV, timeout=300)  # whatever happened above
+def drain(kind_env, *args: str, timeout: float = 300) -> str:
+    proc = kind_env.run("env", "provider-drain", "--context", CONTEXT, *args, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
 
 
-def test_up_drain_down(cli_env):
-    up = run(cli_env, "env", "up", "--runtime", "kind", "--env", ENV, "--timeout", "300", "--output", "json")
-    assert up.returncode == 0, up.stderr
-    result = parse_report(up.stdout, ENV_UP)
-    assert (result["runtime"], result["context"]) == ("kind", f"kind-{ENV}")
-    assert set(result["served"]) == {"consumer-a", "consumer-b"}
+def test_up_made_the_cluster_crds_rbac_and_pods_under_their_security_context(kind_env):
+    report = kind_env.up_report["data"] if "data" in kind_env.up_report else kind_env.up_report
+    assert report["context"] == CONTEXT
+    assert set(report["served"]) == {"consumer-a", "consumer-b"}
+    assert f"kind cluster {ENV} (" in " ".join(report["started"])
+    nodes = kind_env.kubectl_json("get", "nodes")["items"]
+    assert [n["metadata"]["name"] for n in nodes] == [f"{ENV}-control-plane"]
+    crds = {c["metadata"]["name"] for c in kind_env.kubectl_json("get", "crds")["items"]}
+    assert {"inferenceproviders.agn.dev", "routingoverlays.agn.dev", "routingoverlayshards.agn.dev"} <= crds
+    roles = {r["metadata"]["name"] for r in kind_env.kubectl_json("-n", NAMESPACE, "get", "roles")["items"]}
+    assert any("operator" in r for r in roles) and any("gateway" in r for r in roles)
 
-    status = run(cli_env, "env", "status", "--env", ENV, "--output", "json")
+    # The operator may write overlays; a gateway may only read them (kubectl auth can-i).
+    def can(account: str, verb: str, resource: str) -> bool:
+        proc = subprocess.run(
+            ["kubectl", "--context", CONTEXT, "auth", "can-i", verb, resource, "-n", NAMESPACE,
+             f"--as=system:serviceaccount:{NAMESPACE}:{account}"],
+            env=kind_env.env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        return proc.stdout.strip() == "yes"
+
+    assert can("agn-operator", "patch", "routingoverlays")
+    assert can("agn-gateway-consumer-a", "get", "routingoverlays/consumer-a")
+    assert not can("agn-gateway-consumer-a", "get", "routingoverlays/consumer-b")  # only its own
+    assert not can("agn-gateway-consumer-a", "patch", "routingoverlays/consumer-a")
+    assert not can("agn-gateway-consumer-a", "patch", "inferenceproviders")
+    deployments = kind_env.kubectl_json("-n", NAMESPACE, "get", "deployments")["items"]
+    assert {d["metadata"]["name"] for d in deployments} == AGN_DEPLOYMENTS
+    pods = kind_env.kubectl_json("-n", NAMESPACE, "get", "pods", "-l", "app.kubernetes.io/part-of=agn")["items"]
+    assert len(pods) == len(AGN_DEPLOYMENTS)
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        assert pod["status"]["phase"] == "Running", name
+        assert all(s["ready"] for s in pod["status"]["containerStatuses"]), name
+        assert pod["spec"]["securityContext"]["runAsNonRoot"] is True, name
+        (container,) = pod["spec"]["containers"]
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True, name
+        assert container["securityContext"]["capabilities"]["drop"] == ["ALL"], name
+    # And the running processes really are so: not root, no capabilities, no writable root.
+    probe = (
+        "import os\n"
+        "caps = [l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')][0]\n"
+        "try:\n"
+        "    open('/probe', 'w')\n"
+        "    writable = True\n"
+        "except OSError:\n"
+        "    writable = False\n"
+        "print(os.getuid(), caps, writable)\n"
+    )
+    for deployment in ("agn-operator", "agn-gateway-consumer-a", "fake-provider-one"):
+        out = kind_env.kubectl("-n", NAMESPACE, "exec", f"deployment/{deployment}", "--", "python3", "-c", probe)
+        uid, caps, writable = out.split()
+        assert (uid != "0", int(caps, 16), writable) == (True, 0, "False"), (deployment, out)
+
+
+def test_status_shows_the_engine_and_each_pod_with_its_readiness(kind_env):
+    status = kind_env.run("env", "status", "--env", ENV, "-o", "json")
     assert status.returncode == 0, status.stderr
     data = parse_report(status.stdout, ENV_STATUS)
     assert data["state"] == "up" and data["runtime"] == "kind"
-    assert {c["name"] for c in data["components"]} >= {"agn-operator", "agn-gateway-consumer-a", "fake-provider-one"}
+    assert data["cluster"]["engine"] in ("docker", "podman")
+    pods = {p["name"].rsplit("-", 2)[0]: p for p in data["cluster"]["pods"]}
+    assert set(pods) == AGN_DEPLOYMENTS
+    assert all(p["ready"] == "1/1" and p["phase"] == "Running" for p in pods.values())
+    table = kind_env.run("env", "status", "--env", ENV)
+    assert table.returncode == 0, table.stderr
+    assert f"engine={data['cluster']['engine']}" in table.stdout
+    assert "fake-provider-one-" in table.stdout and "1/1" in table.stdout
 
-    again = run(cli_env, "env", "up", "--runtime", "kind", "--env", ENV, "--output", "json")
-    assert again.returncode == 0, again.stderr
-    assert (
-        parse_report(again.stdout, ENV_UP)["started"] == []
-    )  # idempotent: the cluster and every deployment are reused
 
-    drain_args = [
-        "env",
-        "provider-drain",
-        "--context",
-        f"kind-{ENV}",
-        "--namespace",
-        NAMESPACE,
-        "--gateway",
-        "provider-a",
-        "--network",
-        "production",
-        "--consumer",
-        "consumer-a",
-        "--consumer",
-        "consumer-b",
-        "--timeout",
-        "120",
-    ]
-    drained = run(cli_env, *drain_args, "--reason", "kind e2e")
-    assert drained.returncode == 0, drained.stdout + drained.stderr
-    for states in overlay_states(cli_env).values():
+def test_the_specifications_sequence_on_the_kind_context(kind_env):
+    out = drain(kind_env, "--provider", "provider-one", "--dry-run")
+    assert "nothing written" in out
+    assert overlay_states(kind_env)["consumer-a"]["provider-one"] == "admitted"
+    assert "stored: spec.trafficPolicy.drain=true" in drain(kind_env, "--provider", "provider-one")
+    assert "stored: spec.trafficPolicy.drain=false" in drain(kind_env, "--provider", "provider-one", "--undrain")
+
+    out = drain(kind_env, "--gateway", "provider-a", *TARGETS)
+    assert "ok: converged: consumer-a, consumer-b serve the change" in out
+    for states in overlay_states(kind_env).values():
         assert states["provider-one"] == states["provider-two"] == "existing_only"
         assert states["provider-three"] == states["provider-four"] == "admitted"
-
-    undrained = run(cli_env, *drain_args, "--undrain")
-    assert undrained.returncode == 0, undrained.stdout + undrained.stderr
-    for states in overlay_states(cli_env).values():
+    out = drain(kind_env, "--gateway", "provider-a", "--undrain", *TARGETS)
+    assert "ok: converged" in out
+    for states in overlay_states(kind_env).values():
         assert set(states.values()) == {"admitted"}
 
-    down = run(cli_env, "env", "down", "--env", ENV, timeout=300)
-    assert down.returncode == 0, down.stderr
-    assert ENV not in subprocess.run(["kind", "get", "clusters"], capture_output=True, text=True).stdout.split()
-    second = run(cli_env, "env", "down", "--env", ENV, timeout=300)
-    assert second.returncode == 0 and "was not up" in second.stdout
+    # --wait-idle: the operator scrapes each provider's in-flight load through the cluster.
+    out = drain(kind_env, "--provider", "provider-one", "--wait-idle", "--idle-timeout", "120", *TARGETS)
+    assert "idle" in out
+    drain(kind_env, "--provider", "provider-one", "--undrain", *TARGETS)
+
+
+def test_sticky_and_new_sessions_through_a_gateway_service_during_a_drain(kind_env):
+    forward = PortForward(kind_env, "service/agn-gateway-consumer-a", 8080)
+    base = f"http://127.0.0.1:{forward.port}"
+    chat = {"x-selection-group": "chat"}
+
+    def complete(session: str) -> str:
+        return http_json(
+            f"{base}/v1/completions", method="POST", body={"prompt": "hi"}, headers={**chat, "x-session-id": session}
+        )["provider"]
+
+    try:
+        sticky = [f"sticky-{i}" for i in range(4)]
+        before = {s: complete(s) for s in sticky}
+        assert set(before.values()) == {"provider-one"}  # rank 0 of the chat group
+        failures: list[str] = []
+        new_on: Counter[str] = Counter()
+        sticky_moved: list[str] = []
+        drained_at: list[float] = []
+        stop = threading.Event()
+
+        def traffic() -> None:
+            i = 0
+            while not stop.is_set():
+                i += 1
+                try:
+                    for s in sticky:
+                        if complete(s) != before[s]:
+                            sticky_moved.append(s)
+                    provider = complete(f"new-{i}")
+                    if drained_at:  # the drain converged: no new session may land on provider-one
+                        new_on[provider] += 1
+                except Exception as exc:  # every failed request counts
+                    failures.append(repr(exc))
+
+        worker = threading.Thread(target=traffic, daemon=True)
+        worker.start()
+        try:
+            out = drain(kind_env, "--provider", "provider-one", *TARGETS)
+            assert "ok: converged" in out
+            drained_at.append(time.monotonic())
+            wait_for(lambda: sum(new_on.values()) >= 20, timeout=120, what="20 new sessions after the drain")
+        finally:
+            stop.set()
+            worker.join(timeout=30)
+        assert failures == []
+        assert sticky_moved == []  # existing sessions stay on the drained (existing_only) provider
+        assert new_on["provider-one"] == 0 and new_on["provider-three"] >= 20
+    finally:
+        drain(kind_env, "--provider", "provider-one", "--undrain", *TARGETS)
+        forward.stop()
+
+
+def test_pods_deleted_during_a_drains_wait(kind_env):
+    """The gateway's and the operator's pods are deleted while the drain waits: it still
+    converges once their replacements serve, or exits 6 naming the lagging target."""
+    args = ("env", "provider-drain", "--context", CONTEXT, "--gateway", "provider-b", "--timeout", "240", *TARGETS)
+    running = kind_env.spawn(*args)
+    try:
+
+        def stored() -> bool:
+            items = kind_env.kubectl_json("-n", NAMESPACE, "get", "inferenceproviders")["items"]
+            return all(
+                (p["spec"].get("trafficPolicy") or {}).get("drain") is True
+                for p in items
+                if p["spec"].get("providerGateway") == "provider-b"
+            )
+
+        wait_for(stored, timeout=120, interval=0.2, what="provider-b's drain stored")
+        kind_env.kubectl(
+            "-n", NAMESPACE, "delete", "pod", "-l", "app.kubernetes.io/name=agn-gateway-consumer-a", "--wait=false"
+        )
+        kind_env.kubectl("-n", NAMESPACE, "delete", "pod", "-l", "app.kubernetes.io/name=agn-operator", "--wait=false")
+        out, err = running.communicate(timeout=300)
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.wait()
+    assert running.returncode in (0, 6), out + err
+    if running.returncode == 6:
+        assert "consumer-a" in out + err
+    else:
+        assert "ok: converged" in out
+    for consumer, states in overlay_states(kind_env).items():
+        assert states["provider-three"] == states["provider-four"] == "existing_only", consumer
+    undo = kind_env.run("env", "provider-drain", "--context", CONTEXT, "--gateway", "provider-b", "--undrain", *TARGETS)
+    assert undo.returncode == 0, undo.stdout + undo.stderr
+    for states in overlay_states(kind_env).values():
+        assert set(states.values()) == {"admitted"}
+
+
+def test_up_again_is_a_no_op(kind_env):
+    again = kind_env.run("env", "up", "--runtime", "kind", "--env", ENV, "-o", "json")
+    assert again.returncode == 0, again.stderr
+    assert parse_report(again.stdout, ENV_UP)["started"] == []
+
+
+def test_the_cluster_runtime_on_the_kind_cluster_as_an_existing_cluster(kind_env, tmp_path):
+    """Issue 17's ``cluster`` runtime: a second env applied into the kind cluster by context,
+    drained, and removed by label without touching the first env or the cluster."""
+    envs = tmp_path / "envs"
+    envs.mkdir()
+    data = yaml.safe_load((REPO_ROOT / "envs" / "example.yaml").read_text())
+    data.update(name="shared", namespace="agn-shared")
+    (envs / "shared.yaml").write_text(yaml.safe_dump(data))
+    extra = {"AGN_XTASK_ENVS_DIR": str(envs)}
+    image = json.loads(kind_env.kubectl("-n", NAMESPACE, "get", "deployment", "agn-operator", "-o", "json"))["spec"][
+        "template"
+    ]["spec"]["containers"][0]["image"]
+    up = kind_env.run(
+        "env", "up", "--runtime", "cluster", "--env", "shared", "--context", CONTEXT, "--image", image,
+        "--timeout", "300", "-o", "json", extra_env=extra,
+    )  # fmt: skip
+    assert up.returncode == 0, up.stderr
+    assert set(parse_report(up.stdout, ENV_UP)["served"]) == {"consumer-a", "consumer-b"}
+    out = kind_env.run(
+        "env", "provider-drain", "--context", CONTEXT, "--namespace", "agn-shared", "--gateway", "provider-a",
+        *TARGETS, extra_env=extra,
+    )  # fmt: skip
+    assert out.returncode == 0 and "ok: converged" in out.stdout, out.stdout + out.stderr
+    down = kind_env.run("env", "down", "--env", "shared", extra_env=extra)
+    assert down.returncode == 0, down.stdout + down.stderr
+    left = kind_env.kubectl_json("-n", "agn-shared", "get", "deployments,services,inferenceproviders")["items"]
+    assert left == []
+    # The kind env and its cluster are untouched.
+    assert {d["metadata"]["name"] for d in kind_env.kubectl_json("-n", NAMESPACE, "get", "deployments")["items"]} == (
+        AGN_DEPLOYMENTS
+    )
+    assert ENV in subprocess.run(["kind", "get", "clusters"], capture_output=True, text=True, timeout=60).stdout.split()
+
+
+def test_down_deletes_the_cluster_and_leaves_nothing_it_made(kind_env):
+    state = json.loads((kind_env.home / "xtask" / "envs" / ENV / "kind.json").read_text())
+    engine = state["engine"]
+    down = kind_env.run("env", "down", "--env", ENV, timeout=600)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert (
+        ENV
+        not in subprocess.run(["kind", "get", "clusters"], capture_output=True, text=True, timeout=60).stdout.split()
+    )
+    containers = subprocess.run(
+        [engine, "ps", "-a", "--filter", f"label=io.x-k8s.kind.cluster={ENV}", "--format", "{{.Names}}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert containers.returncode == 0 and containers.stdout.split() == []
+    assert state.get("createdImages"), state  # at least the AGN image was built by this env
+    for image in state.get("createdImages", []):
+        assert subprocess.run([engine, "image", "inspect", image], capture_output=True, timeout=60).returncode != 0, (
+            image
+        )
+    if state.get("createdNetwork"):
+        assert subprocess.run([engine, "network", "inspect", "kind"], capture_output=True, timeout=60).returncode != 0
+    config = yaml.safe_load((kind_env.home / "kubeconfig").read_text()) or {}
+    assert CONTEXT not in {c["name"] for c in config.get("contexts") or []}
+    assert not (kind_env.home / "xtask" / "envs" / ENV).exists()
+    again = kind_env.run("env", "down", "--env", ENV, timeout=300)
+    assert again.returncode == 0 and "was not up" in again.stdout

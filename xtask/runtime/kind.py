@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 import yaml
 
 from agn.kube import Kube, KubeError, kubeconfig_path
-from agn.kubeconfig import read_for_update
+from agn.kubeconfig import read_for_update, set_context_namespace
 from agn.objects import name_of
 from agn.outputfile import write_atomic
 from xtask.engine import detect_engine, qualified
@@ -265,6 +265,17 @@ class KindEnv:
         out = self._kind("get", "clusters", timeout=60)
         return [line.strip() for line in out.splitlines() if line.strip()]
 
+    def _image_ids(self) -> set[str]:
+        """Every image id the engine holds, intermediate ones included."""
+        out = self.runner.run([self.engine(), "images", "-a", "-q", "--no-trunc"], check=False, timeout=60).stdout
+        return set(out.split())
+
+    def _record_new_images(self, before: set[str]) -> None:
+        """Record the images that appeared since ``before``: ``down`` removes what this env made."""
+        new = self._image_ids() - before
+        if new:
+            self._save_state(createdImages=sorted({*self._state().get("createdImages", []), *new}))
+
     def _engine_has(self, kind: str, name: str) -> bool:
         cli = self.engine()
         argv = [cli, kind, "inspect", name] if kind == "network" else [cli, "image", "inspect", name]
@@ -338,10 +349,9 @@ class KindEnv:
         engine = Docker(self._environ.get("DOCKER_HOST") if cli == "docker" else None, runner=self.runner)
         engine_cli(engine, cli)
         builder = NodeImageBuilder(engine, cli=cli, runner=self.runner)
-        had = set(listed)
+        before = self._image_ids()
         tag = builder.load()
-        if tag.rsplit(":", 1)[0] not in had:
-            self._save_state(loadedImages=sorted({*self._state().get("loadedImages", []), tag}))
+        self._record_new_images(before)
         return tag, self._labels(tag)
 
     def _labels(self, image: str) -> dict:
@@ -391,6 +401,9 @@ class KindEnv:
 
     def _write_context(self, ctx: UpContext) -> None:
         self._kind("export", "kubeconfig", "--name", self.env, "--kubeconfig", str(ctx.kubeconfig), timeout=60)
+        # The env's namespace is the context's default, as on the local runtime: the
+        # specification's commands name only --context kind-<env>.
+        set_context_namespace(ctx.kubeconfig, self.context, ctx.envdef.namespace)
         EnvRecord(self.env, RUNTIME, self.context, str(ctx.kubeconfig), ctx.envdef.namespace).save()
         ctx.kube = self._kube_factory(str(ctx.kubeconfig), self.context)
 
@@ -398,7 +411,7 @@ class KindEnv:
         from xtask.image import Docker, ImageBuilder
 
         cli = self.engine()
-        had = self._engine_has("image", self.image)
+        before = self._image_ids()
         engine = Docker(self._environ.get("DOCKER_HOST") if cli == "docker" else None, runner=self.runner, cli=cli)
         builder = ImageBuilder(engine, runner=self.runner, repo=self._build_context)
         if builder.debootstrap_problems():
@@ -406,8 +419,7 @@ class KindEnv:
             self.runner.run([cli, "build", "-t", self.image, str(self._build_context)], timeout=1800)
         else:
             builder.build(self.image)
-        if not had:
-            self._save_state(loadedImages=sorted({*self._state().get("loadedImages", []), self.image}))
+        self._record_new_images(before)
         image_id = self.runner.run([cli, "image", "inspect", "--format", "{{.Id}}", self.image], timeout=60)
         ctx.image_id = image_id.stdout.strip() or None
 
@@ -453,14 +465,22 @@ class KindEnv:
                 removed.append(f"{cli} network {KIND_NETWORK}")
             elif self._engine_has("network", KIND_NETWORK):
                 errors.append(f"{cli} network rm {KIND_NETWORK}: {(res.stderr or res.stdout).strip()[-300:]}")
-        for image in state.get("loadedImages") or []:
-            if not isinstance(image, str):
-                continue
-            res = self.runner.run([cli, "image", "rm", image], check=False, timeout=120)
-            if res.returncode == 0:
-                removed.append(f"{cli} image {image}")
-            elif self._engine_has("image", image) and "in use" not in (res.stderr + res.stdout):
-                errors.append(f"{cli} image rm {image}: {(res.stderr or res.stdout).strip()[-300:]}")
+        # Newest first would be ideal; an image another one still needs fails and is retried
+        # once the others are gone. Images in use elsewhere (another cluster) are kept.
+        left = [i for i in state.get("createdImages") or [] if isinstance(i, str)]
+        for _ in range(3):
+            kept = []
+            for image in left:
+                res = self.runner.run([cli, "image", "rm", image], check=False, timeout=120)
+                if res.returncode == 0:
+                    removed.append(f"{cli} image {image[:19]}")
+                elif self.runner.run([cli, "image", "inspect", image], check=False, timeout=60).returncode == 0:
+                    kept.append(image)
+            if len(kept) == len(left):
+                break
+            left = kept
+        for image in left:  # another cluster or container uses it: kept, and said
+            removed.append(f"kept {cli} image {image[:19]} (in use; `{cli} image rm {image}` once it is not)")
         return removed
 
     def down(self, *, progress: Progress) -> dict:
@@ -496,7 +516,9 @@ class KindEnv:
         kube = self._kube_factory(record.kubeconfig, record.context)
         try:
             deployments = kube.list(DEPLOYMENTS, record.namespace, label_selector="app.kubernetes.io/part-of=agn")[0]
-            pods = kube.list_objects("v1", "Pod", namespace=record.namespace, label_selector="app.kubernetes.io/part-of=agn")
+            pods = kube.list_objects(
+                "v1", "Pod", namespace=record.namespace, label_selector="app.kubernetes.io/part-of=agn"
+            )
         finally:
             kube.close()
         return deployments, pods
@@ -510,7 +532,13 @@ class KindEnv:
             items, _ = self._read(record)
         except (KubeError, OSError) as exc:
             return [
-                {"name": f"kind cluster {self.env}", "pid": None, "running": False, "healthy": False, "detail": str(exc)}
+                {
+                    "name": f"kind cluster {self.env}",
+                    "pid": None,
+                    "running": False,
+                    "healthy": False,
+                    "detail": str(exc),
+                }
             ]
         return [component(d, record.namespace) for d in sorted(items, key=name_of)]
 

@@ -27,7 +27,11 @@ def collect(env_name: str) -> dict:
             "components": [],
             "objects": None,
         }
-    components = registry.recorded(env_name, record.runtime).status()
+    runtime = registry.recorded(env_name, record.runtime)
+    components = runtime.status()
+    # A runtime may describe its cluster beyond the components (kind: engine, node image, pods).
+    describe = getattr(runtime, "describe", None)
+    cluster = describe() if callable(describe) else None
     objects, error = None, None
     try:
         from agn.kube import Kube, KubeError
@@ -51,6 +55,7 @@ def collect(env_name: str) -> dict:
         "namespace": record.namespace,
         "components": components,
         "objects": objects,
+        **({"cluster": cluster} if cluster else {}),
         **({"error": error} if error else {}),
     }
 
@@ -95,6 +100,16 @@ def render_table(data: dict, con: Console) -> None:
             "" if c["healthy"] else e(c.get("detail", "")),
         )
     con.print(comps)
+    cluster = data.get("cluster")
+    if cluster:
+        con.print(f"cluster: engine={e(cluster.get('engine'))}  node image={e(cluster.get('nodeImage'))}")
+        if cluster.get("pods") is not None:
+            pods = Table(title="pods", title_justify="left")
+            for col in ("name", "ready", "status", "restarts", "node"):
+                pods.add_column(col)
+            for p in cluster["pods"]:
+                pods.add_row(e(p["name"]), e(p["ready"]), e(p["phase"]), e(p["restarts"]), e(p.get("node") or "-"))
+            con.print(pods)
     if data.get("error"):
         con.print(f"[red]cannot read AGN objects:[/red] {e(data['error'])}")
         return
