@@ -205,12 +205,18 @@ def app_wheel_argv(python: str, *, source: Path, tools: Path, dest: Path) -> lis
     ]
 
 
-def docker_build_argv(*, dockerfile: Path, context: Path, base: str, tag: str) -> list[str]:
+# The image label recording a digest of everything its build was given (base, wheels, staged
+# sources, Dockerfile): a build whose inputs carry the same digest is skipped.
+INPUTS_LABEL = "dev.agn.image.inputs"
+
+
+def docker_build_argv(*, dockerfile: Path, context: Path, base: str, tag: str, inputs: str | None = None) -> list[str]:
     return [
         "docker",
         "build",
         "--network",
         "none",
+        *(["--label", f"{INPUTS_LABEL}={inputs}"] if inputs else []),
         "-f",
         str(dockerfile),
         "--build-arg",
@@ -498,6 +504,13 @@ class ImageBuilder:
             shutil.rmtree(old, ignore_errors=True)
         return folder
 
+    def _labelled(self, tag: str) -> str | None:
+        """The inputs digest the image ``tag`` was built from (None: no such image, or no label)."""
+        res = self.docker("image", "inspect", "--format", f'{{{{index .Config.Labels "{INPUTS_LABEL}"}}}}', tag,
+                          check=False, timeout=60)  # fmt: skip
+        value = res.stdout.strip() if res.returncode == 0 else ""
+        return value if value and value != "<no value>" else None
+
     def build(self, tag: str = IMAGE) -> BuildResult:
         problems = self.engine_problems()
         if problems:
@@ -516,13 +529,21 @@ class ImageBuilder:
         with tempfile.TemporaryDirectory(prefix="agn-image-") as tmp:
             context = Path(tmp) / "context"
             self.stage(wheels, context)
+            inputs = _digest(
+                [base, source_digest(context, (*SOURCES, WHEELS)), (self.repo / "Dockerfile").read_text()]
+            )[:32]
             seconds["stage"] = time.monotonic() - mark
             mark = time.monotonic()
-            self.progress(f"docker build {tag} (base {base}, no network)")
-            self.docker.run_argv(
-                docker_build_argv(dockerfile=self.repo / "Dockerfile", context=context, base=base, tag=tag),
-                timeout=1800,
-            )
+            if self._labelled(tag) == inputs:
+                self.progress(f"{tag}: built already from the same base, wheels and sources")
+            else:
+                self.progress(f"{self.docker.cli} build {tag} (base {base}, no network)")
+                self.docker.run_argv(
+                    docker_build_argv(
+                        dockerfile=self.repo / "Dockerfile", context=context, base=base, tag=tag, inputs=inputs
+                    ),
+                    timeout=1800,
+                )
         seconds["docker build"] = time.monotonic() - mark
         seconds["total"] = time.monotonic() - start
         image = self.docker.inspect(tag, kind="image")

@@ -499,11 +499,25 @@ def main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] = os.e
         description="Build a kind node image with no container registry (binaries from the Go module proxy, "
         "a debootstrapped Debian) and load it into the container engine. Prints the image's name.",
     )
-    parser.add_argument("--engine", choices=("docker", "podman"), default=None, help="engine to load it into")
+    parser.add_argument(
+        "--engine",
+        choices=("docker", "podman"),
+        default=None,
+        help="engine to load it into (default: as the kind runtime chooses: KIND_EXPERIMENTAL_PROVIDER, else "
+        "the first of docker and podman that answers)",
+    )
     parser.add_argument("--archive-only", action="store_true", help="build the archive, load it nowhere")
     parser.add_argument("--mirror", default=DEFAULT_MIRROR, help=f"Debian mirror (default {DEFAULT_MIRROR})")
     args = parser.parse_args(argv)
-    cli = args.engine or environ.get("KIND_EXPERIMENTAL_PROVIDER") or ("podman" if shutil.which("podman") else "docker")
+    cli = args.engine
+    if cli is None and not args.archive_only:
+        from xtask.engine import detect_engine
+
+        cli, reasons = detect_engine(environ=environ, which=shutil.which, runner=RealCmdRunner())
+        if cli is None:
+            print("error: no container engine to load the image into: " + "; ".join(reasons), file=sys.stderr)
+            return 1
+    cli = cli or "docker"
     engine = Docker(environ.get("DOCKER_HOST") if cli == "docker" else None)
     engine_cli(engine, cli)
     builder = NodeImageBuilder(engine, cli=cli, mirror=args.mirror)

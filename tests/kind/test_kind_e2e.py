@@ -118,13 +118,13 @@ def test_status_shows_the_engine_and_each_pod_with_its_readiness(kind_env):
     assert status.returncode == 0, status.stderr
     data = parse_report(status.stdout, ENV_STATUS)
     assert data["state"] == "up" and data["runtime"] == "kind"
-    assert data["cluster"]["engine"] in ("docker", "podman")
-    pods = {p["name"].rsplit("-", 2)[0]: p for p in data["cluster"]["pods"]}
+    assert data["runtimeDetail"]["engine"] in ("docker", "podman")
+    pods = {p["name"].rsplit("-", 2)[0]: p for p in data["runtimeDetail"]["pods"]}
     assert set(pods) == AGN_DEPLOYMENTS
     assert all(p["ready"] == "1/1" and p["phase"] == "Running" for p in pods.values())
     table = kind_env.run("env", "status", "--env", ENV)
     assert table.returncode == 0, table.stderr
-    assert f"engine={data['cluster']['engine']}" in table.stdout
+    assert f"engine={data['runtimeDetail']['engine']}" in table.stdout
     assert "fake-provider-one-" in table.stdout and "1/1" in table.stdout
 
 

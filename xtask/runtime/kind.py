@@ -322,7 +322,11 @@ class KindEnv:
             ),
             Step(f"write kube context {self.context} to {ctx.kubeconfig}", self._write_context),
             Step(f"build image {self.image} on {self.engine()}", self._build_image),
-            Step(f"load image {self.image} into kind cluster {self.env}", self._load_image),
+            Step(
+                f"load image {self.image} into kind cluster {self.env}",
+                self._load_image,
+                check=lambda ctx: ctx.reused and self._nodes_have(ctx.image_id),
+            ),
             install_crds_step(),
             Step(
                 f"apply manifests (namespace {ctx.envdef.namespace}, RBAC, deployments, AGN objects)",
@@ -422,6 +426,25 @@ class KindEnv:
         self._record_new_images(before)
         image_id = self.runner.run([cli, "image", "inspect", "--format", "{{.Id}}", self.image], timeout=60)
         ctx.image_id = image_id.stdout.strip() or None
+
+    def _nodes_have(self, image_id: str | None) -> bool:
+        """Whether every node's containerd holds the image with this id already (a repeated
+        ``up`` then loads nothing)."""
+        if not image_id:
+            return False
+        want = image_id.removeprefix("sha256:")
+        nodes = self._kind("get", "nodes", "--name", self.env, timeout=60).split()
+        for node in nodes:
+            res = self.runner.run(
+                [self.engine(), "exec", node, "crictl", "inspecti", "-o", "json", self.image], check=False, timeout=60
+            )
+            try:
+                have = json.loads(res.stdout or "{}").get("status", {}).get("id", "")
+            except ValueError:
+                have = ""
+            if res.returncode != 0 or have.removeprefix("sha256:") != want:
+                return False
+        return bool(nodes)
 
     def _load_image(self, ctx: UpContext) -> None:
         if self.engine() == "docker":

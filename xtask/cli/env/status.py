@@ -29,9 +29,9 @@ def collect(env_name: str) -> dict:
         }
     runtime = registry.recorded(env_name, record.runtime)
     components = runtime.status()
-    # A runtime may describe its cluster beyond the components (kind: engine, node image, pods).
+    # A runtime may describe itself beyond the components (kind: engine, node image, pods).
     describe = getattr(runtime, "describe", None)
-    cluster = describe() if callable(describe) else None
+    detail = describe() if callable(describe) else None
     objects, error = None, None
     try:
         from agn.kube import Kube, KubeError
@@ -55,7 +55,7 @@ def collect(env_name: str) -> dict:
         "namespace": record.namespace,
         "components": components,
         "objects": objects,
-        **({"cluster": cluster} if cluster else {}),
+        **({"runtimeDetail": detail} if detail else {}),
         **({"error": error} if error else {}),
     }
 
@@ -100,14 +100,14 @@ def render_table(data: dict, con: Console) -> None:
             "" if c["healthy"] else e(c.get("detail", "")),
         )
     con.print(comps)
-    cluster = data.get("cluster")
-    if cluster:
-        con.print(f"cluster: engine={e(cluster.get('engine'))}  node image={e(cluster.get('nodeImage'))}")
-        if cluster.get("pods") is not None:
+    detail = data.get("runtimeDetail")
+    if detail:
+        con.print(f"engine={e(detail.get('engine'))}  node image={e(detail.get('nodeImage'))}")
+        if detail.get("pods") is not None:
             pods = Table(title="pods", title_justify="left")
             for col in ("name", "ready", "status", "restarts", "node"):
                 pods.add_column(col)
-            for p in cluster["pods"]:
+            for p in detail["pods"]:
                 pods.add_row(e(p["name"]), e(p["ready"]), e(p["phase"]), e(p["restarts"]), e(p.get("node") or "-"))
             con.print(pods)
     if data.get("error"):
