@@ -25,7 +25,7 @@ and a Debian mirror:
 The image is tagged ``localhost/agn/kind-node:<kubernetes version>-<recipe digest>``: the
 digest covers every version, the package list and every file this module puts in, so a change
 to any of them makes a new image, and nothing else does. Archives are written with fixed
-owners and timestamps, so the same recipe gives the same layers.
+owners and timestamps, so the same binaries and root filesystem give the same archive.
 
 One node per cluster: pods get addresses from a bridge on the node (no kindnetd, which is
 not on the Go module proxy), and the default StorageClass has no dynamic provisioner.

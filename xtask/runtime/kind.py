@@ -491,17 +491,20 @@ class KindEnv:
         # Newest first would be ideal; an image another one still needs fails and is retried
         # once the others are gone. Images in use elsewhere (another cluster) are kept.
         left = [i for i in state.get("createdImages") or [] if isinstance(i, str)]
+        gone = 0
         for _ in range(3):
             kept = []
             for image in left:
                 res = self.runner.run([cli, "image", "rm", image], check=False, timeout=120)
                 if res.returncode == 0:
-                    removed.append(f"{cli} image {image[:19]}")
+                    gone += 1
                 elif self.runner.run([cli, "image", "inspect", image], check=False, timeout=60).returncode == 0:
                     kept.append(image)
             if len(kept) == len(left):
                 break
             left = kept
+        if gone:
+            removed.append(f"{gone} {cli} image{'s' if gone > 1 else ''} this env built or loaded")
         for image in left:  # another cluster or container uses it: kept, and said
             removed.append(f"kept {cli} image {image[:19]} (in use; `{cli} image rm {image}` once it is not)")
         return removed
