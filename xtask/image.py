@@ -6,7 +6,7 @@ have — a Debian mirror and PyPI (or wheels it cached earlier):
 
 1. **Base.** ``debootstrap`` a minimal Debian (variant ``minbase`` plus ``python3``), empty
    what a container never reads (documentation, locales, apt's lists and caches), pack it and
-   ``docker import`` it as ``agn-base:<digest>``. The tarball is cached by a digest of
+   import it (``docker import``) as ``agn-base:<digest>``. The tarball is cached by a digest of
    everything that decides its content (:class:`BaseRecipe`): another release, package list
    or trim list makes a new base, nothing else does. Debian point releases do not change the
    digest; delete the cached tarball to pick one up.
@@ -18,6 +18,10 @@ have — a Debian mirror and PyPI (or wheels it cached earlier):
 3. **Image.** ``docker build --network none`` of the repository's Dockerfile with
    ``BASE=agn-base:<digest>`` and ``WHEELS=wheels`` on a staged build context. The build has
    no network at all, which is what shows that it needs none.
+
+Docker or Podman (:mod:`xtask.engine`): the two take the same arguments for all of this. On
+Podman, names without a registry domain are stored under ``localhost/``; the builder names its
+images that way there (:func:`xtask.engine.qualified`), so nothing depends on short-name lookup.
 
 Recipes, digests and command lines are pure; every command runs through
 :class:`xtask.procs.CmdRunner`, and errors name what is missing and how to get it.
@@ -39,9 +43,10 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from xtask.engine import ENGINES, Engine, detect_engine, qualified
 from xtask.errors import CommandFailed, RuntimeUnavailable, XtaskError
 from xtask.manifests import IMAGE
-from xtask.procs import CmdRunner, CommandResult, RealCmdRunner
+from xtask.procs import CmdRunner, RealCmdRunner
 from xtask.runtime.assets import cache_root
 from xtask.state import REPO_ROOT
 
@@ -112,9 +117,9 @@ class BaseRecipe:
         excludes = [f"--exclude=./{d}/*" for d in ("dev", "proc", "sys")]
         return ["tar", "--numeric-owner", "-C", str(rootfs), *excludes, "-cf", str(out), "."]
 
-    def import_argv(self, tarball: Path) -> list[str]:
+    def import_argv(self, tarball: Path, *, cli: str = "docker") -> list[str]:
         changes = [arg for env in self.env for arg in ("--change", f"ENV {env}")]
-        return ["docker", "import", *changes, str(tarball), self.tag]
+        return [cli, "import", *changes, str(tarball), qualified(self.tag, cli)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,9 +215,13 @@ def app_wheel_argv(python: str, *, source: Path, tools: Path, dest: Path) -> lis
 INPUTS_LABEL = "dev.agn.image.inputs"
 
 
-def docker_build_argv(*, dockerfile: Path, context: Path, base: str, tag: str, inputs: str | None = None) -> list[str]:
+def docker_build_argv(
+    *, dockerfile: Path, context: Path, base: str, tag: str, cli: str = "docker", inputs: str | None = None
+) -> list[str]:
+    """``docker build`` (or ``podman build``: ``cli``) of the Dockerfile on the staged context,
+    labelled with the digest of its inputs."""
     return [
-        "docker",
+        cli,
         "build",
         "--network",
         "none",
@@ -220,11 +229,11 @@ def docker_build_argv(*, dockerfile: Path, context: Path, base: str, tag: str, i
         "-f",
         str(dockerfile),
         "--build-arg",
-        f"BASE={base}",
+        f"BASE={qualified(base, cli)}",
         "--build-arg",
         f"WHEELS={WHEELS}",
         "-t",
-        tag,
+        qualified(tag, cli),
         str(context),
     ]
 
@@ -232,41 +241,17 @@ def docker_build_argv(*, dockerfile: Path, context: Path, base: str, tag: str, i
 # -- I/O -----------------------------------------------------------------------------------------
 
 
-class Docker:
-    """The docker CLI against one engine: ``host`` is a ``DOCKER_HOST`` (None: the CLI's default)."""
+class Docker(Engine):
+    """An :class:`xtask.engine.Engine` under the name the code had before Podman:
+    ``Docker(host)`` is ``Engine("docker", host=host)``."""
 
     def __init__(self, host: str | None = None, *, runner: CmdRunner | None = None, cli: str = "docker") -> None:
-        self.host = host
-        self.runner = runner or RealCmdRunner()
-        self.cli = cli
-
-    @property
-    def env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        if self.host:
-            env["DOCKER_HOST"] = self.host
-        return env
-
-    def __call__(self, *args: str, timeout: float = 120, check: bool = True, input: str | None = None) -> CommandResult:
-        return self.runner.run([self.cli, *args], env=self.env, timeout=timeout, check=check, input=input)
-
-    def run_argv(self, argv: Sequence[str], *, timeout: float) -> CommandResult:
-        """Run a full ``["docker", ...]`` command line (from the recipes) against this engine."""
-        argv = list(argv)
-        if argv and argv[0] == "docker":
-            argv[0] = self.cli
-        return self.runner.run(argv, env=self.env, timeout=timeout)
-
-    def image_exists(self, ref: str) -> bool:
-        return self("image", "inspect", "--format", "{{.Id}}", ref, check=False).returncode == 0
-
-    def inspect(self, ref: str, *, kind: str = "container") -> dict:
-        return json.loads(self(kind, "inspect", ref).stdout)[0]
+        super().__init__(cli, host=host, runner=runner)
 
 
 @dataclasses.dataclass(frozen=True)
 class BuildResult:
-    tag: str
+    tag: str  # as the engine lists it (podman: localhost/agn:dev)
     image_id: str
     size: int  # bytes, as `docker image inspect` reports it
     base: str
@@ -306,7 +291,7 @@ class ImageBuilder:
 
     def __init__(
         self,
-        docker: Docker,
+        docker: Engine,
         *,
         runner: CmdRunner | None = None,
         cache: Path | None = None,
@@ -326,14 +311,15 @@ class ImageBuilder:
         self._which = which
 
     def engine_problems(self) -> list[str]:
-        """What keeps this builder from using its Docker engine (empty when it answers)."""
-        if self._which(self.docker.cli) is None:
-            return ["`docker` (the CLI) is not on PATH"]
-        fmt = "{{.Version.Version}}" if self.docker.cli == "podman" else "{{.ServerVersion}}"
-        info = self.docker("info", "--format", fmt, check=False, timeout=30)
-        if info.returncode != 0:
-            where = self.docker.host or "the default DOCKER_HOST"
-            return [f"no Docker engine answers at {where}: {(info.stderr or info.stdout).strip()[-300:]}"]
+        """What keeps this builder from using its engine (empty when it answers)."""
+        cli = self.docker.cli
+        if self._which(cli) is None:
+            return [f"`{cli}` (the CLI) is not on PATH"]
+        why = self.docker.problem()
+        if why is not None:
+            if cli == "docker":
+                return [f"no Docker engine answers at {self.docker.host or 'the default DOCKER_HOST'}: {why}"]
+            return [why]
         return []
 
     def debootstrap_problems(self) -> list[str]:
@@ -352,12 +338,13 @@ class ImageBuilder:
     def base(self, recipe: BaseRecipe | None = None) -> str:
         """The base image's tag: imported already, imported from the cached tarball, or made now."""
         recipe = recipe or self.recipe()
-        if self.docker.image_exists(recipe.tag):
-            self.progress(f"base {recipe.tag}: already in the engine")
-            return recipe.tag
+        tag = self.docker.qualified(recipe.tag)
+        if self.docker.image_exists(tag):
+            self.progress(f"base {tag}: already in the engine")
+            return tag
         tarball = self.cache / recipe.tarball_name
         if tarball.exists():
-            self.progress(f"base {recipe.tag}: importing the cached {tarball}")
+            self.progress(f"base {tag}: importing the cached {tarball}")
         else:
             problems = self.debootstrap_problems()
             if problems:
@@ -366,8 +353,8 @@ class ImageBuilder:
                     hint="with a registry, build the usual way instead: docker build -t agn:dev .",
                 )
             self._make_tarball(recipe, tarball)
-        self.docker.run_argv(recipe.import_argv(tarball), timeout=600)
-        return recipe.tag
+        self.docker.run_argv(recipe.import_argv(tarball, cli=self.docker.cli), timeout=600)
+        return tag
 
     def _make_tarball(self, recipe: BaseRecipe, tarball: Path) -> None:
         self.cache.mkdir(parents=True, exist_ok=True)
@@ -516,8 +503,11 @@ class ImageBuilder:
         if problems:
             raise RuntimeUnavailable(
                 "cannot build the image: " + "; ".join(problems),
-                hint="start a Docker engine (e.g. `systemctl start docker`) or point DOCKER_HOST at one",
+                hint="start a Docker engine (e.g. `systemctl start docker`) or point DOCKER_HOST at one"
+                if self.docker.cli == "docker"
+                else "install podman (apt-get install podman) and check that `podman info` works",
             )
+        tag = self.docker.qualified(tag)
         seconds: dict[str, float] = {}
         start = time.monotonic()
         base = self.base()
@@ -540,28 +530,61 @@ class ImageBuilder:
                 self.progress(f"{self.docker.cli} build {tag} (base {base}, no network)")
                 self.docker.run_argv(
                     docker_build_argv(
-                        dockerfile=self.repo / "Dockerfile", context=context, base=base, tag=tag, inputs=inputs
+                        dockerfile=self.repo / "Dockerfile",
+                        context=context,
+                        base=base,
+                        tag=tag,
+                        cli=self.docker.cli,
+                        inputs=inputs,
                     ),
                     timeout=1800,
                 )
-        seconds["docker build"] = time.monotonic() - mark
+        seconds[f"{self.docker.cli} build"] = time.monotonic() - mark
         seconds["total"] = time.monotonic() - start
         image = self.docker.inspect(tag, kind="image")
         return BuildResult(tag=tag, image_id=image["Id"], size=int(image["Size"]), base=base, seconds=seconds)
 
 
-def main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] = os.environ) -> int:
+def _image_ref(value: str) -> str:
+    if not value or any(c.isspace() for c in value):
+        raise argparse.ArgumentTypeError(f"not an image reference: {value!r}")
+    return value
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    environ: Mapping[str, str] = os.environ,
+    which: Callable[[str], str | None] = shutil.which,
+    runner: CmdRunner | None = None,
+) -> int:
     parser = argparse.ArgumentParser(
         prog="scripts/build-image.sh",
         description="Build the agn:dev image with no container registry: a debootstrapped Debian base "
         "(cached by a digest of its recipe) and wheels built on this host.",
     )
-    parser.add_argument("--tag", default=IMAGE, help=f"image to tag (default {IMAGE})")
+    parser.add_argument("--tag", default=IMAGE, type=_image_ref, help=f"image to tag (default {IMAGE})")
     parser.add_argument(
         "--mirror", default=DEFAULT_MIRROR, help=f"Debian mirror for debootstrap (default {DEFAULT_MIRROR})"
     )
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=None,
+        help="container engine to build in (default: the one kind would use: KIND_EXPERIMENTAL_PROVIDER, "
+        "else Docker if it answers, else Podman); DOCKER_HOST is honoured for docker",
+    )
     args = parser.parse_args(argv)
-    builder = ImageBuilder(Docker(environ.get("DOCKER_HOST")), mirror=args.mirror)
+    runner = runner or RealCmdRunner()
+    cli = args.engine
+    if cli is None:
+        cli, reasons = detect_engine(environ, which, runner)
+        if cli is None:
+            print(f"error: no container engine to build in: {'; '.join(reasons)}", file=sys.stderr)
+            return 1
+    builder = ImageBuilder(
+        Engine.from_environ(cli, environ, runner=runner), runner=runner, mirror=args.mirror, which=which
+    )
     try:
         result = builder.build(args.tag)
     except CommandFailed as exc:

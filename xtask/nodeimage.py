@@ -49,8 +49,9 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
+from xtask.engine import Engine
 from xtask.errors import CommandFailed, RuntimeUnavailable, XtaskError
-from xtask.image import DEFAULT_MIRROR, BaseRecipe, Docker, ImageBuilder, _dpkg_arch
+from xtask.image import DEFAULT_MIRROR, BaseRecipe, ImageBuilder, _dpkg_arch
 from xtask.procs import CmdRunner, RealCmdRunner
 from xtask.runtime.assets import cache_root
 from xtask.state import REPO_ROOT
@@ -374,9 +375,8 @@ class NodeImageBuilder:
 
     def __init__(
         self,
-        engine: Docker,
+        engine: Engine,
         *,
-        cli: str = "docker",
         runner: CmdRunner | None = None,
         cache: Path | None = None,
         repo: Path = REPO_ROOT,
@@ -384,7 +384,7 @@ class NodeImageBuilder:
         progress: Progress = _stderr,
     ) -> None:
         self.engine = engine
-        self.cli = cli
+        self.cli = engine.cli
         self.runner = runner or RealCmdRunner()
         self.cache = (cache or cache_root()) / "kindnode"
         self.repo = repo
@@ -489,7 +489,7 @@ class NodeImageBuilder:
             return recipe.tag
         recipe, archive = self.archive(recipe)
         self.progress(f"{self.cli} load {archive.name}")
-        self.engine.run_argv([self.cli, "load", "-i", str(archive)], timeout=1800)
+        self.engine("load", "-i", str(archive), timeout=1800)
         return recipe.tag
 
 
@@ -518,9 +518,8 @@ def main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] = os.e
             print("error: no container engine to load the image into: " + "; ".join(reasons), file=sys.stderr)
             return 1
     cli = cli or "docker"
-    engine = Docker(environ.get("DOCKER_HOST") if cli == "docker" else None)
-    engine_cli(engine, cli)
-    builder = NodeImageBuilder(engine, cli=cli, mirror=args.mirror)
+    engine = Engine.from_environ(cli, environ)
+    builder = NodeImageBuilder(engine, mirror=args.mirror)
     try:
         if args.archive_only:
             recipe, archive = builder.archive()
@@ -534,14 +533,6 @@ def main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] = os.e
         print(f"error: {exc}" + (f"\nhint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
         return 1
     return 0
-
-
-def engine_cli(engine: Docker, cli: str) -> None:
-    """Point ``engine``'s image checks at ``cli`` (until the engine abstraction takes a cli)."""
-    if cli != "docker":
-        engine.image_exists = lambda ref: (  # type: ignore[method-assign]
-            engine.runner.run([cli, "image", "exists", ref], check=False, timeout=60).returncode == 0
-        )
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import shutil
 import tomllib
 from pathlib import Path
 
@@ -19,6 +21,9 @@ from xtask.image import (
     mounts_below,
     read_requirements,
 )
+from xtask.image import main as image_main
+
+REPO = Path(__file__).resolve().parents[2]
 from xtask.state import REPO_ROOT
 
 
@@ -192,3 +197,198 @@ def test_the_build_refuses_early_without_an_engine(tmp_path):
     with pytest.raises(RuntimeUnavailable, match="no Docker engine answers at unix:///nowhere.sock"):
         _builder(tmp_path, runner).build()
     assert [c[:2] for c in runner.calls] == [["docker", "info"]]
+
+
+# -- on podman ------------------------------------------------------------------------------------
+
+
+def test_podman_commands_take_the_same_arguments_and_name_images_under_localhost():
+    recipe = BaseRecipe(arch="amd64")
+    docker = recipe.import_argv(Path("/c/base.tar"))
+    podman = recipe.import_argv(Path("/c/base.tar"), cli="podman")
+    assert podman == ["podman", *docker[1:-1], f"localhost/{recipe.tag}"]
+    argv = docker_build_argv(
+        dockerfile=Path("/repo/Dockerfile"), context=Path("/tmp/ctx"), base="agn-base:1", tag="agn:dev", cli="podman"
+    )
+    assert argv[:4] == ["podman", "build", "--network", "none"]
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--build-arg"] == [
+        "BASE=localhost/agn-base:1",  # no short-name lookup: the base is the one just imported
+        "WHEELS=wheels",
+    ]
+    assert argv[argv.index("-t") + 1] == "localhost/agn:dev"
+
+
+def _podman_runner(images: set[str]) -> FakeCmdRunner:
+    """A podman that knows ``images``, builds and imports into them, and pip that writes its folders."""
+
+    def inspect(argv: list[str]) -> tuple[int, str]:
+        ref = argv[-1]
+        if ref not in images:
+            return 125, f"Error: {ref}: image not known"
+        return 0, "sha256:1\n" if "--format" in argv else json.dumps([{"Id": "f00d", "Size": 238_000_000}])
+
+    def add(argv: list[str]) -> tuple[int, str]:
+        images.add(argv[argv.index("-t") + 1] if "-t" in argv else argv[-1])
+        return 0, ""
+
+    def folder(flag: str):
+        def make(argv: list[str]) -> tuple[int, str]:
+            dest = Path(argv[argv.index(flag) + 1])
+            dest.mkdir(parents=True)
+            (dest / "x-1-py3-none-any.whl").write_bytes(b"wheel")
+            return 0, ""
+
+        return make
+
+    return FakeCmdRunner(
+        handlers={
+            ("podman", "info"): lambda argv: (0, "4.3.1\n"),
+            ("podman", "image", "inspect"): inspect,
+            ("podman", "import"): add,
+            ("podman", "build"): add,
+            ("podman", "run"): lambda argv: (0, "3.11\n"),
+            ("/venv/bin/python", "-m", "pip", "download"): folder("--dest"),
+            ("/venv/bin/python", "-m", "pip", "wheel"): folder("--wheel-dir"),
+            ("dpkg", "--print-architecture"): lambda argv: (0, "amd64\n"),
+        }
+    )
+
+
+def test_a_podman_build_runs_podman_only_and_reports_the_names_podman_lists(tmp_path):
+    recipe = BaseRecipe(arch="amd64")
+    (tmp_path / "image").mkdir()
+    tarball = tmp_path / "image" / recipe.tarball_name
+    tarball.write_bytes(b"tar")
+    images: set[str] = set()
+    runner = _podman_runner(images)
+    builder = ImageBuilder(
+        Docker(cli="podman", runner=runner),
+        runner=runner,
+        cache=tmp_path,
+        python="/venv/bin/python",
+        which=lambda name: f"/usr/bin/{name}",
+        progress=lambda m: None,
+    )
+    result = builder.build("agn:dev")
+    base = f"localhost/{recipe.tag}"
+    assert (result.tag, result.base, result.image_id, result.size) == ("localhost/agn:dev", base, "f00d", 238_000_000)
+    assert images == {base, "localhost/agn:dev"}
+    engine_calls = [c for c in runner.calls if c[0] in ("docker", "podman")]
+    assert {c[0] for c in engine_calls} == {"podman"}
+    assert [c[:2] for c in engine_calls] == [
+        ["podman", "info"],
+        ["podman", "image"],  # the base is not there yet
+        ["podman", "import"],
+        ["podman", "run"],  # the base's Python
+        ["podman", "image"],  # the inputs label of an image already there (none yet)
+        ["podman", "build"],
+        ["podman", "image"],  # what was built
+    ]
+    assert engine_calls[2] == recipe.import_argv(tarball, cli="podman")
+    assert engine_calls[3][-3:-1] == [base, "-c"]
+    build = engine_calls[5]
+    assert "BASE=" + base in build and build[build.index("-t") + 1] == "localhost/agn:dev"
+    assert "podman build" in result.seconds
+
+
+def test_a_podman_without_an_answer_is_named_and_nothing_runs(tmp_path):
+    runner = FakeCmdRunner(
+        handlers={("podman", "info"): lambda argv: (125, "Error: cannot open storage: permission denied")}
+    )
+    builder = _builder(tmp_path, runner)
+    builder.docker = Docker(cli="podman", runner=runner)
+    with pytest.raises(RuntimeUnavailable, match="`podman info` fails: Error: cannot open storage") as err:
+        builder.build()
+    assert "podman info" in (err.value.hint or "")
+    assert runner.calls == [["podman", "info", "--format", "{{.Version.Version}}"]]
+
+
+def test_the_script_builds_in_the_engine_kind_would_use_or_says_why_there_is_none(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("AGN_CACHE_DIR", str(tmp_path))
+    no_engine = FakeCmdRunner(handlers={("docker", "info"): lambda argv: (1, "Cannot connect to the Docker daemon")})
+    assert (
+        image_main([], environ={}, which=lambda name: "/usr/bin/docker" if name == "docker" else None, runner=no_engine)
+        == 1
+    )
+    assert capsys.readouterr().err.strip() == (
+        "error: no container engine to build in: `docker info` fails: Cannot connect to the Docker daemon; "
+        "`podman` is not on PATH"
+    )
+    assert [c[:2] for c in no_engine.calls] == [["docker", "info"]]
+    # Detected podman (KIND_EXPERIMENTAL_PROVIDER): the build runs there; here it stops at the base,
+    # which cannot be made without debootstrap, and says so.
+    runner = _podman_runner(set())
+    code = image_main(
+        [],
+        environ={"KIND_EXPERIMENTAL_PROVIDER": "podman", "DOCKER_HOST": "unix:///d.sock"},
+        which=lambda name: None if name == "debootstrap" else f"/usr/bin/{name}",
+        runner=runner,
+    )
+    assert code == 1 and "debootstrap` is not on PATH" in capsys.readouterr().err
+    assert {c[0] for c in runner.calls if c[0] in ("docker", "podman")} == {"podman"}
+    # --engine docker against DOCKER_HOST, whatever kind's variable says.
+    runner = FakeCmdRunner(handlers={("docker", "info"): lambda argv: (1, "connection refused")})
+    assert (
+        image_main(
+            ["--engine", "docker"],
+            environ={"KIND_EXPERIMENTAL_PROVIDER": "podman", "DOCKER_HOST": "unix:///d.sock"},
+            which=lambda n: f"/usr/bin/{n}",
+            runner=runner,
+        )
+        == 1
+    )
+    assert (
+        "no Docker engine answers at unix:///d.sock: `docker info` fails: connection refused" in capsys.readouterr().err
+    )
+    with pytest.raises(SystemExit):
+        image_main(["--tag", ""], environ={}, runner=FakeCmdRunner())
+    assert "not an image reference: ''" in capsys.readouterr().err
+
+
+def test_a_build_with_the_same_inputs_is_skipped_and_a_changed_source_rebuilds(tmp_path):
+    """The image carries a digest of its base, wheels, sources and Dockerfile as a label: a second
+    build with the same inputs runs no build; one changed source file builds again."""
+    from xtask.image import INPUTS_LABEL
+
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO, repo, ignore=shutil.ignore_patterns(".git", ".venv", "tests", "__pycache__", "docs"))
+    recipe = BaseRecipe(arch="amd64")
+    (tmp_path / "image").mkdir()
+    (tmp_path / "image" / recipe.tarball_name).write_bytes(b"tar")
+    images: set[str] = set()
+    labels: dict[str, str] = {}
+    runner = _podman_runner(images)
+    inspect = runner.handlers[("podman", "image", "inspect")]
+
+    def build(argv: list[str]) -> tuple[int, str]:
+        tag = argv[argv.index("-t") + 1]
+        images.add(tag)
+        labels[tag] = next(a.split("=", 1)[1] for a in argv if a.startswith(f"{INPUTS_LABEL}="))
+        return 0, ""
+
+    def inspect_label(argv: list[str]) -> tuple[int, str]:
+        if INPUTS_LABEL in " ".join(argv):
+            return (0, labels[argv[-1]] + "\n") if argv[-1] in labels else (125, "Error: image not known")
+        return inspect(argv)
+
+    runner.handlers[("podman", "build")] = build
+    runner.handlers[("podman", "image", "inspect")] = inspect_label
+    builder = ImageBuilder(
+        Docker(cli="podman", runner=runner),
+        runner=runner,
+        cache=tmp_path,
+        repo=repo,
+        python="/venv/bin/python",
+        which=lambda name: f"/usr/bin/{name}",
+        progress=lambda m: None,
+    )
+
+    def builds() -> int:
+        return sum(1 for c in runner.calls if c[:2] == ["podman", "build"])
+
+    builder.build("agn:dev")
+    builder.build("agn:dev")
+    assert builds() == 1
+    (repo / "xtask" / "__init__.py").write_text((repo / "xtask" / "__init__.py").read_text() + "\n# changed\n")
+    builder.build("agn:dev")
+    assert builds() == 2

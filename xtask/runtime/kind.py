@@ -347,12 +347,10 @@ class KindEnv:
         ).stdout.split()
         if any(r.endswith(KIND_DEFAULT_IMAGE_PREFIX) for r in listed) or self._registry_probe():
             return None, {}
-        from xtask.image import Docker
-        from xtask.nodeimage import NodeImageBuilder, engine_cli
+        from xtask.engine import Engine
+        from xtask.nodeimage import NodeImageBuilder
 
-        engine = Docker(self._environ.get("DOCKER_HOST") if cli == "docker" else None, runner=self.runner)
-        engine_cli(engine, cli)
-        builder = NodeImageBuilder(engine, cli=cli, runner=self.runner)
+        builder = NodeImageBuilder(Engine.from_environ(cli, self._environ, runner=self.runner), runner=self.runner)
         before = self._image_ids()
         tag = builder.load()
         self._record_new_images(before)
@@ -412,11 +410,12 @@ class KindEnv:
         ctx.kube = self._kube_factory(str(ctx.kubeconfig), self.context)
 
     def _build_image(self, ctx: UpContext) -> None:
-        from xtask.image import Docker, ImageBuilder
+        from xtask.engine import Engine
+        from xtask.image import ImageBuilder
 
         cli = self.engine()
         before = self._image_ids()
-        engine = Docker(self._environ.get("DOCKER_HOST") if cli == "docker" else None, runner=self.runner, cli=cli)
+        engine = Engine.from_environ(cli, self._environ, runner=self.runner)
         builder = ImageBuilder(engine, runner=self.runner, repo=self._build_context)
         if builder.debootstrap_problems():
             # Where a registry works: the Dockerfile's own base image.
