@@ -22,8 +22,6 @@ from xtask.image import (
     read_requirements,
 )
 from xtask.image import main as image_main
-
-REPO = Path(__file__).resolve().parents[2]
 from xtask.state import REPO_ROOT
 
 
@@ -351,7 +349,7 @@ def test_a_build_with_the_same_inputs_is_skipped_and_a_changed_source_rebuilds(t
     from xtask.image import INPUTS_LABEL
 
     repo = tmp_path / "repo"
-    shutil.copytree(REPO, repo, ignore=shutil.ignore_patterns(".git", ".venv", "tests", "__pycache__", "docs"))
+    shutil.copytree(REPO_ROOT, repo, ignore=shutil.ignore_patterns(".git", ".venv", "tests", "__pycache__", "docs"))
     recipe = BaseRecipe(arch="amd64")
     (tmp_path / "image").mkdir()
     (tmp_path / "image" / recipe.tarball_name).write_bytes(b"tar")
