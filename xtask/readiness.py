@@ -3,8 +3,10 @@
 Ready means: the operator has probed every provider, every consumer's published overlay is
 what the overlay model (:mod:`agn.model`, the operator's own rules) gives for the objects as
 they are now, and every consumer's gateway has accepted and serves that overlay's revision
-(:func:`xtask.drain.converge.serving_lag`, the drain waiter's definition). A drained or
-unhealthy provider does not make an environment unready: it is in its overlay as
+(:func:`xtask.drain.converge.serving_lag`, the drain waiter's definition). On a fresh
+bring-up, the fake providers the env itself runs must also answer their probes
+(``must_be_healthy``). Otherwise a drained or unhealthy provider does not make an environment
+unready: it is in its overlay as
 ``existing_only`` or kept out with its reason, and ``excluded`` lists the latter. A sharded
 overlay whose shards do not match its index even after :func:`agn.overlays.list_overlays`'s
 repeated reads is not ready, with the shards it waits for named.
@@ -45,8 +47,16 @@ def evaluate_readiness(
     revisions: Mapping[str, tuple[int | None, int | None]],
     overlays: Mapping[str, Overlay | Incomplete | None],
     now: float,
+    must_be_healthy: frozenset[str] = frozenset(),
 ) -> Readiness:
     problems = [f"provider {p.name}: not probed by the operator yet" for p in providers if p.healthy is None]
+    # The fake providers a fresh bring-up has just started answer once their Service routes to
+    # them: a failed first probe there is start-up, not a finding to report as "kept out".
+    problems += [
+        f"provider {p.name}: its probes fail (just started; waiting for it to answer)"
+        for p in providers
+        if p.healthy is False and p.name in must_be_healthy
+    ]
     served: dict[str, int] = {}
     excluded: list[str] = []
     for consumer in consumers:
@@ -80,7 +90,15 @@ def evaluate_readiness(
     return Readiness(tuple(problems), served, tuple(excluded))
 
 
-def wait_ready(kube, envdef, *, timeout: float, diagnose: Callable[[], list[str]], interval: float = 0.2) -> Readiness:
+def wait_ready(
+    kube,
+    envdef,
+    *,
+    timeout: float,
+    diagnose: Callable[[], list[str]],
+    interval: float = 0.2,
+    must_be_healthy: frozenset[str] = frozenset(),
+) -> Readiness:
     """Read the env's objects until :func:`evaluate_readiness` says ready; on timeout raise,
     naming every lagging object and whatever ``diagnose`` (the runtime) can tell about why."""
     from agn.kube import CONSUMERS, NETWORKS, PROVIDERS, KubeError
@@ -107,6 +125,7 @@ def wait_ready(kube, envdef, *, timeout: float, diagnose: Callable[[], list[str]
                 revisions={name_of(o): consumer_revisions(o) for o in consumer_objs},
                 overlays=overlays,
                 now=time.time(),
+                must_be_healthy=must_be_healthy,
             )
             missing = sorted(names - {name_of(o) for o in consumer_objs})
             last = [f"consumer {n}: does not exist" for n in missing] + list(result.problems)

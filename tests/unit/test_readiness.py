@@ -21,7 +21,7 @@ def provider(name, *, drain=False, healthy=True, endpoint=None):
     )
 
 
-def readiness(providers, *, serving=None, overlay_from=None):
+def readiness(providers, *, serving=None, overlay_from=None, must_be_healthy=frozenset()):
     overlay = next_overlay(
         None, compute_candidates(overlay_from or providers, NET, CONSUMER, now=NOW), network="net", consumer="c"
     )
@@ -33,6 +33,7 @@ def readiness(providers, *, serving=None, overlay_from=None):
         revisions={"c": (rev, rev)},
         overlays={"c": overlay},
         now=NOW,
+        must_be_healthy=must_be_healthy,
     )
 
 
@@ -50,6 +51,16 @@ def test_a_drained_provider_does_not_make_the_env_unready():
 def test_an_unhealthy_provider_is_reported_not_waited_for():
     r = readiness([provider("a", healthy=False), provider("b")])
     assert r.ready and r.excluded == ("a for c: unavailable",)
+
+
+def test_a_fresh_envs_own_fake_provider_that_fails_its_probes_is_waited_for():
+    """Just after a fresh bring-up a fake provider's first probe can fail (its Service has no
+    endpoint yet): the env is not ready until it answers, so `env up` never reports start-up
+    as a provider kept out."""
+    r = readiness([provider("a", healthy=False), provider("b")], must_be_healthy=frozenset({"a", "b"}))
+    assert not r.ready
+    assert r.problems == ("provider a: its probes fail (just started; waiting for it to answer)",)
+    assert readiness([provider("a"), provider("b")], must_be_healthy=frozenset({"a", "b"})).ready
 
 
 def test_a_malformed_endpoint_is_named():

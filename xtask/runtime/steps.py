@@ -131,7 +131,9 @@ def _apply_objects(ctx: UpContext) -> None:
 def _wait_ready(ctx: UpContext, diagnose: Callable[[], list[str]]) -> None:
     from xtask.readiness import wait_ready
 
-    result = wait_ready(ctx.connected(), ctx.envdef, timeout=ctx.wait_timeout, diagnose=diagnose)
+    # A fresh env's own fake providers (no endpoint of their own) must answer before it is ready.
+    own = frozenset(p.name for p in ctx.envdef.providers if not p.endpoint) if ctx.fresh else frozenset()
+    result = wait_ready(ctx.connected(), ctx.envdef, timeout=ctx.wait_timeout, diagnose=diagnose, must_be_healthy=own)
     ctx.served, ctx.excluded = dict(result.served), list(result.excluded)
 
 
