@@ -4,7 +4,6 @@ and that the CLI reaches runtimes only through the registry (a tidy check over x
 from __future__ import annotations
 
 import ast
-import json
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,6 @@ from xtask.cli.env.up import up as up_command
 from xtask.envdef import load_env
 from xtask.errors import UsageError
 from xtask.manifests import render
-from xtask.reports import SCHEMA_FILES
 from xtask.runtime import registry
 from xtask.runtime.base import Options
 from xtask.runtime.cluster import KINDS, ClusterEnv, labelled, selector
@@ -109,50 +107,15 @@ def _runtime_modules() -> set[str]:
     return {target.split(":")[0] for target in registry.RUNTIMES.values()}
 
 
-def _report_fields() -> set[str]:
-    """The top-level fields of the CLI's reports (``schemas/``), e.g. env status's ``cluster``."""
-    schemas = Path(__file__).resolve().parents[2] / "schemas"
-    return {field for name in SCHEMA_FILES.values() for field in json.loads((schemas / name).read_text())["properties"]}
-
-
-def _report_keys(tree: ast.AST) -> set[int]:
-    """ids of the string constants a CLI file uses as a report's field names: dict keys,
-    subscripts and ``.get()`` keys that are fields of a report. Such a key is data (``env
-    status`` reports ``cluster``), not a runtime's name, even when it is spelled like one."""
-    fields, keys = _report_fields(), set()
-
-    def key(node: ast.AST | None) -> None:
-        if isinstance(node, ast.Constant) and node.value in fields:
-            keys.add(id(node))
-
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Dict):
-            for k in node.keys:
-                key(k)
-        elif isinstance(node, ast.Subscript):
-            key(node.slice)
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "get"
-            and node.args
-        ):
-            key(node.args[0])
-    return keys
-
-
 def _mentions(path: Path) -> list[str]:
     """Where a CLI file names a runtime: a string that is a runtime's name or `--runtime <name>`,
-    or an import of a runtime's module (a report's field name is not a mention: :func:`_report_keys`)."""
+    or an import of a runtime's module."""
     tree = ast.parse(path.read_text())
     names, modules = set(registry.names()), _runtime_modules()
-    keys = _report_keys(tree)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             text = node.value
-            if id(node) in keys:
-                continue
             if text in names or any(f"--runtime {n}" in text for n in names) or text in modules:
                 found.append(f"{path.name}:{node.lineno}: {text!r}")
             elif any(text.startswith(m + ":") for m in modules):
@@ -181,22 +144,5 @@ def test_the_tidy_check_catches_a_runtime_named_in_the_cli(tmp_path):
         "    from xtask.runtime.kind import KindEnv\n"
         "from xtask.runtime import local\n"
         'HINT = "use env up --runtime local"\n'
-    )
-    assert len(_mentions(bad)) == 4
-
-
-def test_a_report_field_spelled_like_a_runtime_is_not_a_mention(tmp_path):
-    """env status reports a kind env's "cluster" (a field of its schema), and "cluster" is also a
-    runtime's name: as a report key it is data; compared or passed as a value it is still caught."""
-    assert "cluster" in _report_fields() and "cluster" in registry.names()
-    ok = tmp_path / "ok.py"
-    ok.write_text('data = {"cluster": c}\nif data.get("cluster"):\n    print(data["cluster"])\n')
-    assert _mentions(ok) == []
-    bad = tmp_path / "bad.py"
-    bad.write_text(
-        'if record.runtime == "cluster":\n    pass\n'
-        'registry.recorded(env, "cluster")\n'
-        'data = {"local": 1}\n'  # not a report field
-        'x = data.get("kind-ish", "local")\n'
     )
     assert len(_mentions(bad)) == 4
