@@ -14,11 +14,13 @@ class FakeCmdRunner:
     """Records commands and answers from a table of handlers; for unit tests.
 
     ``handlers`` maps an argv prefix (tuple) to a function returning (returncode, stdout).
-    Unmatched commands succeed with empty output.
+    Unmatched commands succeed with empty output. ``envs[i]`` is the environment ``calls[i]``
+    was given (None: the caller's own).
     """
 
     handlers: dict[tuple[str, ...], Callable[[list[str]], tuple[int, str]]] = dataclasses.field(default_factory=dict)
     calls: list[list[str]] = dataclasses.field(default_factory=list)
+    envs: list[dict[str, str] | None] = dataclasses.field(default_factory=list)
 
     def run(
         self,
@@ -31,6 +33,7 @@ class FakeCmdRunner:
     ) -> CommandResult:
         argv = list(argv)
         self.calls.append(argv)
+        self.envs.append(dict(env) if env is not None else None)
         code, out = 0, ""
         for prefix in sorted(self.handlers, key=len, reverse=True):
             if tuple(argv[: len(prefix)]) == prefix:

@@ -224,7 +224,7 @@ class NodeRecipe:
 
     versions: tuple[tuple[str, str], ...]
     base_digest: str  # the root filesystem's recipe
-    files: tuple[tuple[str, str], ...]  # rootfs overlay path -> sha256
+    files: tuple[tuple[str, str, int], ...]  # rootfs overlay path, sha256, mode
     binaries_script: str  # sha256 of build-binaries.sh (how the binaries are built)
     go_sum: str  # sha256 of the Kubernetes wrapper's go.sum
     format: int = FORMAT
@@ -252,7 +252,7 @@ def node_recipe(arch: str, *, repo: Path = REPO_ROOT) -> NodeRecipe:
     return NodeRecipe(
         versions=tuple(sorted(versions.items())),
         base_digest=base_recipe(arch, versions["DEBIAN_SUITE"]).digest,
-        files=tuple((str(p.relative_to(root)), _file_sha256(p)) for p in rootfs_files(root)),
+        files=tuple((str(p.relative_to(root)), _file_sha256(p), p.stat().st_mode & 0o7777) for p in rootfs_files(root)),
         binaries_script=_file_sha256(repo / "scripts/kindnode/build-binaries.sh"),
         go_sum=_file_sha256(repo / "scripts/controlplane/kubernetes/go.sum"),
     )

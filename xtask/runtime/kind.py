@@ -78,7 +78,7 @@ def kind_problems(
     elif engine and which(engine) is None:
         problems.append(f"the env file pins kind.engine {engine}, and `{engine}` is not on PATH")
     elif cli == "podman":
-        problems.extend(podman_host_problems(runner))
+        problems.extend(podman_host_problems(runner, environ=environ))
     return problems
 
 
@@ -93,6 +93,22 @@ def _containers_conf_files(environ: Mapping[str, str]) -> list[Path]:
     return files
 
 
+def _sets_nofile(files: list[Path]) -> bool:
+    """Whether a containers.conf podman reads sets ``default_ulimits`` with a nofile entry
+    (comments do not count: podman's own file carries a commented-out example)."""
+    import tomllib
+
+    for path in files:
+        try:
+            data = tomllib.loads(path.read_text(errors="replace"))
+        except (OSError, tomllib.TOMLDecodeError):
+            continue
+        ulimits = (data.get("containers") or {}).get("default_ulimits") or []
+        if isinstance(ulimits, list) and any(isinstance(u, str) and u.startswith("nofile=") for u in ulimits):
+            return True
+    return False
+
+
 def podman_host_problems(
     runner: CmdRunner, *, environ: Mapping[str, str] = os.environ, modules: Path = Path("/lib/modules")
 ) -> list[str]:
@@ -103,21 +119,17 @@ def podman_host_problems(
     import resource
 
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    if hard != resource.RLIM_INFINITY and hard < 1048576:
-        text = ""
-        for path in _containers_conf_files(environ):
-            try:
-                text += path.read_text(errors="replace")
-            except OSError:
-                continue
-        if "nofile=" not in text:
-            problems.append(
-                f"podman asks for 1048576 open files per container and this host allows {hard}: no containers.conf "
-                f"sets default_ulimits nofile (run {SETUP_HINT})"
-            )
+    if hard != resource.RLIM_INFINITY and hard < 1048576 and not _sets_nofile(_containers_conf_files(environ)):
+        problems.append(
+            f"podman asks for 1048576 open files per container and this host allows {hard}: no containers.conf "
+            f"sets default_ulimits nofile (run {SETUP_HINT})"
+        )
     try:
         info = json.loads(runner.run(["podman", "info", "--format", "json"], timeout=30).stdout or "{}")
-    except (CommandFailed, ValueError) as exc:
+    except CommandFailed as exc:
+        problems.append(f"`podman info` fails: {exc.output.strip()[-300:] or exc}")
+        return problems
+    except ValueError as exc:
         problems.append(f"`podman info` fails: {exc}")
         return problems
     host = info.get("host") or {}
@@ -239,7 +251,7 @@ class KindEnv:
         return qualified(self._requested_image or IMAGE, self.engine())
 
     def _kind_env(self) -> dict[str, str]:
-        return {**os.environ, "KIND_EXPERIMENTAL_PROVIDER": self.engine()}
+        return {**self._environ, "KIND_EXPERIMENTAL_PROVIDER": self.engine()}
 
     def _kind(self, *args: str, timeout: float) -> str:
         return self.runner.run(["kind", *args], env=self._kind_env(), timeout=timeout).stdout
@@ -406,6 +418,7 @@ class KindEnv:
         # The env's namespace is the context's default, as on the local runtime: the
         # specification's commands name only --context kind-<env>.
         set_context_namespace(ctx.kubeconfig, self.context, ctx.envdef.namespace)
+        self._save_state(engine=self.engine())  # also for a cluster this run found already made
         EnvRecord(self.env, RUNTIME, self.context, str(ctx.kubeconfig), ctx.envdef.namespace).save()
         ctx.kube = self._kube_factory(str(ctx.kubeconfig), self.context)
 
@@ -416,7 +429,7 @@ class KindEnv:
         cli = self.engine()
         before = self._image_ids()
         engine = Engine.from_environ(cli, self._environ, runner=self.runner)
-        builder = ImageBuilder(engine, runner=self.runner, repo=self._build_context)
+        builder = ImageBuilder(engine, runner=self.runner, repo=self._build_context, which=self._which)
         if builder.debootstrap_problems():
             # Where a registry works: the Dockerfile's own base image.
             self.runner.run([cli, "build", "-t", self.image, str(self._build_context)], timeout=1800)
