@@ -18,6 +18,8 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=controlplane/versions.env
 source "$here/controlplane/versions.env"
+# shellcheck source=controlplane/ldflags.sh
+source "$here/controlplane/ldflags.sh"
 
 binaries=(kube-apiserver kubectl etcd)
 cache_root="${AGN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/agn-xtask}"
@@ -46,21 +48,11 @@ fi
 command -v go >/dev/null || { log "error: Go is needed to build the binaries; install Go or set KUBEBUILDER_ASSETS to a folder holding ${binaries[*]}"; exit 1; }
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-mod=mod -trimpath"
-build_date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 staging="$(mktemp -d "${cache_root}/.build.XXXXXX" 2>/dev/null || { mkdir -p "$cache_root"; mktemp -d "${cache_root}/.build.XXXXXX"; })"
 trap 'rm -rf "$staging"' EXIT
 start=$SECONDS
 
-# The release commit, when the proxy records it, makes `kubectl version` and /version honest.
-k8s_commit="$(cd "$here/controlplane/kubernetes" && go mod download -json "k8s.io/kubernetes@${KUBERNETES_VERSION}" \
-  | python3 -c 'import json,sys; print((json.load(sys.stdin).get("Origin") or {}).get("Hash",""))' || true)"
-minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
-k8s_ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  k8s_ldflags+=" -X $pkg.gitVersion=${KUBERNETES_VERSION} -X $pkg.gitMajor=1 -X $pkg.gitMinor=${minor}"
-  k8s_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=${build_date}"
-  [[ -n "$k8s_commit" ]] && k8s_ldflags+=" -X $pkg.gitCommit=${k8s_commit}"
-done
+k8s_ldflags="$(k8s_ldflags "$here/controlplane/kubernetes")"
 
 log "building kube-apiserver and kubectl ${KUBERNETES_VERSION} (cold builds take a while)"
 (cd "$here/controlplane/kubernetes" && \

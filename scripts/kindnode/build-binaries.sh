@@ -14,6 +14,8 @@ scripts="$(dirname "$here")"
 source "$scripts/controlplane/versions.env"
 # shellcheck source=versions.env
 source "$here/versions.env"
+# shellcheck source=../controlplane/ldflags.sh
+source "$scripts/controlplane/ldflags.sh"
 
 log() { echo "kind-node-binaries: $*" >&2; }
 
@@ -39,17 +41,8 @@ staging="$(mktemp -d "$cache_root/kindnode/.build.XXXXXX")"
 trap 'rm -rf "$staging"' EXIT
 mkdir -p "$staging/cni"
 start=$SECONDS
-build_date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 
-k8s_commit="$(cd "$scripts/controlplane/kubernetes" && go mod download -json "k8s.io/kubernetes@${KUBERNETES_VERSION}" \
-  | python3 -c 'import json,sys; print((json.load(sys.stdin).get("Origin") or {}).get("Hash",""))' || true)"
-minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
-k8s_ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  k8s_ldflags+=" -X $pkg.gitVersion=${KUBERNETES_VERSION} -X $pkg.gitMajor=1 -X $pkg.gitMinor=${minor}"
-  k8s_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=${build_date}"
-  [[ -n "$k8s_commit" ]] && k8s_ldflags+=" -X $pkg.gitCommit=${k8s_commit}"
-done
+k8s_ldflags="$(k8s_ldflags "$scripts/controlplane/kubernetes")"
 
 log "building ${k8s_bins[*]} ${KUBERNETES_VERSION} (a cold build takes tens of minutes on 2 cores)"
 for b in "${k8s_bins[@]}"; do
