@@ -1268,3 +1268,12 @@ def test_env_status_of_a_runtime_without_describe_has_no_cluster(home, envdef, m
     data = status_command.collect(ENV)
     assert "cluster" not in data
     check_report(envelope(ENV_STATUS, data))
+
+
+@pytest.mark.parametrize("bad", ["kindest/node:v1 --privileged", "../../etc", "node\x1b[31m", "UPPER/node:v1"])
+def test_a_bad_kind_node_image_is_refused_before_anything_is_made(home, envdef, bad):
+    s = make(envdef, cli="podman", registry=False, environ={"KIND_NODE_IMAGE": bad})
+    with pytest.raises(XtaskError, match="KIND_NODE_IMAGE is not an image reference"):
+        up(s, envdef)
+    assert not any(argv[:2] == ["kind", "create"] for argv in s.runner.calls)
+    assert not env_dir(ENV).exists()

@@ -44,7 +44,7 @@ from agn.kubeconfig import read_for_update, set_context_namespace
 from agn.objects import name_of
 from agn.outputfile import write_atomic
 from xtask.engine import detect_engine, qualified
-from xtask.envdef import ENVS_DIR, EnvDef, load_env
+from xtask.envdef import ENVS_DIR, IMAGE_REF, EnvDef, load_env
 from xtask.errors import CommandFailed, EnvDefinitionError, RuntimeUnavailable, XtaskError
 from xtask.manifests import IMAGE, deployment_names, render
 from xtask.procs import CmdRunner, RealCmdRunner
@@ -316,6 +316,7 @@ class KindEnv:
             retain=retain,
         )
         read_for_update(ctx.kubeconfig)  # not a kubeconfig: fail before creating anything
+        self._chosen_node_image(envdef)  # a bad KIND_NODE_IMAGE too
         ctx.reused = self.env in self.clusters()
         try:
             run_steps(self.up_steps(ctx), ctx, progress=progress, retain=retain)
@@ -348,9 +349,19 @@ class KindEnv:
             readiness_step(diagnose=self._unready),
         ]
 
+    def _chosen_node_image(self, envdef: EnvDef) -> str | None:
+        """The node image the env file or ``KIND_NODE_IMAGE`` names (checked: an image reference)."""
+        chosen = envdef.kind_node_image or self._environ.get("KIND_NODE_IMAGE") or None
+        if chosen is not None and not IMAGE_REF.fullmatch(chosen):
+            raise XtaskError(
+                f"KIND_NODE_IMAGE is not an image reference: {chosen!r}",
+                hint="name an image as registry/path:tag (or @sha256:digest), or unset KIND_NODE_IMAGE",
+            )
+        return chosen
+
     def node_image(self, envdef: EnvDef) -> tuple[str | None, dict]:
         """The node image for a new cluster (None: kind's default) and, for ours, its labels."""
-        chosen = envdef.kind_node_image or self._environ.get("KIND_NODE_IMAGE")
+        chosen = self._chosen_node_image(envdef)
         if chosen:
             return chosen, self._labels(chosen)
         cli = self.engine()
