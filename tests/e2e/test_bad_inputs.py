@@ -444,6 +444,33 @@ ROWS: dict[str, Row] = {
     "env-a-list": Row(
         UP, 1, "(top level): must be a mapping, got list", env=ENVS, files={"envs/example.yaml": "- name: x\n"}
     ),
+    "env-kind-engine-unknown": Row(
+        UP,
+        1,
+        "kind.engine: must be one of docker, podman, got 'nerdctl'",
+        env=ENVS,
+        files={"envs/example.yaml": example_env(lambda d: d.update(kind={"engine": "nerdctl"}))},
+    ),
+    "env-kind-node-image-escape": Row(
+        UP,
+        1,
+        "kind.nodeImage: must be an image reference, got '\\x1b[31mnode'",
+        env=ENVS,
+        files={"envs/example.yaml": example_env(lambda d: d.update(kind={"nodeImage": "\x1b[31mnode"}))},
+    ),
+    "env-kind-unknown-field": Row(
+        UP,
+        1,
+        "kind.registry: unknown field (allowed: engine, nodeImage)",
+        env=ENVS,
+        files={"envs/example.yaml": example_env(lambda d: d.update(kind={"registry": "x"}))},
+    ),
+    "kind-node-image-variable-not-a-reference": Row(
+        ("env", "up", "--runtime", "kind"),
+        1,
+        "KIND_NODE_IMAGE is not an image reference: 'node --privileged'",
+        env={"KIND_NODE_IMAGE": "node --privileged"},
+    ),
     "env-endpoint-bad-ipv6": Row(
         UP,
         1,

@@ -297,6 +297,7 @@ class KindEnv:
     def up(self, envdef: EnvDef, *, progress: Progress, retain: bool = False, wait_timeout: float = 60.0) -> dict:
         """Bring the environment up (or repair it). Returns what was created."""
         record = refuse_other_runtime(self.env, RUNTIME)
+        self._chosen_node_image(envdef)  # a bad KIND_NODE_IMAGE is refused before anything else
         if self._engine is None and envdef.kind_engine and not self._state().get("engine"):
             self._engine = envdef.kind_engine
         problems = kind_problems(self.runner, which=self._which, environ=self._environ, engine=envdef.kind_engine)
@@ -316,7 +317,6 @@ class KindEnv:
             retain=retain,
         )
         read_for_update(ctx.kubeconfig)  # not a kubeconfig: fail before creating anything
-        self._chosen_node_image(envdef)  # a bad KIND_NODE_IMAGE too
         ctx.reused = self.env in self.clusters()
         try:
             run_steps(self.up_steps(ctx), ctx, progress=progress, retain=retain)
