@@ -352,6 +352,7 @@ class Soak:
         self.faults: collections.Counter[str] = collections.Counter()
         self.exits: collections.Counter[str] = collections.Counter()
         self.heals: list[float] = []
+        self.status_seconds: list[float] = []  # how long `env status` took while something was broken
         self.unverifiable_i1 = 0
         self.checked_i1 = 0
         self.windows: list[tuple[float, float, frozenset[str], int]] = []  # I4: (from, to, drained, step)
@@ -415,7 +416,7 @@ class Soak:
         code, out = self.env.run("env", "up", "--timeout", "60", timeout=120)
         self.exits[f"env up:{code}"] += 1
         if code != 0:
-            self.say(f"env up exit {code}: {out[-400:]}")
+            self.say(f"env up exit {code}:\n{out}")
             code, out = self.env.run("env", "up", "--timeout", "60", timeout=120)  # a second try counts too
             self.exits[f"env up:{code}"] += 1
         left = HEAL_BOUND - (time.monotonic() - since)
@@ -429,7 +430,10 @@ class Soak:
 
     def status_truth(self, component: str, what: str) -> None:
         """I5: while ``component`` is broken, ``env status`` must not call it running and healthy."""
+        began = time.monotonic()
         status = self.env.status()
+        self.status_seconds.append(time.monotonic() - began)
+        self.say(f"env status while {what}: {status and status.get('state')} in {self.status_seconds[-1]:.1f}s")
         if status is None:
             return  # the status command failed: it claimed nothing
         entry = next((c for c in status.get("components", []) if c["name"] == component), None)
@@ -477,13 +481,31 @@ class Soak:
         undo = {"healthy": True} if kind == "unhealthy" else {"delaySeconds": 0}
         self.faults[f"{kind} provider"] += 1
         self.say(f"fault: {provider} {kind} {change}")
+        hold = rng.uniform(2.0, 8.0)
         self.admin(provider, change)
         try:
+            # Held until the operator has taken it out of every overlay (or 20 s), so the fault
+            # really bites: new sessions move, revisions change, then it comes back.
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and not self.excluded(provider):
+                time.sleep(0.2)
             self.status_truth(f"fake-{provider}", f"{provider} {kind}")
-            time.sleep(rng.uniform(2.0, 8.0))
+            time.sleep(hold)
         finally:
             self.admin(provider, undo)
         return time.monotonic()
+
+    def excluded(self, provider: str) -> bool:
+        try:
+            view = self.api.view()
+        except Exception:
+            return False
+        return all(
+            (v := view.get(c)) is not None
+            and v["candidates"] is not None
+            and provider not in {p for p, _ in v["candidates"].values()}
+            for c in CONSUMERS
+        )
 
     def admin(self, provider: str, change: dict) -> None:
         port = self.env.port(f"fake-{provider}")
@@ -569,34 +591,50 @@ class Soak:
         gateway = rng.choice(sorted(GATEWAYS))
         undrain = rng.random() < 0.5  # drawn whatever the model says: the schedule never depends on outcomes
         how = rng.choice(("sigint", "double-sigint", "sigkill"))
-        at = rng.uniform(0.3, 4.0)
+        at = rng.uniform(0.8, 4.0)
+        # Half the time a paused gateway holds the run in its wait, so the signal lands there;
+        # otherwise the pacing (--qps 0.5) makes it land in the fan-out or just after.
+        hold = rng.random() < 0.5
         self.ops[f"interrupted ({how})"] += 1
         self.faults[f"cli {how}"] += 1
         before = dict(self.model)
         journals = self.env.journal_files()
-        args = ["env", "provider-drain", "--context", CTX, "--gateway", gateway, "--qps", "1", "--timeout", "60"]
+        args = ["env", "provider-drain", "--context", CTX, "--gateway", gateway, "--qps", "0.5", "--timeout", "60"]
         args += [*TARGETS, "--force"] + (["--undrain"] if undrain else [])
-        self.say(f"op interrupted ({how} at {at:.1f}s): {' '.join(args[2:])}")
-        proc = self.env.spawn(*args)
-        time.sleep(at)
-        if how == "sigkill":
-            proc.send_signal(signal.SIGKILL)
-        else:
-            proc.send_signal(signal.SIGINT)
-            if how == "double-sigint":
-                time.sleep(0.1)
+        self.say(f"op interrupted ({how} at {at:.1f}s{', wait held' if hold else ''}): {' '.join(args[2:])}")
+        held = self.signal_component("gateway-consumer-b", signal.SIGSTOP) if hold else None
+        try:
+            proc = self.env.spawn(*args)
+            time.sleep(at)
+            self.interrupt(proc, how)
+        finally:
+            if held is not None:
                 with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGINT)
+                    os.kill(held, signal.SIGCONT)
         try:
             proc.communicate(timeout=120)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
         self.exits[f"interrupted {how}:{proc.returncode}"] += 1
+        self.say(f"interrupted run exit {proc.returncode}")
         if proc.returncode in STORED:  # finished before the signal landed
             self.model.update({p: not undrain for p in GATEWAYS[gateway]})
         else:
             self.restore(journals, before, f"interrupted {how}")
+
+    @staticmethod
+    def interrupt(proc: subprocess.Popen, how: str) -> None:
+        if proc.poll() is not None:
+            return
+        if how == "sigkill":
+            proc.send_signal(signal.SIGKILL)
+            return
+        proc.send_signal(signal.SIGINT)
+        if how == "double-sigint":
+            time.sleep(0.1)
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGINT)
 
     def restore(self, journals: set[Path], before: dict[str, bool], what: str) -> None:
         """``env drain-restore`` of every journal the run left; the model goes back to ``before``."""
@@ -632,7 +670,7 @@ class Soak:
                 if moved:
                     self.unverifiable_i1 += 1
                     continue
-                self.violate("I1", f"exit 0 but {consumer}: {({k: x for k, x in v.items() if k != 'candidates'})}")
+                self.violate("I1", f"exit 0 but {consumer}: { ({k: x for k, x in v.items() if k != 'candidates'}) }")
                 continue
             states = {prov: state for prov, state in v["candidates"].values()}
             for p in selected:
@@ -725,7 +763,9 @@ class Soak:
                 if cands is None:
                     self.unverified_i3 += 1
                 elif cands.get(r.candidate or "", (None,))[0] != r.provider:
-                    self.violate("I3", f"{r.consumer} routed to {r.provider}/{r.candidate}, not in revision {r.revision}")
+                    self.violate(
+                        "I3", f"{r.consumer} routed to {r.provider}/{r.candidate}, not in revision {r.revision}"
+                    )
                 elif r.routing in ("new_session", "rehomed") and cands[r.candidate or ""][1] != "admitted":
                     self.violate("I3", f"{r.consumer} sent a new session to {r.provider}, not admitted in {r.revision}")
                 for begin, end, drained, step in self.windows:
@@ -756,6 +796,10 @@ class Soak:
             "violationList": [dataclasses.asdict(v) for v in self.violations],
             "i1": {"checked": self.checked_i1, "unverifiable": self.unverifiable_i1},
             "exits": dict(sorted(self.exits.items())),
+            "statusWhileBroken": {
+                "count": len(self.status_seconds),
+                "maxSeconds": round(max(self.status_seconds), 1) if self.status_seconds else None,
+            },
             "heal": {
                 "count": len(heals),
                 "p50": round(statistics.median(heals), 1) if heals else None,
@@ -786,6 +830,10 @@ def table(r: dict[str, Any]) -> str:
         ),
         ("CLI exit codes by kind", kv(r["exits"])),
         ("heal time p50 / p99", f"{r['heal']['p50']} s / {r['heal']['p99']} s over {r['heal']['count']} heals"),
+        (
+            "`env status` while broken",
+            f"{r['statusWhileBroken']['count']} reads, slowest {r['statusWhileBroken']['maxSeconds']} s",
+        ),
     ]
     out = ["| measure | value |", "|---|---|"]
     out += [f"| {k} | {v.replace('|', '/')} |" for k, v in rows]
