@@ -126,7 +126,8 @@ class Env:
                 self.argv(*args), capture_output=True, text=True, cwd=REPO, env=self.env, timeout=timeout
             )
         except subprocess.TimeoutExpired as exc:
-            return -999, f"timed out after {timeout}s: {exc.stdout or ''}{exc.stderr or ''}"
+            said = b"".join(x if isinstance(x, bytes) else (x or "").encode() for x in (exc.stdout, exc.stderr))
+            return -999, f"timed out after {timeout}s: {said.decode(errors='replace')}"
         return proc.returncode, proc.stdout + proc.stderr
 
     def spawn(self, *args: str) -> subprocess.Popen:
