@@ -661,15 +661,18 @@ class Kube:
             if self._dynamic is None:
                 with self._errors():
                     self._dynamic = dynamic.DynamicClient(self._api)
-            try:
-                return self._dynamic.resources.get(api_version=api_version, kind=kind)
-            except ResourceNotFoundError:
-                # A CRD installed after discovery ran: refresh once.
-                self._dynamic.resources.invalidate_cache()
+            # Discovery asks the API server on first use: an unreachable one is a KubeError
+            # (Unreachable) naming the server, like any other call, never a raw urllib3 error.
+            with self._errors():
                 try:
                     return self._dynamic.resources.get(api_version=api_version, kind=kind)
-                except ResourceNotFoundError as exc:
-                    raise NotFound(f"the API server has no resource {kind} in {api_version}", status=404) from exc
+                except ResourceNotFoundError:
+                    # A CRD installed after discovery ran: refresh once.
+                    self._dynamic.resources.invalidate_cache()
+                    try:
+                        return self._dynamic.resources.get(api_version=api_version, kind=kind)
+                    except ResourceNotFoundError as exc:
+                        raise NotFound(f"the API server has no resource {kind} in {api_version}", status=404) from exc
 
     def close(self) -> None:
         self._api.close()

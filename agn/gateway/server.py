@@ -10,7 +10,9 @@
   admission state, sticky-session hits, accepted, serving and pending revisions, shard GETs.
 - ``POST /v1/completions`` — route by :mod:`agn.gateway.routing` (headers ``x-session-id``
   and optionally ``x-selection-group``) and proxy the body to the provider; the provider's
-  JSON plus ``routedBy``, ``candidateId``, ``admission_state``, and header ``x-agn-provider``.
+  JSON plus ``routedBy``, ``candidateId``, ``admission_state``, and headers ``x-agn-provider``
+  and ``x-agn-overlay-revision`` (the overlay revision the candidate was chosen from, taken
+  with the decision under the table's lock; also on 502 and, once an overlay is served, 503).
   503 JSON when no admitted candidate exists, 502 JSON when the provider fails.
 
 Handlers only read the routing table through :meth:`RoutingTable.route`/``snapshot``; they
@@ -36,6 +38,7 @@ MAX_BODY_BYTES = 1 << 20
 SESSION_HEADER = "x-session-id"
 GROUP_HEADER = "x-selection-group"
 PROVIDER_HEADER = "x-agn-provider"
+REVISION_HEADER = "x-agn-overlay-revision"  # the overlay revision the request was routed by
 
 
 Health = Callable[[], tuple[bool, dict[str, Any]]]
@@ -95,9 +98,10 @@ def make_handler(
         def _complete(self, body: bytes) -> None:
             session = self.headers.get(SESSION_HEADER) or None
             group = self.headers.get(GROUP_HEADER) or None
-            decision = table.route(session, selection_group=group)
-            serving = table.serving
-            revision = serving.revision if serving else None
+            # The revision comes with the decision, under the table's lock: reading
+            # ``table.serving`` afterwards could name a newer overlay than the one routed by.
+            decision, revision = table.route_by(session, selection_group=group)
+            routed_by = {REVISION_HEADER: str(revision)} if revision is not None else {}
             if decision.candidate is None:
                 log.warning("no_route", session=session, selection_group=group, serving_revision=revision)
                 count(NO_ROUTE)
@@ -110,6 +114,7 @@ def make_handler(
                         "servingRevision": revision,
                         "selectionGroup": group,
                     },
+                    headers=routed_by,
                 )
                 return
             cand = decision.candidate
@@ -130,7 +135,7 @@ def make_handler(
                 self.send_json(
                     502,
                     {"error": str(exc), "routedBy": consumer, "provider": cand.provider, "candidateId": cand.id},
-                    headers={PROVIDER_HEADER: cand.provider},
+                    headers={PROVIDER_HEADER: cand.provider, **routed_by},
                 )
                 return
             reply.update(
@@ -142,7 +147,7 @@ def make_handler(
                 }
             )
             count(ROUTED, cand.admission_state, sticky=sticky)
-            self.send_json(200, reply, headers={PROVIDER_HEADER: cand.provider})
+            self.send_json(200, reply, headers={PROVIDER_HEADER: cand.provider, **routed_by})
 
     return Handler
 

@@ -91,7 +91,14 @@ class RoutingTable:
 
     def route(self, session: str | None, *, selection_group: str | None = None) -> Decision:
         """Decide for one request and record the session's (new) affinity."""
+        return self.route_by(session, selection_group=selection_group)[0]
+
+    def route_by(self, session: str | None, *, selection_group: str | None = None) -> tuple[Decision, int | None]:
+        """:meth:`route`, plus the revision of the overlay the decision was made from (None: none
+        served), read under the same lock, so it is the revision the candidate came from even when
+        a swap lands just after."""
         with self._lock:
+            revision = self._overlay.revision if self._overlay is not None else None
             previous = self._affinities.get(session) if session else None
             decision = self._routes.choose(previous, selection_group=selection_group)
             if session and decision.candidate is not None:
@@ -99,7 +106,7 @@ class RoutingTable:
                 self._affinities.move_to_end(session)
                 while len(self._affinities) > self._max_sessions:
                     self._affinities.popitem(last=False)
-            return decision
+            return decision, revision
 
     def snapshot(self) -> dict[str, Any]:
         """What ``GET /routes`` shows."""

@@ -231,3 +231,21 @@ def test_up_that_cannot_get_ready_names_the_stopped_gateway(cli):
     os.kill(gateway_a, signal.SIGCONT)
     paused.remove(gateway_a)
     undrain_everything(cli)
+
+
+def test_up_restarts_a_kube_apiserver_that_runs_but_does_not_answer(cli):
+    """Found by scripts/chaos.py (seed 21): a kube-apiserver still shutting down after SIGTERM
+    (alive, not answering) was kept by `env up`, which then failed with a traceback on the next
+    step. A paused one is the same case, held still: up restarts it on the same address."""
+    port = apiserver_port(cli)
+    apiserver = pid_of(cli, "kube-apiserver")
+    os.kill(apiserver, signal.SIGSTOP)
+    paused.append(apiserver)
+    repaired = cli("env", "up", "--timeout", "90")
+    if pid_of(cli, "kube-apiserver") != apiserver:  # stopped (SIGKILL reaches a paused process)
+        paused.remove(apiserver)
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert "started: kube-apiserver" in repaired.stdout, repaired.stdout
+    assert "Traceback" not in repaired.stderr
+    assert apiserver_port(cli) == port
+    assert cli.status()["state"] == "up"

@@ -234,6 +234,31 @@ def test_table_swap_is_atomic_for_concurrent_routes():
     assert seen <= {"a", "b"}
 
 
+def test_table_names_the_revision_each_decision_was_made_from_under_concurrent_swaps():
+    """The gateway's x-agn-overlay-revision header comes from here: the candidate chosen must be in
+    the revision named, even when a swap lands between the decision and any later read."""
+    table = RoutingTable()
+    overlays = {1: overlay_of(1, [cand("a")]), 2: overlay_of(2, [cand("b")])}
+    table.swap(overlays[1])
+    mixed: list[tuple[int | None, str]] = []
+    done = threading.Event()
+
+    def router() -> None:
+        while not done.is_set():
+            decision, revision = table.route_by(None)
+            if revision is None or decision.candidate not in overlays[revision].candidates:
+                mixed.append((revision, decision.candidate.provider))
+
+    thread = threading.Thread(target=router)
+    thread.start()
+    for i in range(2000):
+        table.swap(overlays[2 if i % 2 else 1])
+    done.set()
+    thread.join()
+    assert mixed == []
+    assert table.route_by(None) == (table.route(None), 2)  # route is route_by without the revision
+
+
 # -- the table's precomputed routes decide exactly as choose -------------------------------------
 
 any_candidates = st.lists(

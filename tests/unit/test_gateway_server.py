@@ -81,7 +81,7 @@ def test_completion_is_proxied_and_annotated(rig):
     code, body, headers = request(
         f"{gateway}/v1/completions", method="POST", data=b'{"prompt": "hi"}', headers={"x-session-id": "s1"}
     )
-    assert code == 200 and headers["x-agn-provider"] == "p1"
+    assert code == 200 and headers["x-agn-provider"] == "p1" and headers["x-agn-overlay-revision"] == "1"
     assert body["provider"] == "p1" and body["session"] == "s1" and body["text"] == "[p1] hi"
     assert (body["routedBy"], body["candidateId"], body["admission_state"]) == ("c1", "c-1", ADMITTED)
     routes = request(f"{gateway}/routes")[1]
@@ -90,10 +90,14 @@ def test_completion_is_proxied_and_annotated(rig):
 
 def test_no_admitted_candidate_is_503(rig):
     table, gateway, provider = rig
-    assert request(f"{gateway}/v1/completions", method="POST", data=b"{}")[0] == 503  # nothing served yet
+    code, _, headers = request(f"{gateway}/v1/completions", method="POST", data=b"{}")
+    assert code == 503 and "x-agn-overlay-revision" not in headers  # nothing served yet
     table.swap(overlay_of(1, [Candidate("c-1", "p1", provider, "g", 0, EXISTING_ONLY)]))
-    code, body, _ = request(f"{gateway}/v1/completions", method="POST", data=b"{}", headers={"x-session-id": "s9"})
+    code, body, headers = request(
+        f"{gateway}/v1/completions", method="POST", data=b"{}", headers={"x-session-id": "s9"}
+    )
     assert code == 503 and body["error"] == "no admitted candidate" and body["servingRevision"] == 1
+    assert headers["x-agn-overlay-revision"] == "1"
 
 
 def test_unreachable_provider_is_502(rig):
@@ -101,6 +105,7 @@ def test_unreachable_provider_is_502(rig):
     table.swap(overlay_of(1, [Candidate("c-1", "p1", f"http://127.0.0.1:{closed_port()}", "g", 0, ADMITTED)]))
     code, body, headers = request(f"{gateway}/v1/completions", method="POST", data=b"{}")
     assert code == 502 and body["provider"] == "p1" and headers["x-agn-provider"] == "p1"
+    assert headers["x-agn-overlay-revision"] == "1"
 
 
 def test_bad_requests(rig):

@@ -96,3 +96,28 @@ def test_a_failing_exec_plugin_is_an_error_not_an_anonymous_request(tmp_path, ce
     assert refused(path) == (
         f"the exec credential plugin 'sh' of context 'ctx' failed: exec: process returned 3. denied (kubeconfig {path})"
     )
+
+
+def test_discovery_that_cannot_reach_the_server_is_unreachable_not_a_raw_urllib3_error(tmp_path, certs):
+    """``env up`` once printed a urllib3 traceback here (found by scripts/chaos.py, seed 21: a
+    kube-apiserver shutting down after SIGTERM answered the discovery client's start, then refused
+    the lookup ``apply`` makes next, which was outside the translation every other call has)."""
+    import urllib3
+
+    from agn.kube import Unreachable
+
+    class RefusingDiscovery:
+        class resources:  # noqa: N801 - the attribute DynamicClient has
+            @staticmethod
+            def get(**_: str):
+                refused = urllib3.exceptions.NewConnectionError(None, "Connection refused")
+                raise urllib3.exceptions.MaxRetryError(None, "/apis", refused)
+
+    path = write(tmp_path, certs, cluster={"server": "https://127.0.0.1:6443"})
+    kube = Kube.from_kubeconfig(kubeconfig=str(path), context="ctx", field_manager="t")
+    kube._dynamic = RefusingDiscovery()  # discovery already ran, while the server still answered
+    try:
+        with pytest.raises(Unreachable, match="127.0.0.1:6443"):
+            kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}})
+    finally:
+        kube.close()

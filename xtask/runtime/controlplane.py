@@ -15,6 +15,7 @@ import dataclasses
 import json
 import socket
 import ssl
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,6 +29,9 @@ from xtask.runtime.health import http_ok
 
 ETCD = "etcd"
 APISERVER = "kube-apiserver"
+# How long `up` gives a running kube-apiserver that does not answer /readyz (its etcd untouched)
+# before restarting it: one shutting down after a SIGTERM, paused or wedged never recovers alone.
+UNREADY_GRACE = 10.0
 
 
 def free_port() -> int:
@@ -132,15 +136,28 @@ class ControlPlane:
         if not self.supervisor.running(ETCD):
             self._start_etcd(ports, timeout=timeout, on_spawn=spawned)
             started.append(ETCD)
-        if not self.supervisor.running(APISERVER):
+        rec = self.supervisor.running(APISERVER)
+        if rec is not None:
+            # A running kube-apiserver whose etcd was just restarted answers requests with
+            # timeouts until it has reconnected; /readyz includes that check. One that is alive
+            # but does not get ready otherwise (shutting down after a SIGTERM, paused, wedged)
+            # is stopped after a short grace (by _wait_ready) and started again below.
+            try:
+                self._wait_ready(
+                    rec, lambda: self._apiserver_ready(ports.apiserver), timeout=timeout if started else UNREADY_GRACE
+                )
+            except ComponentFailed:
+                if started or self.supervisor.running(APISERVER) is not None:
+                    raise
+                rec = None
+                # Stopped, but a killed multi-threaded process may hold its port a moment after
+                # its pid reads as gone: start again on the same address (clients use it) once free.
+                deadline = time.monotonic() + UNREADY_GRACE
+                while not port_free(ports.apiserver) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+        if rec is None:
             self._start_apiserver(ports, timeout=timeout, on_spawn=spawned)
             started.append(APISERVER)
-        elif started:
-            # A running kube-apiserver whose etcd was just restarted answers requests with
-            # timeouts until it has reconnected; /readyz includes that check.
-            rec = self.supervisor.running(APISERVER)
-            assert rec is not None
-            self._wait_ready(rec, lambda: self._apiserver_ready(ports.apiserver), timeout=timeout)
         return started
 
     def stop(self) -> list[str]:
