@@ -7,17 +7,32 @@ documented code.
 
 from __future__ import annotations
 
-import io
 import os
+import signal
 import sys
-import traceback
-from typing import NoReturn
 
-import click
 
-from agn.kube import KubeError
-from xtask.cli.output import printable_lines
-from xtask.errors import CommandFailed, ComponentFailed, ExitCode, XtaskError
+def _interrupted_while_starting(signum: int, frame: object) -> None:
+    """SIGINT before the CLI has started (its modules still loading): nothing has been read or
+    written yet, so end as an interrupted run (exit 8) rather than with a traceback."""
+    os.write(2, b"interrupted\n")
+    os._exit(8)  # ExitCode.INTERRUPTED; xtask.errors may not be loaded yet
+
+
+signal.signal(signal.SIGINT, _interrupted_while_starting)
+
+import io  # noqa: E402
+import traceback  # noqa: E402
+from typing import NoReturn  # noqa: E402
+
+import click  # noqa: E402
+
+from agn.kube import KubeError  # noqa: E402
+from xtask.cli.output import printable_lines  # noqa: E402
+from xtask.errors import CommandFailed, ComponentFailed, ExitCode, XtaskError  # noqa: E402
+
+# Loaded: from here on a SIGINT is a KeyboardInterrupt, which main() and the commands handle.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Shell completion is keyed by the console script's name, however the CLI was started:
 # eval "$(_XTASK_COMPLETE=bash_source xtask)".
