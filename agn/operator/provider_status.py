@@ -159,11 +159,14 @@ def next_status(
     generation: int | None,
     endpoint: str,
     networks: Sequence[NetworkView],
+    publish_load: bool = True,
 ) -> dict[str, Any]:
     """The complete status after ``outcome``, carrying over what a failed scrape cannot tell.
 
     ``metricsObservedAt`` is the time of the last *successful* scrape and the load is the last
     reading, so both survive a failed scrape. Metrics a provider does not export are absent.
+    Without ``publish_load`` (a provider that is not drained: nothing waits on its load) the
+    status has no ``load`` at all — absent, never a number that is not current.
     """
     prev_probe = previous.get("probe") or {}
     probe: dict[str, Any] = {"healthObservedAt": rfc3339(outcome.observed_at)}
@@ -197,7 +200,7 @@ def next_status(
     }
     if generation is not None:
         status["observedGeneration"] = generation
-    if load:
+    if load and publish_load:
         status["load"] = load
     return status
 
@@ -223,12 +226,27 @@ def semantic_key(status: Mapping[str, Any]) -> tuple:
 
 
 def should_write(
-    previous: Mapping[str, Any], desired: Mapping[str, Any], *, last_write_at: float | None, now: float, refresh: float
+    previous: Mapping[str, Any],
+    desired: Mapping[str, Any],
+    *,
+    last_write_at: float | None,
+    now: float,
+    refresh: float | None,
 ) -> bool:
-    """Write when the meaning changed, or when the last write is too old to keep metrics looking fresh."""
+    """Write when the meaning changed; when ``desired`` carries a load reading the last write
+    does not (a drained provider's every new reading); and, only with a ``refresh`` (the old
+    write-every-probe behaviour, kept for comparison), when the last write is that old.
+
+    With ``refresh=None`` an unchanged status is never rewritten: its freshness is vouched for
+    by the probes heartbeat (:mod:`agn.operator.heartbeat`), not by rewriting it."""
     if semantic_key(previous) != semantic_key(desired):
         return True
-    return last_write_at is None or now - last_write_at >= refresh
+    if last_write_at is None:
+        return True
+    if refresh is not None:
+        return now - last_write_at >= refresh
+    new_reading = (desired.get("load") or {}).get("observedAt")
+    return new_reading is not None and new_reading != (previous.get("load") or {}).get("observedAt")
 
 
 def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
