@@ -113,6 +113,7 @@ class Operator:
             failure_threshold=settings.probe_failure_threshold,
             concurrency=settings.probe_concurrency,
             jitter=settings.probe_jitter,
+            refresh_writes=settings.status_refresh,
             log=log,
             stop=stop,
             metrics=self.metrics,

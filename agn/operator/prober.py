@@ -46,6 +46,7 @@ from agn.operator.provider_status import (
     merge_patch,
     metrics_max_age,
     next_status,
+    published,
     refresh_seconds,
     selecting_networks,
     semantic_key,
@@ -428,9 +429,9 @@ class Prober:
             generation=meta.get("generation"),
             endpoint=endpoint,
             networks=networks,
-            publish_load=self.refresh_writes or drain_of(obj),
         )
         mem.current = desired
+        desired = published(desired, load=self.refresh_writes or drain_of(obj))
         now = time.time()
         if not should_write(
             mem.status,

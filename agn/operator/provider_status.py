@@ -159,14 +159,11 @@ def next_status(
     generation: int | None,
     endpoint: str,
     networks: Sequence[NetworkView],
-    publish_load: bool = True,
 ) -> dict[str, Any]:
     """The complete status after ``outcome``, carrying over what a failed scrape cannot tell.
 
     ``metricsObservedAt`` is the time of the last *successful* scrape and the load is the last
     reading, so both survive a failed scrape. Metrics a provider does not export are absent.
-    Without ``publish_load`` (a provider that is not drained: nothing waits on its load) the
-    status has no ``load`` at all — absent, never a number that is not current.
     """
     prev_probe = previous.get("probe") or {}
     probe: dict[str, Any] = {"healthObservedAt": rfc3339(outcome.observed_at)}
@@ -200,9 +197,19 @@ def next_status(
     }
     if generation is not None:
         status["observedGeneration"] = generation
-    if load and publish_load:
+    if load:
         status["load"] = load
     return status
+
+
+def published(status: Mapping[str, Any], *, load: bool) -> dict[str, Any]:
+    """The status as written to the API: without ``load`` unless ``load`` (a drained provider,
+    the only kind a ``--wait-idle`` waits on). The operator keeps the reading either way, so a
+    provider drained later publishes its last reading at once, with its own ``observedAt``."""
+    out = dict(status)
+    if not load:
+        out.pop("load", None)
+    return out
 
 
 def semantic_key(status: Mapping[str, Any]) -> tuple:

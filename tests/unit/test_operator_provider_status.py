@@ -12,6 +12,7 @@ from agn.operator.provider_status import (
     merge_patch,
     metrics_max_age,
     next_status,
+    published,
     refresh_seconds,
     selecting_networks,
     should_write,
@@ -116,8 +117,8 @@ def quiet_status_after(*outcomes: ProbeOutcome) -> dict:
     """As the operator keeps a provider that is not drained: no load published."""
     status: dict = {}
     for o in outcomes:
-        status = next_status(status, o, uid="u1", generation=3, endpoint=EP, networks=NETS, publish_load=False)
-    return status
+        status = next_status(status, o, uid="u1", generation=3, endpoint=EP, networks=NETS)
+    return published(status, load=False)
 
 
 def test_changes_only_an_unchanged_status_is_never_rewritten():
