@@ -10,8 +10,10 @@ is reported on ``/metrics`` (``agn_probe_backlog``, ``agn_probe_lag_seconds``) a
 (``probes``) instead of silently ageing load readings. A probe GETs ``{endpoint}/healthz`` and
 ``{endpoint}/metrics`` with a timeout, exactly at the endpoint as given: no redirects, no
 proxies, and an invalid endpoint is not dialled at all. The result becomes a status (see
-:mod:`.status`) that is written with a merge patch on the status subresource only when its
-meaning changed or the last write is getting old.
+:mod:`.provider_status`) that is kept here and written with a merge patch on the status
+subresource only when its meaning changed (and, for a drained provider, on each new load
+reading); the probes heartbeat (:mod:`.heartbeat`), renewed while every status is current,
+vouches for the unchanged ones (docs/operator.md, "Status writes at fleet size").
 
 Only the leader probes and writes (see :mod:`.lease`): while this process does not lead, the
 scheduler keeps nothing due, and every write goes through :class:`.writes.LeaderWrites`,
