@@ -5,19 +5,18 @@ availability or hard-failure transition, a drained provider's new load reading. 
 does not change is not rewritten, so its ``probe.metricsObservedAt`` is the time of the probe
 that last *changed* it, not of the last probe. What tells a reader the status is still current
 is this heartbeat (as a kubelet's Lease does for its unchanged NodeStatus, KEP-589): the
-Lease ``agn-probes``, whose ``spec.renewTime`` the leading operator renews every
-:data:`HEARTBEAT_SECONDS` while
+Lease ``agn-probes``, which the leading operator renews every :data:`HEARTBEAT_SECONDS` once
+every provider known at the start of its leadership term has been probed in that term, and
+while no status write has failed.
 
-- every provider known at the start of its leadership term has been probed in that term, and
-- its prober is not behind (no due probe has waited longer than ``--probe-interval``).
-
-A renewal at time T says: every provider status in this namespace was up to date with the
-operator's probes as of T (a provider is probed at least once per interval, and any change of
-meaning is written before the next probe of it). So a status whose ``MetricsFresh`` condition
-is True had a fresh reading at T: its metrics count as observed at T
-(:func:`agn.objects.provider_view` with ``heartbeat``). When the operator stops, falls behind
-or loses the API, the heartbeat stops and every reading ages from its last renewal and
-expires after ``metricsMaxAgeSeconds`` as before: nothing is vouched for that was not probed.
+Its ``spec.renewTime`` is not the clock but the prober's *watermark* T: the start of the least
+recent last probe of any provider (:meth:`agn.operator.prober.Prober.watermark`). It says:
+every provider has been probed since T, and every change of meaning those probes saw is
+written. So a status whose ``MetricsFresh`` condition is True had a fresh reading at T: its
+metrics count as observed at T (:func:`agn.objects.provider_view` with ``heartbeat``). A
+prober that falls behind moves T less, so readings age exactly as its probes do; when the
+operator stops or loses the API, T stops and every reading expires ``metricsMaxAgeSeconds``
+after it, as before: nothing is vouched for that was not probed.
 
 The cost is one write per :data:`HEARTBEAT_SECONDS` per namespace, whatever the fleet size.
 

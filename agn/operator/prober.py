@@ -129,6 +129,7 @@ class _Memory:
     written_at: float | None  # unix seconds of the last write (or its best guess after a restart)
     failures: int = 0  # consecutive failed health probes
     current: Obj | None = None  # None: not probed in this term yet (``status`` is the truth then)
+    probed_at: float | None = None  # unix seconds the last probe of this term started
 
 
 class Prober:
@@ -217,15 +218,22 @@ class Prober:
             return "not leading"
         if not self.first_round.is_set():
             return "first probe round of this term not finished"
-        if self.load(now)["behind"]:
-            return "probes are behind"
         with self._lock:
             if self._unwritten:
                 return f"{len(self._unwritten)} provider status write(s) failed"
         return None
 
+    def watermark(self, now: float) -> float:
+        """The time every provider probed in this term has been probed since (unix seconds):
+        the start of the least recent last probe. A prober that falls behind moves it less, so
+        what the heartbeat vouches for ages as the probes do, never more."""
+        with self._lock:
+            times = [m.probed_at for m in self._memory.values() if m.probed_at is not None]
+        return min(times, default=now)
+
     def beat(self) -> bool:
-        """Renew the probes heartbeat if this process may vouch for every status now."""
+        """Renew the probes heartbeat if this process may vouch for every status now; its time
+        is :meth:`watermark`, not the clock."""
         if self.refresh_writes:
             return False
         with self._beat_lock:
@@ -233,7 +241,9 @@ class Prober:
             if why is not None:
                 self._log.debug("probes heartbeat not renewed", reason=why)
                 return False
-            now = time.time()
+            now = self.watermark(time.time())
+            if self.heartbeat_at is not None and now <= self.heartbeat_at:
+                return False  # nothing newer to vouch for (the least recent probe has not moved)
             identity = self.leadership.identity
             try:
                 for _ in range(2):
@@ -414,6 +424,7 @@ class Prober:
             metrics_failed=not outcome.metrics_ok,
         )
         mem = self._remembered(obj)
+        mem.probed_at = outcome.observed_at
         previous = mem.current if mem.current is not None else mem.status
         mem.failures = 0 if outcome.healthy is not False else mem.failures + 1
         outcome = tolerated(
