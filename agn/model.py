@@ -51,6 +51,9 @@ class ProviderView:
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     healthy: bool | None = None  # None: never probed
     metrics_observed_at: float | None = None  # unix seconds of the last successful scrape
+    # The status's MetricsFresh condition is True: a probes heartbeat (agn.operator.heartbeat)
+    # renewed after metrics_observed_at vouches that the reading was still fresh then.
+    metrics_fresh_claimed: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

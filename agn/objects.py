@@ -6,6 +6,7 @@ gateway and the xtask read and write them the same way.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Mapping
 from typing import Any
@@ -51,7 +52,25 @@ def condition(obj: Obj, type_: str) -> Mapping[str, Any] | None:
     return None
 
 
-def provider_view(obj: Mapping[str, Any]) -> ProviderView:
+def provider_view(obj: Mapping[str, Any], heartbeat: float | None = None) -> ProviderView:
+    """The model's view of a provider. ``heartbeat``: the namespace's probes heartbeat (unix
+    seconds, :mod:`agn.operator.heartbeat`); see :func:`with_heartbeat`."""
+    view = _provider_view(obj)
+    return with_heartbeat(view, heartbeat) if heartbeat is not None else view
+
+
+def with_heartbeat(view: ProviderView, heartbeat: float | None) -> ProviderView:
+    """``view`` as of the probes heartbeat: a reading its status still calls fresh
+    (MetricsFresh True) was fresh at the heartbeat, so it counts as observed then. Anything
+    else is left as written: no heartbeat vouches for a reading the status says is stale or
+    missing, and a reading is never made newer than the last heartbeat."""
+    seen = view.metrics_observed_at
+    if heartbeat is None or not view.metrics_fresh_claimed or seen is None or heartbeat <= seen:
+        return view
+    return dataclasses.replace(view, metrics_observed_at=heartbeat)
+
+
+def _provider_view(obj: Mapping[str, Any]) -> ProviderView:
     meta = obj.get("metadata", {})
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
@@ -66,6 +85,9 @@ def provider_view(obj: Mapping[str, Any]) -> ProviderView:
         labels=dict(meta.get("labels") or {}),
         healthy=probe.get("healthy"),
         metrics_observed_at=parse_time(probe.get("metricsObservedAt")),
+        metrics_fresh_claimed=any(
+            c.get("type") == "MetricsFresh" and c.get("status") == "True" for c in status.get("conditions") or ()
+        ),
     )
 
 

@@ -8,8 +8,11 @@ which shards — rather than with candidates of two revisions.
 
 from __future__ import annotations
 
+import time
+
 from agn.kube import CONSUMERS, NETWORKS, PROVIDERS, Kube
-from agn.objects import condition, drain_of, name_of
+from agn.objects import condition, drain_of, name_of, rfc3339
+from agn.operator.heartbeat import read_heartbeat
 from agn.overlays import list_overlays
 from agn.shards import Incomplete
 from xtask.drain.converge import incomplete_reason
@@ -20,6 +23,7 @@ def agn_objects(kube: Kube, namespace: str) -> dict:
     consumers, _ = kube.list(CONSUMERS, namespace)
     by_overlay = list_overlays(kube, namespace)
     networks, _ = kube.list(NETWORKS, namespace)
+    heartbeat = read_heartbeat(kube, namespace)
     out_providers = []
     for p in sorted(providers, key=name_of):
         spec = p.get("spec") or {}
@@ -57,4 +61,12 @@ def agn_objects(kube: Kube, namespace: str) -> dict:
                 "candidates": {x["provider"]: x["admission_state"] for x in (overlay or {}).get("candidates", [])},
             }
         )
-    return {"networks": sorted(name_of(n) for n in networks), "providers": out_providers, "consumers": out_consumers}
+    return {
+        "networks": sorted(name_of(n) for n in networks),
+        # Unchanged statuses are not rewritten; this says when the operator last vouched for them.
+        "probesHeartbeat": None
+        if heartbeat is None
+        else {"renewedAt": rfc3339(heartbeat), "ageSeconds": round(max(0.0, time.time() - heartbeat), 3)},
+        "providers": out_providers,
+        "consumers": out_consumers,
+    }

@@ -103,6 +103,7 @@ def wait_ready(
     naming every lagging object and whatever ``diagnose`` (the runtime) can tell about why."""
     from agn.kube import CONSUMERS, NETWORKS, PROVIDERS, KubeError
     from agn.objects import consumer_revisions, consumer_view, name_of, network_view, provider_view
+    from agn.operator.heartbeat import read_heartbeat
     from agn.overlays import list_overlays
 
     ns = envdef.namespace
@@ -111,7 +112,8 @@ def wait_ready(
     last: list[str] = ["nothing read yet"]
     while True:
         try:
-            providers = [provider_view(o) for o in kube.list(PROVIDERS, ns)[0]]
+            heartbeat = read_heartbeat(kube, ns)
+            providers = [provider_view(o, heartbeat) for o in kube.list(PROVIDERS, ns)[0]]
             networks = {name_of(o): network_view(o) for o in kube.list(NETWORKS, ns)[0]}
             consumer_objs = [o for o in kube.list(CONSUMERS, ns)[0] if name_of(o) in names]
             overlays: dict[str, Overlay | Incomplete | None] = {

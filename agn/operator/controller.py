@@ -33,7 +33,7 @@ from typing import Any
 from agn.kube import Kube, KubeError
 from agn.logs import JsonLog
 from agn.model import ConsumerView, Overlay, ProviderView
-from agn.objects import Obj, consumer_view, network_view, provider_view
+from agn.objects import Obj, consumer_view, network_view, provider_view, with_heartbeat
 from agn.operator.caches import Caches
 from agn.operator.diffing import PublicationDiff, change_log, note_for, publication_diff
 from agn.operator.elector import LeaderElector
@@ -113,12 +113,15 @@ class Operator:
             failure_threshold=settings.probe_failure_threshold,
             concurrency=settings.probe_concurrency,
             jitter=settings.probe_jitter,
+            refresh_writes=settings.status_refresh,
             log=log,
             stop=stop,
             metrics=self.metrics,
         )
         self.metrics.watch_probes(lambda: self.prober.load(time.monotonic()))
         self.memory = TermMemory()
+        # provider name -> (the store's view, the heartbeat it was judged at, the view as of it)
+        self._views: dict[str, tuple[ProviderView, float | None, ProviderView]] = {}
         self._verdict_lock = threading.Lock()  # the verdicts and the hard-failure memory are shared
         workers = settings.reconcile_workers
         self._pool = (
@@ -228,6 +231,8 @@ class Operator:
             if time.monotonic() >= give_up:
                 self.log.warning("first probe round not finished; reconciling anyway")
                 break
+        # Every status is current now: vouch for them before judging freshness by them.
+        self.prober.beat()
         next_resync = time.monotonic()  # the first pass reconciles every consumer
         first = True
         while self._leading(term):
@@ -244,7 +249,7 @@ class Operator:
                 continue
             # One snapshot of the providers per batch: every consumer in it is judged on the same
             # data. Views are converted once per provider version, not per batch.
-            providers = tuple(self.caches.providers.store.derived(provider_view))
+            providers = self.provider_views()
             names = sorted(batch)
             if self._pool is not None and len(names) > 1:
                 # Each consumer's overlay is its own objects; the network's verdict, which they
@@ -285,6 +290,24 @@ class Operator:
         return self.memory.consumers()
 
     # -- reconcile -----------------------------------------------------------------------
+    def provider_views(self) -> tuple[ProviderView, ...]:
+        """Every provider's view as of this process's last probes heartbeat, judged as every
+        reader judges them (:func:`agn.objects.with_heartbeat`). A view object is kept while
+        neither the provider nor the heartbeat changed, so the verdicts' cache holds."""
+        heartbeat = self.prober.heartbeat_at
+        memo, fresh = self._views, {}
+        out = []
+        for view in self.caches.providers.store.derived(provider_view):
+            kept = memo.get(view.name)
+            if kept is not None and kept[0] is view and kept[1] == heartbeat:
+                judged = kept[2]
+            else:
+                judged = with_heartbeat(view, heartbeat)
+            fresh[view.name] = (view, heartbeat, judged)
+            out.append(judged)
+        self._views = fresh
+        return tuple(out)
+
     def _reconcile_leading(self, term: int, name: str, providers: tuple[ProviderView, ...]) -> None:
         if self._leading(term):  # else it waits for the next term's full pass
             self._reconcile_safely(name, providers)
@@ -309,7 +332,7 @@ class Operator:
     def reconcile(self, name: str, *, providers: tuple[ProviderView, ...] | None = None) -> None:
         """Bring consumer ``name``'s overlay up to date with the caches (or the given provider snapshot)."""
         if providers is None:
-            providers = tuple(self.caches.providers.store.derived(provider_view))
+            providers = self.provider_views()
         consumer_obj = self.caches.consumers.store.get(name)
         current = self.caches.overlays.store.peek(name)  # read only: stored objects are never changed in place
         stored = self.storage.stored_shards(name)

@@ -10,8 +10,10 @@ is reported on ``/metrics`` (``agn_probe_backlog``, ``agn_probe_lag_seconds``) a
 (``probes``) instead of silently ageing load readings. A probe GETs ``{endpoint}/healthz`` and
 ``{endpoint}/metrics`` with a timeout, exactly at the endpoint as given: no redirects, no
 proxies, and an invalid endpoint is not dialled at all. The result becomes a status (see
-:mod:`.status`) that is written with a merge patch on the status subresource only when its
-meaning changed or the last write is getting old.
+:mod:`.provider_status`) that is kept here and written with a merge patch on the status
+subresource only when its meaning changed (and, for a drained provider, on each new load
+reading); the probes heartbeat (:mod:`.heartbeat`), renewed while every status is current,
+vouches for the unchanged ones (docs/operator.md, "Status writes at fleet size").
 
 Only the leader probes and writes (see :mod:`.lease`): while this process does not lead, the
 scheduler keeps nothing due, and every write goes through :class:`.writes.LeaderWrites`,
@@ -32,10 +34,11 @@ import urllib.request
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
-from agn.kube import PROVIDERS, KubeError, NotFound
+from agn.kube import LEASES, PROVIDERS, Conflict, KubeError, NotFound
 from agn.logs import JsonLog
 from agn.model import endpoint_valid
-from agn.objects import Obj, network_view, parse_time
+from agn.objects import Obj, drain_of, network_view, parse_time
+from agn.operator.heartbeat import HEARTBEAT_LEASE, HEARTBEAT_SECONDS, heartbeat_body
 from agn.operator.informer import Store
 from agn.operator.lease import Leadership
 from agn.operator.metrics import OperatorMetrics
@@ -45,6 +48,7 @@ from agn.operator.provider_status import (
     merge_patch,
     metrics_max_age,
     next_status,
+    published,
     refresh_seconds,
     selecting_networks,
     semantic_key,
@@ -116,12 +120,16 @@ def probe_endpoint(endpoint: str, *, timeout: float, now: float) -> ProbeOutcome
 
 @dataclasses.dataclass
 class _Memory:
-    """What the prober knows about one provider between probes: its last written status."""
+    """What the prober knows about one provider between probes: its last written status, and
+    the status after its last probe (``current``: kept here, written only when its meaning
+    changed)."""
 
     uid: str
     status: Obj
     written_at: float | None  # unix seconds of the last write (or its best guess after a restart)
     failures: int = 0  # consecutive failed health probes
+    current: Obj | None = None  # None: not probed in this term yet (``status`` is the truth then)
+    probed_at: float | None = None  # unix seconds the last probe of this term started
 
 
 class Prober:
@@ -147,8 +155,12 @@ class Prober:
         jitter: float = 0.0,
         failure_threshold: int = 3,
         metrics: OperatorMetrics | None = None,
+        refresh_writes: bool = False,
     ) -> None:
         self.writes = writes
+        # True: the old behaviour (rewrite an unchanged status every min(10 s, maxAge/3)), kept
+        # only so a benchmark can compare; the default writes changes and renews the heartbeat.
+        self.refresh_writes = refresh_writes
         self.leadership = leadership
         self.namespace = namespace
         self.providers = providers
@@ -178,16 +190,93 @@ class Prober:
         self._seen_version: int | None = None
         self._schedule_version: int | None = None
         self.membership_syncs = 0  # ticks that followed a membership change (tests, benchmarks)
+        # The probes heartbeat (agn.operator.heartbeat): the unix time of this process's last
+        # successful renewal, the Lease as last written, and the providers whose last status
+        # write failed (no renewal while one is unwritten: the heartbeat would vouch for it).
+        self.heartbeat_at: float | None = None
+        self._lease: Obj | None = None
+        self._unwritten: set[str] = set()
+        self._beat_lock = threading.Lock()
         self._thread = threading.Thread(target=self._schedule, name="prober", daemon=True)
+        self._beater = threading.Thread(target=self._beat_loop, name="probes-heartbeat", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
+        if not self.refresh_writes:
+            self._beater.start()
+
+    def _beat_loop(self) -> None:
+        while not self._stop.wait(HEARTBEAT_SECONDS):
+            try:
+                self.beat()
+            except Exception as exc:  # noqa: BLE001 - the heartbeat must outlive one failure
+                self._log.error("probes heartbeat failed unexpectedly", error=repr(exc))
+
+    def vouching(self, now: float) -> str | None:
+        """Why this process may not renew the heartbeat now (``now``: monotonic), or None."""
+        if not self.leadership.is_leader() or self.leadership.term() != self._term:
+            return "not leading"
+        if not self.first_round.is_set():
+            return "first probe round of this term not finished"
+        with self._lock:
+            if self._unwritten:
+                return f"{len(self._unwritten)} provider status write(s) failed"
+        return None
+
+    def watermark(self, now: float) -> float:
+        """The time every provider probed in this term has been probed since (unix seconds):
+        the start of the least recent last probe. A prober that falls behind moves it less, so
+        what the heartbeat vouches for ages as the probes do, never more."""
+        with self._lock:
+            times = [m.probed_at for m in self._memory.values() if m.probed_at is not None]
+        return min(times, default=now)
+
+    def beat(self) -> bool:
+        """Renew the probes heartbeat if this process may vouch for every status now; its time
+        is :meth:`watermark`, not the clock."""
+        if self.refresh_writes:
+            return False
+        with self._beat_lock:
+            why = self.vouching(time.monotonic())
+            if why is not None:
+                self._log.debug("probes heartbeat not renewed", reason=why)
+                return False
+            now = self.watermark(time.time())
+            if self.heartbeat_at is not None and now <= self.heartbeat_at:
+                return False  # nothing newer to vouch for (the least recent probe has not moved)
+            identity = self.leadership.identity
+            try:
+                for _ in range(2):
+                    try:
+                        if self._lease is None:
+                            try:
+                                self._lease = self.writes.read(LEASES, self.namespace, HEARTBEAT_LEASE)
+                            except NotFound:
+                                self._lease = self.writes.create(LEASES, self.namespace, heartbeat_body(identity, now))
+                                break
+                        self._lease = self.writes.replace(
+                            LEASES, self.namespace, HEARTBEAT_LEASE, heartbeat_body(identity, now, current=self._lease)
+                        )
+                        break
+                    except (Conflict, NotFound):
+                        self._lease = None  # someone else wrote it (an earlier leader): read it again
+                else:
+                    return False
+            except NotLeader:
+                return False
+            except KubeError as exc:
+                self._lease = None
+                self._log.warning("probes heartbeat write failed", error=str(exc), status=exc.status)
+                return False
+            self.heartbeat_at = now
+            return True
 
     def begin_term(self, term: int) -> None:
         """Probe for leadership term ``term``: forget the last term's memory, start a new first round."""
         with self._lock:
             self._term = term
             self._memory.clear()
+            self._unwritten.clear()
             self.schedule.clear()
             self._schedule_version = None
             self.first_round.clear()
@@ -235,6 +324,7 @@ class Prober:
                     self._seen_version = version
                     self.membership_syncs += 1
                     prune(self._memory, names)
+                    self._unwritten &= names
                     self.metrics.forget_providers(names)
                     self._note_first_round_locked(set(self._first_round_left or ()) - names)
                 if active and version != self._schedule_version:
@@ -334,28 +424,34 @@ class Prober:
             metrics_failed=not outcome.metrics_ok,
         )
         mem = self._remembered(obj)
+        mem.probed_at = outcome.observed_at
+        previous = mem.current if mem.current is not None else mem.status
         mem.failures = 0 if outcome.healthy is not False else mem.failures + 1
         outcome = tolerated(
             outcome,
             failures=mem.failures,
             threshold=self.failure_threshold,
-            previously_healthy=(mem.status.get("probe") or {}).get("healthy") is True,
+            previously_healthy=(previous.get("probe") or {}).get("healthy") is True,
         )
+        # Only a drained provider's load is published: it is what `provider-drain --wait-idle`
+        # waits on; every other provider's readings stay here (see agn.operator.heartbeat).
         desired = next_status(
-            mem.status,
+            previous,
             outcome,
             uid=meta.get("uid", ""),
             generation=meta.get("generation"),
             endpoint=endpoint,
             networks=networks,
         )
+        mem.current = desired
+        desired = published(desired, load=self.refresh_writes or drain_of(obj))
         now = time.time()
         if not should_write(
             mem.status,
             desired,
             last_write_at=mem.written_at,
             now=now,
-            refresh=refresh_seconds(metrics_max_age(networks)),
+            refresh=refresh_seconds(metrics_max_age(networks)) if self.refresh_writes else None,
         ):
             return
         changed = semantic_key(mem.status) != semantic_key(desired)
@@ -369,7 +465,11 @@ class Prober:
             return  # deleted meanwhile; the informer will drop it
         except KubeError as exc:
             self._log.warning("provider status write failed", provider=name, error=str(exc), status=exc.status)
+            with self._lock:
+                self._unwritten.add(name)
             return
+        with self._lock:
+            self._unwritten.discard(name)
         mem.status = dict(written.get("status") or desired)
         mem.written_at = now
         # The watch will deliver this too; storing it now lets a reconcile see it without waiting.

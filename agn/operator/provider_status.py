@@ -202,6 +202,16 @@ def next_status(
     return status
 
 
+def published(status: Mapping[str, Any], *, load: bool) -> dict[str, Any]:
+    """The status as written to the API: without ``load`` unless ``load`` (a drained provider,
+    the only kind a ``--wait-idle`` waits on). The operator keeps the reading either way, so a
+    provider drained later publishes its last reading at once, with its own ``observedAt``."""
+    out = dict(status)
+    if not load:
+        out.pop("load", None)
+    return out
+
+
 def semantic_key(status: Mapping[str, Any]) -> tuple:
     """What a status means, without the timestamps that change on every probe."""
     probe = status.get("probe") or {}
@@ -223,12 +233,27 @@ def semantic_key(status: Mapping[str, Any]) -> tuple:
 
 
 def should_write(
-    previous: Mapping[str, Any], desired: Mapping[str, Any], *, last_write_at: float | None, now: float, refresh: float
+    previous: Mapping[str, Any],
+    desired: Mapping[str, Any],
+    *,
+    last_write_at: float | None,
+    now: float,
+    refresh: float | None,
 ) -> bool:
-    """Write when the meaning changed, or when the last write is too old to keep metrics looking fresh."""
+    """Write when the meaning changed; when ``desired`` carries a load reading the last write
+    does not (a drained provider's every new reading); and, only with a ``refresh`` (the old
+    write-every-probe behaviour, kept for comparison), when the last write is that old.
+
+    With ``refresh=None`` an unchanged status is never rewritten: its freshness is vouched for
+    by the probes heartbeat (:mod:`agn.operator.heartbeat`), not by rewriting it."""
     if semantic_key(previous) != semantic_key(desired):
         return True
-    return last_write_at is None or now - last_write_at >= refresh
+    if last_write_at is None:
+        return True
+    if refresh is not None:
+        return now - last_write_at >= refresh
+    new_reading = (desired.get("load") or {}).get("observedAt")
+    return new_reading is not None and new_reading != (previous.get("load") or {}).get("observedAt")
 
 
 def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:

@@ -92,6 +92,13 @@ class Settings:
         metavar="N",
         help="consecutive failed health probes before a healthy provider counts as unavailable (as kubelet's)",
     )
+    # The write-every-probe behaviour before the probes heartbeat, kept only so one benchmark
+    # run can measure both (scripts/bench/prober_writes.py); see docs/operator.md.
+    status_refresh: bool = setting(
+        False,
+        help="compare only: rewrite an unchanged provider status every min(10 s, metricsMaxAgeSeconds / 3) "
+        "and publish every provider's load, instead of writing changes and renewing the probes heartbeat",
+    )
     resync: float = setting(
         5.0, type=positive, metavar="SECONDS", help="how often every consumer is reconciled even without a change"
     )

@@ -41,6 +41,14 @@ class LeaderWrites:
         self._admit(f"{res.plural}:create", body["metadata"]["name"])
         return self._kube.create(res, namespace, body)
 
+    def replace(self, res: Resource, namespace: str, name: str, body: Obj) -> Obj:
+        self._admit(f"{res.plural}:update", name)
+        return self._kube.replace(res, namespace, name, body)
+
+    def read(self, res: Resource, namespace: str, name: str) -> Obj:
+        """A GET (not a write: not counted, allowed to a follower too)."""
+        return self._kube.get(res, namespace, name)
+
     def merge_patch(self, res: Resource, namespace: str, name: str, patch: Obj) -> Obj:
         self._admit(f"{res.plural}:patch", name)
         return self._kube.merge_patch(res, namespace, name, patch)

@@ -133,7 +133,12 @@ def test_status_is_written_and_load_absent_stays_absent(kube, namespace, agn):
         "Trusted": "True",
     }
     assert status["observedGeneration"] == 1
-    assert status["load"]["waiting"] == 0
+    # Not drained: its readings stay in the operator (docs/operator.md), nothing is published.
+    assert "load" not in status
+    set_drain(kube, namespace, "p1", True)
+    assert (
+        wait_for(lambda: provider_status(kube, namespace, "p1").get("load"), what="p1's load published")["waiting"] == 0
+    )
 
     http_json(f"{urls['p1']}/admin/state", method="POST", body={"exportWaiting": False})
     load = wait_for(
@@ -194,6 +199,8 @@ def test_unhealthy_provider_stays_out_whether_drained_or_not(kube, namespace, ag
 
 def test_metrics_only_change_updates_status_not_overlay(kube, namespace, agn):
     urls = started_setup(kube, namespace, agn)
+    set_drain(kube, namespace, "p1", True)  # only a drained provider's load is published
+    wait_states(kube, namespace, "c1", {"p1": "existing_only", "p2": "admitted"})
     before = kube.get(OVERLAYS, namespace, "c1")
     http_json(f"{urls['p1']}/admin/state", method="POST", body={"waiting": 7})
     wait_for(
@@ -202,12 +209,14 @@ def test_metrics_only_change_updates_status_not_overlay(kube, namespace, agn):
     )
     # The operator has reconciled after the status write (a later drain lands exactly one revision on).
     set_drain(kube, namespace, "p2", True)
-    spec = wait_states(kube, namespace, "c1", {"p1": "admitted", "p2": "existing_only"})
+    spec = wait_states(kube, namespace, "c1", {"p1": "existing_only", "p2": "existing_only"})
     assert spec["revision"] == before["spec"]["revision"] + 1
 
 
 def test_metrics_only_change_writes_no_overlay(kube, namespace, agn):
     urls = started_setup(kube, namespace, agn, providers=("p1",))
+    set_drain(kube, namespace, "p1", True)  # only a drained provider's load is published
+    wait_states(kube, namespace, "c1", {"p1": "existing_only"})
     before = kube.get(OVERLAYS, namespace, "c1")
     http_json(f"{urls['p1']}/admin/state", method="POST", body={"waiting": 3})
     wait_for(

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 
 import pytest
 
-from agnprocs import http_json, wait_for
+from agn.objects import rfc3339
+from agnprocs import http_json, sample, scrape, wait_for
 from drainenv import DrainEnv
 from xtask.drain.idle import IDLE
 
@@ -25,20 +27,26 @@ def admin(env: DrainEnv, provider: str, **state) -> None:
     http_json(f"{env.urls[provider]}/admin/state", method="POST", body=state)
 
 
-def load(env: DrainEnv, provider: str) -> dict:
-    return (env.provider(provider).get("status") or {}).get("load") or {}
-
-
 def probe(env: DrainEnv, provider: str) -> dict:
     return (env.provider(provider).get("status") or {}).get("probe") or {}
 
 
-def wait_for_load(env: DrainEnv, provider: str, **want) -> dict:
-    """Until the operator has written a reading of ``provider`` with these values."""
-    return wait_for(
-        lambda: (r := load(env, provider)) and all(r.get(k) == v for k, v in want.items()) and r,
-        what=f"the operator to record {provider} {want}",
+def wait_for_gauges(env: DrainEnv, provider: str, **want: float) -> None:
+    """Until the fake provider itself exports these gauge values (``running=1``: ``agn_provider_running``).
+
+    Not through the operator: it publishes a provider's load only while the provider is drained
+    (docs/operator.md, "Status writes at fleet size"), so before the drain there is none to read."""
+    wait_for(
+        lambda: all(sample(scrape(f"{env.urls[provider]}/metrics"), f"agn_provider_{k}") == v for k, v in want.items()),
+        what=f"{provider} to export {want}",
     )
+
+
+def test_a_provider_that_is_not_drained_publishes_no_load_absent_not_zero(env: DrainEnv):
+    """Only a drained provider's readings are written; the others' are kept in the operator, so
+    their status has no ``load`` at all (unknown), never a 0 nobody measured."""
+    wait_for(lambda: probe(env, "p-one").get("healthy") is True, what="p-one probed")
+    assert "load" not in (env.provider("p-one").get("status") or {})
 
 
 def by_provider(report: dict) -> dict[str, dict]:
@@ -57,7 +65,8 @@ def spawn_until_busy(env: DrainEnv, provider: str, reading: str):
 
 
 def test_idle_provider_is_confirmed_by_a_second_reading(env: DrainEnv):
-    before = wait_for_load(env, "p-one", running=0, waiting=0)
+    assert "load" not in (env.provider("p-one").get("status") or {})  # not drained: nothing published
+    before = rfc3339(time.time())
     code, report = env.run_json("--provider", "p-one", "--wait-idle", *env.targets())
     assert code == 0, report
     assert report["convergence"]["state"] == "converged"
@@ -67,7 +76,7 @@ def test_idle_provider_is_confirmed_by_a_second_reading(env: DrainEnv):
     assert (p["state"], p["idleReadings"]) == (IDLE, 2)
     assert p["lastReading"]["running"] == 0 and p["lastReading"]["waiting"] == 0
     # Two distinct readings: the confirming one was written after the run started.
-    assert p["lastReading"]["observedAt"] > before["observedAt"]
+    assert p["lastReading"]["observedAt"] > before
     assert 0 <= p["ageSeconds"] <= 45
     assert report["exit"]["code"] == 0 and "idle: p-one" in report["summary"]
     assert env.drain_value("p-one") is True
@@ -76,7 +85,6 @@ def test_idle_provider_is_confirmed_by_a_second_reading(env: DrainEnv):
 
 def test_busy_provider_blocks_until_its_queue_drains(env: DrainEnv):
     admin(env, "p-one", waiting=3)
-    wait_for_load(env, "p-one", running=0, waiting=3)
     run = spawn_until_busy(env, "p-one", "running 0, waiting 3")
     assert run.proc.poll() is None, run.output  # busy: still waiting
     admin(env, "p-one", waiting=0)
@@ -102,7 +110,7 @@ def test_running_requests_hold_the_wait_until_they_finish(env: DrainEnv):
     )
     request.start()
     try:
-        wait_for_load(env, "p-one", running=1, waiting=0)
+        wait_for_gauges(env, "p-one", running=1, waiting=0)
         run = spawn_until_busy(env, "p-one", "running 1, waiting 0")
         assert run.proc.poll() is None, run.output
         assert answers == []  # the request is still in flight
@@ -117,7 +125,6 @@ def test_running_requests_hold_the_wait_until_they_finish(env: DrainEnv):
 
 def test_busy_until_timeout_exits_9_naming_it_and_keeps_the_drain(env: DrainEnv):
     admin(env, "p-two", waiting=2)
-    wait_for_load(env, "p-two", waiting=2)
     code, report = env.run_json("--gateway", "gw-a", "--wait-idle", "--idle-timeout", "3", *env.targets())
     assert code == 9, report
     assert report["convergence"]["state"] == "converged"  # drained and serving ...
@@ -136,12 +143,12 @@ def test_metrics_off_and_waiting_not_exported_are_unknown_never_idle(env: DrainE
     admin(env, "p-one", metrics=False)
     admin(env, "p-two", exportWaiting=False)
     wait_for(lambda: "HTTP 404" in probe(env, "p-one").get("metricsError", ""), what="p-one's scrape failing")
-    wait_for(lambda: (r := load(env, "p-two")) and "waiting" not in r, what="a p-two reading without waiting")
+    wait_for_gauges(env, "p-two", running=0)  # ... and no waiting gauge (checked below)
     code, report = env.run_json("--gateway", "gw-a", "--wait-idle", "--idle-timeout", "3", *env.targets())
     assert code == 9, report
     one, two = by_provider(report)["p-one"], by_provider(report)["p-two"]
-    # p-one: the operator keeps its last reading (running 0, waiting 0, still within
-    # metricsMaxAgeSeconds), but the provider's load now is unknown.
+    # p-one: the operator kept its last reading in memory (running 0, waiting 0, still within
+    # metricsMaxAgeSeconds) and publishes it once drained, but the provider's load now is unknown.
     assert one["state"] == "unknown"
     assert one["detail"] == "the last scrape failed: GET /metrics: HTTP 404"
     assert one["lastReading"]["running"] == 0 and one["lastReading"]["waiting"] == 0
@@ -157,7 +164,6 @@ def test_metrics_off_and_waiting_not_exported_are_unknown_never_idle(env: DrainE
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_during_the_idle_wait_keeps_the_drain_and_exits_8(env: DrainEnv, sig):
     admin(env, "p-one", waiting=1)
-    wait_for_load(env, "p-one", waiting=1)
     run = env.spawn("--provider", "p-one", "--wait-idle", "--idle-timeout", "120", *env.targets())
     wait_for(
         lambda: any("idle-wait p-one: busy" in line for line in run.lines), timeout=60, what="the idle wait to start"

@@ -246,6 +246,12 @@ class FakeKube:
     def watch(self, res, namespace, **_):
         raise AssertionError("a rolled-out deployment needs no watch")
 
+    def get(self, res, namespace, name):
+        """No probes heartbeat Lease: readers judge freshness by each status's own reading."""
+        from agn.kube import NotFound
+
+        raise NotFound(f"{res.plural} {name} not found", status=404)
+
     def list(self, res, namespace, *, label_selector=None, **_):
         if self.unreachable:
             raise KubeError("connection refused")

@@ -8,6 +8,7 @@ import dataclasses
 import yaml
 from click.testing import CliRunner
 
+from agn.operator.heartbeat import HEARTBEAT_LEASE
 from agn.operator.lease import DEFAULT_LEASE_NAME
 from agn.shards import DEFAULT_SHARD_COUNT, shard_names
 from xtask.cli.env import env_group
@@ -135,13 +136,13 @@ def test_each_identity_is_bound_to_its_own_role_only():
     assert ("routingoverlays", "delete") in writes  # orphaned overlays, where no garbage collector runs
 
 
-def test_operator_may_hold_exactly_its_lease_and_nothing_else_in_coordination():
+def test_operator_may_hold_exactly_its_leases_and_nothing_else_in_coordination():
     rules = by_kind(render(ENVDEF), "Role")["agn-operator"]["rules"]
     coordination = [r for r in rules if "coordination.k8s.io" in r["apiGroups"]]
     assert all(r["apiGroups"] == ["coordination.k8s.io"] and r["resources"] == ["leases"] for r in coordination)
     assert {(tuple(r.get("resourceNames") or ()), tuple(r["verbs"])) for r in coordination} == {
         ((), ("create",)),
-        ((DEFAULT_LEASE_NAME,), ("get", "update")),
+        ((DEFAULT_LEASE_NAME, HEARTBEAT_LEASE), ("get", "update")),
     }
     operator = by_kind(render(ENVDEF), "Deployment")["agn-operator"]
     args = operator["spec"]["template"]["spec"]["containers"][0]["args"]

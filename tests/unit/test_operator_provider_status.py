@@ -12,6 +12,7 @@ from agn.operator.provider_status import (
     merge_patch,
     metrics_max_age,
     next_status,
+    published,
     refresh_seconds,
     selecting_networks,
     should_write,
@@ -110,6 +111,45 @@ def test_write_decision():
     assert should_write(a, c, last_write_at=T0, now=T0 + 1, refresh=10)
     unhealthy = status_after(ok(T0), ProbeOutcome(T0 + 1, True, False, "x", metrics_ok=True, load=LoadReading(1, 2)))
     assert should_write(a, unhealthy, last_write_at=T0, now=T0 + 1, refresh=10)
+
+
+def quiet_status_after(*outcomes: ProbeOutcome) -> dict:
+    """As the operator keeps a provider that is not drained: no load published."""
+    status: dict = {}
+    for o in outcomes:
+        status = next_status(status, o, uid="u1", generation=3, endpoint=EP, networks=NETS)
+    return published(status, load=False)
+
+
+def test_changes_only_an_unchanged_status_is_never_rewritten():
+    a = quiet_status_after(ok(T0))
+    b = quiet_status_after(ok(T0), ok(T0 + 1, running=5, waiting=9))  # the load moved; not published
+    assert "load" not in a and "load" not in b
+    assert not should_write(a, b, last_write_at=T0, now=T0 + 1, refresh=None)
+    assert not should_write(a, b, last_write_at=T0, now=T0 + 3600, refresh=None)
+    assert should_write(a, b, last_write_at=None, now=T0 + 1, refresh=None)  # never written in this term
+    down = quiet_status_after(ok(T0), ProbeOutcome(T0 + 1, True, False, "x", metrics_ok=True))
+    assert should_write(a, down, last_write_at=T0, now=T0 + 1, refresh=None)  # a transition
+    failed = quiet_status_after(ok(T0), ProbeOutcome(T0 + 1, True, True, None, metrics_error="GET /metrics: x"))
+    assert should_write(a, failed, last_write_at=T0, now=T0 + 1, refresh=None)
+
+
+def test_changes_only_a_drained_providers_every_new_reading_is_written():
+    a = status_after(ok(T0, running=0, waiting=0))
+    b = status_after(ok(T0, running=0, waiting=0), ok(T0 + 1, running=0, waiting=0))  # same load, new reading
+    assert should_write(a, b, last_write_at=T0, now=T0 + 1, refresh=None)
+    assert not should_write(b, b, last_write_at=T0 + 1, now=T0 + 2, refresh=None)  # no new reading
+    # A failed scrape keeps the last reading (its observedAt): nothing new to publish but the error.
+    stale = next_status(
+        b,
+        ProbeOutcome(T0 + 2, True, True, None, metrics_error="GET /metrics: x"),
+        uid="u1",
+        generation=3,
+        endpoint=EP,
+        networks=NETS,
+    )
+    assert stale["load"] == b["load"]
+    assert should_write(b, stale, last_write_at=T0 + 1, now=T0 + 2, refresh=None)  # the error is news
 
 
 def test_refresh_keeps_metrics_fresh():

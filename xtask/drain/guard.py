@@ -15,6 +15,7 @@ from typing import Any
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, Kube, NotFound
 from agn.model import Overlay
 from agn.objects import consumer_view, name_of, network_view, provider_view
+from agn.operator.heartbeat import read_heartbeat
 from agn.overlays import ShardCache, read_overlay, read_partial_retrying
 from agn.shards import Incomplete, is_sharded
 from xtask.drain.converge import incomplete_reason, targets_problems
@@ -29,6 +30,7 @@ class Targets:
     network: dict | None
     consumers: dict[str, dict]
     indexes: dict[str, dict[str, Any]]  # overlay index specs (or inline overlays) by consumer name
+    heartbeat: float | None = None  # the probes heartbeat (agn.operator.heartbeat), unix seconds
 
 
 def read_targets(kube: Kube, namespace: str, req: DrainRequest) -> Targets:
@@ -41,7 +43,7 @@ def read_targets(kube: Kube, namespace: str, req: DrainRequest) -> Targets:
         network = None
     consumers = {name_of(o): o for o in kube.list(CONSUMERS, namespace)[0]}
     indexes = {name_of(o): o["spec"] for o in kube.list(OVERLAYS, namespace)[0] if o.get("spec")}
-    return Targets(network, consumers, indexes)
+    return Targets(network, consumers, indexes, read_heartbeat(kube, namespace))
 
 
 class OverlayReader:
@@ -75,7 +77,7 @@ def target_refusals(
     consumers = {
         name: consumer_view(targets.consumers[name]) if name in targets.consumers else None for name in req.consumers
     }
-    views = [provider_view(p) for p in selected]
+    views = [provider_view(p, targets.heartbeat) for p in selected]
     problems = targets_problems(network=network, network_name=req.network, consumers=consumers, providers=views)
     if problems or not req.drain or req.force:
         return problems

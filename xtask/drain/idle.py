@@ -12,10 +12,12 @@ status (``status.load``: ``running``, ``waiting`` and ``observedAt``, the time o
   stored reading is older than the provider's current load), or a gauge the provider does
   not export. An absent number is never read as zero.
 
-Freshness works for a quiet provider too: the operator rewrites a status whose meaning did
-not change at least every ``min(10 s, metricsMaxAgeSeconds / 3)`` (``refresh_seconds`` in
-``agn/operator/provider_status.py``), with a new ``observedAt``, so an unchanged idle reading
-never expires while the operator is probing; it expires only when the operator stops.
+Only a drained provider (``spec.trafficPolicy.drain: true``, the only kind a ``--wait-idle``
+waits on) has a ``status.load``: the operator writes its status after every successful scrape,
+with a new ``observedAt`` (``should_write`` in ``agn/operator/provider_status.py``), so an
+unchanged idle reading keeps arriving while the operator probes and expires when it stops.
+Every other provider's readings stay in the operator (docs/operator.md, "Status writes at
+fleet size"): no ``load`` there reads as unknown, never as 0.
 
 **Two consecutive readings.** A provider counts as idle only after two *distinct* readings in
 a row (different ``observedAt``) were idle. Seeing the same reading twice proves nothing about

@@ -22,9 +22,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube, KubeError, Resource
+from agn.kube import CONSUMERS, LEASES, NETWORKS, OVERLAYS, PROVIDERS, Kube, KubeError, Resource
 from agn.model import Overlay
 from agn.objects import Obj, consumer_revisions, consumer_view, name_of, network_view, provider_view
+from agn.operator.heartbeat import HEARTBEAT_LEASE, heartbeat_time
 from agn.overlays import ShardCache, read_partial
 from agn.shards import Incomplete, is_sharded, shards_holding
 from agn.watching import WatchHealth, start_follower
@@ -32,7 +33,9 @@ from xtask.drain.converge import Agreement, Observation, State, Verdict, evaluat
 from xtask.drain.states import WaitState
 
 Notify = Callable[[str, str, dict], None]
-_KINDS = (PROVIDERS, CONSUMERS, OVERLAYS)
+# The probes heartbeat (a Lease, agn.operator.heartbeat) vouches for the providers' unchanged
+# statuses: the expected overlay judges their freshness as of it, as the operator does.
+_KINDS = (PROVIDERS, CONSUMERS, OVERLAYS, LEASES)
 SHARD_READS_AT_ONCE = 8
 # When every watch of the wait has been failing this long, the run says so (a progress event
 # naming the server's last error); when they have failed for UNREACHABLE_BOUND, the wait ends
@@ -125,6 +128,7 @@ class ConvergenceWaiter:
             PROVIDERS: providers,
             CONSUMERS: consumers,
             OVERLAYS: consumers,
+            LEASES: [HEARTBEAT_LEASE],
         }
         self._caches = {r.plural: _Cache(self._wake, r.plural, wanted[r]) for r in _KINDS}
         self._health = {r.plural: WatchHealth(r.plural) for r in _KINDS}
@@ -134,6 +138,7 @@ class ConvergenceWaiter:
             PROVIDERS.plural: by_name(providers),
             CONSUMERS.plural: by_name(consumers),
             OVERLAYS.plural: by_name(consumers),
+            LEASES.plural: by_name([HEARTBEAT_LEASE]),
         }
         # The shards holding the selected providers, kept by digest (read in the waiting thread).
         self.shards = ShardCache(kube, namespace)
@@ -168,9 +173,10 @@ class ConvergenceWaiter:
 
     def _observe(self, lookup: Callable[[Resource, str], Obj | None], network_obj: Obj) -> Observation:
         provs = {}
+        heartbeat = heartbeat_time(lookup(LEASES, HEARTBEAT_LEASE))
         for name in self.providers:
             obj = lookup(PROVIDERS, name)
-            provs[name] = provider_view(obj) if obj else None
+            provs[name] = provider_view(obj, heartbeat) if obj else None
         ids = sorted({p.candidate_id for p in provs.values() if p is not None})
         # Every consumer's shard that is not in hand yet is read at once, not one after another.
         indexes = [o["spec"] for name in self.consumers if (o := lookup(OVERLAYS, name)) and o.get("spec")]
