@@ -13,6 +13,21 @@ from xtask.reports import ENV_STATUS, envelope
 from xtask.runtime import registry
 from xtask.state import EnvRecord
 
+# Components whose ill health means the API server cannot answer reads (the local runtime's).
+API_COMPONENTS = ("etcd", "kube-apiserver")
+QUICK_READ_TIMEOUT = 3.0  # seconds: reads of an API server its own runtime reports unhealthy
+
+
+def read_timeout(components: list[dict]) -> tuple[float, float] | None:
+    """The (connect, read) timeout for reading the env's objects: short when the runtime already
+    reports its API server or etcd unhealthy (a paused etcd would hold every read for the full
+    read timeout), else the client's default (None)."""
+    from agn.kube import CONNECT_TIMEOUT
+
+    if any(c["name"] in API_COMPONENTS and not c["healthy"] for c in components):
+        return (CONNECT_TIMEOUT, QUICK_READ_TIMEOUT)
+    return None
+
 
 def collect(env_name: str) -> dict:
     record = EnvRecord.load(env_name)
@@ -37,7 +52,10 @@ def collect(env_name: str) -> dict:
         from agn.kube import Kube, KubeError
 
         kube = Kube.from_kubeconfig(
-            kubeconfig=record.kubeconfig, context=record.context, field_manager="agn-xtask-status"
+            kubeconfig=record.kubeconfig,
+            context=record.context,
+            field_manager="agn-xtask-status",
+            request_timeout=read_timeout(components),
         )
         try:
             objects = agn_objects(kube, record.namespace)
