@@ -490,7 +490,21 @@ class NodeImageBuilder:
         recipe, archive = self.archive(recipe)
         self.progress(f"{self.cli} load {archive.name}")
         self.engine("load", "-i", str(archive), timeout=1800)
+        self.prune(recipe)
         return recipe.tag
+
+    def prune(self, recipe: NodeRecipe) -> None:
+        """Remove what older recipes left: their node images in the engine (one that a node still
+        runs on is kept: the engine refuses) and all but the newest other archive in the cache."""
+        listed = self.engine("image", "ls", "--format", "{{.Repository}}:{{.Tag}}", check=False, timeout=60).stdout
+        for ref in listed.split():
+            if ref.startswith(f"{REPOSITORY}:") and ref != recipe.tag:
+                if self.engine("image", "rm", ref, check=False, timeout=120).returncode == 0:
+                    self.progress(f"removed the older node image {ref}")
+        archives = sorted(self.cache.glob("node-*.tar"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in [a for a in archives if a.name != recipe.archive_name][1:]:
+            old.unlink(missing_ok=True)
+            self.progress(f"removed the older node image archive {old}")
 
 
 def main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] = os.environ) -> int:

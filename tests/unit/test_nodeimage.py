@@ -388,10 +388,42 @@ def test_load_loads_a_cached_archive_into_the_engine(tmp_path):
     cached.parent.mkdir()
     cached.write_bytes(b"an archive")
     assert _builder(tmp_path, runner, "podman").load() == recipe.tag
-    assert runner.calls[-1] == ["podman", "load", "-i", str(cached)]  # nothing built
+    assert ["podman", "load", "-i", str(cached)] in runner.calls  # the cached archive, as it is
 
 
 def test_on_docker_the_image_check_is_dockers(tmp_path):
     runner = FakeCmdRunner(handlers={("dpkg",): lambda argv: (0, "amd64\n")})
     tag = _builder(tmp_path, runner, "docker").load()
     assert runner.calls[-1] == ["docker", "image", "inspect", "--format", "{{.Id}}", tag]
+
+
+def test_loading_a_new_recipe_removes_older_node_images_and_archives(tmp_path):
+    recipe = node_recipe("amd64")
+    removed: list[str] = []
+    runner = FakeCmdRunner(
+        handlers={
+            ("dpkg",): lambda argv: (0, "amd64\n"),
+            ("podman", "image", "inspect"): lambda argv: (1, ""),
+            ("podman", "image", "ls"): lambda argv: (
+                0,
+                f"localhost/agn/kind-node:v1.37.2-aaaaaaaaaaaa\n{recipe.tag}\nlocalhost/agn:dev\n"
+                "localhost/agn/kind-node:v1.37.2-bbbbbbbbbbbb\n",
+            ),
+            ("podman", "image", "rm"): lambda argv: (
+                (removed.append(argv[-1]), (0, ""))[1]
+                if argv[-1].endswith("aaaaaaaaaaaa")
+                else (2, "image is in use by a container")
+            ),
+        }
+    )
+    cache = tmp_path / "kindnode"
+    cache.mkdir()
+    for i, name in enumerate(("node-v1.37.2-old1.tar", "node-v1.37.2-old2.tar", recipe.archive_name)):
+        (cache / name).write_bytes(b"x")
+        os.utime(cache / name, (1000 + i, 1000 + i))
+    assert _builder(tmp_path, runner, "podman").load() == recipe.tag
+    assert removed == ["localhost/agn/kind-node:v1.37.2-aaaaaaaaaaaa"]  # the one in use is kept
+    assert not any(
+        argv[-1] in (recipe.tag, "localhost/agn:dev") for argv in runner.calls if argv[1:3] == ["image", "rm"]
+    )
+    assert sorted(p.name for p in cache.iterdir()) == sorted([recipe.archive_name, "node-v1.37.2-old2.tar"])
