@@ -69,6 +69,40 @@ def can_i(
     return bool(review.status and review.status.allowed)
 
 
+IDENTITY_KINDS = ("ServiceAccount", "Role", "RoleBinding")
+
+
+def apply_identities(kube: Kube, namespace: str, objects: list[dict], *, timeout: float = 30.0) -> None:
+    """Apply the ServiceAccounts, Roles and RoleBindings among ``objects``, then return once the
+    API server grants every rule of every bound Role. Its RBAC authorizer reads Roles and
+    bindings from an informer cache, so for a moment after they are created a review can still
+    deny; a test that checked at once would race that cache."""
+    import time
+
+    applied = [o for o in objects if o["kind"] in IDENTITY_KINDS]
+    for obj in applied:
+        kube.apply(obj)
+    roles = {o["metadata"]["name"]: o for o in applied if o["kind"] == "Role"}
+    pending = []
+    for binding in (o for o in applied if o["kind"] == "RoleBinding"):
+        role = roles.get(binding["roleRef"]["name"])
+        for subject in binding["subjects"] if role else ():
+            user = f"system:serviceaccount:{subject.get('namespace', namespace)}:{subject['name']}"
+            for rule in role["rules"]:
+                resource, _, subresource = rule["resources"][0].partition("/")
+                names = rule.get("resourceNames") or [None]
+                pending.append((user, rule["verbs"][0], resource, subresource or None, names[0], rule["apiGroups"][0]))
+    deadline = time.monotonic() + timeout
+    while pending:
+        pending = [
+            p for p in pending if not can_i(kube, p[0], p[1], p[2], namespace, subresource=p[3], name=p[4], group=p[5])
+        ]
+        if pending and time.monotonic() > deadline:
+            raise AssertionError(f"RBAC not in effect after {timeout:.0f} s: {pending}")
+        if pending:
+            time.sleep(0.05)
+
+
 def service_account_token(kube: Kube, namespace: str, name: str, *, seconds: int = 3600) -> str:
     """A bound token of ServiceAccount ``name`` (TokenRequest), as the kubelet would mount it into a pod."""
     body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": seconds}}

@@ -33,7 +33,7 @@ from integration.drainenv import DrainEnv  # tests/integration is a namespace pa
 
 from agnprocs import http_json, http_status, wait_for
 from dockerpod import CREDENTIALS_MOUNT, KUBECONFIG, ContainerRun, container_run, memory_bytes, pod_of, service_account
-from kubetest import cluster_entry, service_account_token, token_kubeconfig
+from kubetest import apply_identities, cluster_entry, service_account_token, token_kubeconfig
 from xtask.envdef import load_env
 from xtask.manifests import IMAGE, fake_provider_name, gateway_name, render
 from xtask.runtime.controlplane import free_port
@@ -114,9 +114,9 @@ def workloads(docker_engine, agn_image, control_plane, tmp_path_factory):
     objects = render(ENVDEF, namespace=namespace)
     kube = control_plane.kube()
     try:
-        for obj in objects:  # identities and their least-privilege Roles, as the kind runtime applies them
-            if obj["kind"] in ("Namespace", "ServiceAccount", "Role", "RoleBinding"):
-                kube.apply(obj)
+        # identities and their least-privilege Roles, as the kind runtime applies them
+        kube.apply(next(o for o in objects if o["kind"] == "Namespace"))
+        apply_identities(kube, namespace, objects)
         cluster = cluster_entry(yaml.safe_load(control_plane.kubeconfig.read_text()), control_plane.context)
         entrypoint = agn_image_config(docker_engine)["Entrypoint"]
         credentials: dict[str, str] = {}

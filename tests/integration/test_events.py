@@ -9,7 +9,6 @@ real ServiceAccount token bound to the shipped Role (``manifests/rbac/provider-d
 
 from __future__ import annotations
 
-import copy
 import getpass
 import socket
 import subprocess
@@ -20,7 +19,7 @@ from agn.events import Regarding, event_body, event_name, micro_time
 from agn.kube import CONSUMERS, PROVIDERS
 from agnprocs import sample, scrape, wait_for
 from drainenv import CONSUMER_NAMES, DrainEnv
-from kubetest import events, service_account_kubeconfig
+from kubetest import apply_identities, events, service_account_kubeconfig
 from reportschema import parse_report
 from test_provider_drain_failures import BIG, label, reject_real_writes, wait_policy_active  # noqa: F401 - a fixture
 from xtask.envdef import load_env
@@ -166,12 +165,13 @@ def test_drain_restore_records_what_it_put_back(env: DrainEnv):
 def _drain_identity(env: DrainEnv, *, with_events: bool):
     """The shipped agn-provider-drain ServiceAccount, Role and RoleBinding in the test namespace
     (the Role without its Events rule when ``with_events`` is False); returns a kubeconfig for it."""
-    for obj in render(load_env("example"), namespace=env.ns):
-        if obj["kind"] in ("ServiceAccount", "Role", "RoleBinding") and obj["metadata"]["name"] == "agn-provider-drain":
-            if obj["kind"] == "Role" and not with_events:
-                obj = copy.deepcopy(obj)
-                obj["rules"] = [r for r in obj["rules"] if "events.k8s.io" not in r["apiGroups"]]
-            env.kube.apply(obj)
+    objects = [
+        o for o in render(load_env("example"), namespace=env.ns) if o["metadata"]["name"] == "agn-provider-drain"
+    ]
+    for obj in objects:
+        if obj["kind"] == "Role" and not with_events:
+            obj["rules"] = [r for r in obj["rules"] if "events.k8s.io" not in r["apiGroups"]]
+    apply_identities(env.kube, env.ns, objects)
     return service_account_kubeconfig(
         env.kube, env.cp.kubeconfig, env.ns, "agn-provider-drain", env.tmp / "drain-sa.kubeconfig"
     )

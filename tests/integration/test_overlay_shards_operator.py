@@ -27,7 +27,7 @@ from agn.kube import CONSUMERS, OVERLAYS, SHARDS, KubeError, NotFound
 from agn.model import Overlay
 from agn.shards import shard_name, shard_of
 from agnprocs import http_json, wait_for
-from kubetest import can_i, denying_updates
+from kubetest import apply_identities, can_i, denying_updates
 from xtask.envdef import load_env
 from xtask.manifests import render
 from xtask.runtime.assets import ensure_assets
@@ -392,9 +392,7 @@ def test_a_bad_shard_or_worker_count_is_a_clear_startup_error(flag, value):
 
 
 def test_the_shipped_operator_role_reads_and_writes_shards_as_it_does_overlays(kube, namespace):
-    for obj in render(load_env("example"), namespace=namespace):
-        if obj["kind"] in ("ServiceAccount", "Role", "RoleBinding"):
-            kube.apply(obj)
+    apply_identities(kube, namespace, render(load_env("example"), namespace=namespace))
     operator = f"system:serviceaccount:{namespace}:agn-operator"
 
     def allowed(verb: str, resource: str, name: str | None = None) -> bool:

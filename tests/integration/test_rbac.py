@@ -21,7 +21,7 @@ from agn.events import Regarding, event_body
 from agn.kube import CONSUMERS, EVENTS, LEASES, OVERLAYS, PROVIDERS, SHARDS, Forbidden, NotFound
 from agn.operator.lease import DEFAULT_LEASE_NAME
 from agn.shards import DEFAULT_SHARD_COUNT, shard_name, shard_names
-from kubetest import can_i, events, impersonating
+from kubetest import apply_identities, can_i, events, impersonating
 from xtask.envdef import load_env
 from xtask.manifests import env_objects, render
 
@@ -39,9 +39,7 @@ def sa(namespace: str, name: str) -> str:
 @pytest.fixture
 def rbac(kube, namespace):
     """Create the env's identities for real in ``namespace``; returns a check(identity, verb, resource, ...) -> bool."""
-    for obj in render(ENVDEF, namespace=namespace):
-        if obj["kind"] in ("ServiceAccount", "Role", "RoleBinding"):
-            kube.apply(obj)
+    apply_identities(kube, namespace, render(ENVDEF, namespace=namespace))
 
     def check(
         identity: str,
