@@ -65,3 +65,25 @@ class NonEmptyPath(click.Path):
             if mode is not None and not stat.S_ISDIR(mode) and not stat.S_ISREG(mode):
                 self.fail(f"{click.format_filename(value)!r} is {kind_of(mode)}, not a folder.", param, ctx)
         return super().convert(value, param, ctx)
+
+
+class AmountType(click.ParamType):
+    """``N`` or ``P%`` (:class:`xtask.drain.amounts.Amount`); ``minimum`` bounds the count."""
+
+    name = "N|P%"
+
+    def __init__(self, *, minimum: int = 0) -> None:
+        self.minimum = minimum
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from xtask.drain.amounts import Amount
+
+        if isinstance(value, Amount):
+            return value
+        try:
+            amount = Amount.parse(str(value))
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+        if amount.value < self.minimum:
+            self.fail(f"{show(str(value))} is less than {self.minimum}{'%' if amount.percent else ''}.", param, ctx)
+        return amount
