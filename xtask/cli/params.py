@@ -87,3 +87,33 @@ class AmountType(click.ParamType):
         if amount.value < self.minimum:
             self.fail(f"{show(str(value))} is less than {self.minimum}{'%' if amount.percent else ''}.", param, ctx)
         return amount
+
+
+class CheckedText(click.ParamType):
+    """Free text checked by ``problem`` (None when fine): a usage error naming the value, escaped."""
+
+    def __init__(self, name: str, problem: Any) -> None:
+        self.name = name
+        self.problem = problem
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        problem = self.problem(value)
+        if problem:
+            self.fail(f"{show(value)} {problem}.", param, ctx)
+        return value
+
+
+class Duration(click.ParamType):
+    """Seconds, or a number with s, m, h or d (:func:`xtask.drain.holds.parse_duration`)."""
+
+    name = "DURATION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from xtask.drain.holds import parse_duration
+
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            self.fail(f"{exc}.", param, ctx)

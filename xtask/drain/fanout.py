@@ -19,7 +19,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 
 from agn.kube import PROVIDERS, Conflict, Kube, KubeError, NotFound
 from xtask.drain.journal import Journal
-from xtask.drain.plan import Change, RestoreDecision, plan_changes, restore_decision, restore_patch
+from xtask.drain.plan import Change, RestoreDecision, replan, restore_decision, restore_patch
 from xtask.drain.states import RestoreOutcome, WriteOutcome
 
 PatchFor = Callable[[Change], dict]
@@ -77,7 +77,7 @@ def _write_one(
         for attempt in _retrying_conflicts():
             with attempt:
                 # Someone wrote the object since we read it: decide again from what is there now.
-                current = plan_changes([kube.get(PROVIDERS, namespace, change.provider)], requested=change.requested)[0]
+                current = replan(change, kube.get(PROVIDERS, namespace, change.provider))
                 if current.already:
                     return Outcome(
                         change.provider,
@@ -245,13 +245,12 @@ def _restore_one(
                 decision = restore_decision(
                     change, operation=operation, written_generation=written_generation, current=current
                 )
-                if decision is not RestoreDecision.RESTORE:
+                if decision not in (RestoreDecision.RESTORE, RestoreDecision.RESTORE_HOLDS):
                     return Restoration(change.provider, RestoreOutcome(decision.value))
                 assert current is not None  # RESTORE is only decided for an object that exists
                 rv = current["metadata"]["resourceVersion"]
-                kube.merge_patch(
-                    PROVIDERS, namespace, change.provider, restore_patch(change, resource_version=rv), dry_run=dry_run
-                )
+                patch = restore_patch(change, resource_version=rv, flag=decision is RestoreDecision.RESTORE)
+                kube.merge_patch(PROVIDERS, namespace, change.provider, patch, dry_run=dry_run)
         return Restoration(change.provider, RestoreOutcome.WOULD_RESTORE if dry_run else RestoreOutcome.RESTORED)
     except KubeError as exc:
         return Restoration(change.provider, RestoreOutcome.FAILED, error=str(exc))

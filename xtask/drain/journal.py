@@ -44,6 +44,7 @@ from agn.inputfile import JOURNAL_LIMIT, read_regular
 from agn.names import label_problem, subdomain_problem
 from agn.outputfile import write_atomic
 from agn.yamltext import show
+from xtask.drain.holds import is_hold_key
 from xtask.drain.plan import OUR_ANNOTATIONS, Change
 from xtask.drain.states import RestoreOutcome, RunState, settled
 from xtask.errors import XtaskError
@@ -92,7 +93,7 @@ class Entry:
         """The generation our write produced (or would have): the spec changes exactly once per write."""
         if self.written_generation is not None:
             return self.written_generation
-        return self.change.generation + 1
+        return self.change.generation + (1 if self.change.flag_changes else 0)  # annotations alone keep it
 
 
 @dataclasses.dataclass
@@ -201,13 +202,30 @@ def _change_from(provider: str, requested: bool, rec: Mapping[str, Any]) -> Chan
     previous = rec.get("previous")
     if previous is not None and not isinstance(previous, bool):
         raise ValueError("previous must be true, false or null")
+    holds = rec.get("holds") or {}
+    if not isinstance(holds, Mapping):
+        raise ValueError("holds must be an object")
+    writes = holds.get("writes") or {}
+    others = holds.get("others") or []
+    if not isinstance(writes, Mapping) or not all(is_hold_key(k) and isinstance(v, bool) for k, v in writes.items()):
+        raise ValueError("holds.writes must map hold annotation keys to true or false")
+    if not isinstance(others, list) or not all(isinstance(k, str) and is_hold_key(k) for k in others):
+        raise ValueError("holds.others must be a list of hold annotation keys")
+    key = holds.get("key")
+    if key is not None and not (isinstance(key, str) and is_hold_key(key)):
+        raise ValueError("holds.key must be a hold annotation key")
     return Change(
         provider=provider,
         previous=previous,
         requested=requested,
         resource_version=str(rec.get("resourceVersion") or ""),
         generation=_count(rec.get("generation"), "generation"),
-        previous_annotations={k: annotations.get(k) for k in OUR_ANNOTATIONS},
+        previous_annotations={k: annotations.get(k) for k in (*OUR_ANNOTATIONS, *writes)},
+        hold_writes=dict(writes),
+        keep_drain=holds.get("keepDrain") is True,
+        other_holds=tuple(others),
+        hold_key=key,
+        release_all=holds.get("releaseAll") is True,
     )
 
 
@@ -257,13 +275,22 @@ def header_record(
 
 
 def _plan_item(c: Change) -> dict[str, Any]:
-    return {
+    item: dict[str, Any] = {
         "provider": c.provider,
         "previous": c.previous,
         "previousAnnotations": dict(c.previous_annotations),
         "resourceVersion": c.resource_version,
         "generation": c.generation,
     }
+    if c.hold_key is not None:
+        item["holds"] = {
+            "key": c.hold_key,
+            "writes": dict(c.hold_writes),
+            "keepDrain": c.keep_drain,
+            "others": list(c.other_holds),
+            "releaseAll": c.release_all,
+        }
+    return item
 
 
 def intent_record(change: Change, *, replanned: bool = False) -> dict[str, Any]:

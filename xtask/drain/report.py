@@ -30,6 +30,8 @@ class Report:
     interrupted: str | None = None
     journal: str | None = None
     events: dict[str, Any] | None = None  # Kubernetes Events about this run: recorded, notRecorded
+    holder: str | None = None  # whose hold this run adds or removes (--holder)
+    still_held: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # undrain: provider -> other holders
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     exit_code: ExitCode = ExitCode.OK
     summary: str = ""
@@ -39,6 +41,7 @@ class Report:
         data = dataclasses.asdict(self)
         data["dryRun"] = data.pop("dry_run")
         data["dryRunOutcomes"] = data.pop("dry_run_outcomes")
+        data["stillHeld"] = data.pop("still_held")
         del data["exit_code"]
         data["exit"] = exit_status(self.exit_code)
         return envelope(PROVIDER_DRAIN, data)

@@ -10,6 +10,8 @@ import getpass
 import socket
 from pathlib import Path
 
+from agn.yamltext import show
+from xtask.drain.holds import MAX_EXPIRES_SECONDS, holder_problem, ticket_problem
 from xtask.drain.selection import Selector
 from xtask.errors import UsageError
 
@@ -38,6 +40,12 @@ class DrainRequest:
     journal_dir: Path | None = None
     wait_idle: bool = False
     idle_timeout: float | None = None  # None: DEFAULT_IDLE_TIMEOUT (and not given on the command line)
+    # Drain holders (xtask.drain.holds): who holds the drain (None: actor(), user@host), a
+    # ticket, seconds until the hold expires; --undrain --release-all removes every hold.
+    holder: str | None = None
+    ticket: str | None = None
+    expires_in: int | None = None
+    release_all: bool = False
 
     def __post_init__(self) -> None:
         if bool(self.network) != bool(self.consumers):
@@ -54,6 +62,25 @@ class DrainRequest:
             raise UsageError(f"--concurrency must be between 1 and {MAX_CONCURRENCY}")
         if self.reason and not self.drain:
             raise UsageError("--reason records why a provider is drained; it does not apply to --undrain")
+        if self.release_all and self.drain:
+            raise UsageError("--release-all removes every holder's hold on --undrain; it does not apply to a drain")
+        if self.ticket is not None and not self.drain:
+            raise UsageError("--ticket is recorded with the caller's hold on a drain; it does not apply to --undrain")
+        if self.expires_in is not None and not self.drain:
+            raise UsageError(
+                "--expires-in is recorded with the caller's hold on a drain; it does not apply to --undrain"
+            )
+        if self.holder is not None and (problem := holder_problem(self.holder)):
+            raise UsageError(f"--holder {show(self.holder)} {problem}")
+        if self.ticket is not None and (problem := ticket_problem(self.ticket)):
+            raise UsageError(f"--ticket {show(self.ticket)} {problem}")
+        if self.expires_in is not None and not 0 < self.expires_in <= MAX_EXPIRES_SECONDS:
+            raise UsageError(f"--expires-in must be between 1 and {MAX_EXPIRES_SECONDS} seconds")
+
+    @property
+    def hold_holder(self) -> str:
+        """Who holds what this run drains (``--holder``, default ``user@host``)."""
+        return self.holder if self.holder is not None else actor()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,6 +21,7 @@ from agn.yamltext import show
 from xtask.drain import fanout
 from xtask.drain.events import DrainEvents, outcome_facts
 from xtask.drain.guard import OverlayReader, Targets, read_targets, target_refusals
+from xtask.drain.holds import hold_key, hold_value, holder_name, holds_of
 from xtask.drain.idle_waiter import IdleWaiter
 from xtask.drain.journal import Journal, new_operation_id
 from xtask.drain.plan import Change, drain_patch, plan_changes
@@ -31,7 +32,7 @@ from xtask.drain.restore import restore_written
 from xtask.drain.selection import Selector, select
 from xtask.drain.signals import SignalLatch
 from xtask.drain.states import IdleWaitState, RunState, WaitState, WriteOutcome
-from xtask.drain.waiter import ConvergenceWaiter, read_back
+from xtask.drain.waiter import ConvergenceWaiter
 from xtask.errors import ExitCode, RefusedError, XtaskError
 
 
@@ -93,8 +94,20 @@ class _DrainRun:
         self.waiter: ConvergenceWaiter | None = None
         self.targets: Targets | None = None
         self.operation = new_operation_id()
-        self._at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = dt.datetime.now(dt.UTC)
+        self._at = now.strftime("%Y-%m-%dT%H:%M:%SZ")
         self._actor = actor()
+        self.holder = req.hold_holder
+        self.report.holder = self.holder
+        self.hold_key = hold_key(self.holder)
+        self._hold = hold_value(
+            holder=self.holder,
+            reason=req.reason,
+            ticket=req.ticket,
+            since=now,
+            expires_in=req.expires_in,
+            operation=self.operation,
+        )
         self.events = DrainEvents(
             kube,
             namespace,
@@ -106,7 +119,9 @@ class _DrainRun:
         )
 
     def patch_for(self, change: Change) -> dict:
-        return drain_patch(change, operation=self.operation, actor=self._actor, at=self._at, reason=self.req.reason)
+        return drain_patch(
+            change, operation=self.operation, actor=self._actor, at=self._at, reason=self.req.reason, hold=self._hold
+        )
 
     def finish(self, summary: str, *, code: ExitCode | None = None) -> Report:
         return _finish(self.report, self.started, summary=summary, code=code)
@@ -132,12 +147,14 @@ class _DrainRun:
         if latch.interrupted.is_set():
             self.report.interrupted = latch.name
             return self.finish(f"interrupted by {latch.name} before any write", code=ExitCode.INTERRUPTED)
-        if self.req.network:
+        # An undrain leaves a provider another holder still holds drained: nothing to wait for there.
+        awaited = [c.provider for c in changes if not c.keep_drain]
+        if self.req.network and awaited:
             # Watch before writing: the followers list and sync while the writes go out.
             self.waiter = ConvergenceWaiter(
                 self.kube,
                 self.namespace,
-                providers=self.report.selection,
+                providers=awaited,
                 network=self.req.network,
                 consumers=list(self.req.consumers),
                 drain=self.req.drain,
@@ -149,6 +166,8 @@ class _DrainRun:
             done = self.write(changes, latch)
             if done is not None:
                 return done
+            if not self.req.drain:
+                self.note_still_held()
             if self.waiter is None:
                 return self.read_back()
             return self.wait(self.waiter, latch)
@@ -182,13 +201,16 @@ class _DrainRun:
         self.reporter.line(
             f"selection ({req.selector.describe()}, namespace {self.namespace}): {', '.join(report.selection)}"
         )
-        changes = plan_changes(selected, requested=req.drain)
+        changes = plan_changes(selected, requested=req.drain, hold_key=self.hold_key, release_all=req.release_all)
+        holders = {p["metadata"]["name"]: [holder_name(h) for h in holds_of(p)] for p in selected}
         for c in changes:
             entry = {
                 "provider": c.provider,
                 "current": c.current,
                 "requested": c.requested,
                 "alreadyInState": c.already,
+                "drainAfter": c.target,
+                "holders": holders[c.provider],
             }
             report.plan.append(entry)
             self.reporter.event("plan", c.provider, entry)
@@ -292,8 +314,10 @@ class _DrainRun:
     # -- 3a. patch-only: read the stored state back -----------------------------------------------
     def read_back(self) -> Report:
         req, names = self.req, self.report.selection
-        stored = read_back(self.kube, self.namespace, names)
-        ok = all(v == req.drain for v in stored.values())
+        found = {name: _drain_of(obj) for name, obj in self._read_selected().items()}
+        stored = {name: found.get(name) for name in names}
+        # An undrain leaves drained what another holder still holds: that is as requested.
+        ok = all(v == req.drain or (not req.drain and n in self.report.still_held) for n, v in stored.items())
         self.report.stored = {"ok": ok, "providers": stored}
         if self.journal:
             self.journal.set_state(RunState.COMPLETE if ok else RunState.NEEDS_INSPECTION)
@@ -301,10 +325,37 @@ class _DrainRun:
             return self.finish(
                 f"{self.report.request} not stored as requested: {stored}", code=ExitCode.NEEDS_INSPECTION
             )
+        held = len(self.report.still_held)
+        if held:
+            return self.finish(
+                f"stored: spec.trafficPolicy.drain=false on {len(names) - held} provider(s); {held} provider(s) stay "
+                "drained, still held by others (see above; --release-all removes every hold)"
+            )
         return self.finish(
             f"stored: spec.trafficPolicy.drain={str(req.drain).lower()} on {len(names)} provider(s) "
             "(read back from the API; pass --network/--consumer to wait until it is serving)"
         )
+
+    def _read_selected(self) -> dict[str, dict[str, Any]]:
+        """The selected providers as stored now (one GET for one provider, else one LIST)."""
+        names = set(self.report.selection)
+        if self.req.selector.provider is not None:
+            try:
+                objs = [self.kube.get(PROVIDERS, self.namespace, self.req.selector.provider)]
+            except NotFound:
+                objs = []
+        else:
+            objs = self.kube.list(PROVIDERS, self.namespace)[0]
+        return {o["metadata"]["name"]: o for o in objs if o["metadata"]["name"] in names}
+
+    def note_still_held(self) -> None:
+        """After an undrain's writes: which selected providers other holders keep drained, said
+        in the text and the report (``stillHeld``)."""
+        for name, obj in sorted(self._read_selected().items()):
+            holds = holds_of(obj)
+            if holds and _drain_of(obj):
+                self.report.still_held[name] = [holder_name(h) for h in holds]
+                self.reporter.line(f"{name} stays drained: still held by {', '.join(self.report.still_held[name])}")
 
     # -- 3b. with targets: wait until every consumer serves it ----------------------------------
     def wait(self, waiter: ConvergenceWaiter, latch: SignalLatch) -> Report:
@@ -363,6 +414,10 @@ class _DrainRun:
             idle_state=result.state,
         )
         return self.finish(idle_summary(result, req, timeout), code=code)
+
+
+def _drain_of(obj: dict[str, Any]) -> bool:
+    return bool(((obj.get("spec") or {}).get("trafficPolicy") or {}).get("drain"))
 
 
 def _finish(report: Report, started: float, *, summary: str, code: ExitCode | None = None) -> Report:

@@ -57,7 +57,9 @@ class RichReporter(PlainReporter):
                 "[dim]already in requested state[/dim]" if details["alreadyInState"] else "[yellow]will change[/yellow]"
             )
             self.console.print(
-                f"  {e(provider)}: drain {str(details['current']).lower()} -> {str(details['requested']).lower()}  {mark}"
+                f"  {e(provider)}: drain {str(details['current']).lower()} -> "
+                f"{str(details.get('drainAfter', details['requested'])).lower()}  {mark}"
+                + (f"  held by {e(', '.join(details['holders']))}" if details.get("holders") else "")
             )
         elif kind == "write-started":
             if self.progress is None:

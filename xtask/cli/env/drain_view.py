@@ -28,9 +28,9 @@ class PlainReporter:
     def event(self, kind: str, provider: str, details: dict) -> None:
         if kind == "plan":
             state = "already in requested state" if details["alreadyInState"] else "will change"
-            self.line(
-                f"  plan {provider}: drain {str(details['current']).lower()} -> {str(details['requested']).lower()} ({state})"
-            )
+            after = str(details.get("drainAfter", details["requested"])).lower()
+            held = f"; held by {', '.join(details['holders'])}" if details.get("holders") else ""
+            self.line(f"  plan {provider}: drain {str(details['current']).lower()} -> {after} ({state}){held}")
         elif kind == "dry-run" and details["outcome"] != WriteOutcome.DRY_RUN_OK:
             self.line(f"  dry-run {provider}: REJECTED: {details.get('error')}")
         elif kind == "write-finished":

@@ -17,7 +17,8 @@ import click
 from xtask.cli.env.drain_view import PlainReporter, plain_final
 from xtask.cli.env.options import namespace_type, object_name_type
 from xtask.cli.output import emit_json, fancy, out_console, printable
-from xtask.cli.params import FiniteFloat, NonEmptyPath
+from xtask.cli.params import CheckedText, Duration, FiniteFloat, NonEmptyPath
+from xtask.drain.holds import holder_problem, ticket_problem
 from xtask.drain.journal import journal_dir as default_journal_dir
 from xtask.drain.preflight import usable_journal_dir
 from xtask.drain.report import Report
@@ -115,6 +116,31 @@ REQUEST_OPTIONS = (
         "--journal-dir",
         type=NonEmptyPath(file_okay=False, path_type=Path),
         help="Where to write the operation journal (default: $AGN_XTASK_JOURNAL_DIR or ~/.local/state/agn-xtask/journal).",
+    ),
+    click.option(
+        "--holder",
+        type=CheckedText("holder", holder_problem),
+        metavar="WHO",
+        help="Who holds the drain (default: user@host). A drain adds this holder's hold; --undrain removes only it "
+        "and clears the drain only when no other hold remains.",
+    ),
+    click.option(
+        "--ticket",
+        type=CheckedText("ticket", ticket_problem),
+        metavar="REF",
+        help="A ticket or change reference recorded with the hold (drain only).",
+    ),
+    click.option(
+        "--expires-in",
+        type=Duration(),
+        metavar="DURATION",
+        help="When the hold is expected to end: seconds, or 30m, 2h, 1d (drain only). An expired hold is listed "
+        "by `env drains --expired`; it still holds the provider.",
+    ),
+    click.option(
+        "--release-all",
+        is_flag=True,
+        help="With --undrain: remove every holder's hold and clear the drain.",
     ),
 )
 
