@@ -18,7 +18,7 @@ import datetime as dt
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agn.yamltext import show
@@ -212,7 +212,7 @@ def plan_hold(
     return HoldPlan(writes, bool(others), others)
 
 
-def drain_entries(objs: list[Mapping[str, Any]], *, now: dt.datetime, expired_only: bool = False) -> list[dict]:
+def drain_entries(objs: Iterable[Mapping[str, Any]], *, now: dt.datetime, expired_only: bool = False) -> list[dict]:
     """``env drains``: every provider that is drained or carries a hold, sorted by name, with
     its holds (each marked expired or not). A drained provider without holds is held by nobody
     known (drained by an older xtask, kubectl or a hand edit): its ``agn.dev/drain-*``
