@@ -270,6 +270,36 @@ ROWS: dict[str, Row] = {
     "network-without-consumer": Row((*P1, "--network", "net"), 2, "--network and --consumer go together"),
     "consumer-without-network": Row((*P1, "--consumer", "c-a"), 2, "--network and --consumer go together"),
     "reason-on-undrain": Row((*P1, "--undrain", "--reason", "x"), 2, "--reason records why a provider is drained"),
+    # -- drain holders: --holder, --ticket, --expires-in, --release-all; env drains -----------------------------
+    "holder-empty": usage("--holder", "", "'' is empty"),
+    "holder-blank": usage("--holder", "   ", "'   ' is empty"),
+    "holder-escape": usage("--holder", "ann\x1b[2J", "'ann\\x1b[2J' has characters that are not printable"),
+    "holder-newline": usage("--holder", "ann\nbob", "'ann\\nbob' has characters that are not printable"),
+    "holder-too-long": usage("--holder", "h" * 200, "is longer than 128 characters (200)"),
+    "holder-padded": usage("--holder", " ann", "' ann' starts or ends with a space"),
+    "ticket-empty": usage("--ticket", "", "'' is empty"),
+    "ticket-escape": usage("--ticket", "T-1\x07", "'T-1\\x07' has characters that are not printable"),
+    "ticket-too-long": usage("--ticket", "t" * 300, "is longer than 128 characters (300)"),
+    "ticket-on-undrain": Row(
+        (*P1, "--undrain", "--ticket", "T-1"), 2, "--ticket is recorded with the caller's hold on a drain"
+    ),
+    "expires-in-zero": usage("--expires-in", "0", "'0' is not a positive duration"),
+    "expires-in-negative": usage("--expires-in", "-5", "'-5' is not a duration"),
+    "expires-in-word": usage("--expires-in", "soon", "'soon' is not a duration"),
+    "expires-in-fraction": usage("--expires-in", "1.5h", "'1.5h' is not a duration"),
+    "expires-in-unit": usage("--expires-in", "2w", "'2w' is not a duration"),
+    "expires-in-too-long": usage("--expires-in", "400d", "'400d' is longer than 366 days"),
+    "expires-in-on-undrain": Row(
+        (*P1, "--undrain", "--expires-in", "1h"), 2, "--expires-in is recorded with the caller's hold on a drain"
+    ),
+    "release-all-on-drain": Row(
+        (*P1, "--release-all"), 2, "--release-all removes every holder's hold on --undrain; it does not apply"
+    ),
+    "drains-bad-namespace": Row(("env", "drains", "--namespace", "Bad_NS"), 2, "'Bad_NS' is not a valid namespace"),
+    "drains-output-yaml": Row(
+        ("env", "drains", "-o", "yaml"), 2, "Invalid value for '--output' / '-o': 'yaml' is not one of"
+    ),
+    "drains-expired-with-value": Row(("env", "drains", "--expired", "yes"), 2, "Got unexpected extra argument (yes)"),
     "wait-idle-on-undrain": Row(
         (*P1, *TARGETS, "--undrain", "--wait-idle"), 2, "--wait-idle waits for drained providers to go idle"
     ),

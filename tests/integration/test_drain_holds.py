@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from agn.kube import PROVIDERS
+from agnprocs import wait_for
 from reportschema import parse_report
 from xtask.drain.holds import HOLD_PREFIX, hold_key, holds_of
 from xtask.reports import ENV_DRAINS, PROVIDER_DRAIN
@@ -136,26 +137,48 @@ def test_holder_a_undrain_leaves_it_drained_for_holder_b(cli, kube, namespace, f
     assert state(kube, namespace, "p000") == (False, [])
 
 
-def test_two_holders_from_two_terminals_at_once_keep_both_holds(cli, kube, namespace, fleet):
+def replanned(journal: Path) -> int:
+    """Intents a 409 made the run plan again (they carry the re-read previous value)."""
+    lines = [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
+    return sum(1 for rec in lines if rec["type"] == "intent" and "previous" in rec)
+
+
+def test_two_holders_from_two_terminals_at_once_keep_both_holds(cli, kube, namespace, fleet, tmp_path):
+    """A and B on the same 50 providers at once. A writes paced (--qps); B is started as soon as A
+    has planned and is about to write, so B plans from providers A has not written yet and its
+    conditional patches meet A's writes: 409, re-read, plan again. No hold may be lost, and the
+    last holder's undrain must clear the drain."""
+
     def both(*args: str) -> None:
-        procs = [
-            subprocess.Popen(
-                cli.drain_argv(who, "--gateway", "gw-fleet", "--concurrency", "16", *args),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                env=cli.env(),
-            )
-            for who in (A, B)
-        ]
+        journals = tmp_path / "journal"
+        seen = set(journals.glob("drain-*.jsonl")) if journals.exists() else set()
+        procs = []
         try:
-            outputs = [p.communicate(timeout=120)[0] for p in procs]
+            for who in (A, B):
+                procs.append(
+                    subprocess.Popen(
+                        cli.drain_argv(who, "--gateway", "gw-fleet", "--qps", "5", *args, "--output", "json"),
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                        text=True,
+                        env=cli.env(),
+                    )
+                )
+                if who == A:
+                    wait_for(
+                        lambda: set(journals.glob("drain-*.jsonl")) - seen if journals.exists() else None,
+                        timeout=60,
+                        what="A's journal (A planned, about to write)",
+                    )
+            outputs = [p.communicate(timeout=120) for p in procs]
         finally:
             for p in procs:
                 if p.poll() is None:
                     p.kill()
                     p.wait()
         assert [p.returncode for p in procs] == [0, 0], outputs
+        b_report = parse_report(outputs[1][0], PROVIDER_DRAIN)
+        assert replanned(Path(b_report["journal"])) > 0  # the two runs did meet on some providers
 
     both("--reason", "parallel")
     for name in fleet:
@@ -225,8 +248,8 @@ def test_env_drains_lists_holders_and_expired_holds(cli, kube, namespace, fleet)
     rows = {p["provider"]: p for p in report["providers"]}
     assert sorted(rows) == ["p003", "p004", "p005"]
     assert [(h["holder"], h["reason"], h["ticket"]) for h in rows["p003"]["holds"]] == [
+        ("[bold]ops[/bold]", "x\x1b[2Jy", None),  # sorted by holder: '[' before 'a'
         (A, "disk", "T-9"),
-        ("[bold]ops[/bold]", "x\x1b[2Jy", None),
     ]
     assert rows["p004"]["holds"] == []
     assert rows["p005"]["holds"][0]["expired"] is True and rows["p003"]["holds"][0]["expired"] is False
