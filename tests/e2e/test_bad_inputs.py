@@ -275,11 +275,13 @@ ROWS: dict[str, Row] = {
     "holder-blank": usage("--holder", "   ", "'   ' is empty"),
     "holder-escape": usage("--holder", "ann\x1b[2J", "'ann\\x1b[2J' has characters that are not printable"),
     "holder-newline": usage("--holder", "ann\nbob", "'ann\\nbob' has characters that are not printable"),
-    "holder-too-long": usage("--holder", "h" * 200, "is longer than 128 characters (200)"),
+    "holder-too-long": Row((*P1, "--holder", "h" * 200), 2, "'" + "h" * 56 + "... is longer than 128 characters (200)"),
     "holder-padded": usage("--holder", " ann", "' ann' starts or ends with a space"),
     "ticket-empty": usage("--ticket", "", "'' is empty"),
     "ticket-escape": usage("--ticket", "T-1\x07", "'T-1\\x07' has characters that are not printable"),
-    "ticket-too-long": usage("--ticket", "t" * 300, "is longer than 128 characters (300)"),
+    "ticket-too-long": Row(
+        (*P1, "--ticket", "t" * 300), 2, "Invalid value for '--ticket': '" + "t" * 56 + "... is longer than 128"
+    ),
     "ticket-on-undrain": Row(
         (*P1, "--undrain", "--ticket", "T-1"), 2, "--ticket is recorded with the caller's hold on a drain"
     ),
