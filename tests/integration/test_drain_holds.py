@@ -13,6 +13,7 @@ import pytest
 
 from agn.kube import PROVIDERS
 from agnprocs import wait_for
+from kubetest import events
 from reportschema import parse_report
 from xtask.drain.holds import HOLD_PREFIX, hold_key, holds_of
 from xtask.reports import ENV_DRAINS, PROVIDER_DRAIN
@@ -135,6 +136,13 @@ def test_holder_a_undrain_leaves_it_drained_for_holder_b(cli, kube, namespace, f
     code, report = cli.drain_json(B, "--provider", "p000", "--undrain")
     assert code == 0 and report["stillHeld"] == {}
     assert state(kube, namespace, "p000") == (False, [])
+    # The Events tell a write of the flag from a write of one hold.
+    drained = [e["note"] for e in events(kube, namespace, regarding="p000", reason="ProviderDrained")]
+    undrained = [e["note"] for e in events(kube, namespace, regarding="p000", reason="ProviderUndrained")]
+    assert len(drained) == 2 and drained[0].startswith("drained; reason: kernel")
+    assert drained[1].startswith(f"drained: hold of {B} added; already drained")
+    assert len(undrained) == 2 and undrained[0].startswith(f"undrained: hold of {A} released; still drained")
+    assert undrained[1].startswith("undrained; operation")
 
 
 def replanned(journal: Path) -> int:

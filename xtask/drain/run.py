@@ -9,6 +9,7 @@ problems raise. This module conducts; it decides nothing the modules it calls de
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import datetime as dt
 import sys
 import time
@@ -19,7 +20,7 @@ from agn.names import label_problem
 from agn.objects import network_view
 from agn.yamltext import show
 from xtask.drain import fanout
-from xtask.drain.events import DrainEvents, outcome_facts
+from xtask.drain.events import DRAINED, UNDRAINED, DrainEvents, Fact, outcome_facts
 from xtask.drain.guard import OverlayReader, Targets, read_targets, target_refusals
 from xtask.drain.holds import hold_key, hold_value, holder_name, holds_of
 from xtask.drain.idle_waiter import IdleWaiter
@@ -272,7 +273,7 @@ class _DrainRun:
         )
         report.outcomes = [o.to_dict() for o in outcomes]
         report.timings["applySeconds"] = round(time.monotonic() - t_apply, 3)
-        facts, written_at = outcome_facts(report.outcomes, drain=req.drain), time.time()
+        facts, written_at = self._hold_details(outcome_facts(report.outcomes, drain=req.drain), changes), time.time()
         failed = [o for o in outcomes if o.outcome == WriteOutcome.FAILED]
         # A signal that lands while this run has written anything counts as "during the fan-out".
         interrupted = latch.interrupted.is_set() and (
@@ -310,6 +311,19 @@ class _DrainRun:
             stored_ok=None,
         )
         return self.finish(f"{why}; restoration: " + restoration_summary(report.restorations), code=code)
+
+    def _hold_details(self, facts: list[Fact], changes: list[Change]) -> list[Fact]:
+        """Say in the Events when a write changed only the caller's hold, not the flag."""
+        planned = {c.provider: c for c in changes}
+        out = []
+        for fact in facts:
+            change = planned.get(fact.provider)
+            if fact.reason in (DRAINED, UNDRAINED) and change is not None and not change.flag_changes:
+                verb = "added" if change.requested else "released"
+                held = "already drained" if change.requested else "still drained, held by others"
+                fact = dataclasses.replace(fact, detail=f"hold of {self.holder} {verb}; {held}")
+            out.append(fact)
+        return out
 
     # -- 3a. patch-only: read the stored state back -----------------------------------------------
     def read_back(self) -> Report:
