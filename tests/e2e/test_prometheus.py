@@ -10,17 +10,20 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import pytest
 
 from agnprocs import http_status, wait_for
 from envcli import Cli
 from xtask.drain.promql import PrometheusUnavailable, PromQLError, PromQLGate
+from xtask.procs import ProcessRecord, is_alive
 
 pytestmark = pytest.mark.e2e
 REQUIRED = os.environ.get("AGN_REQUIRE_PROMETHEUS") == "1"
@@ -207,3 +210,30 @@ def test_promql_gate_refuses_a_bad_expression_and_a_server_that_is_not_prometheu
     assert not empty.validate().held
     empty.begin()
     assert "the result is empty over the whole soak" in empty.read(1).detail
+
+
+def test_a_dead_prometheus_is_reported_and_started_again_by_up_and_down_removes_it(cli, status, prom):
+    pid = next(c["pid"] for c in cli.status()["components"] if c["name"] == "prometheus")
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not cli.status()["prometheus"]["running"], what="Prometheus to be seen dead")
+    dead = cli.status()
+    assert dead["state"] == "degraded" and dead["prometheus"]["url"] is None
+    assert (
+        dead["prometheus"]["detail"].startswith("exited (log: ")
+        and "`env up` starts it again" in dead["prometheus"]["detail"]
+    )
+    repaired = cli("env", "up")
+    assert repaired.returncode == 0, repaired.stderr
+    assert "started: prometheus" in repaired.stdout
+    again = cli.status()
+    assert again["state"] == "up" and again["prometheus"]["url"] == prom  # the same port
+    folder = Path(cli.env["AGN_XTASK_HOME"]) / "envs" / "example" / "prometheus"
+    assert (folder / "data").is_dir()
+    record = ProcessRecord.from_file(
+        Path(cli.env["AGN_XTASK_HOME"]) / "envs" / "example" / "run" / "prometheus.pid.json"
+    )
+    assert record is not None and is_alive(record)
+    down = cli("env", "down")
+    assert down.returncode == 0 and "prometheus" in down.stdout, down.stdout + down.stderr
+    assert not is_alive(record) and not folder.exists()
+    assert http_status(f"{prom}/-/ready") == 0
