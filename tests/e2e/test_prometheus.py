@@ -22,8 +22,10 @@ import pytest
 
 from agnprocs import http_status, wait_for
 from envcli import Cli
+from reportschema import parse_report
 from xtask.drain.promql import PrometheusUnavailable, PromQLError, PromQLGate
 from xtask.procs import ProcessRecord, is_alive
+from xtask.reports import ENV_UP
 
 pytestmark = pytest.mark.e2e
 REQUIRED = os.environ.get("AGN_REQUIRE_PROMETHEUS") == "1"
@@ -222,9 +224,10 @@ def test_a_dead_prometheus_is_reported_and_started_again_by_up_and_down_removes_
         dead["prometheus"]["detail"].startswith("exited (log: ")
         and "`env up` starts it again" in dead["prometheus"]["detail"]
     )
-    repaired = cli("env", "up")
+    repaired = cli("env", "up", "--output", "json")
     assert repaired.returncode == 0, repaired.stderr
-    assert "started: prometheus" in repaired.stdout
+    report = parse_report(repaired.stdout, ENV_UP)
+    assert (report["started"], report["prometheus"]) == (["prometheus"], prom)
     again = cli.status()
     assert again["state"] == "up" and again["prometheus"]["url"] == prom  # the same port
     folder = Path(cli.env["AGN_XTASK_HOME"]) / "envs" / "example" / "prometheus"
