@@ -45,7 +45,7 @@ def plan_format(path: Path) -> str:
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise UsageError(
-            f"--plan-out {show(str(path))}: name a .yaml, .yml or .json file (the extension picks the format)"
+            f"--plan-out {show(str(path), limit=400)}: name a .yaml, .yml or .json file (the extension picks the format)"
         )
     return fmt
 
