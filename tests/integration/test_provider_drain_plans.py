@@ -157,6 +157,10 @@ def test_budget_refuses_naming_the_group_and_count_and_counts_hard_failures(env:
     ]
     assert report["budget"]["groups"][0]["drained"] == ["p-three"]
     assert written(env) == before
+    # A plan is refused alike, and then no plan file is written.
+    code, report = env.run_json("--provider", "p-one", "--max-unavailable", "1", "--plan-out", str(env.tmp / "no.yaml"))
+    assert code == 3 and report["refused"][0].startswith("budget: network net, selection group 'chat'"), report
+    assert not (env.tmp / "no.yaml").exists() and report["planFile"] is None
 
     # A hard failure counts too: p-four unhealthy, as the operator observed it.
     env.set_health("p-four", False)
