@@ -9,9 +9,14 @@ import dataclasses
 import getpass
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from xtask.drain.amounts import Amount
 from xtask.drain.selection import Selector
 from xtask.errors import UsageError
+
+if TYPE_CHECKING:
+    from xtask.drain.planfile import LoadedPlan
 
 FIELD_MANAGER = "agn-xtask-provider-drain"
 MAX_CONCURRENCY = 64
@@ -38,6 +43,11 @@ class DrainRequest:
     journal_dir: Path | None = None
     wait_idle: bool = False
     idle_timeout: float | None = None  # None: DEFAULT_IDLE_TIMEOUT (and not given on the command line)
+    plan_out: Path | None = None  # --plan-out: write the plan there instead of draining
+    plan: LoadedPlan | None = None  # --plan: apply this plan (the selection and operation are its)
+    max_plan_age: float | None = None  # --max-plan-age seconds (None: planfile.DEFAULT_MAX_AGE)
+    max_unavailable: Amount | None = None  # --max-unavailable: the fleet budget
+    wave_size: Amount | None = None  # --wave-size (None: one wave)
 
     def __post_init__(self) -> None:
         if bool(self.network) != bool(self.consumers):
@@ -54,6 +64,25 @@ class DrainRequest:
             raise UsageError(f"--concurrency must be between 1 and {MAX_CONCURRENCY}")
         if self.reason and not self.drain:
             raise UsageError("--reason records why a provider is drained; it does not apply to --undrain")
+        if self.plan_out is not None and self.plan is not None:
+            raise UsageError("--plan-out makes a plan and --plan applies one: give one of them")
+        if self.max_plan_age is not None and self.plan is None:
+            raise UsageError("--max-plan-age bounds the age of the plan given with --plan; it does nothing without it")
+        if self.max_unavailable is not None and not self.drain:
+            raise UsageError("--max-unavailable bounds what a drain takes out; it does not apply to --undrain")
+
+    def shaping_arguments(self) -> list[str]:
+        """The flags that decide what the run does (not how it runs or where), as a plan records them."""
+        s = self.selector
+        args = ["--provider", s.provider] if s.provider is not None else ["--gateway", str(s.gateway)]
+        args += [] if self.drain else ["--undrain"]
+        args += ["--reason", self.reason] if self.reason else []
+        args += ["--network", self.network] if self.network else []
+        args += [a for c in self.consumers for a in ("--consumer", c)]
+        args += ["--force"] if self.force else []
+        args += ["--max-unavailable", str(self.max_unavailable)] if self.max_unavailable is not None else []
+        args += ["--wave-size", str(self.wave_size)] if self.wave_size is not None else []
+        return args
 
 
 @dataclasses.dataclass(frozen=True)
