@@ -108,6 +108,7 @@ class JournalState:
     state: str = RunState.APPLYING  # a RunState, or whatever word an older journal holds
     torn_tail: bool = False
     legacy: bool = False  # the single-object JSON format of earlier versions
+    plan_digest: str | None = None  # the digest of the plan applied (``provider-drain --plan``)
 
     @property
     def request(self) -> str:
@@ -259,7 +260,14 @@ def _check_provider_name(value: str, where: str) -> None:
 
 
 def header_record(
-    *, operation: str, context: str | None, namespace: str, requested: bool, reason: str | None, changes: list[Change]
+    *,
+    operation: str,
+    context: str | None,
+    namespace: str,
+    requested: bool,
+    reason: str | None,
+    changes: list[Change],
+    plan_digest: str | None = None,
 ) -> dict[str, Any]:
     return {
         "type": "header",
@@ -271,6 +279,7 @@ def header_record(
         "reason": reason,
         "startedAt": _now(),
         "plan": [_plan_item(c) for c in changes],
+        **({"planDigest": plan_digest} if plan_digest is not None else {}),
     }
 
 
@@ -332,6 +341,7 @@ def state_from_header(rec: Mapping[str, Any]) -> JournalState:
         reason=rec.get("reason"),
         started_at=str(rec.get("startedAt") or ""),
         entries=entries,
+        plan_digest=rec["planDigest"] if isinstance(rec.get("planDigest"), str) else None,
     )
 
 
@@ -477,6 +487,7 @@ class Journal:
         changes: list[Change],
         reason: str | None,
         folder: Path | None = None,
+        plan_digest: str | None = None,
     ) -> Journal:
         folder = folder or journal_dir()
         path = folder / f"drain-{operation}{SUFFIX}"
@@ -487,6 +498,7 @@ class Journal:
             requested=requested,
             reason=reason,
             changes=changes,
+            plan_digest=plan_digest,
         )
         try:
             folder.mkdir(parents=True, exist_ok=True)

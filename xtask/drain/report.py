@@ -35,6 +35,8 @@ class Report:
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     exit_code: ExitCode = ExitCode.OK
     summary: str = ""
+    plan_file: dict[str, Any] | None = None  # --plan-out / --plan: path, digest, action (written | applied)
+    budget: dict[str, Any] | None = None  # --max-unavailable: the budget and its groups
 
     def to_dict(self) -> dict:
         """The ``ProviderDrainReport`` (schema: ``schemas/provider-drain-report.schema.json``)."""
@@ -42,6 +44,7 @@ class Report:
         data["dryRun"] = data.pop("dry_run")
         data["dryRunOutcomes"] = data.pop("dry_run_outcomes")
         data["stillHeld"] = data.pop("still_held")
+        data["planFile"] = data.pop("plan_file")
         del data["exit_code"]
         data["exit"] = exit_status(self.exit_code)
         return envelope(PROVIDER_DRAIN, data)

@@ -9,11 +9,16 @@ import dataclasses
 import getpass
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agn.yamltext import show
+from xtask.drain.amounts import Amount
 from xtask.drain.holds import MAX_EXPIRES_SECONDS, holder_problem, ticket_problem
 from xtask.drain.selection import Selector
 from xtask.errors import UsageError
+
+if TYPE_CHECKING:
+    from xtask.drain.planfile import LoadedPlan
 
 FIELD_MANAGER = "agn-xtask-provider-drain"
 MAX_CONCURRENCY = 64
@@ -40,6 +45,11 @@ class DrainRequest:
     journal_dir: Path | None = None
     wait_idle: bool = False
     idle_timeout: float | None = None  # None: DEFAULT_IDLE_TIMEOUT (and not given on the command line)
+    plan_out: Path | None = None  # --plan-out: write the plan there instead of draining
+    plan: LoadedPlan | None = None  # --plan: apply this plan (the selection and operation are its)
+    max_plan_age: float | None = None  # --max-plan-age seconds (None: planfile.DEFAULT_MAX_AGE)
+    max_unavailable: Amount | None = None  # --max-unavailable: the fleet budget
+    wave_size: Amount | None = None  # --wave-size (None: one wave)
     # Drain holders (xtask.drain.holds): who holds the drain (None: actor(), user@host), a
     # ticket, seconds until the hold expires; --undrain --release-all removes every hold.
     holder: str | None = None
@@ -62,6 +72,12 @@ class DrainRequest:
             raise UsageError(f"--concurrency must be between 1 and {MAX_CONCURRENCY}")
         if self.reason and not self.drain:
             raise UsageError("--reason records why a provider is drained; it does not apply to --undrain")
+        if self.plan_out is not None and self.plan is not None:
+            raise UsageError("--plan-out makes a plan and --plan applies one: give one of them")
+        if self.max_plan_age is not None and self.plan is None:
+            raise UsageError("--max-plan-age bounds the age of the plan given with --plan; it does nothing without it")
+        if self.max_unavailable is not None and not self.drain:
+            raise UsageError("--max-unavailable bounds what a drain takes out; it does not apply to --undrain")
         if self.release_all and self.drain:
             raise UsageError("--release-all removes every holder's hold on --undrain; it does not apply to a drain")
         if self.ticket is not None and not self.drain:
@@ -81,6 +97,19 @@ class DrainRequest:
     def hold_holder(self) -> str:
         """Who holds what this run drains (``--holder``, default ``user@host``)."""
         return self.holder if self.holder is not None else actor()
+
+    def shaping_arguments(self) -> list[str]:
+        """The flags that decide what the run does (not how it runs or where), as a plan records them."""
+        s = self.selector
+        args = ["--provider", s.provider] if s.provider is not None else ["--gateway", str(s.gateway)]
+        args += [] if self.drain else ["--undrain"]
+        args += ["--reason", self.reason] if self.reason else []
+        args += ["--network", self.network] if self.network else []
+        args += [a for c in self.consumers for a in ("--consumer", c)]
+        args += ["--force"] if self.force else []
+        args += ["--max-unavailable", str(self.max_unavailable)] if self.max_unavailable is not None else []
+        args += ["--wave-size", str(self.wave_size)] if self.wave_size is not None else []
+        return args
 
 
 @dataclasses.dataclass(frozen=True)
