@@ -19,7 +19,8 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 
 from agn.kube import PROVIDERS, Conflict, Kube, KubeError, NotFound
 from xtask.drain.journal import Journal
-from xtask.drain.plan import Change, RestoreDecision, replan, restore_decision, restore_patch
+from xtask.drain.plan import Change, RestoreDecision, restore_decision, restore_patch
+from xtask.drain.plan import replan as replan_change
 from xtask.drain.states import RestoreOutcome, WriteOutcome
 
 PatchFor = Callable[[Change], dict]
@@ -77,7 +78,7 @@ def _write_one(
         for attempt in _retrying_conflicts():
             with attempt:
                 # Someone wrote the object since we read it: decide again from what is there now.
-                current = replan(change, kube.get(PROVIDERS, namespace, change.provider))
+                current = replan_change(change, kube.get(PROVIDERS, namespace, change.provider))
                 if current.already:
                     return Outcome(
                         change.provider,
