@@ -967,7 +967,7 @@ ROWS: dict[str, Row] = {
         "older than --max-plan-age 30m",
         files={"p.yaml": plan_of(change=lambda d: d["metadata"].update(createdAt="2020-01-01T00:00:00Z"))},
     ),
-    "max-plan-age-without-unit": usage("--max-plan-age", "10", "'10' is not a duration"),
+    "max-plan-age-spaced": usage("--max-plan-age", "1h 30m", "'1h 30m' is not a duration"),
     "max-plan-age-zero": usage("--max-plan-age", "0s", "'0s' is not a positive duration"),
     "max-plan-age-without-plan": Row(
         (*P1, "--max-plan-age", "1h"), 2, "--max-plan-age bounds the age of the plan given with --plan"

@@ -12,6 +12,7 @@ import pytest
 from rich.console import Console
 
 from xtask.cli.env.drains import render_table
+from xtask.drain.amounts import parse_duration
 from xtask.drain.holds import (
     HOLD_PREFIX,
     MAX_EXPIRES_SECONDS,
@@ -21,7 +22,6 @@ from xtask.drain.holds import (
     hold_value,
     holder_problem,
     holds_of,
-    parse_duration,
     plan_hold,
     ticket_problem,
 )
@@ -127,7 +127,7 @@ class TestInputs:
 
     @pytest.mark.parametrize("text, seconds", [("90", 90), ("90s", 90), ("30m", 1800), ("2h", 7200), ("1d", 86400)])
     def test_durations(self, text, seconds):
-        assert parse_duration(text) == seconds
+        assert parse_duration(text, maximum=MAX_EXPIRES_SECONDS) == seconds
 
     @pytest.mark.parametrize(
         "text, why",
@@ -145,7 +145,7 @@ class TestInputs:
     )
     def test_bad_durations_name_the_value(self, text, why):
         with pytest.raises(ValueError, match=re.escape(why)) as exc:
-            parse_duration(text)
+            parse_duration(text, maximum=MAX_EXPIRES_SECONDS)
         assert repr(text) in str(exc.value)
 
     def test_request_checks(self):

@@ -16,8 +16,8 @@ from jsonschema import Draft202012Validator
 
 from agn.model import Candidate
 from reportschema import SCHEMAS
-from xtask.cli.params import DurationType, parse_duration
-from xtask.drain.amounts import Amount
+from xtask.cli.params import DurationType
+from xtask.drain.amounts import Amount, parse_duration
 from xtask.drain.budget import group_budgets
 from xtask.drain.holds import HOLD_PREFIX, holds_of
 from xtask.drain.plan import GroupCount, group_counts, violations_of
@@ -294,12 +294,14 @@ def test_holds_are_read_sorted_and_bad_ones_reported():
     assert holds_of(obj)[2] == {"holder": None, "key": HOLD_PREFIX + "z", "invalid": True}
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("30m", 1800), ("1h", 3600), ("1h30m", 5400)])
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90", 90), ("90s", 90), ("30m", 1800), ("1h", 3600), ("1h30m", 5400), ("1d", 86400)]
+)
 def test_durations(text, seconds):
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "10", "1d", "-1h", "1.5h", "0s", "h", "1h 30m"])
+@pytest.mark.parametrize("text", ["", "0", "-1h", "1.5h", "0s", "h", "1h 30m", "2w", "nan"])
 def test_bad_durations_are_usage_errors(text):
     with pytest.raises(click.BadParameter, match="duration"):
         DurationType().convert(text, None, None)

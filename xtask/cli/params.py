@@ -103,48 +103,21 @@ class CheckedText(click.ParamType):
         return value
 
 
-class Duration(click.ParamType):
-    """Seconds, or a number with s, m, h or d (:func:`xtask.drain.holds.parse_duration`)."""
+class DurationType(click.ParamType):
+    """A positive duration in whole seconds (:func:`xtask.drain.amounts.parse_duration`:
+    ``90``, ``90s``, ``30m``, ``1h30m``, ``1d``), at most ``maximum`` seconds when given."""
 
     name = "DURATION"
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        from xtask.drain.holds import parse_duration
+    def __init__(self, *, maximum: int | None = None) -> None:
+        self.maximum = maximum
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from xtask.drain.amounts import parse_duration
 
         if isinstance(value, int):
             return value
         try:
-            return parse_duration(value)
-        except ValueError as exc:
-            self.fail(f"{exc}.", param, ctx)
-
-
-class DurationType(click.ParamType):
-    """A positive duration: whole numbers with units, as Go and kubectl write them (``90s``,
-    ``30m``, ``1h``, ``1h30m``); the value is in seconds."""
-
-    name = "DURATION"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, float):
-            return value
-        try:
-            return parse_duration(str(value))
+            return parse_duration(str(value), maximum=self.maximum)
         except ValueError as e:
-            self.fail(str(e), param, ctx)
-
-
-_UNITS = {"s": 1, "m": 60, "h": 3600}
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in ``text`` (``90s``, ``30m``, ``1h``, ``1h30m``); ValueError naming it otherwise."""
-    import re
-
-    parts = re.fullmatch(r"(?:[0-9]{1,9}[hms])+", text) and re.findall(r"([0-9]{1,9})([hms])", text)
-    if not parts:
-        raise ValueError(f"{show(text)} is not a duration: write a whole number with a unit, like 90s, 30m or 1h")
-    seconds = float(sum(int(n) * _UNITS[u] for n, u in parts))
-    if seconds <= 0:
-        raise ValueError(f"{show(text)} is not a positive duration")
-    return seconds
+            self.fail(f"{e}.", param, ctx)

@@ -21,8 +21,6 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from agn.yamltext import show
-
 HOLD_PREFIX = "holds.drain.agn.dev/"
 MAX_HOLDER = 128  # characters of --holder
 MAX_TICKET = 128  # characters of --ticket
@@ -67,25 +65,6 @@ def ticket_problem(value: str) -> str | None:
     if len(value) > MAX_TICKET:
         return f"is longer than {MAX_TICKET} characters ({len(value)})"
     return None
-
-
-_DURATION = re.compile(r"([0-9]{1,9})([smhd]?)")
-_UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(text: str) -> int:
-    """``--expires-in``: whole seconds, or a number with ``s``, ``m``, ``h`` or ``d`` (``90``,
-    ``30m``, ``2h``, ``1d``); positive and at most :data:`MAX_EXPIRES_SECONDS`. ValueError
-    naming the value otherwise."""
-    match = _DURATION.fullmatch(text.strip()) if isinstance(text, str) else None
-    if match is None:
-        raise ValueError(f"{show(text)} is not a duration: give seconds, or a number with s, m, h or d (e.g. 30m, 2h)")
-    seconds = int(match.group(1)) * _UNIT[match.group(2)]
-    if seconds <= 0:
-        raise ValueError(f"{show(text)} is not a positive duration")
-    if seconds > MAX_EXPIRES_SECONDS:
-        raise ValueError(f"{show(text)} is longer than {MAX_EXPIRES_SECONDS // 86400} days")
-    return seconds
 
 
 def rfc3339(at: dt.datetime) -> str:

@@ -17,8 +17,8 @@ import click
 from xtask.cli.env.drain_view import PlainReporter, plain_final
 from xtask.cli.env.options import namespace_type, object_name_type
 from xtask.cli.output import emit_json, fancy, out_console, printable
-from xtask.cli.params import AmountType, CheckedText, Duration, DurationType, FiniteFloat, NonEmptyPath
-from xtask.drain.holds import holder_problem, ticket_problem
+from xtask.cli.params import AmountType, CheckedText, DurationType, FiniteFloat, NonEmptyPath
+from xtask.drain.holds import MAX_EXPIRES_SECONDS, holder_problem, ticket_problem
 from xtask.drain.journal import journal_dir as default_journal_dir
 from xtask.drain.planfile import load_plan, plan_format
 from xtask.drain.preflight import usable_journal_dir
@@ -163,7 +163,7 @@ REQUEST_OPTIONS = (
     ),
     click.option(
         "--expires-in",
-        type=Duration(),
+        type=DurationType(maximum=MAX_EXPIRES_SECONDS),
         metavar="DURATION",
         help="When the hold is expected to end: seconds, or 30m, 2h, 1d (drain only). An expired hold is listed "
         "by `env drains --expired`; it still holds the provider.",
