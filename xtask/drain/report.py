@@ -33,6 +33,7 @@ class Report:
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     exit_code: ExitCode = ExitCode.OK
     summary: str = ""
+    waves: list[dict] | None = None  # a drain in waves: per wave its providers, state and gates' readings
 
     def to_dict(self) -> dict:
         """The ``ProviderDrainReport`` (schema: ``schemas/provider-drain-report.schema.json``)."""
@@ -53,6 +54,7 @@ def exit_code_for(
     wait_state: WaitState | None,
     stored_ok: bool | None,
     idle_state: IdleWaitState | None = None,
+    breached: bool = False,
 ) -> ExitCode:
     """The documented exit code for a finished run (see ``xtask.errors.ExitCode``)."""
     if refused:
@@ -62,6 +64,12 @@ def exit_code_for(
         if incomplete:
             return ExitCode.NEEDS_INSPECTION
         return ExitCode.INTERRUPTED if interrupted_during_writes else ExitCode.PARTIAL_RESTORED
+    if breached:
+        return (
+            ExitCode.GATE_BREACHED
+            if all(restored_ok(r["outcome"]) for r in restorations)
+            else ExitCode.NEEDS_INSPECTION
+        )
     if wait_state == WaitState.CONVERGED and idle_state is not None:
         return _IDLE_EXIT[IdleWaitState(idle_state)]
     if wait_state is not None:

@@ -10,12 +10,16 @@ import getpass
 import socket
 from pathlib import Path
 
+from xtask.drain.amounts import Amount
 from xtask.drain.selection import Selector
 from xtask.errors import UsageError
 
 FIELD_MANAGER = "agn-xtask-provider-drain"
 MAX_CONCURRENCY = 64
 DEFAULT_IDLE_TIMEOUT = 300.0
+DEFAULT_SOAK = 30.0
+DEFAULT_MAX_ERROR_RATIO = 0.01
+ON_BREACH = ("hold", "restore")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +42,25 @@ class DrainRequest:
     journal_dir: Path | None = None
     wait_idle: bool = False
     idle_timeout: float | None = None  # None: DEFAULT_IDLE_TIMEOUT (and not given on the command line)
+    # Waves (None: not given on the command line; the defaults are DEFAULT_SOAK and so on).
+    soak: float | None = None
+    max_error_ratio: float | None = None
+    on_breach: str | None = None  # hold | restore (None: hold)
+    gateway_metrics: tuple[str, ...] = ()  # CONSUMER=URL, overriding the consumer's status.address
+    resume: Path | None = None  # a journal of a drain in waves to continue
+    wave_size: Amount | None = None
+
+    @property
+    def in_waves(self) -> bool:
+        return self.wave_size is not None or self.resume is not None
+
+    @property
+    def soak_seconds(self) -> float:
+        return DEFAULT_SOAK if self.soak is None else self.soak
+
+    @property
+    def error_ratio_limit(self) -> float:
+        return DEFAULT_MAX_ERROR_RATIO if self.max_error_ratio is None else self.max_error_ratio
 
     def __post_init__(self) -> None:
         if bool(self.network) != bool(self.consumers):
@@ -54,6 +77,45 @@ class DrainRequest:
             raise UsageError(f"--concurrency must be between 1 and {MAX_CONCURRENCY}")
         if self.reason and not self.drain:
             raise UsageError("--reason records why a provider is drained; it does not apply to --undrain")
+        self._check_waves()
+
+    def _check_waves(self) -> None:
+        if self.wave_size is not None and self.resume is not None:
+            raise UsageError("--resume continues the waves its journal records; do not give --wave-size with it")
+        if self.in_waves and not self.network:
+            flag = "--wave-size" if self.wave_size is not None else "--resume"
+            raise UsageError(
+                f"{flag}: each wave must converge on its targets before it soaks; "
+                "name --network and every --consumer to wait for"
+            )
+        if not self.in_waves:
+            given = [
+                flag
+                for flag, value in (
+                    ("--soak", self.soak),
+                    ("--max-error-ratio", self.max_error_ratio),
+                    ("--on-breach", self.on_breach),
+                    ("--gateway-metrics", self.gateway_metrics or None),
+                )
+                if value is not None
+            ]
+            if given:
+                raise UsageError(f"{', '.join(given)} applies to a drain in waves: give --wave-size (or --resume)")
+        if self.on_breach is not None and self.on_breach not in ON_BREACH:
+            raise UsageError(f"--on-breach must be one of {', '.join(ON_BREACH)}")
+        if self.gateway_metrics:
+            from xtask.drain.gates import parse_overrides
+
+            try:
+                overrides = parse_overrides(self.gateway_metrics)
+            except ValueError as exc:
+                raise UsageError(f"--gateway-metrics: {exc}") from None
+            unknown = sorted(set(overrides) - set(self.consumers))
+            if unknown:
+                raise UsageError(
+                    f"--gateway-metrics names {', '.join(unknown)}, which is not a --consumer of this drain "
+                    "(only the named consumers' gateways are read)"
+                )
 
 
 @dataclasses.dataclass(frozen=True)

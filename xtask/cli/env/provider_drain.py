@@ -17,11 +17,18 @@ import click
 from xtask.cli.env.drain_view import PlainReporter, plain_final
 from xtask.cli.env.options import namespace_type, object_name_type
 from xtask.cli.output import emit_json, fancy, out_console, printable
-from xtask.cli.params import FiniteFloat, NonEmptyPath
+from xtask.cli.params import AmountType, FiniteFloat, NonEmptyPath
 from xtask.drain.journal import journal_dir as default_journal_dir
 from xtask.drain.preflight import usable_journal_dir
 from xtask.drain.report import Report
-from xtask.drain.request import DEFAULT_IDLE_TIMEOUT, MAX_CONCURRENCY, DrainRequest
+from xtask.drain.request import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_ERROR_RATIO,
+    DEFAULT_SOAK,
+    MAX_CONCURRENCY,
+    ON_BREACH,
+    DrainRequest,
+)
 from xtask.drain.run import run_drain
 from xtask.drain.selection import Selector
 from xtask.errors import ExitCode, exit_codes_epilog
@@ -115,6 +122,51 @@ REQUEST_OPTIONS = (
         "--journal-dir",
         type=NonEmptyPath(file_okay=False, path_type=Path),
         help="Where to write the operation journal (default: $AGN_XTASK_JOURNAL_DIR or ~/.local/state/agn-xtask/journal).",
+    ),
+    # -- waves (docs/provider-drain.md, "Waves") --
+    click.option(
+        "--soak",
+        type=FiniteFloat(min=0),
+        metavar="SECONDS",
+        help=f"Waves: seconds each converged wave soaks while its gates are read (default: {DEFAULT_SOAK:.0f}; "
+        "0: no soak and no gates, waves paced by convergence alone).",
+    ),
+    click.option(
+        "--max-error-ratio",
+        type=FiniteFloat(min=0, max=1),
+        metavar="R",
+        help="Waves: the error-ratio gate holds if at most this share of the completion requests through the "
+        f"named consumers' gateways failed (502/503) over the soak (0-1, default: {DEFAULT_MAX_ERROR_RATIO:g}); "
+        "no requests at all is not held.",
+    ),
+    click.option(
+        "--on-breach",
+        type=click.Choice(ON_BREACH),
+        help="Waves: when a gate does not hold, keep the waves written so far (hold, the default) or restore "
+        "them (restore). Either way the run stops before the next wave with exit 10.",
+    ),
+    click.option(
+        "--gateway-metrics",
+        "gateway_metrics",
+        metavar="CONSUMER=URL",
+        multiple=True,
+        help="Waves: the /metrics URL of a named consumer's gateway (repeatable; default: the address the "
+        "gateway reports in the consumer's status, plus /metrics).",
+    ),
+    click.option(
+        "--resume",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        metavar="JOURNAL",
+        help="Continue the drain in waves of JOURNAL from its first unfinished wave, after checking that "
+        "nothing changed underneath (give the same selection and targets).",
+    ),
+    click.option(
+        "--wave-size",
+        type=AmountType(minimum=1),
+        metavar="N|P%",
+        help="Drain in waves of N providers (or P% of the selection, rounded up), in selection order: each wave "
+        "is written, converges on the targets and soaks while its gates are read; the next starts only if "
+        "every gate held. Needs --network/--consumer.",
     ),
 )
 
