@@ -43,6 +43,7 @@ class Traffic:
         self.urls = urls
         self.stop = threading.Event()
         self.answers: dict[int, int] = {}
+        self.failures: list[float] = []  # monotonic times of the answers that were not 200
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
@@ -57,6 +58,8 @@ class Traffic:
                 except OSError:
                     status = 0
                 self.answers[status] = self.answers.get(status, 0) + 1
+                if status != 200:
+                    self.failures.append(time.monotonic())
             self.stop.wait(0.02)  # the load's pace
 
     def __enter__(self) -> Traffic:
@@ -76,13 +79,17 @@ def gateway_urls(bench: Bench) -> list[str]:
     return out
 
 
-def drain_in_waves(bench: Bench, args: argparse.Namespace) -> tuple[float, dict, list[dict[str, int]]]:
-    """Run the drain in waves; its wall time, report, and each consumer's revision at each soak's start."""
+def drain_in_waves(
+    bench: Bench, args: argparse.Namespace
+) -> tuple[float, dict, list[dict[str, int]], list[tuple[float, float]]]:
+    """Run the drain in waves; its wall time, report, each consumer's revision at each soak's
+    start, and the soak windows (monotonic start, end)."""
     argv = bench.drain_argv(
         "--gateway", "gw-big", *TARGETS, "--concurrency", "8", "--timeout", "300",
         "--wave-size", f"{100 // args.waves}%", "--soak", str(args.soak),
     )  # fmt: skip
     at_soak: list[dict[str, int]] = []
+    windows: list[tuple[float, float]] = []
     t0 = time.monotonic()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=bench.env)
     out: list[str] = []
@@ -90,7 +97,10 @@ def drain_in_waves(bench: Bench, args: argparse.Namespace) -> tuple[float, dict,
     reader.start()
     for line in proc.stderr:
         if re.match(r"wave \d+: soaking", line):
+            soak_start = time.monotonic()
             at_soak.append({c: bench.revision(c) for c in CONSUMER_NAMES})
+        elif re.match(r"\s*wave \d+: gate ", line):
+            windows.append((soak_start, time.monotonic()))
     code = proc.wait(timeout=1800)
     elapsed = time.monotonic() - t0
     reader.join(timeout=10)
@@ -98,7 +108,7 @@ def drain_in_waves(bench: Bench, args: argparse.Namespace) -> tuple[float, dict,
         raise SystemExit(f"drain in waves failed ({code}): {out[0][-3000:] if out else ''}")
     import json
 
-    return elapsed, json.loads(out[0]), at_soak
+    return elapsed, json.loads(out[0]), at_soak, windows
 
 
 def main() -> int:
@@ -129,7 +139,8 @@ def main() -> int:
             bench.scenario("waves", providers=args.providers)
             with Traffic(gateway_urls(bench)) as traffic:
                 start = {c: bench.revision(c) for c in CONSUMER_NAMES}
-                secs, report, at_soak = drain_in_waves(bench, args)
+                secs, report, at_soak, windows = drain_in_waves(bench, args)
+            in_soaks = sum(1 for t in traffic.failures if any(a <= t <= b for a, b in windows))
             marks = [start, *at_soak]
             per_wave = [max(marks[k + 1][c] - marks[k][c] for c in CONSUMER_NAMES) for k in range(len(at_soak))]
             held = sum(1 for w in report["waves"] if w["state"] == "held")
@@ -142,7 +153,7 @@ def main() -> int:
                     f"{report['timings'].get('waitSeconds', 0):.1f}s waiting, {held} waves held "
                     f"(error ratios {min(values):g}..{max(values):g})",
                     f"overlay revisions per consumer per wave: max {max(per_wave)} ({per_wave}); "
-                    f"traffic {dict(sorted(traffic.answers.items()))}",
+                    f"traffic {dict(sorted(traffic.answers.items()))}, failures within soaks: {in_soaks}",
                 )
             )
         finally:
