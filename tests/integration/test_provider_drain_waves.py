@@ -246,3 +246,19 @@ def test_waves_refuse_before_writing_when_a_gateways_metrics_do_not_answer(env: 
     assert code == 3, report
     assert "consumer c-b: its gateway's metrics http://127.0.0.1:9/metrics did not answer" in report["refused"][0]
     assert report["journal"] is None and all(env.drain_value(n) is None for n in WAVED)
+
+
+def test_no_traffic_is_no_evidence_and_soak_0_gates_nothing(env: DrainEnv):
+    code, report = env.run_json(*wave_args(env, "--wave-size", "3", "--soak", "1"))
+    assert code == 10, report
+    assert [w["state"] for w in report["waves"]] == ["breached", "pending"]
+    [gate] = report["waves"][0]["gates"]
+    assert not gate["held"] and gate["value"] is None and "no completion requests" in gate["detail"]
+    assert env.drain_value("w-4") is None  # wave 2 never written
+    restore = env.restore(report["journal"])
+    assert restore.returncode == 0, restore.stdout + restore.stderr
+
+    code, report = env.run_json(*wave_args(env, "--wave-size", "3", "--soak", "0"))
+    assert code == 0, report
+    assert [(w["state"], w["gates"]) for w in report["waves"]] == [("held", []), ("held", [])]
+    assert all(env.drain_value(n) is True for n in WAVED)
