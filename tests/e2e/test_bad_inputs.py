@@ -15,6 +15,7 @@ import copy
 import dataclasses
 import json
 import subprocess
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +26,7 @@ import yaml
 
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube
 from envcli import REPO, Cli
+from xtask.drain.planfile import build_plan, plan_digest
 from xtask.runtime.assets import ensure_assets
 
 pytestmark = pytest.mark.e2e
@@ -209,6 +211,42 @@ def legacy(**fields) -> str:
     return json.dumps(obj)
 
 
+def plan_of(*, change: Callable[[dict], Any] | None = None, redigest: bool = True) -> Callable[[World], str]:
+    """A plan to drain p-one in the rows' namespace on the test cluster, changed by ``change``
+    (then digested again unless ``redigest`` is false: an edited plan)."""
+
+    def build(w: World) -> str:
+        p_one = w.kube.get(PROVIDERS, w.ns, "p-one")
+        doc = build_plan(
+            created_at=time.time(),
+            created_by="me@here",
+            context=CTX,
+            cluster=w.kube.host,
+            namespace=w.ns,
+            arguments=["--provider", "p-one"],
+            selector={"provider": "p-one", "gateway": None},
+            drain=True,
+            reason=None,
+            force=False,
+            selected=[p_one],
+            to_change=["p-one"],
+            network=None,
+            consumers=[],
+            groups=[],
+            max_unavailable=None,
+            budget=[],
+            wave_size=None,
+            waves=[["p-one"]],
+        )
+        if change is not None:
+            change(doc)
+            if redigest:
+                doc["metadata"]["digest"] = plan_digest(doc)
+        return yaml.safe_dump(doc)
+
+    return build
+
+
 DRAIN = ("env", "provider-drain")
 P1 = (*DRAIN, "--provider", "p-one")
 TARGETS = ("--network", "net", "--consumer", "c-a")
@@ -289,11 +327,8 @@ ROWS: dict[str, Row] = {
         "Invalid value for '--idle-timeout': -5.0 is not in the range x>=1",
     ),
     # -- waves: --wave-size, --soak, --max-error-ratio, --on-breach, --gateway-metrics, --resume -----------------
-    "wave-size-zero": usage("--wave-size", "0", "'0' is less than 1."),
-    "wave-size-zero-percent": usage("--wave-size", "0%", "'0%' is less than 1%."),
     "wave-size-word": usage("--wave-size", "half", "'half' is not a count (N) or a percentage (P%)"),
     "wave-size-negative": usage("--wave-size", "-2", "'-2' is not a count (N) or a percentage (P%)"),
-    "wave-size-fraction": usage("--wave-size", "1.5", "'1.5' is not a count (N) or a percentage (P%)"),
     "wave-size-over-100-percent": usage("--wave-size", "150%", "'150%' is more than 100%"),
     "wave-size-without-targets": Row(
         (*P1, "--wave-size", "1"), 2, "--wave-size: each wave must converge on its targets before it soaks"
@@ -909,6 +944,89 @@ ROWS: dict[str, Row] = {
         3,
         "provider 'p-lonely' is not selected by network 'net'",
     ),
+    # -- plans (--plan-out, --plan, --max-plan-age) and budgets (--max-unavailable), --wave-size -----------
+    "plan-out-unknown-extension": Row(
+        (*P1, "--plan-out", "{tmp}/plan.txt"), 2, "--plan-out '{tmp}/plan.txt': name a .yaml, .yml or .json file"
+    ),
+    "plan-out-missing-folder": Row(
+        (*P1, "--plan-out", "{tmp}/nope/plan.yaml"), 2, "the folder {tmp}/nope does not exist"
+    ),
+    "plan-out-is-a-folder": Row(
+        (*P1, "--plan-out", "{tmp}"), 2, "Invalid value for '--plan-out': File '{tmp}' is a directory"
+    ),
+    "plan-out-empty": Row((*P1, "--plan-out", ""), 2, "an empty path names nothing"),
+    "plan-missing": Row((*DRAIN, "--plan", "{tmp}/none.yaml"), 2, "'{tmp}/none.yaml' does not exist"),
+    "plan-and-plan-out": Row(
+        (*DRAIN, "--plan", "{tmp}/p.yaml", "--plan-out", "{tmp}/q.yaml"),
+        2,
+        "--plan-out makes a plan and --plan applies one: give one of them",
+        files={"p.yaml": plan_of()},
+    ),
+    "plan-with-a-selection-flag": Row(
+        (*P1, "--plan", "{tmp}/p.yaml", "--undrain"),
+        2,
+        "--plan applies the plan's selection and operation: do not give --provider, --undrain with it",
+        files={"p.yaml": plan_of()},
+    ),
+    "plan-garbage-yaml": Row(
+        (*DRAIN, "--plan", "{tmp}/p.yaml"),
+        3,
+        "plan {tmp}/p.yaml: not a plan: not valid YAML (line 3",
+        files={"p.yaml": GARBAGE_YAML},
+    ),
+    "plan-binary": Row(
+        (*DRAIN, "--plan", "{tmp}/p.yaml"), 3, "plan {tmp}/p.yaml: not a plan: not UTF-8 text", files={"p.yaml": BINARY}
+    ),
+    "plan-not-a-plan": Row(
+        (*DRAIN, "--plan", "{tmp}/p.yaml"),
+        3,
+        "plan {tmp}/p.yaml: not a valid ProviderDrainPlan: apiVersion is required",
+        files={"p.yaml": "a: b\n"},
+    ),
+    "plan-wrong-field-type": Row(
+        (*DRAIN, "--plan", "{tmp}/p.yaml"),
+        3,
+        "spec.selection[0].resourceVersion must be a string, got 5",
+        files={"p.yaml": plan_of(change=lambda d: d["spec"]["selection"][0].update(resourceVersion=5))},
+    ),
+    "plan-edited": Row(
+        (*DRAIN, "--plan", "{tmp}/p.yaml"),
+        3,
+        "its digest does not match its content",
+        files={"p.yaml": plan_of(change=lambda d: d["spec"]["operation"].update(reason="edited"), redigest=False)},
+    ),
+    "plan-other-namespace": Row(
+        (*DRAIN, "--plan", "{tmp}/p.yaml", "--namespace", "elsewhere"),
+        3,
+        "plan {tmp}/p.yaml is for namespace {ns}, not elsewhere",
+        files={"p.yaml": plan_of()},
+    ),
+    "plan-other-cluster": Row(
+        (*DRAIN, "--plan", "{tmp}/p.yaml"),
+        3,
+        "the plan is for cluster https://elsewhere.example:6443, this context's is https://127.0.0.1:",
+        files={"p.yaml": plan_of(change=lambda d: d["metadata"].update(cluster="https://elsewhere.example:6443"))},
+    ),
+    "plan-too-old": Row(
+        (*DRAIN, "--plan", "{tmp}/p.yaml", "--max-plan-age", "30m"),
+        3,
+        "older than --max-plan-age 30m",
+        files={"p.yaml": plan_of(change=lambda d: d["metadata"].update(createdAt="2020-01-01T00:00:00Z"))},
+    ),
+    "max-plan-age-without-unit": usage("--max-plan-age", "10", "'10' is not a duration"),
+    "max-plan-age-zero": usage("--max-plan-age", "0s", "'0s' is not a positive duration"),
+    "max-plan-age-without-plan": Row(
+        (*P1, "--max-plan-age", "1h"), 2, "--max-plan-age bounds the age of the plan given with --plan"
+    ),
+    "max-unavailable-negative": usage("--max-unavailable", "-1", "'-1' is not a count (N) or a percentage (P%)"),
+    "max-unavailable-over-100-percent": usage("--max-unavailable", "101%", "'101%' is more than 100%"),
+    "max-unavailable-word": usage("--max-unavailable", "few", "'few' is not a count"),
+    "max-unavailable-on-undrain": Row(
+        (*P1, "--undrain", "--max-unavailable", "1"), 2, "--max-unavailable bounds what a drain takes out"
+    ),
+    "wave-size-zero": usage("--wave-size", "0", "'0' is less than 1"),
+    "wave-size-zero-percent": usage("--wave-size", "0%", "'0%' is less than 1%"),
+    "wave-size-fraction": usage("--wave-size", "1.5", "'1.5' is not a count"),
     "drain-capacity-guard": Row(
         (*P1, "--network", "net", "--consumer", "c-a"),
         3,

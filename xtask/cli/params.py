@@ -87,3 +87,34 @@ class AmountType(click.ParamType):
         if amount.value < self.minimum:
             self.fail(f"{show(str(value))} is less than {self.minimum}{'%' if amount.percent else ''}.", param, ctx)
         return amount
+
+
+class DurationType(click.ParamType):
+    """A positive duration: whole numbers with units, as Go and kubectl write them (``90s``,
+    ``30m``, ``1h``, ``1h30m``); the value is in seconds."""
+
+    name = "DURATION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, float):
+            return value
+        try:
+            return parse_duration(str(value))
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``text`` (``90s``, ``30m``, ``1h``, ``1h30m``); ValueError naming it otherwise."""
+    import re
+
+    parts = re.fullmatch(r"(?:[0-9]{1,9}[hms])+", text) and re.findall(r"([0-9]{1,9})([hms])", text)
+    if not parts:
+        raise ValueError(f"{show(text)} is not a duration: write a whole number with a unit, like 90s, 30m or 1h")
+    seconds = float(sum(int(n) * _UNITS[u] for n, u in parts))
+    if seconds <= 0:
+        raise ValueError(f"{show(text)} is not a positive duration")
+    return seconds

@@ -118,8 +118,11 @@ def fan_out(
     stop: threading.Event,
     journal: Journal | None,
     notify: Notify,
+    replan: bool = True,
 ) -> list[Outcome]:
     """Apply ``changes`` with at most ``concurrency`` requests in flight; one outcome per provider.
+
+    ``replan`` false (a reviewed plan): a 409 is the provider's failed outcome, not a new plan.
 
     Write-ahead: the intents of every request about to be sent are appended to the journal
     and synced once (group commit) before any of them is sent. Outcomes are appended as they
@@ -134,6 +137,13 @@ def fan_out(
     last_submit = 0.0
 
     def replanned(change: Change) -> None:
+        if not replan:
+            raise Conflict(
+                f"provider {change.provider} changed since the plan was made; a plan is applied exactly, "
+                "never planned again",
+                status=409,
+                reason="Conflict",
+            )
         if journal is not None:
             journal.intents([change], replanned=True)
 

@@ -13,7 +13,8 @@ changed and undo it with ``python -m xtask env drain-restore JOURNAL``. One reco
 ``state``    the run's state: applying, restoring, restored, waiting, complete, needs-inspection, …
 ``wave``     a drain in waves (``--wave-size``): one wave's progress (written, converged, soaked
              with the gates' readings, held or breached); the header then lists every wave's
-             providers (``waves``), the selection in order, already-in-state ones included
+             providers (``waves``: the providers to change, in selection order) and the whole
+             selection (``selection``, already-in-state ones included)
 
 Appends are O(1) and never block one another longer than one ``write(2)``. Durability: the
 fan-out appends the intents of every request it is about to send and syncs once before
@@ -110,7 +111,9 @@ class JournalState:
     state: str = RunState.APPLYING  # a RunState, or whatever word an older journal holds
     torn_tail: bool = False
     legacy: bool = False  # the single-object JSON format of earlier versions
+    plan_digest: str | None = None  # the digest of the plan applied (``provider-drain --plan``)
     waves: list[list[str]] = dataclasses.field(default_factory=list)  # a drain in waves: each wave's providers
+    selection: list[str] = dataclasses.field(default_factory=list)  # a drain in waves: every provider selected
     wave_states: dict[int, str] = dataclasses.field(default_factory=dict)  # wave number (from 1) -> its WaveState
 
     def first_unfinished_wave(self) -> int:
@@ -271,10 +274,12 @@ def header_record(
     requested: bool,
     reason: str | None,
     changes: list[Change],
+    plan_digest: str | None = None,
     waves: list[list[str]] | None = None,
+    selection: list[str] | None = None,
 ) -> dict[str, Any]:
     return {
-        **({"waves": waves} if waves else {}),
+        **({"waves": waves, "selection": list(selection or [])} if waves else {}),
         "type": "header",
         "format": FORMAT,
         "operation": operation,
@@ -284,6 +289,7 @@ def header_record(
         "reason": reason,
         "startedAt": _now(),
         "plan": [_plan_item(c) for c in changes],
+        **({"planDigest": plan_digest} if plan_digest is not None else {}),
     }
 
 
@@ -336,8 +342,21 @@ def state_from_header(rec: Mapping[str, Any]) -> JournalState:
         reason=rec.get("reason"),
         started_at=str(rec.get("startedAt") or ""),
         entries=entries,
+        plan_digest=rec["planDigest"] if isinstance(rec.get("planDigest"), str) else None,
         waves=_waves_from(rec.get("waves"), entries),
+        selection=_selection_from(rec.get("selection")),
     )
+
+
+def _selection_from(value: Any) -> list[str]:
+    """``header.selection`` (a drain in waves): every provider selected, already-in-state ones too."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+        raise ValueError("header.selection must be a list of provider names")
+    for name in value:
+        _check_provider_name(name, "header.selection")
+    return list(value)
 
 
 def _waves_from(value: Any, entries: Mapping[str, Entry]) -> list[list[str]]:
@@ -510,7 +529,9 @@ class Journal:
         changes: list[Change],
         reason: str | None,
         folder: Path | None = None,
+        plan_digest: str | None = None,
         waves: list[list[str]] | None = None,
+        selection: list[str] | None = None,
     ) -> Journal:
         folder = folder or journal_dir()
         path = folder / f"drain-{operation}{SUFFIX}"
@@ -521,7 +542,9 @@ class Journal:
             requested=requested,
             reason=reason,
             changes=changes,
+            plan_digest=plan_digest,
             waves=waves,
+            selection=selection,
         )
         try:
             folder.mkdir(parents=True, exist_ok=True)

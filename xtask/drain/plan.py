@@ -140,12 +140,62 @@ class CapacityViolation:
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class GroupCount:
+    """A consumer's admitted providers in one selection group, before and after the run."""
+
+    consumer: str
+    group: str
+    admitted_before: int
+    admitted_after: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "consumer": self.consumer,
+            "group": self.group,
+            "admittedBefore": self.admitted_before,
+            "admittedAfter": self.admitted_after,
+        }
+
+
 def capacity_violations(overlays: Mapping[str, Overlay], selected: Iterable[str]) -> list[CapacityViolation]:
     """Groups that have an admitted candidate now and would have none after draining ``selected``."""
     out = []
     for consumer, overlay in sorted(overlays.items()):
         counts = group_admitted_counts(overlay.candidates)
         out += group_capacity_violations(consumer, counts, overlay.candidates, selected)
+    return out
+
+
+def group_counts(
+    consumer: str,
+    admitted_by_group: Mapping[str, int],
+    candidates: Iterable[Candidate],
+    selected: Iterable[str],
+    *,
+    requested: bool,
+) -> list[GroupCount]:
+    """The admitted count before and after, per selection group of a selected provider, from the
+    group's admitted count now (a sharded index's ``admittedByGroup``, or counted from the whole
+    overlay) and the candidates of at least the selected providers (other candidates are ignored).
+
+    Only the selected providers' candidates change: a drain (``requested`` true) takes one
+    admitted candidate per selected admitted member, an undrain adds one per selected
+    ``existing_only`` member. A selected provider with no candidate (kept out) changes nothing."""
+    chosen = set(selected)
+    delta: dict[str, int] = {}
+    for c in candidates:
+        if c.provider not in chosen:
+            continue
+        delta.setdefault(c.selection_group, 0)
+        if requested and c.admission_state == ADMITTED:
+            delta[c.selection_group] -= 1
+        elif not requested and c.admission_state != ADMITTED:
+            delta[c.selection_group] += 1
+    out = []
+    for group, d in sorted(delta.items()):
+        now = int(admitted_by_group.get(group, 0))
+        out.append(GroupCount(consumer, group, now, max(0, now + d)))
     return out
 
 
@@ -158,14 +208,13 @@ def group_capacity_violations(
 
     Draining changes only the selected providers' candidates, so only their groups can lose
     their last admitted one: a group loses one admitted candidate per selected admitted member."""
-    chosen = set(selected)
-    lost: dict[str, int] = {}
-    for c in candidates:
-        if c.provider in chosen and c.admission_state == ADMITTED:
-            lost[c.selection_group] = lost.get(c.selection_group, 0) + 1
-    out = []
-    for group, n in sorted(lost.items()):
-        now = int(admitted_by_group.get(group, 0))
-        if now > 0 and now - n <= 0:
-            out.append(CapacityViolation(consumer, group, now))
-    return out
+    return violations_of(group_counts(consumer, admitted_by_group, candidates, selected, requested=True))
+
+
+def violations_of(counts: Iterable[GroupCount]) -> list[CapacityViolation]:
+    """The drained groups that have an admitted provider now and would have none after."""
+    return [
+        CapacityViolation(c.consumer, c.group, c.admitted_before)
+        for c in counts
+        if c.admitted_before > 0 and c.admitted_after <= 0
+    ]

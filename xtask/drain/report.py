@@ -33,6 +33,8 @@ class Report:
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     exit_code: ExitCode = ExitCode.OK
     summary: str = ""
+    plan_file: dict[str, Any] | None = None  # --plan-out / --plan: path, digest, action (written | applied)
+    budget: dict[str, Any] | None = None  # --max-unavailable: the budget and its groups
     waves: list[dict] | None = None  # a drain in waves: per wave its providers, state and gates' readings
 
     def to_dict(self) -> dict:
@@ -40,6 +42,7 @@ class Report:
         data = dataclasses.asdict(self)
         data["dryRun"] = data.pop("dry_run")
         data["dryRunOutcomes"] = data.pop("dry_run_outcomes")
+        data["planFile"] = data.pop("plan_file")
         del data["exit_code"]
         data["exit"] = exit_status(self.exit_code)
         return envelope(PROVIDER_DRAIN, data)

@@ -9,10 +9,14 @@ import dataclasses
 import getpass
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from xtask.drain.amounts import Amount
 from xtask.drain.selection import Selector
 from xtask.errors import UsageError
+
+if TYPE_CHECKING:
+    from xtask.drain.planfile import LoadedPlan
 
 FIELD_MANAGER = "agn-xtask-provider-drain"
 MAX_CONCURRENCY = 64
@@ -42,13 +46,17 @@ class DrainRequest:
     journal_dir: Path | None = None
     wait_idle: bool = False
     idle_timeout: float | None = None  # None: DEFAULT_IDLE_TIMEOUT (and not given on the command line)
+    plan_out: Path | None = None  # --plan-out: write the plan there instead of draining
+    plan: LoadedPlan | None = None  # --plan: apply this plan (the selection and operation are its)
+    max_plan_age: float | None = None  # --max-plan-age seconds (None: planfile.DEFAULT_MAX_AGE)
+    max_unavailable: Amount | None = None  # --max-unavailable: the fleet budget
     # Waves (None: not given on the command line; the defaults are DEFAULT_SOAK and so on).
     soak: float | None = None
     max_error_ratio: float | None = None
     on_breach: str | None = None  # hold | restore (None: hold)
     gateway_metrics: tuple[str, ...] = ()  # CONSUMER=URL, overriding the consumer's status.address
     resume: Path | None = None  # a journal of a drain in waves to continue
-    wave_size: Amount | None = None
+    wave_size: Amount | None = None  # --wave-size (None: one wave)
 
     @property
     def in_waves(self) -> bool:
@@ -77,9 +85,32 @@ class DrainRequest:
             raise UsageError(f"--concurrency must be between 1 and {MAX_CONCURRENCY}")
         if self.reason and not self.drain:
             raise UsageError("--reason records why a provider is drained; it does not apply to --undrain")
+        if self.plan_out is not None and self.plan is not None:
+            raise UsageError("--plan-out makes a plan and --plan applies one: give one of them")
+        if self.max_plan_age is not None and self.plan is None:
+            raise UsageError("--max-plan-age bounds the age of the plan given with --plan; it does nothing without it")
+        if self.max_unavailable is not None and not self.drain:
+            raise UsageError("--max-unavailable bounds what a drain takes out; it does not apply to --undrain")
         self._check_waves()
 
+    def shaping_arguments(self) -> list[str]:
+        """The flags that decide what the run does (not how it runs or where), as a plan records them."""
+        s = self.selector
+        args = ["--provider", s.provider] if s.provider is not None else ["--gateway", str(s.gateway)]
+        args += [] if self.drain else ["--undrain"]
+        args += ["--reason", self.reason] if self.reason else []
+        args += ["--network", self.network] if self.network else []
+        args += [a for c in self.consumers for a in ("--consumer", c)]
+        args += ["--force"] if self.force else []
+        args += ["--max-unavailable", str(self.max_unavailable)] if self.max_unavailable is not None else []
+        args += ["--wave-size", str(self.wave_size)] if self.wave_size is not None else []
+        return args
+
     def _check_waves(self) -> None:
+        if self.resume is not None and (self.plan is not None or self.plan_out is not None):
+            raise UsageError(
+                "--resume continues the drain its journal records; do not give --plan or --plan-out with it"
+            )
         if self.wave_size is not None and self.resume is not None:
             raise UsageError("--resume continues the waves its journal records; do not give --wave-size with it")
         if self.in_waves and not self.network:

@@ -15,20 +15,24 @@ import datetime as dt
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
-from agn.kube import CONNECT_TIMEOUT, PROVIDERS, READ_TIMEOUT, Kube, NotFound
+from agn.kube import CONNECT_TIMEOUT, NETWORKS, PROVIDERS, READ_TIMEOUT, Kube, NotFound
 from agn.names import label_problem
 from agn.objects import network_view
+from agn.operator.heartbeat import read_heartbeat
 from agn.yamltext import show
 from xtask.drain import fanout
-from xtask.drain.amounts import split_waves
+from xtask.drain.amounts import Amount, split_waves
+from xtask.drain.budget import group_budgets
 from xtask.drain.events import DrainEvents, outcome_facts
 from xtask.drain.gate_api import Gate, GateReading
 from xtask.drain.guard import OverlayReader, Targets, read_targets, target_refusals
 from xtask.drain.idle_waiter import IdleWaiter
 from xtask.drain.journal import Journal, JournalState, new_operation_id, read_journal
-from xtask.drain.plan import Change, drain_patch, plan_changes
+from xtask.drain.plan import Change, GroupCount, drain_patch, plan_changes
+from xtask.drain.planfile import DEFAULT_MAX_AGE, build_plan, plan_differences, write_plan
 from xtask.drain.render import convergence_dict, idle_dict, idle_summary, restoration_summary, wait_summary
 from xtask.drain.report import Report, exit_code_for
 from xtask.drain.request import DEFAULT_IDLE_TIMEOUT, FIELD_MANAGER, DrainRequest, actor
@@ -146,7 +150,7 @@ class _DrainRun:
         if latch.interrupted.is_set():
             self.report.interrupted = latch.name
             return self.finish(f"interrupted by {latch.name} before any write", code=ExitCode.INTERRUPTED)
-        if self.req.in_waves:
+        if self.req.in_waves and self.waves:  # no waves: nothing to change; converge as without waves
             return self.run_waves(changes, latch)
         if self.req.network:
             # Watch before writing: the followers list and sync while the writes go out.
@@ -187,12 +191,32 @@ class _DrainRun:
         req, report = self.req, self.report
         # The targets are read while the providers are listed: two round trips become one.
         targets = self.pool.submit(read_targets, self.kube, self.namespace, req) if req.network else None
+        if req.plan is not None:
+            report.plan_file = {"path": str(req.plan.path), "digest": req.plan.digest, "action": "applied"}
+        candidates = self._read_candidates(req.selector)
         try:
-            selected = select(self._read_candidates(req.selector), req.selector, namespace=self.namespace)
+            selected = select(candidates, req.selector, namespace=self.namespace)
         except RefusedError as exc:
-            # A report like any other refusal (``--output json`` prints it), exit 3.
-            report.refused = [str(exc) + (f" ({exc.hint})" if exc.hint else "")]
-            return [], self.finish("refused before writing: " + report.refused[0])
+            if req.plan is None:
+                # A report like any other refusal (``--output json`` prints it), exit 3.
+                report.refused = [str(exc) + (f" ({exc.hint})" if exc.hint else "")]
+                return [], self.finish("refused before writing: " + report.refused[0])
+            selected = []  # every planned provider left the selection: named below
+        if req.plan is not None:
+            differences = plan_differences(
+                req.plan,
+                selected,
+                cluster=self.kube.host,
+                namespace=self.namespace,
+                now=time.time(),
+                max_age=req.max_plan_age or DEFAULT_MAX_AGE,
+            )
+            if differences:
+                report.refused = differences
+                return [], self.finish(
+                    f"refused before writing: the plan {req.plan.path} no longer describes the cluster: "
+                    + "; ".join(differences)
+                )
         self.events.know(selected)
         report.selection = [p["metadata"]["name"] for p in selected]
         self.reporter.line(
@@ -210,16 +234,23 @@ class _DrainRun:
             self.reporter.event("plan", c.provider, entry)
 
         self.targets = targets.result() if targets else None
+        counts: list[GroupCount] | None = [] if req.plan_out is not None else None
         refusal = (
-            target_refusals(self.targets, req, selected, changes, OverlayReader(self.kube, self.namespace))
+            target_refusals(
+                self.targets, req, selected, changes, OverlayReader(self.kube, self.namespace), counts=counts
+            )
             if self.targets
             else []
         )
+        budget_rows: list[dict] = []
+        if req.max_unavailable is not None:
+            budget_rows, over = self.budget(req.max_unavailable, candidates, changes)
+            refusal += over
         if refusal:
             report.refused = refusal
             return changes, self.finish("refused before writing: " + "; ".join(refusal))
         if req.in_waves:
-            refusal = self.plan_waves(selected)
+            refusal = self.plan_waves(selected, changes)
             if refusal:
                 report.refused = refusal
                 return changes, self.finish("refused before writing: " + "; ".join(refusal))
@@ -233,10 +264,70 @@ class _DrainRun:
         if rejected:
             report.refused = [f"{o.provider}: {o.error}" for o in rejected]
             return changes, self.finish(f"server-side dry run rejected {len(rejected)} change(s); nothing written")
+        if req.plan_out is not None:
+            return changes, self.write_plan(req.plan_out, selected, changes, counts or [], budget_rows)
         if req.dry_run:
             todo = sum(1 for c in changes if not c.already)
             return changes, self.finish(f"dry run: {todo} change(s) accepted by the API server; nothing written")
         return changes, None
+
+    def budget(
+        self, amount: Amount, candidates: list[dict[str, Any]], changes: list[Change]
+    ) -> tuple[list[dict], list[str]]:
+        """The fleet budget's rows (also in the report) and its refusals: every network of the
+        namespace, every provider (one more LIST when one provider was read by name)."""
+        providers = candidates if self.req.selector.provider is None else self.kube.list(PROVIDERS, self.namespace)[0]
+        networks = self.kube.list(NETWORKS, self.namespace)[0]
+        heartbeat = self.targets.heartbeat if self.targets else read_heartbeat(self.kube, self.namespace)
+        to_drain = [c.provider for c in changes if not c.already]
+        rows = group_budgets(providers, networks, to_drain, amount, heartbeat=heartbeat, now=time.time())
+        self.report.budget = {"maxUnavailable": str(amount), "groups": [r.to_dict() for r in rows]}
+        for r in rows:
+            self.reporter.line(
+                f"budget: network {r.network}, group {r.group!r}: {r.unavailable_now} -> {r.unavailable_after} "
+                f"of {r.size} unavailable (at most {r.budget})"
+            )
+        return self.report.budget["groups"], [r.describe(amount) for r in rows if r.exceeded]
+
+    def write_plan(
+        self,
+        path: Path,
+        selected: list[Any],
+        changes: list[Change],
+        counts: list[GroupCount],
+        budget_rows: list[dict],
+    ) -> Report:
+        req = self.req
+        todo = [c.provider for c in changes if not c.already]
+        doc = build_plan(
+            created_at=time.time(),
+            created_by=self._actor,
+            context=self.kube.context,
+            cluster=self.kube.host,
+            namespace=self.namespace,
+            arguments=req.shaping_arguments(),
+            selector={"provider": req.selector.provider, "gateway": req.selector.gateway},
+            drain=req.drain,
+            reason=req.reason,
+            force=req.force,
+            selected=selected,
+            to_change=todo,
+            network=req.network,
+            consumers=list(req.consumers),
+            groups=[c.to_dict() for c in counts],
+            max_unavailable=req.max_unavailable,
+            budget=budget_rows,
+            wave_size=req.wave_size,
+            waves=split_waves(todo, req.wave_size or Amount(100, percent=True)),
+        )
+        write_plan(path, doc)
+        digest = doc["metadata"]["digest"]
+        self.report.plan_file = {"path": str(path), "digest": digest, "action": "written"}
+        self.reporter.line(f"plan: {path} ({digest})")
+        return self.finish(
+            f"plan written to {path}: {len(todo)} change(s) in {len(doc['spec']['waves']['waves'])} wave(s); "
+            f"nothing changed (apply it with --plan {path})"
+        )
 
     # -- 2. journal, fan-out, restoration on failure or interrupt ------------------------------
     def write(self, changes: list[Change], latch: SignalLatch) -> Report | None:
@@ -252,6 +343,7 @@ class _DrainRun:
                 changes=todo,
                 reason=req.reason,
                 folder=req.journal_dir,
+                plan_digest=req.plan.digest if req.plan is not None else None,
             )
             report.journal = str(self.journal.path)
             self.reporter.line(f"journal: {self.journal.path}")
@@ -268,6 +360,9 @@ class _DrainRun:
             stop=latch.interrupted,
             journal=self.journal,
             notify=self.reporter.event,
+            # A plan is applied exactly: a provider written by someone else since is a failure
+            # (everything this run changed is then restored), never planned again.
+            replan=req.plan is None,
         )
         report.outcomes += [o.to_dict() for o in outcomes]  # in waves: every wave's
         report.timings["applySeconds"] = round(report.timings.get("applySeconds", 0.0) + time.monotonic() - t_apply, 3)
@@ -311,7 +406,7 @@ class _DrainRun:
         return self.finish(f"{why}; restoration: " + restoration_summary(report.restorations), code=code)
 
     # -- waves: plan them (or check the journal to resume), then one wave after another ----------
-    def plan_waves(self, selected: Sequence[Mapping[str, Any]]) -> list[str]:
+    def plan_waves(self, selected: Sequence[Mapping[str, Any]], changes: list[Change]) -> list[str]:
         """The waves and their gates; the refusals that stop the run before any write."""
         req, report = self.req, self.report
         if self.resumed is not None:
@@ -321,7 +416,8 @@ class _DrainRun:
             self.waves = self.resumed.waves
         else:
             assert req.wave_size is not None
-            self.waves = split_waves(report.selection, req.wave_size)
+            # The providers to change, in selection order (as a plan's waves: --plan-out).
+            self.waves = split_waves([c.provider for c in changes if not c.already], req.wave_size)
         report.waves = [wave_entry(k, names) for k, names in enumerate(self.waves, start=1)]
         self.gates, problems = wave_gates(req, self.targets.consumers if self.targets else {})
         return problems
@@ -345,7 +441,9 @@ class _DrainRun:
                 changes=todo,
                 reason=req.reason,
                 folder=req.journal_dir,
+                plan_digest=req.plan.digest if req.plan is not None else None,
                 waves=self.waves,
+                selection=report.selection,
             )
             report.journal = str(self.journal.path)
             self.reporter.line(f"journal: {self.journal.path}")

@@ -81,7 +81,7 @@ def resume_problems(
         problems.append(f"nothing to resume: {why}")
     if problems:
         return problems
-    recorded = [n for wave in state.waves for n in wave]
+    recorded = state.selection or [n for wave in state.waves for n in wave]
     now = {str(o["metadata"]["name"]): o for o in selected}
     left, joined = sorted(set(recorded) - set(now)), sorted(set(now) - set(recorded))
     if left:

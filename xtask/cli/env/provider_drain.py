@@ -17,8 +17,9 @@ import click
 from xtask.cli.env.drain_view import PlainReporter, plain_final
 from xtask.cli.env.options import namespace_type, object_name_type
 from xtask.cli.output import emit_json, fancy, out_console, printable
-from xtask.cli.params import AmountType, FiniteFloat, NonEmptyPath
+from xtask.cli.params import AmountType, DurationType, FiniteFloat, NonEmptyPath
 from xtask.drain.journal import journal_dir as default_journal_dir
+from xtask.drain.planfile import load_plan, plan_format
 from xtask.drain.preflight import usable_journal_dir
 from xtask.drain.report import Report
 from xtask.drain.request import (
@@ -31,7 +32,7 @@ from xtask.drain.request import (
 )
 from xtask.drain.run import run_drain
 from xtask.drain.selection import Selector
-from xtask.errors import ExitCode, exit_codes_epilog
+from xtask.errors import ExitCode, RefusedError, UsageError, exit_codes_epilog
 
 EPILOG = exit_codes_epilog()
 
@@ -123,6 +124,31 @@ REQUEST_OPTIONS = (
         type=NonEmptyPath(file_okay=False, path_type=Path),
         help="Where to write the operation journal (default: $AGN_XTASK_JOURNAL_DIR or ~/.local/state/agn-xtask/journal).",
     ),
+    click.option(
+        "--plan-out",
+        type=NonEmptyPath(dir_okay=False, path_type=Path),
+        metavar="FILE",
+        help="Do every read-only step, then write the plan to FILE (.yaml/.yml: YAML, .json: JSON) "
+        "instead of draining; review it, then apply it with --plan.",
+    ),
+    click.option(
+        "--plan",
+        type=NonEmptyPath(exists=True, dir_okay=False, path_type=Path),
+        metavar="FILE",
+        help="Apply exactly the plan in FILE (made with --plan-out): its selection and operation, refused (exit 3) "
+        "if anything it records changed since. Selection and operation flags are not allowed with it.",
+    ),
+    click.option(
+        "--max-plan-age",
+        type=DurationType(),
+        help="With --plan: refuse a plan older than this (e.g. 90s, 30m, 1h; default 1h).",
+    ),
+    click.option(
+        "--max-unavailable",
+        type=AmountType(minimum=0),
+        help="Drain only: refuse (exit 3) when, in a network's selection group, more than N (or P% of the group) "
+        "providers would be unavailable: drained by anyone, out for a hard failure, or drained by this run.",
+    ),
     # -- waves (docs/provider-drain.md, "Waves") --
     click.option(
         "--soak",
@@ -164,14 +190,46 @@ REQUEST_OPTIONS = (
         "--wave-size",
         type=AmountType(minimum=1),
         metavar="N|P%",
-        help="Drain in waves of N providers (or P% of the selection, rounded up), in selection order: each wave "
-        "is written, converges on the targets and soaks while its gates are read; the next starts only if "
-        "every gate held. Needs --network/--consumer.",
+        help="Drain in waves of N providers (or P% of the providers to change, rounded up), in selection order: "
+        "each wave is written, converges on the targets and soaks while its gates are read; the next starts "
+        "only if every gate held. Needs --network/--consumer. Default: one wave, no soak.",
     ),
 )
 
+# The flags a plan fixes: given with --plan they are a usage error (name, the value when not given).
+PLANNED_FLAGS = {
+    "provider": ("--provider", None),
+    "gateway": ("--gateway", None),
+    "undrain": ("--undrain", False),
+    "reason": ("--reason", None),
+    "network": ("--network", None),
+    "consumers": ("--consumer", ()),
+    "force": ("--force", False),
+    "max_unavailable": ("--max-unavailable", None),
+    "wave_size": ("--wave-size", None),
+}
 
-def drain_request(
+
+def drain_request(*, plan: Path | None = None, **flags: Any) -> DrainRequest:
+    """The run the flags ask for: a usage error when they contradict one another, and (unless a
+    dry run) an error when the journal folder cannot hold a journal. With ``--plan``, the plan
+    gives the selection and the operation (read and checked here, before any API request)."""
+    if plan is None:
+        return _request(**flags)
+    given = [flag for key, (flag, unset) in PLANNED_FLAGS.items() if flags.get(key, unset) != unset]
+    if given:
+        raise UsageError(f"--plan applies the plan's selection and operation: do not give {', '.join(given)} with it")
+    if flags.get("plan_out") is not None:
+        raise UsageError("--plan-out makes a plan and --plan applies one: give one of them")
+    loaded = load_plan(plan)
+    namespace = flags.pop("namespace", None)
+    if namespace is not None and namespace != loaded.namespace:
+        raise RefusedError(f"plan {plan} is for namespace {loaded.namespace}, not {namespace}")
+    flags.update(loaded.request_fields())
+    return _request(**flags, namespace=loaded.namespace, plan=loaded)
+
+
+def _request(
     *,
     provider: str | None,
     gateway: str | None,
@@ -181,8 +239,11 @@ def drain_request(
     journal_dir: Path | None,
     **flags: Any,
 ) -> DrainRequest:
-    """The run the flags ask for: a usage error when they contradict one another, and (unless a
-    dry run) an error when the journal folder cannot hold a journal."""
+    if flags.get("plan_out") is not None:
+        plan_format(flags["plan_out"])
+        folder = flags["plan_out"].parent
+        if not folder.is_dir():
+            raise UsageError(f"--plan-out {flags['plan_out']}: the folder {folder} does not exist")
     request = DrainRequest(
         selector=Selector(provider=provider, gateway=gateway),
         drain=not undrain,
@@ -191,7 +252,7 @@ def drain_request(
         journal_dir=journal_dir,
         **flags,
     )
-    if not dry_run:
+    if not dry_run and request.plan_out is None:
         # Before the first API request: a run that cannot keep a journal must not start writing.
         request = dataclasses.replace(request, journal_dir=usable_journal_dir(journal_dir or default_journal_dir()))
     return request
