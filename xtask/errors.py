@@ -26,6 +26,7 @@ class ExitCode(enum.IntEnum):
     NOT_ELIGIBLE = 7
     INTERRUPTED = 8
     NOT_IDLE = 9
+    GATE_BREACHED = 10
 
     @property
     def label(self) -> str:
@@ -48,6 +49,7 @@ EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
     ExitCode.NOT_ELIGIBLE: "undrain stored, but a provider is kept out by a hard failure (not eligible until healthy)",
     ExitCode.INTERRUPTED: "interrupted (SIGINT/SIGTERM): restored if during writes; applied state kept if during the wait (convergence or idle)",
     ExitCode.NOT_IDLE: "--wait-idle: drained and serving, not idle before --idle-timeout; each busy or unknown provider is named with its last reading and its age; the drain stays applied",
+    ExitCode.GATE_BREACHED: "--wave-size: a wave's gate did not hold over its soak (breached, or no reading); stopped before the next wave; the wave, gate, value and threshold are named; the finished waves kept (--on-breach hold) or restored (--on-breach restore)",
 }
 
 

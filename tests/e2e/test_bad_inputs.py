@@ -250,6 +250,7 @@ def plan_of(*, change: Callable[[dict], Any] | None = None, redigest: bool = Tru
 DRAIN = ("env", "provider-drain")
 P1 = (*DRAIN, "--provider", "p-one")
 TARGETS = ("--network", "net", "--consumer", "c-a")
+WAVES = (*P1, *TARGETS, "--wave-size", "1")
 RESTORE = ("env", "drain-restore", "{tmp}/j.jsonl")
 UP = ("env", "up", "--runtime", "local")
 ENVS = {"AGN_XTASK_ENVS_DIR": "{tmp}/envs"}
@@ -356,6 +357,83 @@ ROWS: dict[str, Row] = {
         (*P1, *TARGETS, "--wait-idle", "--idle-timeout", "-5"),
         2,
         "Invalid value for '--idle-timeout': -5.0 is not in the range x>=1",
+    ),
+    # -- waves: --wave-size, --soak, --max-error-ratio, --on-breach, --gateway-metrics, --resume -----------------
+    "wave-size-word": usage("--wave-size", "half", "'half' is not a count (N) or a percentage (P%)"),
+    "wave-size-negative": usage("--wave-size", "-2", "'-2' is not a count (N) or a percentage (P%)"),
+    "wave-size-over-100-percent": usage("--wave-size", "150%", "'150%' is more than 100%"),
+    "wave-size-without-targets": Row(
+        (*P1, "--wave-size", "1"), 2, "--wave-size: each wave must converge on its targets before it soaks"
+    ),
+    "soak-nan": usage("--soak", "nan", "'nan' is not a finite number"),
+    "soak-negative": usage("--soak", "-1", "-1.0 is not in the range x>=0"),
+    "soak-word": usage("--soak", "long", "'long' is not a valid float"),
+    "soak-without-waves": Row((*P1, *TARGETS, "--soak", "5"), 2, "--soak applies to a drain in waves"),
+    "max-error-ratio-over-one": usage("--max-error-ratio", "1.5", "1.5 is not in the range 0<=x<=1"),
+    "max-error-ratio-negative": usage("--max-error-ratio", "-0.1", "-0.1 is not in the range 0<=x<=1"),
+    "max-error-ratio-nan": usage("--max-error-ratio", "nan", "'nan' is not a finite number"),
+    "max-error-ratio-percent": usage("--max-error-ratio", "5%", "'5%' is not a valid float"),
+    "max-error-ratio-without-waves": Row(
+        (*P1, *TARGETS, "--max-error-ratio", "0.1"), 2, "--max-error-ratio applies to a drain in waves"
+    ),
+    "on-breach-word": usage("--on-breach", "keep", "'keep' is not one of 'hold', 'restore'"),
+    "on-breach-without-waves": Row(
+        (*P1, *TARGETS, "--on-breach", "restore"), 2, "--on-breach applies to a drain in waves"
+    ),
+    "gateway-metrics-not-a-pair": Row(
+        (*WAVES, "--gateway-metrics", "c-a"), 2, "--gateway-metrics: 'c-a' is not CONSUMER=URL"
+    ),
+    "gateway-metrics-not-http": Row(
+        (*WAVES, "--gateway-metrics", "c-a=file:///etc/passwd"), 2, "is not an http:// or https:// URL"
+    ),
+    "gateway-metrics-twice": Row(
+        (*WAVES, "--gateway-metrics", "c-a=http://127.0.0.1:1", "--gateway-metrics", "c-a=http://127.0.0.1:2"),
+        2,
+        "consumer 'c-a' is given twice",
+    ),
+    "gateway-metrics-not-a-target": Row(
+        (*WAVES, "--gateway-metrics", "c-b=http://127.0.0.1:1/metrics"),
+        2,
+        "--gateway-metrics names c-b, which is not a --consumer of this drain",
+    ),
+    "gateway-metrics-without-waves": Row(
+        (*P1, *TARGETS, "--gateway-metrics", "c-a=http://127.0.0.1:1"), 2, "--gateway-metrics applies to a drain"
+    ),
+    "resume-missing-journal": Row(
+        (*P1, *TARGETS, "--resume", "{tmp}/none.jsonl"), 2, "'{tmp}/none.jsonl' does not exist"
+    ),
+    "resume-journal-is-a-folder": Row((*P1, *TARGETS, "--resume", "{tmp}"), 2, "File '{tmp}' is a directory"),
+    "resume-with-wave-size": Row(
+        (*WAVES, "--resume", "{tmp}/j.jsonl"), 2, "do not give --wave-size with it", files={"j.jsonl": journal()}
+    ),
+    "resume-without-targets": Row(
+        (*P1, "--resume", "{tmp}/j.jsonl"), 2, "--resume: each wave must converge", files={"j.jsonl": journal()}
+    ),
+    "resume-garbage-journal": Row(
+        (*P1, *TARGETS, "--resume", "{tmp}/j.jsonl"),
+        1,
+        "{tmp}/j.jsonl: not a drain journal: expected JSON lines starting with a header object",
+        files={"j.jsonl": "[]"},
+    ),
+    "resume-bad-wave-record": Row(
+        (*P1, *TARGETS, "--resume", "{tmp}/j.jsonl"),
+        1,
+        "line 4: a wave record names wave 7, which is not one of the header's waves",
+        files={
+            "j.jsonl": journal(
+                header={"waves": [["p-one"]]},
+                records=(
+                    {"type": "done", "provider": "p-one", "generation": 2},
+                    {"type": "wave", "wave": 7, "state": "held"},
+                ),
+            )
+        },
+    ),
+    "resume-journal-without-waves": Row(
+        (*P1, *TARGETS, "--force", "--resume", "{tmp}/j.jsonl"),
+        3,
+        "the journal is not of a drain in waves",
+        files={"j.jsonl": journal()},
     ),
     "output-yaml": Row((*P1, "--output", "yaml"), 2, "Invalid value for '--output' / '-o': 'yaml' is not one of"),
     "unknown-flag": Row((*P1, "--frobnicate"), 2, "No such option '--frobnicate'"),

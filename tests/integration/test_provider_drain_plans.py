@@ -76,8 +76,10 @@ def test_plan_out_writes_a_plan_and_nothing_else_then_plan_applies_exactly_it(en
     ]
     assert spec["waves"] == {"size": "1", "waves": [["p-one"], ["p-two"]]}
 
-    code, applied = env.run_json("--plan", str(path))
+    # The plan's waves, one after another (--soak 0: paced by convergence, no gate to feed traffic to).
+    code, applied = env.run_json("--plan", str(path), "--soak", "0")
     assert code == 0, applied
+    assert [(w["providers"], w["state"]) for w in applied["waves"]] == [(["p-one"], "held"), (["p-two"], "held")]
     assert applied["planFile"] == {"path": str(path), "digest": plan["metadata"]["digest"], "action": "applied"}
     assert applied["selection"] == ["p-one", "p-two"] and applied["convergence"]["state"] == "converged"
     for c in CONSUMER_NAMES:

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 FIELD_MANAGER = "agn-xtask-provider-drain"
 MAX_CONCURRENCY = 64
 DEFAULT_IDLE_TIMEOUT = 300.0
+DEFAULT_SOAK = 30.0
+DEFAULT_MAX_ERROR_RATIO = 0.01
+ON_BREACH = ("hold", "restore")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +52,12 @@ class DrainRequest:
     plan: LoadedPlan | None = None  # --plan: apply this plan (the selection and operation are its)
     max_plan_age: float | None = None  # --max-plan-age seconds (None: planfile.DEFAULT_MAX_AGE)
     max_unavailable: Amount | None = None  # --max-unavailable: the fleet budget
+    # Waves (None: not given on the command line; the defaults are DEFAULT_SOAK and so on).
+    soak: float | None = None
+    max_error_ratio: float | None = None
+    on_breach: str | None = None  # hold | restore (None: hold)
+    gateway_metrics: tuple[str, ...] = ()  # CONSUMER=URL, overriding the consumer's status.address
+    resume: Path | None = None  # a journal of a drain in waves to continue
     wave_size: Amount | None = None  # --wave-size (None: one wave)
     # Drain holders (xtask.drain.holds): who holds the drain (None: actor(), user@host), a
     # ticket, seconds until the hold expires; --undrain --release-all removes every hold.
@@ -56,6 +65,18 @@ class DrainRequest:
     ticket: str | None = None
     expires_in: int | None = None
     release_all: bool = False
+
+    @property
+    def in_waves(self) -> bool:
+        return self.wave_size is not None or self.resume is not None
+
+    @property
+    def soak_seconds(self) -> float:
+        return DEFAULT_SOAK if self.soak is None else self.soak
+
+    @property
+    def error_ratio_limit(self) -> float:
+        return DEFAULT_MAX_ERROR_RATIO if self.max_error_ratio is None else self.max_error_ratio
 
     def __post_init__(self) -> None:
         if bool(self.network) != bool(self.consumers):
@@ -92,6 +113,7 @@ class DrainRequest:
             raise UsageError(f"--ticket {show(self.ticket)} {problem}")
         if self.expires_in is not None and not 0 < self.expires_in <= MAX_EXPIRES_SECONDS:
             raise UsageError(f"--expires-in must be between 1 and {MAX_EXPIRES_SECONDS} seconds")
+        self._check_waves()
 
     @property
     def hold_holder(self) -> str:
@@ -110,6 +132,48 @@ class DrainRequest:
         args += ["--max-unavailable", str(self.max_unavailable)] if self.max_unavailable is not None else []
         args += ["--wave-size", str(self.wave_size)] if self.wave_size is not None else []
         return args
+
+    def _check_waves(self) -> None:
+        if self.resume is not None and (self.plan is not None or self.plan_out is not None):
+            raise UsageError(
+                "--resume continues the drain its journal records; do not give --plan or --plan-out with it"
+            )
+        if self.wave_size is not None and self.resume is not None:
+            raise UsageError("--resume continues the waves its journal records; do not give --wave-size with it")
+        if self.in_waves and not self.network:
+            flag = "--wave-size" if self.wave_size is not None else "--resume"
+            raise UsageError(
+                f"{flag}: each wave must converge on its targets before it soaks; "
+                "name --network and every --consumer to wait for"
+            )
+        if not self.in_waves:
+            given = [
+                flag
+                for flag, value in (
+                    ("--soak", self.soak),
+                    ("--max-error-ratio", self.max_error_ratio),
+                    ("--on-breach", self.on_breach),
+                    ("--gateway-metrics", self.gateway_metrics or None),
+                )
+                if value is not None
+            ]
+            if given:
+                raise UsageError(f"{', '.join(given)} applies to a drain in waves: give --wave-size (or --resume)")
+        if self.on_breach is not None and self.on_breach not in ON_BREACH:
+            raise UsageError(f"--on-breach must be one of {', '.join(ON_BREACH)}")
+        if self.gateway_metrics:
+            from xtask.drain.gates import parse_overrides
+
+            try:
+                overrides = parse_overrides(self.gateway_metrics)
+            except ValueError as exc:
+                raise UsageError(f"--gateway-metrics: {exc}") from None
+            unknown = sorted(set(overrides) - set(self.consumers))
+            if unknown:
+                raise UsageError(
+                    f"--gateway-metrics names {', '.join(unknown)}, which is not a --consumer of this drain "
+                    "(only the named consumers' gateways are read)"
+                )
 
 
 @dataclasses.dataclass(frozen=True)

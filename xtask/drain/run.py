@@ -1,7 +1,9 @@
 """One ``provider-drain`` run, in order: select, plan, check targets and the capacity guard
 (:mod:`xtask.drain.guard`), server-side dry run, journal, fan-out (on failure or interrupt:
 the one restore path, :mod:`xtask.drain.restore`), then read back (patch-only) or wait for
-convergence (with targets), and with ``--wait-idle`` for idle. Returns a :class:`Report`
+convergence (with targets), and with ``--wait-idle`` for idle. In waves (``--wave-size``,
+``--resume``; :mod:`xtask.drain.waves`) the fan-out and the wait run once per wave, each wave
+then soaking while its gates are read; a breach stops the run before the next wave. Returns a :class:`Report`
 whose summaries and sections :mod:`xtask.drain.render` writes; only usage and connection
 problems raise. This module conducts; it decides nothing the modules it calls decide.
 """
@@ -13,6 +15,7 @@ import dataclasses
 import datetime as dt
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -25,10 +28,11 @@ from xtask.drain import fanout
 from xtask.drain.amounts import Amount, split_waves
 from xtask.drain.budget import group_budgets
 from xtask.drain.events import DRAINED, UNDRAINED, DrainEvents, Fact, outcome_facts
+from xtask.drain.gate_api import Gate, GateReading
 from xtask.drain.guard import OverlayReader, Targets, read_targets, target_refusals
 from xtask.drain.holds import hold_key, hold_value, holder_name, holds_of
 from xtask.drain.idle_waiter import IdleWaiter
-from xtask.drain.journal import Journal, new_operation_id
+from xtask.drain.journal import Journal, JournalState, new_operation_id, read_journal
 from xtask.drain.plan import Change, GroupCount, drain_patch, plan_changes
 from xtask.drain.planfile import DEFAULT_MAX_AGE, build_plan, plan_differences, write_plan
 from xtask.drain.render import convergence_dict, idle_dict, idle_summary, restoration_summary, wait_summary
@@ -37,9 +41,12 @@ from xtask.drain.request import DEFAULT_IDLE_TIMEOUT, FIELD_MANAGER, DrainReques
 from xtask.drain.restore import restore_written
 from xtask.drain.selection import Selector, select
 from xtask.drain.signals import SignalLatch
-from xtask.drain.states import IdleWaitState, RunState, WaitState, WriteOutcome
+from xtask.drain.states import IdleWaitState, RunState, WaitState, WaveState, WriteOutcome
 from xtask.drain.waiter import ConvergenceWaiter
+from xtask.drain.waves import describe_reading, resume_problems, wave_entry, wave_gates
 from xtask.errors import ExitCode, RefusedError, XtaskError
+
+SOAK_PROGRESS_SECONDS = 5.0  # a soak says how far it got this often
 
 
 class Reporter(Protocol):
@@ -102,6 +109,12 @@ class _DrainRun:
         self.operation = new_operation_id()
         now = dt.datetime.now(dt.UTC)
         self._at = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        # --resume: the journal of the drain in waves to continue; its operation id is this run's.
+        self.resumed: JournalState | None = read_journal(req.resume) if req.resume else None
+        if self.resumed is not None:
+            self.operation = self.resumed.operation
+        self.waves: list[list[str]] = []
+        self.gates: list[Gate] = []
         self._actor = actor()
         self.holder = req.hold_holder
         self.report.holder = self.holder
@@ -155,6 +168,8 @@ class _DrainRun:
             return self.finish(f"interrupted by {latch.name} before any write", code=ExitCode.INTERRUPTED)
         # An undrain leaves a provider another holder still holds drained: nothing to wait for there.
         awaited = [c.provider for c in changes if not c.keep_drain]
+        if self.req.in_waves and self.waves:  # no waves: nothing to change; converge as without waves
+            return self.run_waves(changes, latch)
         if self.req.network and awaited:
             # Watch before writing: the followers list and sync while the writes go out.
             self.waiter = ConvergenceWaiter(
@@ -257,6 +272,11 @@ class _DrainRun:
         if refusal:
             report.refused = refusal
             return changes, self.finish("refused before writing: " + "; ".join(refusal))
+        if req.in_waves:
+            refusal = self.plan_waves(selected, changes)
+            if refusal:
+                report.refused = refusal
+                return changes, self.finish("refused before writing: " + "; ".join(refusal))
 
         report.operation = self.operation
         dry = fanout.server_dry_run(self.kube, self.namespace, changes, self.patch_for, pool=self.pool)
@@ -337,7 +357,7 @@ class _DrainRun:
         req, report = self.req, self.report
         todo = [c for c in changes if not c.already]
         t_apply = time.monotonic()
-        if todo:
+        if todo and self.journal is None:
             self.journal = Journal.create(
                 operation=self.operation,
                 context=req.context,
@@ -367,9 +387,10 @@ class _DrainRun:
             # (everything this run changed is then restored), never planned again.
             replan=req.plan is None,
         )
-        report.outcomes = [o.to_dict() for o in outcomes]
-        report.timings["applySeconds"] = round(time.monotonic() - t_apply, 3)
-        facts, written_at = self._hold_details(outcome_facts(report.outcomes, drain=req.drain), changes), time.time()
+        report.outcomes += [o.to_dict() for o in outcomes]  # in waves: every wave's
+        report.timings["applySeconds"] = round(report.timings.get("applySeconds", 0.0) + time.monotonic() - t_apply, 3)
+        facts = self._hold_details(outcome_facts([o.to_dict() for o in outcomes], drain=req.drain), changes)
+        written_at = time.time()
         failed = [o for o in outcomes if o.outcome == WriteOutcome.FAILED]
         # A signal that lands while this run has written anything counts as "during the fan-out".
         interrupted = latch.interrupted.is_set() and (
@@ -420,6 +441,238 @@ class _DrainRun:
                 fact = dataclasses.replace(fact, detail=f"hold of {self.holder} {verb}; {held}")
             out.append(fact)
         return out
+
+    # -- waves: plan them (or check the journal to resume), then one wave after another ----------
+    def plan_waves(self, selected: Sequence[Mapping[str, Any]], changes: list[Change]) -> list[str]:
+        """The waves and their gates; the refusals that stop the run before any write."""
+        req, report = self.req, self.report
+        if self.resumed is not None:
+            problems = resume_problems(self.resumed, selected, namespace=self.namespace, drain=req.drain)
+            if problems:
+                return [f"cannot resume {req.resume}: {p}" for p in problems]
+            self.waves = self.resumed.waves
+        else:
+            assert req.wave_size is not None
+            # The providers to change, in selection order (as a plan's waves: --plan-out).
+            self.waves = split_waves([c.provider for c in changes if not c.already], req.wave_size)
+        report.waves = [wave_entry(k, names) for k, names in enumerate(self.waves, start=1)]
+        self.gates, problems = wave_gates(req, self.targets.consumers if self.targets else {})
+        return problems
+
+    def run_waves(self, changes: list[Change], latch: SignalLatch) -> Report:
+        req, report = self.req, self.report
+        todo = [c for c in changes if not c.already]
+        first = 1
+        if self.resumed is not None:
+            assert req.resume is not None
+            self.journal = Journal.open(req.resume)
+            report.journal = str(self.journal.path)
+            first = self.resumed.first_unfinished_wave()
+            self.reporter.line(f"resuming {self.journal.path} at wave {first} of {len(self.waves)}")
+        elif todo:
+            self.journal = Journal.create(
+                operation=self.operation,
+                context=req.context,
+                namespace=self.namespace,
+                requested=req.drain,
+                changes=todo,
+                reason=req.reason,
+                folder=req.journal_dir,
+                plan_digest=req.plan.digest if req.plan is not None else None,
+                waves=self.waves,
+                selection=report.selection,
+            )
+            report.journal = str(self.journal.path)
+            self.reporter.line(f"journal: {self.journal.path}")
+        by_name = {c.provider: c for c in changes}
+        assert report.waves is not None
+        for number, names in enumerate(self.waves, start=1):
+            if number < first:
+                report.waves[number - 1].update(state=WaveState.HELD, earlier=True)
+                continue
+            if latch.interrupted.is_set():  # between two waves: the finished ones stay
+                return self.stopped_between_waves(number, latch)
+            done = self.one_wave(number, names, [by_name[n] for n in names], latch)
+            if done is not None:
+                return done
+        if req.wait_idle:
+            return self.wait_idle(latch)
+        if self.journal:
+            self.journal.set_state(RunState.COMPLETE)
+        gated = f", each soaked {req.soak_seconds:g}s with every gate held" if self.gates else ""
+        return self.finish(f"{len(self.waves)} wave(s) converged on {', '.join(req.consumers)}{gated}")
+
+    def mark(self, number: int, state: WaveState, **details: Any) -> None:
+        assert self.report.waves is not None
+        self.report.waves[number - 1]["state"] = state
+        if self.journal is not None:
+            self.journal.wave(number, state, **details)
+        self.reporter.event("wave", "", {"wave": number, "of": len(self.waves), "state": state, **details})
+
+    def one_wave(self, number: int, names: list[str], changes: list[Change], latch: SignalLatch) -> Report | None:
+        """Write wave ``number``, wait until it converges, soak it; a Report ends the run."""
+        req, report = self.req, self.report
+        total, entry = len(self.waves), (report.waves or [])[number - 1]
+        self.reporter.line(f"wave {number} of {total}: {', '.join(names)}")
+        # An undrain leaves a provider another holder still holds drained: nothing to wait for there.
+        awaited = [c.provider for c in changes if not c.keep_drain]
+        if not awaited:
+            if self.journal:
+                self.journal.set_state(RunState.APPLYING)
+            done = self.write(changes, latch)
+            if done is not None:
+                return done
+            self.mark(number, WaveState.WRITTEN)
+            self.mark(number, WaveState.CONVERGED)
+            return self.gate_wave(number, latch)
+        # Watch before writing, as a run without waves does.
+        waiter = ConvergenceWaiter(
+            self.kube,
+            self.namespace,
+            providers=awaited,
+            network=str(req.network),
+            consumers=list(req.consumers),
+            drain=req.drain,
+            notify=self.reporter.event,
+            network_obj=self.targets.network if self.targets else None,
+        )
+        waiter.start()
+        try:
+            if self.journal:
+                self.journal.set_state(RunState.APPLYING)
+            done = self.write(changes, latch)
+            if done is not None:
+                return done
+            self.mark(number, WaveState.WRITTEN)
+            if self.journal:
+                self.journal.set_state(RunState.WAITING)
+            result = waiter.wait(timeout=req.timeout, stop=latch.interrupted)
+        finally:
+            waiter.close()
+        entry["convergenceSeconds"] = round(result.seconds, 3)
+        report.timings["waitSeconds"] = round(report.timings.get("waitSeconds", 0.0) + result.seconds, 3)
+        report.convergence = convergence_dict(result)
+        if result.state not in (WaitState.CONVERGED, WaitState.NOT_ELIGIBLE):
+            if result.state is WaitState.INTERRUPTED:
+                report.interrupted = latch.name
+            if self.journal:
+                self.journal.set_state(RunState.after_wait(result.state))
+            code = exit_code_for(
+                refused=False,
+                failed=0,
+                interrupted_during_writes=False,
+                restorations=[],
+                wait_state=result.state,
+                stored_ok=None,
+            )
+            return self.finish(f"wave {number} of {total}: {wait_summary(result, req)}{self._resumable()}", code=code)
+        self.mark(number, WaveState.CONVERGED)
+        return self.gate_wave(number, latch)
+
+    def gate_wave(self, number: int, latch: SignalLatch) -> Report | None:
+        """Soak converged wave ``number`` and read its gates; a Report ends the run (breach, signal)."""
+        report, total, entry = self.report, len(self.waves), (self.report.waves or [])[number - 1]
+        if not self.gates:  # --soak 0: paced by convergence alone
+            self.mark(number, WaveState.HELD)
+            return None
+        readings = self.soak(number, latch)
+        if readings is None:
+            report.interrupted = latch.name
+            if self.journal:
+                self.journal.set_state(RunState.APPLIED_INTERRUPTED)
+            return self.finish(
+                f"interrupted by {latch.name} during the soak of wave {number} of {total}; "
+                f"the waves written so far are kept{self._resumable()}",
+                code=ExitCode.INTERRUPTED,
+            )
+        entry["gates"] = [r.to_json() for r in readings]
+        self.mark(number, WaveState.SOAKED, gates=entry["gates"])
+        if all(r.held for r in readings):
+            self.mark(number, WaveState.HELD)
+            return None
+        self.mark(number, WaveState.BREACHED)
+        return self.breach(number, readings)
+
+    def soak(self, number: int, latch: SignalLatch) -> list[GateReading] | None:
+        """Soak wave ``number`` for ``--soak`` seconds between each gate's begin and read; None
+        when a signal ends it early (nothing is read then)."""
+        seconds = self.req.soak_seconds
+        if self.journal:
+            self.journal.set_state(RunState.SOAKING)
+        self.reporter.line(f"wave {number}: soaking {seconds:g}s; gates: {', '.join(g.name for g in self.gates)}")
+        assert self.report.waves is not None
+        for gate in self.gates:
+            gate.begin()
+        start = time.monotonic()
+        while (remaining := start + seconds - time.monotonic()) > 0:
+            if latch.interrupted.wait(min(remaining, SOAK_PROGRESS_SECONDS)):
+                return None
+            elapsed = time.monotonic() - start
+            self.reporter.event(
+                "soak", "", {"wave": number, "elapsed": round(min(elapsed, seconds), 1), "seconds": seconds}
+            )
+        window = time.monotonic() - start
+        self.report.waves[number - 1]["soakSeconds"] = round(window, 3)
+        readings = [gate.read(window) for gate in self.gates]
+        for r in readings:
+            self.reporter.event("gate", "", {"wave": number, **r.to_json()})
+        return readings
+
+    def breach(self, number: int, readings: list[GateReading]) -> Report:
+        """Stop before the next wave: keep what is written, or restore it (``--on-breach``)."""
+        req, report = self.req, self.report
+        total = len(self.waves)
+        what = "; ".join(describe_reading(r) for r in readings if not r.held)
+        after = f"stopped before wave {number + 1} of {total}" if number < total else "it was the last wave"
+        if req.on_breach == "restore":
+            written = self.journal.to_restore() if self.journal else []
+            self.reporter.line(f"wave {number} breached; restoring {len(written)} provider(s) this run changed")
+            if self.journal:
+                self.journal.set_state(RunState.RESTORING)
+            restored = restore_written(
+                self.kube,
+                self.namespace,
+                written,
+                operation=self.operation,
+                pool=self.pool,
+                journal=self.journal,
+                notify=self.reporter.event,
+            )
+            report.restorations = restored.to_dicts()
+            self.events.record(restored.facts)
+            kept = "restoration (--on-breach restore): " + restoration_summary(report.restorations)
+        else:
+            if self.journal:
+                self.journal.set_state(RunState.APPLIED_BREACHED)
+            kept = f"waves 1-{number} are kept (--on-breach hold){self._resumable()}"
+        code = exit_code_for(
+            refused=False,
+            failed=0,
+            interrupted_during_writes=False,
+            restorations=report.restorations,
+            wait_state=None,
+            stored_ok=None,
+            breached=True,
+        )
+        return self.finish(f"wave {number} of {total} breached: {what}; {after}; {kept}", code=code)
+
+    def stopped_between_waves(self, number: int, latch: SignalLatch) -> Report:
+        self.report.interrupted = latch.name
+        if self.journal:
+            self.journal.set_state(RunState.APPLIED_INTERRUPTED)
+        return self.finish(
+            f"interrupted by {latch.name} before wave {number} of {len(self.waves)}; "
+            f"the waves written so far are kept{self._resumable()}",
+            code=ExitCode.INTERRUPTED,
+        )
+
+    def _resumable(self) -> str:
+        if self.journal is None:
+            return ""
+        return (
+            f"; undo with: python -m xtask env drain-restore {self.journal.path}; "
+            f"or continue with the same flags and --resume {self.journal.path}"
+        )
 
     # -- 3a. patch-only: read the stored state back -----------------------------------------------
     def read_back(self) -> Report:

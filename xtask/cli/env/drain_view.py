@@ -47,6 +47,19 @@ class PlainReporter:
             self.line(f"  {api_server_line(details)}")
         elif kind == "idle":  # a provider's idle state or reading changed (``idle-tick`` is for the live view)
             self.line(f"  idle-wait {idle_line(details)}")
+        elif kind in ("wave", "soak", "gate"):
+            self.line(f"  {wave_line(kind, details)}")
+
+
+def wave_line(kind: str, details: dict) -> str:
+    """A drain in waves: a wave's progress, a soak's progress, or a gate's reading."""
+    if kind == "soak":
+        return f"wave {details['wave']}: soaked {details['elapsed']:g}s of {details['seconds']:g}s"
+    if kind == "gate":
+        value = "none" if details["value"] is None else f"{details['value']:g}"
+        verdict = "held" if details["held"] else "NOT HELD"
+        return f"wave {details['wave']}: gate {details['gate']} {verdict}: {value} ({details['threshold']}); {details['detail']}"
+    return f"wave {details['wave']} of {details['of']}: {details['state']}"
 
 
 def api_server_line(details: dict) -> str:
@@ -80,3 +93,9 @@ def plain_final(report: Report, stream: TextIO) -> None:
     if report.idle:
         for p in report.idle.get("providers", []):
             say(f"  idle {idle_line(p)}")
+    for w in report.waves or []:
+        earlier = " (by the run resumed)" if w.get("earlier") else ""
+        gates = "; ".join(
+            f"{g['gate']} {'held' if g['held'] else 'NOT HELD'} {g['value']} ({g['threshold']})" for g in w["gates"]
+        )
+        say(f"  wave {w['wave']}: {w['state']}{earlier}: {', '.join(w['providers'])}{'; ' + gates if gates else ''}")

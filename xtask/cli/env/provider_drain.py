@@ -23,7 +23,14 @@ from xtask.drain.journal import journal_dir as default_journal_dir
 from xtask.drain.planfile import load_plan, plan_format
 from xtask.drain.preflight import usable_journal_dir
 from xtask.drain.report import Report
-from xtask.drain.request import DEFAULT_IDLE_TIMEOUT, MAX_CONCURRENCY, DrainRequest
+from xtask.drain.request import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_ERROR_RATIO,
+    DEFAULT_SOAK,
+    MAX_CONCURRENCY,
+    ON_BREACH,
+    DrainRequest,
+)
 from xtask.drain.run import run_drain
 from xtask.drain.selection import Selector
 from xtask.errors import ExitCode, RefusedError, UsageError, exit_codes_epilog
@@ -143,10 +150,50 @@ REQUEST_OPTIONS = (
         help="Drain only: refuse (exit 3) when, in a network's selection group, more than N (or P% of the group) "
         "providers would be unavailable: drained by anyone, out for a hard failure, or drained by this run.",
     ),
+    # -- waves (docs/provider-drain.md, "Waves") --
+    click.option(
+        "--soak",
+        type=FiniteFloat(min=0),
+        metavar="SECONDS",
+        help=f"Waves: seconds each converged wave soaks while its gates are read (default: {DEFAULT_SOAK:.0f}; "
+        "0: no soak and no gates, waves paced by convergence alone).",
+    ),
+    click.option(
+        "--max-error-ratio",
+        type=FiniteFloat(min=0, max=1),
+        metavar="R",
+        help="Waves: the error-ratio gate holds if at most this share of the completion requests through the "
+        f"named consumers' gateways failed (502/503) over the soak (0-1, default: {DEFAULT_MAX_ERROR_RATIO:g}); "
+        "no requests at all is not held.",
+    ),
+    click.option(
+        "--on-breach",
+        type=click.Choice(ON_BREACH),
+        help="Waves: when a gate does not hold, keep the waves written so far (hold, the default) or restore "
+        "them (restore). Either way the run stops before the next wave with exit 10.",
+    ),
+    click.option(
+        "--gateway-metrics",
+        "gateway_metrics",
+        metavar="CONSUMER=URL",
+        multiple=True,
+        help="Waves: the /metrics URL of a named consumer's gateway (repeatable; default: the address the "
+        "gateway reports in the consumer's status, plus /metrics).",
+    ),
+    click.option(
+        "--resume",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        metavar="JOURNAL",
+        help="Continue the drain in waves of JOURNAL from its first unfinished wave, after checking that "
+        "nothing changed underneath (give the same selection and targets).",
+    ),
     click.option(
         "--wave-size",
         type=AmountType(minimum=1),
-        help="Providers per wave (N or P% of the providers to change; default: one wave).",
+        metavar="N|P%",
+        help="Drain in waves of N providers (or P% of the providers to change, rounded up), in selection order: "
+        "each wave is written, converges on the targets and soaks while its gates are read; the next starts "
+        "only if every gate held. Needs --network/--consumer. Default: one wave, no soak.",
     ),
     click.option(
         "--holder",
