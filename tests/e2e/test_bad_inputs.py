@@ -380,6 +380,43 @@ ROWS: dict[str, Row] = {
     "on-breach-without-waves": Row(
         (*P1, *TARGETS, "--on-breach", "restore"), 2, "--on-breach applies to a drain in waves"
     ),
+    # --gate-promql EXPR --prometheus URL: checked before anything is read
+    "gate-promql-without-prometheus": Row(
+        (*WAVES, "--gate-promql", "vector(1)"), 2, "--gate-promql and --prometheus go together"
+    ),
+    "prometheus-without-gate-promql": Row(
+        (*WAVES, "--prometheus", "http://127.0.0.1:9090"), 2, "--gate-promql and --prometheus go together"
+    ),
+    "gate-promql-empty": Row(
+        (*WAVES, "--gate-promql", " ", "--prometheus", "http://127.0.0.1:9090"),
+        2,
+        "--gate-promql: the expression is empty",
+    ),
+    "gate-promql-control-characters": Row(
+        (*WAVES, "--gate-promql", "up\x1b[2J", "--prometheus", "http://127.0.0.1:9090"),
+        2,
+        "has characters that are not printable",
+    ),
+    "prometheus-not-http": Row(
+        (*WAVES, "--gate-promql", "vector(1)", "--prometheus", "file:///etc/passwd"),
+        2,
+        "not an http(s) URL with a host",
+    ),
+    "prometheus-with-query": Row(
+        (*WAVES, "--gate-promql", "vector(1)", "--prometheus", "http://127.0.0.1:9090/?x=1"),
+        2,
+        "a Prometheus URL has no query or fragment",
+    ),
+    "gate-promql-without-a-soak": Row(
+        (*WAVES, "--soak", "0", "--gate-promql", "vector(1)", "--prometheus", "http://127.0.0.1:9090"),
+        2,
+        "--gate-promql is read over each soak: it needs a --soak above 0",
+    ),
+    "gate-promql-without-waves": Row(
+        (*P1, *TARGETS, "--gate-promql", "vector(1)", "--prometheus", "http://127.0.0.1:9090"),
+        2,
+        "--gate-promql, --prometheus applies to a drain in waves",
+    ),
     "gateway-metrics-not-a-pair": Row(
         (*WAVES, "--gateway-metrics", "c-a"), 2, "--gateway-metrics: 'c-a' is not CONSUMER=URL"
     ),

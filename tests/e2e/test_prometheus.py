@@ -214,6 +214,79 @@ def test_promql_gate_refuses_a_bad_expression_and_a_server_that_is_not_prometheu
     assert "the result is empty over the whole soak" in empty.read(1).detail
 
 
+GATEWAY_ERRORS = '(sum(rate(agn_gateway_requests_total{outcome=~"no_route|upstream_error"}[10s])) or vector(0)) < bool 0.5'
+
+
+class Traffic:
+    """Completions through both gateways (loopback) until stopped: the error-ratio gate, which
+    every soak reads, needs requests to count."""
+
+    def __init__(self, gateways: list[str]) -> None:
+        import threading
+
+        self.stop = threading.Event()
+        self.codes: list[int] = []
+        self.thread = threading.Thread(target=self._run, args=(gateways,), daemon=True)
+
+    def _run(self, gateways: list[str]) -> None:
+        while not self.stop.is_set():
+            for g in gateways:
+                self.codes.append(complete(g, b'{"prompt": "hi"}'))
+            self.stop.wait(0.05)
+
+    def __enter__(self) -> Traffic:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join(timeout=10)
+
+
+def wave_drain(cli, prom: str, expr: str, *extra: str):
+    return cli(
+        "env", "provider-drain", "--context", "local-example", "--gateway", "provider-a",
+        "--network", "production", "--consumer", "consumer-a", "--consumer", "consumer-b",
+        "--wave-size", "1", "--soak", "3", "--gate-promql", expr, "--prometheus", prom,
+        "--reason", "waves under a PromQL gate", "--output", "json", *extra,
+    )  # fmt: skip
+
+
+def test_a_drain_in_waves_soaks_under_the_promql_gate_and_stops_on_its_breach(cli, status, prom):
+    gateways = [c["address"] for c in status["components"] if c["name"].startswith("gateway-")]
+    with Traffic(gateways):
+        held = wave_drain(cli, prom, GATEWAY_ERRORS)
+        assert held.returncode == 0, held.stdout + held.stderr
+        waves = json.loads(held.stdout)["waves"]
+        assert [w["state"] for w in waves] == ["held", "held"]
+        for w in waves:
+            assert {g["gate"]: g["held"] for g in w["gates"]} == {"error-ratio": True, "promql": True}, w
+        undrain = cli("env", "provider-drain", "--context", "local-example", "--gateway", "provider-a", "--undrain")
+        assert undrain.returncode == 0, undrain.stdout + undrain.stderr
+
+        # A query that never has a sample: the first wave breaches on it, the second is never written.
+        breached = wave_drain(
+            cli, prom, 'agn_gateway_requests_total{outcome="no-such-outcome"}', "--on-breach", "restore"
+        )
+    assert breached.returncode == 10, breached.stdout + breached.stderr
+    report = json.loads(breached.stdout)
+    first, second = report["waves"]
+    promql = next(g for g in first["gates"] if g["gate"] == "promql")
+    assert first["state"] == "breached" and not promql["held"] and "the result is empty" in promql["detail"]
+    assert second["state"] == "pending"
+    drained = cli("env", "drains", "--context", "local-example", "--output", "json")
+    assert drained.returncode == 0, drained.stderr
+    assert json.loads(drained.stdout)["providers"] == [], "--on-breach restore left a provider drained"
+
+
+def test_a_bad_promql_expression_is_refused_before_any_write(cli, status, prom):
+    bad = wave_drain(cli, prom, "sum(rate(")
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    assert "--gate-promql 'sum(rate('" in bad.stderr
+    drained = cli("env", "drains", "--context", "local-example", "--output", "json")
+    assert json.loads(drained.stdout)["providers"] == []
+
+
 def test_a_dead_prometheus_is_reported_and_started_again_by_up_and_down_removes_it(cli, status, prom):
     pid = next(c["pid"] for c in cli.status()["components"] if c["name"] == "prometheus")
     os.kill(pid, signal.SIGKILL)

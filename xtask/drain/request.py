@@ -65,6 +65,9 @@ class DrainRequest:
     ticket: str | None = None
     expires_in: int | None = None
     release_all: bool = False
+    # --gate-promql EXPR --prometheus URL: a PromQL gate (xtask.drain.promql) on every soak.
+    gate_promql: str | None = None
+    prometheus: str | None = None
 
     @property
     def in_waves(self) -> bool:
@@ -154,11 +157,25 @@ class DrainRequest:
                     ("--max-error-ratio", self.max_error_ratio),
                     ("--on-breach", self.on_breach),
                     ("--gateway-metrics", self.gateway_metrics or None),
+                    ("--gate-promql", self.gate_promql),
+                    ("--prometheus", self.prometheus),
                 )
                 if value is not None
             ]
             if given:
                 raise UsageError(f"{', '.join(given)} applies to a drain in waves: give --wave-size (or --resume)")
+        if (self.gate_promql is None) != (self.prometheus is None):
+            raise UsageError("--gate-promql and --prometheus go together: the expression and the Prometheus to ask")
+        if self.gate_promql is not None:
+            from xtask.drain.promql import check_url
+
+            if not self.gate_promql.strip():
+                raise UsageError("--gate-promql: the expression is empty")
+            if not self.gate_promql.isprintable():
+                raise UsageError(f"--gate-promql {show(self.gate_promql)}: has characters that are not printable")
+            check_url(str(self.prometheus))
+            if self.soak == 0:
+                raise UsageError("--gate-promql is read over each soak: it needs a --soak above 0")
         if self.on_breach is not None and self.on_breach not in ON_BREACH:
             raise UsageError(f"--on-breach must be one of {', '.join(ON_BREACH)}")
         if self.gateway_metrics:

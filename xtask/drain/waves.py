@@ -15,6 +15,7 @@ from xtask.drain.gate_api import Gate, GateReading
 from xtask.drain.gates import ErrorRatioGate, ScrapeError, gateway_metrics_urls, parse_overrides, scrape
 from xtask.drain.journal import JournalState
 from xtask.drain.plan import OUR_ANNOTATIONS, RestoreDecision, raw_drain, restore_decision
+from xtask.drain.promql import PrometheusUnavailable, PromQLGate
 from xtask.drain.request import DrainRequest
 from xtask.drain.states import RunState, WaveState
 
@@ -42,6 +43,13 @@ def wave_gates(req: DrainRequest, consumers: Mapping[str, Mapping | None]) -> tu
     if problems:
         return [], [p + " (name it with --gateway-metrics CONSUMER=URL)" for p in problems]
     gates: list[Gate] = [ErrorRatioGate(urls, max_ratio=req.error_ratio_limit)]
+    if req.gate_promql is not None and req.prometheus is not None:
+        promql = PromQLGate(req.prometheus, req.gate_promql)
+        try:
+            promql.validate()  # a bad expression is a usage error (PromQLError), before any write
+        except PrometheusUnavailable as exc:
+            return [], [f"--prometheus {req.prometheus}: {exc}"]
+        gates.append(promql)
     return gates, []
 
 

@@ -181,6 +181,17 @@ REQUEST_OPTIONS = (
         "gateway reports in the consumer's status, plus /metrics).",
     ),
     click.option(
+        "--gate-promql",
+        metavar="EXPR",
+        help="Waves: a PromQL gate besides the error ratio: over each soak, EXPR must give a non-empty result "
+        "whose every sample is true (non-zero) at every step; needs --prometheus. Checked once before any write.",
+    ),
+    click.option(
+        "--prometheus",
+        metavar="URL",
+        help="Waves: the Prometheus --gate-promql queries (http(s); `env up` prints the one it starts).",
+    ),
+    click.option(
         "--resume",
         type=click.Path(exists=True, dir_okay=False, path_type=Path),
         metavar="JOURNAL",
