@@ -214,7 +214,9 @@ def test_promql_gate_refuses_a_bad_expression_and_a_server_that_is_not_prometheu
     assert "the result is empty over the whole soak" in empty.read(1).detail
 
 
-GATEWAY_ERRORS = '(sum(rate(agn_gateway_requests_total{outcome=~"no_route|upstream_error"}[10s])) or vector(0)) < bool 0.5'
+GATEWAY_ERRORS = (
+    '(sum(rate(agn_gateway_requests_total{outcome=~"no_route|upstream_error"}[10s])) or vector(0)) < bool 0.5'
+)
 
 
 class Traffic:
