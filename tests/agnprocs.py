@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -132,3 +133,39 @@ class AgnProcesses:
     def stop_all(self) -> None:
         for name in reversed(self.names):
             self.sup.stop(name)
+
+
+class Traffic:
+    """Completions through both gateways (loopback) until stopped: the error-ratio gate, which
+    every soak reads, needs requests to count."""
+
+    def __init__(self, gateways: list[str]) -> None:
+        self.stop = threading.Event()
+        self.codes: list[int] = []
+        self.thread = threading.Thread(target=self._run, args=(gateways,), daemon=True)
+
+    def _run(self, gateways: list[str]) -> None:
+        while not self.stop.is_set():
+            for g in gateways:
+                req = urllib.request.Request(
+                    f"{g}/v1/completions",
+                    data=b'{"prompt": "hi"}',
+                    method="POST",
+                    headers={"Content-Type": "application/json", "x-selection-group": "chat"},
+                )
+                try:
+                    with urllib.request.urlopen(req, timeout=5) as resp:
+                        self.codes.append(resp.status)
+                except urllib.error.HTTPError as exc:
+                    self.codes.append(exc.code)
+                except (urllib.error.URLError, OSError):
+                    self.codes.append(0)
+            self.stop.wait(0.05)
+
+    def __enter__(self) -> Traffic:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join(timeout=10)

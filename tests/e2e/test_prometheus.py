@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from agnprocs import http_status, wait_for
+from agnprocs import Traffic, http_status, wait_for
 from envcli import Cli
 from reportschema import parse_report
 from xtask.drain.promql import PrometheusUnavailable, PromQLError, PromQLGate
@@ -217,32 +217,6 @@ def test_promql_gate_refuses_a_bad_expression_and_a_server_that_is_not_prometheu
 GATEWAY_ERRORS = (
     '(sum(rate(agn_gateway_requests_total{outcome=~"no_route|upstream_error"}[10s])) or vector(0)) < bool 0.5'
 )
-
-
-class Traffic:
-    """Completions through both gateways (loopback) until stopped: the error-ratio gate, which
-    every soak reads, needs requests to count."""
-
-    def __init__(self, gateways: list[str]) -> None:
-        import threading
-
-        self.stop = threading.Event()
-        self.codes: list[int] = []
-        self.thread = threading.Thread(target=self._run, args=(gateways,), daemon=True)
-
-    def _run(self, gateways: list[str]) -> None:
-        while not self.stop.is_set():
-            for g in gateways:
-                self.codes.append(complete(g, b'{"prompt": "hi"}'))
-            self.stop.wait(0.05)
-
-    def __enter__(self) -> Traffic:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        self.thread.join(timeout=10)
 
 
 def wave_drain(cli, prom: str, expr: str, *extra: str):

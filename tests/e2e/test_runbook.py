@@ -1,7 +1,7 @@
 """``docs/runbooks/provider-maintenance.md`` cannot rot: every ``sh`` block in it runs here, in
 order, with bash, against the example environment on the local runtime — the not-idle branch
-(exit 9), the happy path, Events, metrics, bringing the gateway back, and the recovery of a
-drain run killed with SIGKILL."""
+(exit 9), the happy path, Events, metrics, bringing the gateway back, waves gated on the env's
+Prometheus, and the recovery of a drain run killed with SIGKILL."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agnprocs import http_json, wait_for
+from agnprocs import Traffic, http_json, wait_for
 from envcli import Cli
 from xtask.drain.journal import read_journal
 from xtask.runtime.assets import ensure_assets
@@ -128,6 +128,21 @@ def test_bring_back(cli):
     out = run_section(cli, "4.")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "is back: admitted again on every consumer" in out.stdout
+    assert not any(drains(cli).values())
+
+
+def test_waves_gated_on_prometheus(cli):
+    """Section 5 against the env's own Prometheus, with canary traffic through both gateways
+    (the error-ratio gate needs requests to count); then section 4 brings the gateway back."""
+    gateways = [c["address"] for name, c in components(cli).items() if name.startswith("gateway-")]
+    with Traffic(gateways):
+        out = run_section(cli, "5.")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "every gate held" in out.stdout
+    assert re.findall(r"^wave \d held: (.*)$", out.stdout, flags=re.M) == ["error-ratio 0, promql 1"] * 2, out.stdout
+    assert drains(cli) == {"provider-one": True, "provider-two": True, "provider-three": False, "provider-four": False}
+    back = run_section(cli, "4.")
+    assert back.returncode == 0, back.stdout + back.stderr
     assert not any(drains(cli).values())
 
 
