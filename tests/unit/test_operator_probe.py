@@ -8,13 +8,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from agn.operator.prober import probe_endpoint
-from agn.provider.server import ProviderState, serve
+from agn.provider.server import ProviderState, serve, serve_async
 
 
-@pytest.fixture
-def fake_provider():
+# Both servers of the fake provider answer one API: every test here runs against each.
+@pytest.fixture(params=[serve, serve_async], ids=["threaded", "aiohttp"])
+def fake_provider(request):
     state = ProviderState(name="p1")
-    server = serve(state, port=0)
+    server = request.param(state, port=0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield state, f"http://127.0.0.1:{server.server_address[1]}"
