@@ -229,6 +229,7 @@ class Prober:
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="probe-write")
         self._tasks: set[asyncio.Task[None]] = set()
         self._session: aiohttp.ClientSession | None = None  # the probes' client, while the loop runs
+        self._slot_freed: asyncio.Event | None = None  # set when a probe ends, to start the next at once
         self._lock = threading.Lock()
         self.schedule = ProbeSchedule(concurrency=concurrency, jitter=jitter)
         self._memory: dict[str, _Memory] = {}
@@ -354,15 +355,22 @@ class Prober:
         asyncio.run(self._schedule())
 
     async def _schedule(self) -> None:
-        """Every ``SCHEDULER_TICK``, start the due probes as tasks; at stop, let the running ones end."""
+        """Start the due probes as tasks every ``SCHEDULER_TICK`` and as soon as a probe ends
+        (its slot is free: waiting for the next tick would cap the prober at ``concurrency``
+        probes per tick); at stop, let the running ones end."""
         self._session = session = probe_session(concurrency=self.schedule.concurrency)
+        self._slot_freed = freed = asyncio.Event()
         try:
             while not self._stop.is_set():
+                freed.clear()
                 for name in self.tick(time.monotonic()):
                     task = asyncio.create_task(self._probe_one(name), name=f"probe {name}")
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
-                await asyncio.sleep(SCHEDULER_TICK)
+                try:
+                    await asyncio.wait_for(freed.wait(), SCHEDULER_TICK)
+                except TimeoutError:
+                    pass
             if self._tasks:  # each ends within its timeouts (and a status write)
                 await asyncio.wait(set(self._tasks))
         finally:
@@ -459,6 +467,8 @@ class Prober:
                     # next tick forgets it.
                     self._memory.pop(name, None)
                     self.metrics.forget_provider(name)
+            if self._slot_freed is not None:
+                self._slot_freed.set()
 
     def _remembered(self, obj: Obj) -> _Memory:
         meta = obj["metadata"]

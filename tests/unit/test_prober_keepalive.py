@@ -11,6 +11,7 @@ from agn.logs import JsonLog
 from agn.operator.informer import Store
 from agn.operator.prober import Prober
 from agn.provider.server import ProviderState, serve
+from agnprocs import http_json
 
 
 class Leader:
@@ -26,14 +27,17 @@ class Leader:
 class Writes:
     """Stands in for the API server: answers a status merge patch with the object patched."""
 
-    def __init__(self):
+    def __init__(self, providers: Store):
+        self.providers = providers
         self.lock = threading.Lock()
         self.patched: list[str] = []
 
     def merge_patch_status(self, res, namespace, name, patch):
         with self.lock:
             self.patched.append(name)
-        return {"metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "2"}, "status": patch["status"]}
+        obj = self.providers.get(name)
+        meta = dict(obj["metadata"], resourceVersion=str(int(obj["metadata"]["resourceVersion"]) + 1))
+        return dict(obj, metadata=meta, status=dict(obj.get("status") or {}, **patch["status"]))
 
 
 def counting_pool():
@@ -68,7 +72,7 @@ def test_probes_of_one_host_share_kept_alive_connections():
     )
     stop = threading.Event()
     prober = Prober(
-        Writes(),
+        Writes(providers),
         "ns",
         leadership=Leader(),
         providers=providers,
@@ -86,12 +90,17 @@ def test_probes_of_one_host_share_kept_alive_connections():
         while (prober.metrics.registry.get_sample_value("agn_probe_duration_seconds_count") or 0) < 3 * len(names):
             assert time.monotonic() < deadline, "the prober did not probe every provider three times"
             stop.wait(0.05)
+        stop.set()
+        prober.stop(timeout=10)
+        connections = len(accepted)
+        probes = prober.metrics.registry.get_sample_value("agn_probe_duration_seconds_count")
+        # Each provider's own probes reached the pool (none was skipped as invalid).
+        checks = {n: http_json(f"{base}/pool/{n}/admin/state")["healthChecks"] for n in names}
     finally:
         stop.set()
         prober.stop(timeout=10)
         server.shutdown()
         server.server_close()
-    probes = prober.metrics.registry.get_sample_value("agn_probe_duration_seconds_count")
-    assert probes >= 3 * len(names)
+    assert min(checks.values()) >= 1 and sum(checks.values()) == probes, checks
     # Two requests per probe; without keep-alive every one of them is a new connection.
-    assert len(accepted) <= 4, f"{len(accepted)} connections for {probes:.0f} probes"
+    assert connections <= 4, f"{connections} connections for {probes:.0f} probes"
