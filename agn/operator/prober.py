@@ -70,39 +70,45 @@ SCHEDULER_TICK = 0.05
 
 
 # Connections to one host:port are kept alive and shared by the probes of every provider
-# behind it (a fake pool: thousands of providers on one port); at most ``--probe-concurrency``
-# are open to it, and idle ones close after this long.
+# behind it (a fake pool: thousands of providers on one port): at most this many to one
+# host:port (and never more than ``--probe-concurrency`` in all; a probe uses one at a time),
+# idle ones closed after KEEPALIVE_SECONDS. A probe that finds every connection to its host busy
+# waits for one; that wait is the operator's own queue, so no probe timeout runs during it.
+MAX_CONNECTIONS_PER_HOST = 64
 KEEPALIVE_SECONDS = 15.0
+# Status writes block on the API server, so they run on threads, at most this many at once
+# (more would only queue at the API server: docs/operator.md).
+STATUS_WRITERS = 16
 
 
 def probe_session(*, concurrency: int) -> aiohttp.ClientSession:
     """The HTTP client of the probes (call it inside the event loop that uses it).
 
-    Keep-alive connections, at most ``concurrency`` in use and per host (a probe uses one at a
-    time); no proxies from the environment (``trust_env=False``), no cookies kept between
-    probes. Redirects are refused per request (:func:`http_get`)."""
+    Keep-alive connections (see ``MAX_CONNECTIONS_PER_HOST``); no proxies from the environment
+    (``trust_env=False``), no cookies kept between probes. Redirects are refused per request
+    (:func:`http_get`)."""
     connector = aiohttp.TCPConnector(
-        limit=concurrency, limit_per_host=concurrency, keepalive_timeout=KEEPALIVE_SECONDS, use_dns_cache=True
+        limit=concurrency,
+        limit_per_host=min(concurrency, MAX_CONNECTIONS_PER_HOST),
+        keepalive_timeout=KEEPALIVE_SECONDS,
+        use_dns_cache=True,
     )
     return aiohttp.ClientSession(connector=connector, trust_env=False, cookie_jar=aiohttp.DummyCookieJar())
 
 
 async def http_get(session: aiohttp.ClientSession, url: str, *, timeout: float) -> tuple[int, bytes]:
-    """(status, body) of a GET within ``timeout`` seconds in all; raises ``aiohttp.ClientError``,
-    ``OSError``-family or ``ValueError`` errors when there is no HTTP answer.
+    """(status, body) of a GET; raises ``aiohttp.ClientError``, ``OSError``-family or
+    ``ValueError`` errors when there is no HTTP answer.
 
-    A redirect is an answer, not an instruction: its status comes back. A kept-alive connection
-    the server closed while idle is retried once on a new one (within the same deadline), as
-    any HTTP client does for an idempotent request; a second failure is the answer."""
-    deadline = asyncio.get_running_loop().time() + timeout
+    ``timeout`` bounds connecting and each wait for the server's bytes (as a socket timeout
+    does), not the wait for a free connection of our own pool. A redirect is an answer, not an
+    instruction: its status comes back. A kept-alive connection the server closed while idle is
+    retried once on a new one, as any HTTP client does for an idempotent request; a second
+    failure is the answer."""
+    limits = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=timeout, sock_read=timeout)
     for attempt in (1, 2):
-        left = deadline - asyncio.get_running_loop().time()
-        if left <= 0:
-            raise TimeoutError("timed out")
         try:
-            async with session.get(
-                url, allow_redirects=False, timeout=aiohttp.ClientTimeout(total=left), compress=None
-            ) as resp:
+            async with session.get(url, allow_redirects=False, timeout=limits, compress=None) as resp:
                 if not 200 <= resp.status < 300:
                     return resp.status, b""
                 body = bytearray()
@@ -224,9 +230,9 @@ class Prober:
         self._stop = stop
         # Probes run as tasks on one event loop (the "prober" thread), as many at once as the
         # schedule has slots, so a due probe waits in the schedule (where it is counted as
-        # backlog). A status write blocks on the API server, so it runs in this pool (as many
-        # workers as slots: a write holds its probe's slot, never the loop).
-        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="probe-write")
+        # backlog). A status write blocks on the API server, so it runs in this pool (a write
+        # holds its probe's slot, never the loop).
+        self._pool = ThreadPoolExecutor(max_workers=min(concurrency, STATUS_WRITERS), thread_name_prefix="probe-write")
         self._tasks: set[asyncio.Task[None]] = set()
         self._session: aiohttp.ClientSession | None = None  # the probes' client, while the loop runs
         self._slot_freed: asyncio.Event | None = None  # set when a probe ends, to start the next at once

@@ -161,6 +161,9 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
     class Handler(QuietHandler):
         server_version = SERVER_NAME
         protocol_version = "HTTP/1.1"
+        # A kept-alive connection (the prober's) gets the headers and the body as two writes;
+        # with Nagle's algorithm on, the body waits for the client's delayed ACK (~40 ms).
+        disable_nagle_algorithm = True
 
         def _body(self) -> Any:
             length = int(self.headers.get("Content-Length") or 0)
