@@ -11,7 +11,8 @@ is reported on ``/metrics`` (``agn_probe_backlog``, ``agn_probe_lag_seconds``) a
 ``{endpoint}/metrics`` with a timeout, exactly at the endpoint as given: no redirects, no
 proxies, and an invalid endpoint is not dialled at all. Its HTTP client (aiohttp) keeps
 connections alive: one host:port (a pool of fake providers, or a provider's own) is probed
-over at most ``--probe-concurrency`` connections instead of two new ones per probe. A status
+over a few reused connections (at most ``MAX_CONNECTIONS_PER_HOST``) instead of two new ones
+per probe. A status
 write blocks on the API server, so it runs in a small thread pool while its probe's slot stays
 taken. The result becomes a status (see
 :mod:`.provider_status`) that is kept here and written with a merge patch on the status
