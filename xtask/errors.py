@@ -26,6 +26,7 @@ class ExitCode(enum.IntEnum):
     NOT_ELIGIBLE = 7
     INTERRUPTED = 8
     NOT_IDLE = 9
+    GATE_BREACHED = 10
 
     @property
     def label(self) -> str:
@@ -41,13 +42,14 @@ EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
     ExitCode.OK: "done: stored (patch-only), or converged on every named consumer",
     ExitCode.ERROR: "error: env/kubeconfig/context unusable, API server unreachable, a component failed to start",
     ExitCode.USAGE: "usage error; nothing was read or written",
-    ExitCode.REFUSED: "refused before any write: unknown provider/gateway/target, server-side dry-run rejection, capacity guard, a state folder that is not the env's own",
+    ExitCode.REFUSED: "refused before any write: unknown provider/gateway/target, server-side dry-run rejection, capacity guard, --max-unavailable budget, a plan that is invalid or no longer matches (--plan), a state folder that is not the env's own",
     ExitCode.PARTIAL_RESTORED: "partial failure: some writes failed, everything this run changed was restored",
     ExitCode.NEEDS_INSPECTION: "needs inspection: restoration incomplete (e.g. changed by another writer), or a second signal",
     ExitCode.TIMEOUT: "convergence timeout: stored, not confirmed serving; the lagging targets are named",
     ExitCode.NOT_ELIGIBLE: "undrain stored, but a provider is kept out by a hard failure (not eligible until healthy)",
     ExitCode.INTERRUPTED: "interrupted (SIGINT/SIGTERM): restored if during writes; applied state kept if during the wait (convergence or idle)",
     ExitCode.NOT_IDLE: "--wait-idle: drained and serving, not idle before --idle-timeout; each busy or unknown provider is named with its last reading and its age; the drain stays applied",
+    ExitCode.GATE_BREACHED: "--wave-size: a wave's gate did not hold over its soak (breached, or no reading); stopped before the next wave; the wave, gate, value and threshold are named; the finished waves kept (--on-breach hold) or restored (--on-breach restore)",
 }
 
 

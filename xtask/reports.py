@@ -20,12 +20,16 @@ PROVIDER_DRAIN = "ProviderDrainReport"
 DRAIN_RESTORE = "DrainRestoreReport"
 ENV_STATUS = "EnvStatusReport"
 ENV_UP = "EnvUpReport"
+ENV_DRAINS = "EnvDrainsReport"
+PROVIDER_DRAIN_PLAN = "ProviderDrainPlan"  # not a report: the plan file of --plan-out (xtask.drain.planfile)
 
 SCHEMA_FILES = {
     PROVIDER_DRAIN: "provider-drain-report.schema.json",
     DRAIN_RESTORE: "drain-restore-report.schema.json",
     ENV_STATUS: "env-status-report.schema.json",
     ENV_UP: "env-up-report.schema.json",
+    ENV_DRAINS: "env-drains-report.schema.json",
+    PROVIDER_DRAIN_PLAN: "provider-drain-plan.schema.json",
 }
 
 

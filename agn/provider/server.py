@@ -10,7 +10,8 @@ Endpoints:
   take to answer: a slow provider), ``holdCompletions``. They drive hard failures for real,
   over HTTP. While ``holdCompletions`` is true, completions are accepted and then held in
   flight (counted in ``agn_provider_running``) until it is set false again: real running
-  requests.
+  requests. While ``failCompletions`` is true, completions are answered 500 (``/healthz``
+  stays as ``healthy`` says): a provider that is admitted and fails what it serves.
 
 Under ``/pool/<name>/`` every endpoint answers for a provider ``name`` with its own state
 (created on first use, starting from the process's flags), so one process stands in for many
@@ -58,6 +59,8 @@ class ProviderState:
     running: int = 0
     served: int = 0
     hold_completions: bool = False
+    fail_completions: bool = False
+    failed: int = 0  # completions answered 500 while failCompletions was on
     delay_seconds: float = 0.0
     health_checks: int = 0  # GET /healthz answered: how often a prober looked
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
@@ -78,6 +81,8 @@ class ProviderState:
                 "served": self.served,
                 "delaySeconds": self.delay_seconds,
                 "healthChecks": self.health_checks,
+                "failCompletions": self.fail_completions,
+                "failed": self.failed,
             }
 
     def update(self, changes: dict[str, Any]) -> None:
@@ -87,6 +92,7 @@ class ProviderState:
             "exportWaiting": ("export_waiting", bool),
             "waiting": ("waiting", int),
             "holdCompletions": ("hold_completions", bool),
+            "failCompletions": ("fail_completions", bool),
             "delaySeconds": ("delay_seconds", float),
         }
         unknown = set(changes) - set(fields)
@@ -218,6 +224,13 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
                     return
                 self.send_json(200, state.snapshot())
             elif route == "/v1/completions":
+                with state.lock:
+                    failing = state.fail_completions
+                    if failing:
+                        state.failed += 1
+                if failing:
+                    self.send_json(500, {"error": "failing on purpose (failCompletions)", "provider": state.name})
+                    return
                 with state.lock:
                     state.running += 1
                     # Held requests stay in flight until released (bounded, so none outlives a test).

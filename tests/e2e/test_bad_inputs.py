@@ -15,6 +15,7 @@ import copy
 import dataclasses
 import json
 import subprocess
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +26,7 @@ import yaml
 
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube
 from envcli import REPO, Cli
+from xtask.drain.planfile import build_plan, plan_digest
 from xtask.runtime.assets import ensure_assets
 
 pytestmark = pytest.mark.e2e
@@ -209,9 +211,46 @@ def legacy(**fields) -> str:
     return json.dumps(obj)
 
 
+def plan_of(*, change: Callable[[dict], Any] | None = None, redigest: bool = True) -> Callable[[World], str]:
+    """A plan to drain p-one in the rows' namespace on the test cluster, changed by ``change``
+    (then digested again unless ``redigest`` is false: an edited plan)."""
+
+    def build(w: World) -> str:
+        p_one = w.kube.get(PROVIDERS, w.ns, "p-one")
+        doc = build_plan(
+            created_at=time.time(),
+            created_by="me@here",
+            context=CTX,
+            cluster=w.kube.host,
+            namespace=w.ns,
+            arguments=["--provider", "p-one"],
+            selector={"provider": "p-one", "gateway": None},
+            drain=True,
+            reason=None,
+            force=False,
+            selected=[p_one],
+            to_change=["p-one"],
+            network=None,
+            consumers=[],
+            groups=[],
+            max_unavailable=None,
+            budget=[],
+            wave_size=None,
+            waves=[["p-one"]],
+        )
+        if change is not None:
+            change(doc)
+            if redigest:
+                doc["metadata"]["digest"] = plan_digest(doc)
+        return yaml.safe_dump(doc)
+
+    return build
+
+
 DRAIN = ("env", "provider-drain")
 P1 = (*DRAIN, "--provider", "p-one")
 TARGETS = ("--network", "net", "--consumer", "c-a")
+WAVES = (*P1, *TARGETS, "--wave-size", "1")
 RESTORE = ("env", "drain-restore", "{tmp}/j.jsonl")
 UP = ("env", "up", "--runtime", "local")
 ENVS = {"AGN_XTASK_ENVS_DIR": "{tmp}/envs"}
@@ -270,6 +309,38 @@ ROWS: dict[str, Row] = {
     "network-without-consumer": Row((*P1, "--network", "net"), 2, "--network and --consumer go together"),
     "consumer-without-network": Row((*P1, "--consumer", "c-a"), 2, "--network and --consumer go together"),
     "reason-on-undrain": Row((*P1, "--undrain", "--reason", "x"), 2, "--reason records why a provider is drained"),
+    # -- drain holders: --holder, --ticket, --expires-in, --release-all; env drains -----------------------------
+    "holder-empty": usage("--holder", "", "'' is empty"),
+    "holder-blank": usage("--holder", "   ", "'   ' is empty"),
+    "holder-escape": usage("--holder", "ann\x1b[2J", "'ann\\x1b[2J' has characters that are not printable"),
+    "holder-newline": usage("--holder", "ann\nbob", "'ann\\nbob' has characters that are not printable"),
+    "holder-too-long": Row((*P1, "--holder", "h" * 200), 2, "'" + "h" * 56 + "... is longer than 128 characters (200)"),
+    "holder-padded": usage("--holder", " ann", "' ann' starts or ends with a space"),
+    "ticket-empty": usage("--ticket", "", "'' is empty"),
+    "ticket-escape": usage("--ticket", "T-1\x07", "'T-1\\x07' has characters that are not printable"),
+    "ticket-too-long": Row(
+        (*P1, "--ticket", "t" * 300), 2, "Invalid value for '--ticket': '" + "t" * 56 + "... is longer than 128"
+    ),
+    "ticket-on-undrain": Row(
+        (*P1, "--undrain", "--ticket", "T-1"), 2, "--ticket is recorded with the caller's hold on a drain"
+    ),
+    "expires-in-zero": usage("--expires-in", "0", "'0' is not a positive duration"),
+    "expires-in-negative": usage("--expires-in", "-5", "'-5' is not a duration"),
+    "expires-in-word": usage("--expires-in", "soon", "'soon' is not a duration"),
+    "expires-in-fraction": usage("--expires-in", "1.5h", "'1.5h' is not a duration"),
+    "expires-in-unit": usage("--expires-in", "2w", "'2w' is not a duration"),
+    "expires-in-too-long": usage("--expires-in", "400d", "'400d' is longer than 366 days"),
+    "expires-in-on-undrain": Row(
+        (*P1, "--undrain", "--expires-in", "1h"), 2, "--expires-in is recorded with the caller's hold on a drain"
+    ),
+    "release-all-on-drain": Row(
+        (*P1, "--release-all"), 2, "--release-all removes every holder's hold on --undrain; it does not apply"
+    ),
+    "drains-bad-namespace": Row(("env", "drains", "--namespace", "Bad_NS"), 2, "'Bad_NS' is not a valid namespace"),
+    "drains-output-yaml": Row(
+        ("env", "drains", "-o", "yaml"), 2, "Invalid value for '--output' / '-o': 'yaml' is not one of"
+    ),
+    "drains-expired-with-value": Row(("env", "drains", "--expired", "yes"), 2, "Got unexpected extra argument (yes)"),
     "wait-idle-on-undrain": Row(
         (*P1, *TARGETS, "--undrain", "--wait-idle"), 2, "--wait-idle waits for drained providers to go idle"
     ),
@@ -286,6 +357,83 @@ ROWS: dict[str, Row] = {
         (*P1, *TARGETS, "--wait-idle", "--idle-timeout", "-5"),
         2,
         "Invalid value for '--idle-timeout': -5.0 is not in the range x>=1",
+    ),
+    # -- waves: --wave-size, --soak, --max-error-ratio, --on-breach, --gateway-metrics, --resume -----------------
+    "wave-size-word": usage("--wave-size", "half", "'half' is not a count (N) or a percentage (P%)"),
+    "wave-size-negative": usage("--wave-size", "-2", "'-2' is not a count (N) or a percentage (P%)"),
+    "wave-size-over-100-percent": usage("--wave-size", "150%", "'150%' is more than 100%"),
+    "wave-size-without-targets": Row(
+        (*P1, "--wave-size", "1"), 2, "--wave-size: each wave must converge on its targets before it soaks"
+    ),
+    "soak-nan": usage("--soak", "nan", "'nan' is not a finite number"),
+    "soak-negative": usage("--soak", "-1", "-1.0 is not in the range x>=0"),
+    "soak-word": usage("--soak", "long", "'long' is not a valid float"),
+    "soak-without-waves": Row((*P1, *TARGETS, "--soak", "5"), 2, "--soak applies to a drain in waves"),
+    "max-error-ratio-over-one": usage("--max-error-ratio", "1.5", "1.5 is not in the range 0<=x<=1"),
+    "max-error-ratio-negative": usage("--max-error-ratio", "-0.1", "-0.1 is not in the range 0<=x<=1"),
+    "max-error-ratio-nan": usage("--max-error-ratio", "nan", "'nan' is not a finite number"),
+    "max-error-ratio-percent": usage("--max-error-ratio", "5%", "'5%' is not a valid float"),
+    "max-error-ratio-without-waves": Row(
+        (*P1, *TARGETS, "--max-error-ratio", "0.1"), 2, "--max-error-ratio applies to a drain in waves"
+    ),
+    "on-breach-word": usage("--on-breach", "keep", "'keep' is not one of 'hold', 'restore'"),
+    "on-breach-without-waves": Row(
+        (*P1, *TARGETS, "--on-breach", "restore"), 2, "--on-breach applies to a drain in waves"
+    ),
+    "gateway-metrics-not-a-pair": Row(
+        (*WAVES, "--gateway-metrics", "c-a"), 2, "--gateway-metrics: 'c-a' is not CONSUMER=URL"
+    ),
+    "gateway-metrics-not-http": Row(
+        (*WAVES, "--gateway-metrics", "c-a=file:///etc/passwd"), 2, "is not an http:// or https:// URL"
+    ),
+    "gateway-metrics-twice": Row(
+        (*WAVES, "--gateway-metrics", "c-a=http://127.0.0.1:1", "--gateway-metrics", "c-a=http://127.0.0.1:2"),
+        2,
+        "consumer 'c-a' is given twice",
+    ),
+    "gateway-metrics-not-a-target": Row(
+        (*WAVES, "--gateway-metrics", "c-b=http://127.0.0.1:1/metrics"),
+        2,
+        "--gateway-metrics names c-b, which is not a --consumer of this drain",
+    ),
+    "gateway-metrics-without-waves": Row(
+        (*P1, *TARGETS, "--gateway-metrics", "c-a=http://127.0.0.1:1"), 2, "--gateway-metrics applies to a drain"
+    ),
+    "resume-missing-journal": Row(
+        (*P1, *TARGETS, "--resume", "{tmp}/none.jsonl"), 2, "'{tmp}/none.jsonl' does not exist"
+    ),
+    "resume-journal-is-a-folder": Row((*P1, *TARGETS, "--resume", "{tmp}"), 2, "File '{tmp}' is a directory"),
+    "resume-with-wave-size": Row(
+        (*WAVES, "--resume", "{tmp}/j.jsonl"), 2, "do not give --wave-size with it", files={"j.jsonl": journal()}
+    ),
+    "resume-without-targets": Row(
+        (*P1, "--resume", "{tmp}/j.jsonl"), 2, "--resume: each wave must converge", files={"j.jsonl": journal()}
+    ),
+    "resume-garbage-journal": Row(
+        (*P1, *TARGETS, "--resume", "{tmp}/j.jsonl"),
+        1,
+        "{tmp}/j.jsonl: not a drain journal: expected JSON lines starting with a header object",
+        files={"j.jsonl": "[]"},
+    ),
+    "resume-bad-wave-record": Row(
+        (*P1, *TARGETS, "--resume", "{tmp}/j.jsonl"),
+        1,
+        "line 4: a wave record names wave 7, which is not one of the header's waves",
+        files={
+            "j.jsonl": journal(
+                header={"waves": [["p-one"]]},
+                records=(
+                    {"type": "done", "provider": "p-one", "generation": 2},
+                    {"type": "wave", "wave": 7, "state": "held"},
+                ),
+            )
+        },
+    ),
+    "resume-journal-without-waves": Row(
+        (*P1, *TARGETS, "--force", "--resume", "{tmp}/j.jsonl"),
+        3,
+        "the journal is not of a drain in waves",
+        files={"j.jsonl": journal()},
     ),
     "output-yaml": Row((*P1, "--output", "yaml"), 2, "Invalid value for '--output' / '-o': 'yaml' is not one of"),
     "unknown-flag": Row((*P1, "--frobnicate"), 2, "No such option '--frobnicate'"),
@@ -828,6 +976,89 @@ ROWS: dict[str, Row] = {
         3,
         "provider 'p-lonely' is not selected by network 'net'",
     ),
+    # -- plans (--plan-out, --plan, --max-plan-age) and budgets (--max-unavailable), --wave-size -----------
+    "plan-out-unknown-extension": Row(
+        (*P1, "--plan-out", "{tmp}/plan.txt"), 2, "--plan-out '{tmp}/plan.txt': name a .yaml, .yml or .json file"
+    ),
+    "plan-out-missing-folder": Row(
+        (*P1, "--plan-out", "{tmp}/nope/plan.yaml"), 2, "the folder {tmp}/nope does not exist"
+    ),
+    "plan-out-is-a-folder": Row(
+        (*P1, "--plan-out", "{tmp}"), 2, "Invalid value for '--plan-out': File '{tmp}' is a directory"
+    ),
+    "plan-out-empty": Row((*P1, "--plan-out", ""), 2, "an empty path names nothing"),
+    "plan-missing": Row((*DRAIN, "--plan", "{tmp}/none.yaml"), 2, "'{tmp}/none.yaml' does not exist"),
+    "plan-and-plan-out": Row(
+        (*DRAIN, "--plan", "{tmp}/p.yaml", "--plan-out", "{tmp}/q.yaml"),
+        2,
+        "--plan-out makes a plan and --plan applies one: give one of them",
+        files={"p.yaml": plan_of()},
+    ),
+    "plan-with-a-selection-flag": Row(
+        (*P1, "--plan", "{tmp}/p.yaml", "--undrain"),
+        2,
+        "--plan applies the plan's selection and operation: do not give --provider, --undrain with it",
+        files={"p.yaml": plan_of()},
+    ),
+    "plan-garbage-yaml": Row(
+        (*DRAIN, "--plan", "{tmp}/p.yaml"),
+        3,
+        "plan {tmp}/p.yaml: not a plan: not valid YAML (line 3",
+        files={"p.yaml": GARBAGE_YAML},
+    ),
+    "plan-binary": Row(
+        (*DRAIN, "--plan", "{tmp}/p.yaml"), 3, "plan {tmp}/p.yaml: not a plan: not UTF-8 text", files={"p.yaml": BINARY}
+    ),
+    "plan-not-a-plan": Row(
+        (*DRAIN, "--plan", "{tmp}/p.yaml"),
+        3,
+        "plan {tmp}/p.yaml: not a valid ProviderDrainPlan: apiVersion is required",
+        files={"p.yaml": "a: b\n"},
+    ),
+    "plan-wrong-field-type": Row(
+        (*DRAIN, "--plan", "{tmp}/p.yaml"),
+        3,
+        "spec.selection[0].resourceVersion must be a string, got 5",
+        files={"p.yaml": plan_of(change=lambda d: d["spec"]["selection"][0].update(resourceVersion=5))},
+    ),
+    "plan-edited": Row(
+        (*DRAIN, "--plan", "{tmp}/p.yaml"),
+        3,
+        "its digest does not match its content",
+        files={"p.yaml": plan_of(change=lambda d: d["spec"]["operation"].update(reason="edited"), redigest=False)},
+    ),
+    "plan-other-namespace": Row(
+        (*DRAIN, "--plan", "{tmp}/p.yaml", "--namespace", "elsewhere"),
+        3,
+        "plan {tmp}/p.yaml is for namespace {ns}, not elsewhere",
+        files={"p.yaml": plan_of()},
+    ),
+    "plan-other-cluster": Row(
+        (*DRAIN, "--plan", "{tmp}/p.yaml"),
+        3,
+        "the plan is for cluster https://elsewhere.example:6443, this context's is https://127.0.0.1:",
+        files={"p.yaml": plan_of(change=lambda d: d["metadata"].update(cluster="https://elsewhere.example:6443"))},
+    ),
+    "plan-too-old": Row(
+        (*DRAIN, "--plan", "{tmp}/p.yaml", "--max-plan-age", "30m"),
+        3,
+        "older than --max-plan-age 30m",
+        files={"p.yaml": plan_of(change=lambda d: d["metadata"].update(createdAt="2020-01-01T00:00:00Z"))},
+    ),
+    "max-plan-age-spaced": usage("--max-plan-age", "1h 30m", "'1h 30m' is not a duration"),
+    "max-plan-age-zero": usage("--max-plan-age", "0s", "'0s' is not a positive duration"),
+    "max-plan-age-without-plan": Row(
+        (*P1, "--max-plan-age", "1h"), 2, "--max-plan-age bounds the age of the plan given with --plan"
+    ),
+    "max-unavailable-negative": usage("--max-unavailable", "-1", "'-1' is not a count (N) or a percentage (P%)"),
+    "max-unavailable-over-100-percent": usage("--max-unavailable", "101%", "'101%' is more than 100%"),
+    "max-unavailable-word": usage("--max-unavailable", "few", "'few' is not a count"),
+    "max-unavailable-on-undrain": Row(
+        (*P1, "--undrain", "--max-unavailable", "1"), 2, "--max-unavailable bounds what a drain takes out"
+    ),
+    "wave-size-zero": usage("--wave-size", "0", "'0' is less than 1"),
+    "wave-size-zero-percent": usage("--wave-size", "0%", "'0%' is less than 1%"),
+    "wave-size-fraction": usage("--wave-size", "1.5", "'1.5' is not a count"),
     "drain-capacity-guard": Row(
         (*P1, "--network", "net", "--consumer", "c-a"),
         3,

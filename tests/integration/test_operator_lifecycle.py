@@ -99,7 +99,8 @@ def two_operators(kube, namespace, agn, *extra, max_age=3):
     wait_for(lambda: healthz(a)["leader"], what="operator-a to lead")
     wait_states(kube, namespace, "c1", {"p1": "admitted", "p2": "admitted"})
     b = start_operator(agn, "operator-b", *extra)
-    wait_for(lambda: (healthz(b) or {}).get("holder"), what="operator-b to read the lease")  # ready before it first reads it
+    # /healthz answers once the caches sync, which can be before b first reads the lease.
+    wait_for(lambda: (healthz(b) or {}).get("holder"), what="operator-b to read the lease")
     return a, b
 
 

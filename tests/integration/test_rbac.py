@@ -18,7 +18,7 @@ import dataclasses
 import pytest
 
 from agn.events import Regarding, event_body
-from agn.kube import CONSUMERS, EVENTS, LEASES, OVERLAYS, PROVIDERS, SHARDS, Forbidden, NotFound
+from agn.kube import CONSUMERS, EVENTS, LEASES, OVERLAYS, PROVIDERS, SHARDS, Conflict, Forbidden, NotFound
 from agn.operator.lease import DEFAULT_LEASE_NAME
 from agn.shards import DEFAULT_SHARD_COUNT, shard_name, shard_names
 from kubetest import apply_identities, can_i, events, impersonating
@@ -269,6 +269,24 @@ def test_provider_drain_patches_spec_but_not_status_or_overlays(as_sa, kube, nam
         drain.merge_patch(OVERLAYS, namespace, "consumer-a", {"spec": {"revision": 9}})
     with pytest.raises(Forbidden):
         drain.delete(PROVIDERS, namespace, "provider-two")
+
+
+def test_provider_drain_writes_and_lists_drain_holds(as_sa, kube, namespace):
+    """Holds (xtask.drain.holds) are annotations written by the same conditional merge patch as the
+    flag: the Role's ``patch`` on inferenceproviders covers them, ``list`` serves ``env drains``."""
+    from xtask.drain.holds import hold_key, holds_of
+
+    drain = as_sa("agn-provider-drain")
+    rv = kube.get(PROVIDERS, namespace, "provider-two")["metadata"]["resourceVersion"]
+    value = (
+        '{"holder":"ann","reason":null,"ticket":null,"since":"2026-01-01T00:00:00Z","expiresAt":null,"operation":"o"}'
+    )
+    patch = {"metadata": {"resourceVersion": rv, "annotations": {hold_key("ann"): value}}}
+    drain.merge_patch(PROVIDERS, namespace, "provider-two", {**patch, "spec": {"trafficPolicy": {"drain": True}}})
+    with pytest.raises(Conflict):  # the precondition two holders rely on: a stale read is refused, not overwritten
+        drain.merge_patch(PROVIDERS, namespace, "provider-two", patch)
+    (listed,) = [p for p in drain.list(PROVIDERS, namespace)[0] if p["metadata"]["name"] == "provider-two"]
+    assert [h["holder"] for h in holds_of(listed)] == ["ann"]
 
 
 def test_provider_drain_creates_events_but_cannot_read_change_or_delete_them(as_sa, kube, namespace):

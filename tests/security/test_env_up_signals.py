@@ -10,6 +10,7 @@ once it exits (exit 8, "interrupted"), and ``env down`` afterwards finds nothing
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -78,6 +79,11 @@ class Seen(threading.Thread):
         (signal.SIGTERM, "gateway-consumer-b"),
         (signal.SIGINT, "fake-provider-two"),
         (signal.SIGINT, "operator"),
+        pytest.param(
+            signal.SIGTERM,
+            "prometheus",
+            marks=pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus not installed"),
+        ),
     ],
     ids=lambda v: v.name if isinstance(v, signal.Signals) else v,
 )

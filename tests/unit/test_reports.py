@@ -17,7 +17,7 @@ from reportschema import SCHEMAS, check_report
 from xtask.cli import cli
 from xtask.drain.fanout import Outcome, Restoration
 from xtask.drain.report import Report
-from xtask.drain.states import IdleWaitState, RestoreOutcome, WaitState, WriteOutcome
+from xtask.drain.states import IdleWaitState, RestoreOutcome, WaitState, WaveState, WriteOutcome
 from xtask.errors import EXIT_CODE_MEANINGS, ExitCode
 from xtask.reports import API_VERSION, DRAIN_RESTORE, PROVIDER_DRAIN, SCHEMA_FILES, envelope
 
@@ -78,6 +78,7 @@ def test_schema_exit_codes_are_the_exit_codes(kind):
         (PROVIDER_DRAIN, ("$defs", "restoration", "properties", "outcome"), RestoreOutcome),
         (PROVIDER_DRAIN, ("properties", "convergence", "oneOf", 1, "properties", "state"), WaitState),
         (PROVIDER_DRAIN, ("properties", "idle", "oneOf", 1, "properties", "state"), IdleWaitState),
+        (PROVIDER_DRAIN, ("properties", "waves", "oneOf", 1, "items", "properties", "state"), WaveState),
         (DRAIN_RESTORE, ("$defs", "restoration", "properties", "outcome"), RestoreOutcome),
     ],
 )

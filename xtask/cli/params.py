@@ -87,3 +87,37 @@ class AmountType(click.ParamType):
         if amount.value < self.minimum:
             self.fail(f"{show(str(value))} is less than {self.minimum}{'%' if amount.percent else ''}.", param, ctx)
         return amount
+
+
+class CheckedText(click.ParamType):
+    """Free text checked by ``problem`` (None when fine): a usage error naming the value, escaped."""
+
+    def __init__(self, name: str, problem: Any) -> None:
+        self.name = name
+        self.problem = problem
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        problem = self.problem(value)
+        if problem:
+            self.fail(f"{show(value)} {problem}.", param, ctx)
+        return value
+
+
+class DurationType(click.ParamType):
+    """A positive duration in whole seconds (:func:`xtask.drain.amounts.parse_duration`:
+    ``90``, ``90s``, ``30m``, ``1h30m``, ``1d``), at most ``maximum`` seconds when given."""
+
+    name = "DURATION"
+
+    def __init__(self, *, maximum: int | None = None) -> None:
+        self.maximum = maximum
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from xtask.drain.amounts import parse_duration
+
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_duration(str(value), maximum=self.maximum)
+        except ValueError as e:
+            self.fail(f"{e}.", param, ctx)

@@ -19,7 +19,8 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 
 from agn.kube import PROVIDERS, Conflict, Kube, KubeError, NotFound
 from xtask.drain.journal import Journal
-from xtask.drain.plan import Change, RestoreDecision, plan_changes, restore_decision, restore_patch
+from xtask.drain.plan import Change, RestoreDecision, restore_decision, restore_patch
+from xtask.drain.plan import replan as replan_change
 from xtask.drain.states import RestoreOutcome, WriteOutcome
 
 PatchFor = Callable[[Change], dict]
@@ -77,7 +78,7 @@ def _write_one(
         for attempt in _retrying_conflicts():
             with attempt:
                 # Someone wrote the object since we read it: decide again from what is there now.
-                current = plan_changes([kube.get(PROVIDERS, namespace, change.provider)], requested=change.requested)[0]
+                current = replan_change(change, kube.get(PROVIDERS, namespace, change.provider))
                 if current.already:
                     return Outcome(
                         change.provider,
@@ -118,8 +119,11 @@ def fan_out(
     stop: threading.Event,
     journal: Journal | None,
     notify: Notify,
+    replan: bool = True,
 ) -> list[Outcome]:
     """Apply ``changes`` with at most ``concurrency`` requests in flight; one outcome per provider.
+
+    ``replan`` false (a reviewed plan): a 409 is the provider's failed outcome, not a new plan.
 
     Write-ahead: the intents of every request about to be sent are appended to the journal
     and synced once (group commit) before any of them is sent. Outcomes are appended as they
@@ -134,6 +138,13 @@ def fan_out(
     last_submit = 0.0
 
     def replanned(change: Change) -> None:
+        if not replan:
+            raise Conflict(
+                f"provider {change.provider} changed since the plan was made; a plan is applied exactly, "
+                "never planned again",
+                status=409,
+                reason="Conflict",
+            )
         if journal is not None:
             journal.intents([change], replanned=True)
 
@@ -245,13 +256,12 @@ def _restore_one(
                 decision = restore_decision(
                     change, operation=operation, written_generation=written_generation, current=current
                 )
-                if decision is not RestoreDecision.RESTORE:
+                if decision not in (RestoreDecision.RESTORE, RestoreDecision.RESTORE_HOLDS):
                     return Restoration(change.provider, RestoreOutcome(decision.value))
                 assert current is not None  # RESTORE is only decided for an object that exists
                 rv = current["metadata"]["resourceVersion"]
-                kube.merge_patch(
-                    PROVIDERS, namespace, change.provider, restore_patch(change, resource_version=rv), dry_run=dry_run
-                )
+                patch = restore_patch(change, resource_version=rv, flag=decision is RestoreDecision.RESTORE)
+                kube.merge_patch(PROVIDERS, namespace, change.provider, patch, dry_run=dry_run)
         return Restoration(change.provider, RestoreOutcome.WOULD_RESTORE if dry_run else RestoreOutcome.RESTORED)
     except KubeError as exc:
         return Restoration(change.provider, RestoreOutcome.FAILED, error=str(exc))

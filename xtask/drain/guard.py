@@ -13,13 +13,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, Kube, NotFound
-from agn.model import Overlay
+from agn.model import Overlay, group_admitted_counts
 from agn.objects import consumer_view, name_of, network_view, provider_view
 from agn.operator.heartbeat import read_heartbeat
 from agn.overlays import ShardCache, read_overlay, read_partial_retrying
 from agn.shards import Incomplete, is_sharded
 from xtask.drain.converge import incomplete_reason, targets_problems
-from xtask.drain.plan import Change, capacity_violations, group_capacity_violations
+from xtask.drain.plan import Change, GroupCount, group_counts, violations_of
 from xtask.drain.request import DrainRequest
 
 
@@ -68,10 +68,16 @@ def target_refusals(
     selected: Sequence[Mapping[str, Any]],
     changes: list[Change],
     reader: OverlayReader,
+    *,
+    counts: list[GroupCount] | None = None,
 ) -> list[str]:
     """Why the drain must not start (empty: it may): a target that cannot serve the selection,
     or (draining, without ``--force``) a selection group that would lose its last admitted
-    provider, or a consumer whose overlay cannot be read whole enough to tell."""
+    provider, or a consumer whose overlay cannot be read whole enough to tell.
+
+    ``counts``, when given, receives each named consumer's admitted count per selection group
+    of a provider to change, before and after (what a plan records); the overlays are then read
+    for an undrain or a ``--force`` drain too, which are otherwise not guarded."""
     assert req.network is not None  # targets are only read when a network is named
     network = network_view(targets.network) if targets.network else None
     consumers = {
@@ -79,40 +85,46 @@ def target_refusals(
     }
     views = [provider_view(p, targets.heartbeat) for p in selected]
     problems = targets_problems(network=network, network_name=req.network, consumers=consumers, providers=views)
-    if problems or not req.drain or req.force:
+    guarded = req.drain and not req.force
+    if problems or not (guarded or counts is not None):
         return problems
-    to_drain = [c.provider for c in changes if not c.already]
-    draining = set(to_drain)
-    ids = sorted({v.candidate_id for v in views if v.name in draining})
+    to_change = [c.provider for c in changes if not c.already]
+    changing = set(to_change)
+    ids = sorted({v.candidate_id for v in views if v.name in changing})
     pending: list[str] = []
-    violations = []
+    found: list[GroupCount] = []
     for name in sorted(set(req.consumers)):
         index = targets.indexes.get(name)
-        if index is None or not to_drain:
+        if index is None or not to_change:
             continue  # a consumer without an overlay has nothing to guard
         try:
-            counts = index.get("admittedByGroup")
-            if not is_sharded(index) or isinstance(counts, Mapping):
+            admitted = index.get("admittedByGroup")
+            if not is_sharded(index) or isinstance(admitted, Mapping):
                 spec = reader.partial(name, index, ids)
                 if spec is None:
                     continue
                 overlay = Overlay.from_spec(spec)
                 if not is_sharded(index):
-                    violations += capacity_violations({name: overlay}, to_drain)
-                else:
-                    assert isinstance(counts, Mapping)
-                    violations += group_capacity_violations(name, counts, overlay.candidates, to_drain)
+                    admitted = group_admitted_counts(overlay.candidates)
+                assert isinstance(admitted, Mapping)
             else:
                 whole = reader.whole(name)
-                if whole is not None:
-                    violations += capacity_violations({name: Overlay.from_spec(whole)}, to_drain)
-        except Incomplete as found:
+                if whole is None:
+                    continue
+                overlay = Overlay.from_spec(whole)
+                admitted = group_admitted_counts(overlay.candidates)
+            found += group_counts(name, admitted, overlay.candidates, to_change, requested=req.drain)
+        except Incomplete as incomplete:
             # The shards that say where the providers stand never matched the index: refuse
             # rather than guard half an overlay or none.
             pending.append(
-                f"capacity guard: consumer {name}: {incomplete_reason(found)}, so its capacity cannot be checked "
+                f"capacity guard: consumer {name}: {incomplete_reason(incomplete)}, so its capacity cannot be checked "
                 "(retry, or use --force to drain anyway)"
             )
+    if counts is not None:
+        counts.extend(found)
+    if not guarded:
+        return []  # counted for a plan only: an unreadable overlay leaves its counts out
     if pending:
         return pending
-    return [f"capacity guard: {v.describe()} (use --force to drain anyway)" for v in violations]
+    return [f"capacity guard: {v.describe()} (use --force to drain anyway)" for v in violations_of(found)]

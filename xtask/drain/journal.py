@@ -11,6 +11,10 @@ changed and undo it with ``python -m xtask env drain-restore JOURNAL``. One reco
 ``failed``   after a PATCH was answered with an error: the HTTP status
 ``restore``  one restoration outcome (by the run itself or by ``drain-restore``)
 ``state``    the run's state: applying, restoring, restored, waiting, complete, needs-inspection, …
+``wave``     a drain in waves (``--wave-size``): one wave's progress (written, converged, soaked
+             with the gates' readings, held or breached); the header then lists every wave's
+             providers (``waves``: the providers to change, in selection order) and the whole
+             selection (``selection``, already-in-state ones included)
 
 Appends are O(1) and never block one another longer than one ``write(2)``. Durability: the
 fan-out appends the intents of every request it is about to send and syncs once before
@@ -44,8 +48,9 @@ from agn.inputfile import JOURNAL_LIMIT, read_regular
 from agn.names import label_problem, subdomain_problem
 from agn.outputfile import write_atomic
 from agn.yamltext import show
+from xtask.drain.holds import is_hold_key
 from xtask.drain.plan import OUR_ANNOTATIONS, Change
-from xtask.drain.states import RestoreOutcome, RunState, settled
+from xtask.drain.states import RestoreOutcome, RunState, WaveState, settled
 from xtask.errors import XtaskError
 
 FORMAT = "agn.dev/drain-journal/v2"
@@ -92,7 +97,7 @@ class Entry:
         """The generation our write produced (or would have): the spec changes exactly once per write."""
         if self.written_generation is not None:
             return self.written_generation
-        return self.change.generation + 1
+        return self.change.generation + (1 if self.change.flag_changes else 0)  # annotations alone keep it
 
 
 @dataclasses.dataclass
@@ -107,6 +112,17 @@ class JournalState:
     state: str = RunState.APPLYING  # a RunState, or whatever word an older journal holds
     torn_tail: bool = False
     legacy: bool = False  # the single-object JSON format of earlier versions
+    plan_digest: str | None = None  # the digest of the plan applied (``provider-drain --plan``)
+    waves: list[list[str]] = dataclasses.field(default_factory=list)  # a drain in waves: each wave's providers
+    selection: list[str] = dataclasses.field(default_factory=list)  # a drain in waves: every provider selected
+    wave_states: dict[int, str] = dataclasses.field(default_factory=dict)  # wave number (from 1) -> its WaveState
+
+    def first_unfinished_wave(self) -> int:
+        """The number (from 1) of the first wave not held; ``len(waves) + 1`` when all are."""
+        for number in range(1, len(self.waves) + 1):
+            if self.wave_states.get(number) != WaveState.HELD:
+                return number
+        return len(self.waves) + 1
 
     @property
     def request(self) -> str:
@@ -122,7 +138,18 @@ class JournalState:
 
     def to_dict(self) -> dict[str, Any]:
         """A summary (also the single-object format of earlier versions, which is written back as such)."""
+        waves = (
+            {
+                "waves": [
+                    {"wave": k, "providers": names, "state": self.wave_states.get(k, WaveState.PENDING)}
+                    for k, names in enumerate(self.waves, start=1)
+                ]
+            }
+            if self.waves
+            else {}
+        )
         return {
+            **waves,
             "operation": self.operation,
             "context": self.context,
             "namespace": self.namespace,
@@ -201,13 +228,30 @@ def _change_from(provider: str, requested: bool, rec: Mapping[str, Any]) -> Chan
     previous = rec.get("previous")
     if previous is not None and not isinstance(previous, bool):
         raise ValueError("previous must be true, false or null")
+    holds = rec.get("holds") or {}
+    if not isinstance(holds, Mapping):
+        raise ValueError("holds must be an object")
+    writes = holds.get("writes") or {}
+    others = holds.get("others") or []
+    if not isinstance(writes, Mapping) or not all(is_hold_key(k) and isinstance(v, bool) for k, v in writes.items()):
+        raise ValueError("holds.writes must map hold annotation keys to true or false")
+    if not isinstance(others, list) or not all(isinstance(k, str) and is_hold_key(k) for k in others):
+        raise ValueError("holds.others must be a list of hold annotation keys")
+    key = holds.get("key")
+    if key is not None and not (isinstance(key, str) and is_hold_key(key)):
+        raise ValueError("holds.key must be a hold annotation key")
     return Change(
         provider=provider,
         previous=previous,
         requested=requested,
         resource_version=str(rec.get("resourceVersion") or ""),
         generation=_count(rec.get("generation"), "generation"),
-        previous_annotations={k: annotations.get(k) for k in OUR_ANNOTATIONS},
+        previous_annotations={k: annotations.get(k) for k in (*OUR_ANNOTATIONS, *writes)},
+        hold_writes=dict(writes),
+        keep_drain=holds.get("keepDrain") is True,
+        other_holds=tuple(others),
+        hold_key=key,
+        release_all=holds.get("releaseAll") is True,
     )
 
 
@@ -241,9 +285,19 @@ def _check_provider_name(value: str, where: str) -> None:
 
 
 def header_record(
-    *, operation: str, context: str | None, namespace: str, requested: bool, reason: str | None, changes: list[Change]
+    *,
+    operation: str,
+    context: str | None,
+    namespace: str,
+    requested: bool,
+    reason: str | None,
+    changes: list[Change],
+    plan_digest: str | None = None,
+    waves: list[list[str]] | None = None,
+    selection: list[str] | None = None,
 ) -> dict[str, Any]:
     return {
+        **({"waves": waves, "selection": list(selection or [])} if waves else {}),
         "type": "header",
         "format": FORMAT,
         "operation": operation,
@@ -253,17 +307,27 @@ def header_record(
         "reason": reason,
         "startedAt": _now(),
         "plan": [_plan_item(c) for c in changes],
+        **({"planDigest": plan_digest} if plan_digest is not None else {}),
     }
 
 
 def _plan_item(c: Change) -> dict[str, Any]:
-    return {
+    item: dict[str, Any] = {
         "provider": c.provider,
         "previous": c.previous,
         "previousAnnotations": dict(c.previous_annotations),
         "resourceVersion": c.resource_version,
         "generation": c.generation,
     }
+    if c.hold_key is not None:
+        item["holds"] = {
+            "key": c.hold_key,
+            "writes": dict(c.hold_writes),
+            "keepDrain": c.keep_drain,
+            "others": list(c.other_holds),
+            "releaseAll": c.release_all,
+        }
+    return item
 
 
 def intent_record(change: Change, *, replanned: bool = False) -> dict[str, Any]:
@@ -305,7 +369,43 @@ def state_from_header(rec: Mapping[str, Any]) -> JournalState:
         reason=rec.get("reason"),
         started_at=str(rec.get("startedAt") or ""),
         entries=entries,
+        plan_digest=rec["planDigest"] if isinstance(rec.get("planDigest"), str) else None,
+        waves=_waves_from(rec.get("waves"), entries),
+        selection=_selection_from(rec.get("selection")),
     )
+
+
+def _selection_from(value: Any) -> list[str]:
+    """``header.selection`` (a drain in waves): every provider selected, already-in-state ones too."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+        raise ValueError("header.selection must be a list of provider names")
+    for name in value:
+        _check_provider_name(name, "header.selection")
+    return list(value)
+
+
+def _waves_from(value: Any, entries: Mapping[str, Entry]) -> list[list[str]]:
+    """``header.waves``: a list of non-empty lists of provider names, each name once, every
+    planned provider in one of them (a wave may also hold providers already in state)."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(w, list) and w for w in value):
+        raise ValueError("header.waves must be a list of non-empty lists of provider names")
+    seen: set[str] = set()
+    for wave in value:
+        for name in wave:
+            if not isinstance(name, str):
+                raise ValueError("header.waves must be a list of non-empty lists of provider names")
+            _check_provider_name(name, "header.waves")
+            if name in seen:
+                raise ValueError(f"header.waves names provider {name} twice")
+            seen.add(name)
+    missing = sorted(set(entries) - seen)
+    if missing:
+        raise ValueError(f"header.waves leaves out planned provider(s) {', '.join(missing)}")
+    return [list(w) for w in value]
 
 
 def apply_record(state: JournalState, rec: Mapping[str, Any]) -> None:
@@ -313,6 +413,12 @@ def apply_record(state: JournalState, rec: Mapping[str, Any]) -> None:
     kind = rec.get("type")
     if kind == "state":
         state.state = str(rec["state"])
+        return
+    if kind == "wave":
+        number = rec.get("wave")
+        if not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= len(state.waves):
+            raise ValueError(f"a wave record names wave {number!r}, which is not one of the header's waves")
+        state.wave_states[number] = WaveState(str(rec["state"]))
         return
     name = rec.get("provider")
     entry = state.entries.get(name) if isinstance(name, str) else None
@@ -450,6 +556,9 @@ class Journal:
         changes: list[Change],
         reason: str | None,
         folder: Path | None = None,
+        plan_digest: str | None = None,
+        waves: list[list[str]] | None = None,
+        selection: list[str] | None = None,
     ) -> Journal:
         folder = folder or journal_dir()
         path = folder / f"drain-{operation}{SUFFIX}"
@@ -460,6 +569,9 @@ class Journal:
             requested=requested,
             reason=reason,
             changes=changes,
+            plan_digest=plan_digest,
+            waves=waves,
+            selection=selection,
         )
         try:
             folder.mkdir(parents=True, exist_ok=True)
@@ -530,6 +642,11 @@ class Journal:
 
     def restored(self, provider: str, outcome: RestoreOutcome) -> None:
         self._append({"type": "restore", "provider": provider, "outcome": outcome, "at": _now()})
+
+    def wave(self, number: int, state: WaveState, **details: Any) -> None:
+        """Record how far wave ``number`` got (with e.g. the gates' readings) and make it durable."""
+        self._append({"type": "wave", "wave": number, "state": state, **details, "at": _now()})
+        self.sync()
 
     def set_state(self, state: RunState) -> None:
         self._append({"type": "state", "state": state, "at": _now()})

@@ -11,6 +11,7 @@ from typing import Any
 
 from agn.model import ADMITTED, Candidate, Overlay, group_admitted_counts
 from agn.objects import drain_of
+from xtask.drain.holds import is_hold_key, is_ours, plan_hold
 from xtask.drain.states import RestoreOutcome
 
 REASON = "agn.dev/drain-reason"
@@ -30,14 +31,31 @@ class Change:
     resource_version: str
     generation: int
     previous_annotations: Mapping[str, str | None]
+    # Drain holders (xtask.drain.holds): hold key -> True (this run writes the caller's hold) or
+    # False (removes it); whether an undrain leaves the flag because other holds remain; the
+    # other holds' keys when planned; and what the caller asked, to plan again after a 409.
+    hold_writes: Mapping[str, bool] = dataclasses.field(default_factory=dict)
+    keep_drain: bool = False
+    other_holds: tuple[str, ...] = ()
+    hold_key: str | None = None
+    release_all: bool = False
 
     @property
     def current(self) -> bool:
         return bool(self.previous)
 
     @property
+    def target(self) -> bool:
+        """``spec.trafficPolicy.drain`` after this change."""
+        return self.current if self.keep_drain else self.requested
+
+    @property
+    def flag_changes(self) -> bool:
+        return self.target != self.current
+
+    @property
     def already(self) -> bool:
-        return self.current == self.requested
+        return not self.flag_changes and not self.hold_writes
 
 
 def raw_drain(obj: Mapping[str, Any]) -> bool | None:
@@ -46,54 +64,98 @@ def raw_drain(obj: Mapping[str, Any]) -> bool | None:
     return None if value is None else bool(value)
 
 
-def plan_changes(selected: Iterable[Mapping[str, Any]], *, requested: bool) -> list[Change]:
-    out = []
-    for obj in selected:
-        meta = obj.get("metadata", {})
-        annotations = meta.get("annotations") or {}
-        out.append(
-            Change(
-                provider=meta["name"],
-                previous=raw_drain(obj),
-                requested=requested,
-                resource_version=meta.get("resourceVersion", ""),
-                generation=int(meta.get("generation") or 0),
-                previous_annotations={k: annotations.get(k) for k in OUR_ANNOTATIONS},
-            )
-        )
-    return out
+def plan_changes(
+    selected: Iterable[Mapping[str, Any]],
+    *,
+    requested: bool,
+    hold_key: str | None = None,
+    release_all: bool = False,
+) -> list[Change]:
+    """One change per provider. With ``hold_key`` (the caller's hold) a drain adds that hold and
+    an undrain removes it, clearing the flag only when no other hold remains (``release_all``:
+    removing every hold); without it only the flag is planned."""
+    return [plan_change(obj, requested=requested, hold_key=hold_key, release_all=release_all) for obj in selected]
 
 
-def drain_patch(change: Change, *, operation: str, actor: str, at: str, reason: str | None) -> dict:
-    """Merge patch touching only ``spec.trafficPolicy.drain`` and our annotations.
+def plan_change(
+    obj: Mapping[str, Any], *, requested: bool, hold_key: str | None = None, release_all: bool = False
+) -> Change:
+    meta = obj.get("metadata", {})
+    annotations = meta.get("annotations") or {}
+    previous = raw_drain(obj)
+    writes: dict[str, bool] = {}
+    keep = False
+    others: tuple[str, ...] = ()
+    if hold_key is not None:
+        hold = plan_hold(annotations, drained=bool(previous), drain=requested, key=hold_key, release_all=release_all)
+        writes, keep, others = dict(hold.writes), hold.keep_drain, hold.others
+    return Change(
+        provider=meta["name"],
+        previous=previous,
+        requested=requested,
+        resource_version=meta.get("resourceVersion", ""),
+        generation=int(meta.get("generation") or 0),
+        previous_annotations={k: annotations.get(k) for k in (*OUR_ANNOTATIONS, *writes)},
+        hold_writes=writes,
+        keep_drain=keep,
+        other_holds=others,
+        hold_key=hold_key,
+        release_all=release_all,
+    )
+
+
+def replan(change: Change, obj: Mapping[str, Any]) -> Change:
+    """``change`` planned again from the object as it is now (after a 409)."""
+    return plan_change(obj, requested=change.requested, hold_key=change.hold_key, release_all=change.release_all)
+
+
+def drain_patch(
+    change: Change, *, operation: str, actor: str, at: str, reason: str | None, hold: str | None = None
+) -> dict:
+    """Merge patch touching only ``spec.trafficPolicy.drain``, our annotations and the holds
+    this change writes (``hold``: the caller's hold value, for the keys it adds).
 
     ``metadata.resourceVersion`` makes it conditional: if anything changed the object since
-    we read it, the API server answers 409 and we re-read instead of acting on stale data.
+    we read it, the API server answers 409 and we re-read instead of acting on stale data; so
+    two holders writing at once never lose a hold. The flag and the ``agn.dev/drain-*``
+    annotations are written only when the flag changes (a second holder adds just its hold).
     """
-    if change.requested:
-        annotations: dict[str, str | None] = {REASON: reason, BY: actor, AT: at, OPERATION: operation}
+    annotations: dict[str, str | None] = {}
+    if change.flag_changes:
+        if change.target:
+            annotations = {REASON: reason, BY: actor, AT: at, OPERATION: operation}
+        else:
+            # Undrain clears the drain's reason; the operation id stays so restoration can tell
+            # whether the provider was changed again after this run.
+            annotations = {REASON: None, BY: None, AT: None, OPERATION: operation}
+    for key, adds in change.hold_writes.items():
+        if adds and hold is None:
+            raise ValueError("a change that adds a hold needs the hold's value")
+        annotations[key] = hold if adds else None
+    patch: dict[str, Any] = {"metadata": {"resourceVersion": change.resource_version, "annotations": annotations}}
+    if change.flag_changes:
+        patch["spec"] = {"trafficPolicy": {"drain": change.target}}
+    return patch
+
+
+def restore_patch(change: Change, *, resource_version: str, flag: bool = True) -> dict:
+    """Merge patch putting back exactly what ``change`` wrote: the holds it touched and, with
+    ``flag`` (when the change moved it), the field and our annotations as they were."""
+    touched = dict(change.hold_writes)
+    if flag and change.flag_changes:
+        annotations = dict(change.previous_annotations)
+        patch: dict[str, Any] = {"spec": {"trafficPolicy": {"drain": change.previous}}}
     else:
-        # Undrain clears the drain's reason; the operation id stays so restoration can tell
-        # whether the provider was changed again after this run.
-        annotations = {REASON: None, BY: None, AT: None, OPERATION: operation}
-    return {
-        "metadata": {"resourceVersion": change.resource_version, "annotations": annotations},
-        "spec": {"trafficPolicy": {"drain": change.requested}},
-    }
-
-
-def restore_patch(change: Change, *, resource_version: str) -> dict:
-    """Merge patch putting the field and our annotations back exactly as they were."""
-    return {
-        "metadata": {"resourceVersion": resource_version, "annotations": dict(change.previous_annotations)},
-        "spec": {"trafficPolicy": {"drain": change.previous}},
-    }
+        annotations = {k: change.previous_annotations.get(k) for k in touched}
+        patch = {}
+    return {"metadata": {"resourceVersion": resource_version, "annotations": annotations}, **patch}
 
 
 class RestoreDecision(str, enum.Enum):
     """Put the provider back, or leave it: then the decision's value is the restoration's outcome."""
 
     RESTORE = "restore"
+    RESTORE_HOLDS = "restore-holds"  # put back only the holds; the flag stays (another holder holds it now)
     ALREADY = RestoreOutcome.ALREADY.value
     OTHER_WRITER = RestoreOutcome.OTHER_WRITER.value
     GONE = RestoreOutcome.GONE.value
@@ -114,16 +176,40 @@ def restore_decision(
     the provider is as we left it. For a write whose answer was never recorded (a crash
     between PATCH and journal), ``written_generation`` is the one such a write would have
     produced, and the operation annotation tells whether it landed at all.
+
+    The holds this run wrote are put back only while they are as it left them (its own hold, its
+    operation in it; a hold it removed still absent). A flag this run set is left set, and only
+    the holds put back, when a hold it did not know of has appeared since: another holder holds
+    the provider drained now.
     """
     if current is None:
         return RestoreDecision.GONE
-    if raw_drain(current) == change.previous:
+    annotations = (current.get("metadata") or {}).get("annotations") or {}
+    holds_back = all(annotations.get(k) == change.previous_annotations.get(k) for k in change.hold_writes)
+    flag_back = not change.flag_changes or raw_drain(current) == change.previous
+    if holds_back and flag_back:
         return RestoreDecision.ALREADY
+    for key, adds in change.hold_writes.items():
+        now = annotations.get(key)
+        if now == change.previous_annotations.get(key):
+            continue
+        if (adds and not is_ours(now, operation)) or (not adds and now is not None):
+            return RestoreDecision.OTHER_WRITER
+    if not change.flag_changes:
+        # Only holds were written: they fit only while the flag is as this run found it.
+        if raw_drain(current) != change.previous:
+            return RestoreDecision.OTHER_WRITER
+        return RestoreDecision.RESTORE_HOLDS
+    if flag_back:
+        return RestoreDecision.RESTORE_HOLDS
     meta = current.get("metadata", {})
     gen = int(meta.get("generation") or 0)
-    ours = (meta.get("annotations") or {}).get(OPERATION) == operation
-    if gen != written_generation or drain_of(current) != change.requested or not ours:
+    ours = annotations.get(OPERATION) == operation
+    if gen != written_generation or drain_of(current) != change.target or not ours:
         return RestoreDecision.OTHER_WRITER
+    known = set(change.hold_writes) | set(change.other_holds)
+    if not change.previous and change.hold_writes and any(is_hold_key(k) and k not in known for k in annotations):
+        return RestoreDecision.RESTORE_HOLDS
     return RestoreDecision.RESTORE
 
 
@@ -140,12 +226,62 @@ class CapacityViolation:
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class GroupCount:
+    """A consumer's admitted providers in one selection group, before and after the run."""
+
+    consumer: str
+    group: str
+    admitted_before: int
+    admitted_after: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "consumer": self.consumer,
+            "group": self.group,
+            "admittedBefore": self.admitted_before,
+            "admittedAfter": self.admitted_after,
+        }
+
+
 def capacity_violations(overlays: Mapping[str, Overlay], selected: Iterable[str]) -> list[CapacityViolation]:
     """Groups that have an admitted candidate now and would have none after draining ``selected``."""
     out = []
     for consumer, overlay in sorted(overlays.items()):
         counts = group_admitted_counts(overlay.candidates)
         out += group_capacity_violations(consumer, counts, overlay.candidates, selected)
+    return out
+
+
+def group_counts(
+    consumer: str,
+    admitted_by_group: Mapping[str, int],
+    candidates: Iterable[Candidate],
+    selected: Iterable[str],
+    *,
+    requested: bool,
+) -> list[GroupCount]:
+    """The admitted count before and after, per selection group of a selected provider, from the
+    group's admitted count now (a sharded index's ``admittedByGroup``, or counted from the whole
+    overlay) and the candidates of at least the selected providers (other candidates are ignored).
+
+    Only the selected providers' candidates change: a drain (``requested`` true) takes one
+    admitted candidate per selected admitted member, an undrain adds one per selected
+    ``existing_only`` member. A selected provider with no candidate (kept out) changes nothing."""
+    chosen = set(selected)
+    delta: dict[str, int] = {}
+    for c in candidates:
+        if c.provider not in chosen:
+            continue
+        delta.setdefault(c.selection_group, 0)
+        if requested and c.admission_state == ADMITTED:
+            delta[c.selection_group] -= 1
+        elif not requested and c.admission_state != ADMITTED:
+            delta[c.selection_group] += 1
+    out = []
+    for group, d in sorted(delta.items()):
+        now = int(admitted_by_group.get(group, 0))
+        out.append(GroupCount(consumer, group, now, max(0, now + d)))
     return out
 
 
@@ -158,14 +294,13 @@ def group_capacity_violations(
 
     Draining changes only the selected providers' candidates, so only their groups can lose
     their last admitted one: a group loses one admitted candidate per selected admitted member."""
-    chosen = set(selected)
-    lost: dict[str, int] = {}
-    for c in candidates:
-        if c.provider in chosen and c.admission_state == ADMITTED:
-            lost[c.selection_group] = lost.get(c.selection_group, 0) + 1
-    out = []
-    for group, n in sorted(lost.items()):
-        now = int(admitted_by_group.get(group, 0))
-        if now > 0 and now - n <= 0:
-            out.append(CapacityViolation(consumer, group, now))
-    return out
+    return violations_of(group_counts(consumer, admitted_by_group, candidates, selected, requested=True))
+
+
+def violations_of(counts: Iterable[GroupCount]) -> list[CapacityViolation]:
+    """The drained groups that have an admitted provider now and would have none after."""
+    return [
+        CapacityViolation(c.consumer, c.group, c.admitted_before)
+        for c in counts
+        if c.admitted_before > 0 and c.admitted_after <= 0
+    ]

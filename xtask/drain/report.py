@@ -30,15 +30,22 @@ class Report:
     interrupted: str | None = None
     journal: str | None = None
     events: dict[str, Any] | None = None  # Kubernetes Events about this run: recorded, notRecorded
+    holder: str | None = None  # whose hold this run adds or removes (--holder)
+    still_held: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # undrain: provider -> other holders
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     exit_code: ExitCode = ExitCode.OK
     summary: str = ""
+    plan_file: dict[str, Any] | None = None  # --plan-out / --plan: path, digest, action (written | applied)
+    budget: dict[str, Any] | None = None  # --max-unavailable: the budget and its groups
+    waves: list[dict] | None = None  # a drain in waves: per wave its providers, state and gates' readings
 
     def to_dict(self) -> dict:
         """The ``ProviderDrainReport`` (schema: ``schemas/provider-drain-report.schema.json``)."""
         data = dataclasses.asdict(self)
         data["dryRun"] = data.pop("dry_run")
         data["dryRunOutcomes"] = data.pop("dry_run_outcomes")
+        data["stillHeld"] = data.pop("still_held")
+        data["planFile"] = data.pop("plan_file")
         del data["exit_code"]
         data["exit"] = exit_status(self.exit_code)
         return envelope(PROVIDER_DRAIN, data)
@@ -53,6 +60,7 @@ def exit_code_for(
     wait_state: WaitState | None,
     stored_ok: bool | None,
     idle_state: IdleWaitState | None = None,
+    breached: bool = False,
 ) -> ExitCode:
     """The documented exit code for a finished run (see ``xtask.errors.ExitCode``)."""
     if refused:
@@ -62,6 +70,12 @@ def exit_code_for(
         if incomplete:
             return ExitCode.NEEDS_INSPECTION
         return ExitCode.INTERRUPTED if interrupted_during_writes else ExitCode.PARTIAL_RESTORED
+    if breached:
+        return (
+            ExitCode.GATE_BREACHED
+            if all(restored_ok(r["outcome"]) for r in restorations)
+            else ExitCode.NEEDS_INSPECTION
+        )
     if wait_state == WaitState.CONVERGED and idle_state is not None:
         return _IDLE_EXIT[IdleWaitState(idle_state)]
     if wait_state is not None:

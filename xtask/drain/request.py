@@ -9,13 +9,23 @@ import dataclasses
 import getpass
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from agn.yamltext import show
+from xtask.drain.amounts import Amount
+from xtask.drain.holds import MAX_EXPIRES_SECONDS, holder_problem, ticket_problem
 from xtask.drain.selection import Selector
 from xtask.errors import UsageError
+
+if TYPE_CHECKING:
+    from xtask.drain.planfile import LoadedPlan
 
 FIELD_MANAGER = "agn-xtask-provider-drain"
 MAX_CONCURRENCY = 64
 DEFAULT_IDLE_TIMEOUT = 300.0
+DEFAULT_SOAK = 30.0
+DEFAULT_MAX_ERROR_RATIO = 0.01
+ON_BREACH = ("hold", "restore")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +48,35 @@ class DrainRequest:
     journal_dir: Path | None = None
     wait_idle: bool = False
     idle_timeout: float | None = None  # None: DEFAULT_IDLE_TIMEOUT (and not given on the command line)
+    plan_out: Path | None = None  # --plan-out: write the plan there instead of draining
+    plan: LoadedPlan | None = None  # --plan: apply this plan (the selection and operation are its)
+    max_plan_age: float | None = None  # --max-plan-age seconds (None: planfile.DEFAULT_MAX_AGE)
+    max_unavailable: Amount | None = None  # --max-unavailable: the fleet budget
+    # Waves (None: not given on the command line; the defaults are DEFAULT_SOAK and so on).
+    soak: float | None = None
+    max_error_ratio: float | None = None
+    on_breach: str | None = None  # hold | restore (None: hold)
+    gateway_metrics: tuple[str, ...] = ()  # CONSUMER=URL, overriding the consumer's status.address
+    resume: Path | None = None  # a journal of a drain in waves to continue
+    wave_size: Amount | None = None  # --wave-size (None: one wave)
+    # Drain holders (xtask.drain.holds): who holds the drain (None: actor(), user@host), a
+    # ticket, seconds until the hold expires; --undrain --release-all removes every hold.
+    holder: str | None = None
+    ticket: str | None = None
+    expires_in: int | None = None
+    release_all: bool = False
+
+    @property
+    def in_waves(self) -> bool:
+        return self.wave_size is not None or self.resume is not None
+
+    @property
+    def soak_seconds(self) -> float:
+        return DEFAULT_SOAK if self.soak is None else self.soak
+
+    @property
+    def error_ratio_limit(self) -> float:
+        return DEFAULT_MAX_ERROR_RATIO if self.max_error_ratio is None else self.max_error_ratio
 
     def __post_init__(self) -> None:
         if bool(self.network) != bool(self.consumers):
@@ -54,6 +93,87 @@ class DrainRequest:
             raise UsageError(f"--concurrency must be between 1 and {MAX_CONCURRENCY}")
         if self.reason and not self.drain:
             raise UsageError("--reason records why a provider is drained; it does not apply to --undrain")
+        if self.plan_out is not None and self.plan is not None:
+            raise UsageError("--plan-out makes a plan and --plan applies one: give one of them")
+        if self.max_plan_age is not None and self.plan is None:
+            raise UsageError("--max-plan-age bounds the age of the plan given with --plan; it does nothing without it")
+        if self.max_unavailable is not None and not self.drain:
+            raise UsageError("--max-unavailable bounds what a drain takes out; it does not apply to --undrain")
+        if self.release_all and self.drain:
+            raise UsageError("--release-all removes every holder's hold on --undrain; it does not apply to a drain")
+        if self.ticket is not None and not self.drain:
+            raise UsageError("--ticket is recorded with the caller's hold on a drain; it does not apply to --undrain")
+        if self.expires_in is not None and not self.drain:
+            raise UsageError(
+                "--expires-in is recorded with the caller's hold on a drain; it does not apply to --undrain"
+            )
+        if self.holder is not None and (problem := holder_problem(self.holder)):
+            raise UsageError(f"--holder {show(self.holder)} {problem}")
+        if self.ticket is not None and (problem := ticket_problem(self.ticket)):
+            raise UsageError(f"--ticket {show(self.ticket)} {problem}")
+        if self.expires_in is not None and not 0 < self.expires_in <= MAX_EXPIRES_SECONDS:
+            raise UsageError(f"--expires-in must be between 1 and {MAX_EXPIRES_SECONDS} seconds")
+        self._check_waves()
+
+    @property
+    def hold_holder(self) -> str:
+        """Who holds what this run drains (``--holder``, default ``user@host``)."""
+        return self.holder if self.holder is not None else actor()
+
+    def shaping_arguments(self) -> list[str]:
+        """The flags that decide what the run does (not how it runs or where), as a plan records them."""
+        s = self.selector
+        args = ["--provider", s.provider] if s.provider is not None else ["--gateway", str(s.gateway)]
+        args += [] if self.drain else ["--undrain"]
+        args += ["--reason", self.reason] if self.reason else []
+        args += ["--network", self.network] if self.network else []
+        args += [a for c in self.consumers for a in ("--consumer", c)]
+        args += ["--force"] if self.force else []
+        args += ["--max-unavailable", str(self.max_unavailable)] if self.max_unavailable is not None else []
+        args += ["--wave-size", str(self.wave_size)] if self.wave_size is not None else []
+        return args
+
+    def _check_waves(self) -> None:
+        if self.resume is not None and (self.plan is not None or self.plan_out is not None):
+            raise UsageError(
+                "--resume continues the drain its journal records; do not give --plan or --plan-out with it"
+            )
+        if self.wave_size is not None and self.resume is not None:
+            raise UsageError("--resume continues the waves its journal records; do not give --wave-size with it")
+        if self.in_waves and not self.network:
+            flag = "--wave-size" if self.wave_size is not None else "--resume"
+            raise UsageError(
+                f"{flag}: each wave must converge on its targets before it soaks; "
+                "name --network and every --consumer to wait for"
+            )
+        if not self.in_waves:
+            given = [
+                flag
+                for flag, value in (
+                    ("--soak", self.soak),
+                    ("--max-error-ratio", self.max_error_ratio),
+                    ("--on-breach", self.on_breach),
+                    ("--gateway-metrics", self.gateway_metrics or None),
+                )
+                if value is not None
+            ]
+            if given:
+                raise UsageError(f"{', '.join(given)} applies to a drain in waves: give --wave-size (or --resume)")
+        if self.on_breach is not None and self.on_breach not in ON_BREACH:
+            raise UsageError(f"--on-breach must be one of {', '.join(ON_BREACH)}")
+        if self.gateway_metrics:
+            from xtask.drain.gates import parse_overrides
+
+            try:
+                overrides = parse_overrides(self.gateway_metrics)
+            except ValueError as exc:
+                raise UsageError(f"--gateway-metrics: {exc}") from None
+            unknown = sorted(set(overrides) - set(self.consumers))
+            if unknown:
+                raise UsageError(
+                    f"--gateway-metrics names {', '.join(unknown)}, which is not a --consumer of this drain "
+                    "(only the named consumers' gateways are read)"
+                )
 
 
 @dataclasses.dataclass(frozen=True)

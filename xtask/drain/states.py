@@ -60,6 +60,18 @@ class WaitState(enum.StrEnum):
     UNREACHABLE = "unreachable"  # every watch failed for UNREACHABLE_BOUND
 
 
+class WaveState(enum.StrEnum):
+    """Where one wave of a drain in waves stands (the journal's ``wave`` records, the report's
+    ``waves[].state``); the last record of a wave wins."""
+
+    PENDING = "pending"  # not started (or planned only: a dry run)
+    WRITTEN = "written"  # its fan-out finished without a failure
+    CONVERGED = "converged"  # every named consumer serves it
+    SOAKED = "soaked"  # its soak ended and its gates were read
+    HELD = "held"  # every gate held: finished; the next wave may start
+    BREACHED = "breached"  # a gate did not hold: the run stopped before the next wave
+
+
 class IdleWaitState(enum.StrEnum):
     """How the ``--wait-idle`` wait ended."""
 
@@ -83,6 +95,8 @@ class RunState(enum.StrEnum):
     APPLIED_UNREACHABLE = "applied-unreachable"
     APPLIED_IDLE_TIMEOUT = "applied-idle-timeout"
     APPLIED_IDLE_INTERRUPTED = "applied-idle-interrupted"
+    SOAKING = "soaking"  # waves: a wave converged and its gates are being read over the soak
+    APPLIED_BREACHED = "applied-breached"  # waves: a gate did not hold; the written waves are kept
 
     @classmethod
     def after_restoring(cls, outcomes: list[str]) -> RunState:

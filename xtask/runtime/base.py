@@ -52,7 +52,11 @@ class Options:
 
 
 class Runtime(Protocol):
-    """One environment on one runtime. Made by :meth:`create`; the CLI calls the rest."""
+    """One environment on one runtime. Made by :meth:`create`; the CLI calls the rest.
+
+    Optional, looked up by ``env status``: ``describe()`` (what the runtime says beyond its
+    components) and ``prometheus()`` (the env's Prometheus: ``url``, ``running``, ``detail``;
+    a runtime without it starts none)."""
 
     name: ClassVar[str]  # what --runtime and env.json call it
     auto: ClassVar[bool]  # whether `--runtime auto` may choose it (in registry order)

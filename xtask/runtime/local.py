@@ -3,7 +3,8 @@
 etcd + kube-apiserver (:mod:`xtask.runtime.controlplane`), then the CRDs and the env's
 objects, the fake providers (one process each up to :data:`POOL_THRESHOLD`, else one process
 serving them all under ``/pool/<name>``), the operator, and one consumer gateway per
-consumer. Every process is tracked by a pid file under the env's state folder from the moment
+consumer, and (when Debian's ``prometheus`` is installed) a Prometheus scraping them
+(:mod:`xtask.runtime.prometheus`). Every process is tracked by a pid file under the env's state folder from the moment
 it is spawned and stopped by pid. ``up`` is idempotent (running pieces are kept, dead ones
 restarted); ``down`` stops everything, removes the kube context and the state folder, and
 collects every error.
@@ -33,7 +34,8 @@ from agn.shards import DEFAULT_SHARD_COUNT
 from xtask import components
 from xtask.envdef import EnvDef
 from xtask.errors import ComponentFailed, RefusedError, XtaskError
-from xtask.procs import Supervisor, log_tail
+from xtask.procs import ProcessRecord, Supervisor, log_tail
+from xtask.runtime import prometheus
 from xtask.runtime.assets import ensure_assets, find_assets
 from xtask.runtime.base import FIELD_MANAGER, Options, context_name, refuse_other_runtime
 from xtask.runtime.certs import CertPaths, private_dir
@@ -134,11 +136,15 @@ class LocalEnv:
         rec = self.supervisor.start(name, [sys.executable, "-m", module, *args], env=env, cwd=REPO_ROOT)
         ctx.started.append(name)
         if ready_url:
-            deadline = time.monotonic() + 30
-            while not http_ok(ready_url, timeout=1):
-                if self.supervisor.exited(rec) is not None or time.monotonic() > deadline:
-                    raise ComponentFailed(f"{name} did not start", log_tail=log_tail(rec.log), hint=f"log: {rec.log}")
-                time.sleep(0.05)
+            self._wait_answers(rec, ready_url)
+
+    def _wait_answers(self, rec: ProcessRecord, url: str) -> None:
+        """Wait up to 30 s until ``url`` answers 200; fail at once when the process exits."""
+        deadline = time.monotonic() + 30
+        while not http_ok(url, timeout=1):
+            if self.supervisor.exited(rec) is not None or time.monotonic() > deadline:
+                raise ComponentFailed(f"{rec.name} did not start", log_tail=log_tail(rec.log), hint=f"log: {rec.log}")
+            time.sleep(0.05)
 
     # -- up -------------------------------------------------------------------------------
     def up(self, envdef: EnvDef, *, progress: Progress, retain: bool = False, wait_timeout: float = 60.0) -> dict:
@@ -168,6 +174,7 @@ class LocalEnv:
             apply_objects_step(),
             Step("start the AGN operator", self._start_operator, undo=self._stop_started),
             Step("start consumer gateways", self._start_gateways, undo=self._stop_started),
+            self._prometheus_step(),
             readiness_step(diagnose=self.diagnose),
             # Last: a repair that fails leaves the user's context and env.json as they were.
             Step(f"write kube context {ctx.context} to {ctx.kubeconfig}", lambda c: self._publish(c, cp)),
@@ -280,6 +287,44 @@ class LocalEnv:
             self._restart_if_stale(gateway.name, self._port_for(gateway.name), ctx)
             self._start(ctx, gateway)
 
+    def _prometheus_step(self) -> Step:
+        """Start Prometheus when it is installed; else a step that only says why it is not started."""
+        if prometheus.binary() is None:
+            return Step(f"Prometheus: not started, {prometheus.NOT_INSTALLED}", lambda c: None)
+        return Step(
+            "start Prometheus (scraping the operator and gateways)", self._start_prometheus, undo=self._stop_started
+        )
+
+    def _scrape_targets(self, ctx: UpContext) -> prometheus.ScrapeTargets:
+        """The operator, the gateways and the fake providers that run as their own process (a
+        pool of fakes is not scraped: one target would stand for thousands of providers)."""
+        ports = self._ports()
+
+        def addresses(names: dict[str, str]) -> dict[str, str]:  # label -> process name
+            return {label: f"127.0.0.1:{ports[name]}" for label, name in names.items() if name in ports}
+
+        fakes = {} if pooled(ctx.envdef) else {p: f"fake-{p}" for p in components.fake_provider_names(ctx.envdef)}
+        return prometheus.ScrapeTargets(
+            operator=addresses({"operator": "operator"}).get("operator"),
+            gateways=addresses({c.name: f"gateway-{c.name}" for c in ctx.envdef.consumers}),
+            providers=addresses(fakes),
+        )
+
+    def _start_prometheus(self, ctx: UpContext) -> None:
+        """Write the config and targets (a running Prometheus rereads the targets on its own),
+        then start it unless running; wait until it says it is ready."""
+        binary = prometheus.binary()
+        assert binary is not None, "the step is only added when the binary is installed"
+        folder = self.dir / prometheus.NAME
+        prometheus.write_files(folder, self._scrape_targets(ctx))
+        port = self._port_for(prometheus.NAME)
+        ctx.prometheus = f"http://127.0.0.1:{port}"
+        if self.supervisor.running(prometheus.NAME):
+            return
+        rec = self.supervisor.start(prometheus.NAME, prometheus.argv(binary, folder, port=port), cwd=folder)
+        ctx.started.append(prometheus.NAME)
+        self._wait_answers(rec, prometheus.ready_url(ctx.prometheus))
+
     def _restart_if_stale(self, name: str, port: int, ctx: UpContext) -> None:
         """Stop a running component whose health endpoint says it lost the API server (its watches
         have failed past their bound, or it talks to another address); the caller starts it again."""
@@ -385,9 +430,36 @@ class LocalEnv:
                 entry["address"] = f"http://127.0.0.1:{port}"
                 if rec.name == "operator" or rec.name.startswith("gateway-"):
                     entry["metricsUrl"] = f"{entry['address']}/metrics"  # Prometheus text, next to /healthz
-                if running:
+                if running and rec.name == prometheus.NAME:
+                    entry["healthy"], entry["detail"] = prometheus_health(entry["address"])
+                elif running:
                     # Fake providers answer plain 200; the operator and gateways say whether
                     # their watches are live and which API server and overlay they use.
                     entry["healthy"], entry["detail"] = component_health(f"{entry['address']}/healthz", server=server)
             out.append(entry)
         return out
+
+    def prometheus(self) -> dict:
+        """``env status``'s ``prometheus``: its URL while it runs, else why it does not."""
+        rec = self.supervisor.record(prometheus.NAME)
+        port = self._ports().get(prometheus.NAME)
+        if rec is not None and port and self.supervisor.running(prometheus.NAME):
+            url = f"http://127.0.0.1:{port}"
+            return {"url": url, "running": True, "detail": prometheus_health(url)[1]}
+        if rec is not None:
+            return {"url": None, "running": False, "detail": f"exited (log: {rec.log}); `env up` starts it again"}
+        if prometheus.binary() is None:
+            return {"url": None, "running": False, "detail": f"not started: {prometheus.NOT_INSTALLED}"}
+        return {
+            "url": None,
+            "running": False,
+            "detail": "not started: installed after this env came up; `env up` starts it",
+        }
+
+
+def prometheus_health(url: str) -> tuple[bool, str]:
+    """Healthy once ready; the detail counts the scrape targets that are up."""
+    if not http_ok(prometheus.ready_url(url), timeout=2):
+        return False, "not ready (/-/ready does not answer 200)"
+    counts = prometheus.targets_up(url)
+    return True, "ready" if counts is None else f"{counts[0]}/{counts[1]} scrape targets up"

@@ -50,6 +50,7 @@ class UpContext:
     served: dict[str, int] = dataclasses.field(default_factory=dict)
     excluded: list[str] = dataclasses.field(default_factory=list)
     endpoints: dict[str, str] = dataclasses.field(default_factory=dict)  # provider -> URL of its fake
+    prometheus: str | None = None  # the URL of the env's Prometheus (local runtime, when installed)
 
     def connected(self) -> Kube:
         assert self.kube is not None, "a step that needs the API ran before the connect step"
@@ -71,6 +72,7 @@ class UpContext:
             **({"applied": self.applied} if self.applied else {}),
             **({"skipped": self.skipped} if self.skipped else {}),
             **({"dryRun": True} if self.dry_run else {}),
+            **({"prometheus": self.prometheus} if self.prometheus else {}),
         }
 
 

@@ -17,6 +17,7 @@ COMMANDS = {  # name: "module:attribute"
     "down": "xtask.cli.env.down:down",
     "provider-drain": "xtask.cli.env.provider_drain:provider_drain",
     "drain-restore": "xtask.cli.env.drain_restore:drain_restore",
+    "drains": "xtask.cli.env.drains:drains",
     "render": "xtask.cli.env.render:render_cmd",
 }
 

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from xtask.cli.env.drain_view import PlainReporter, api_server_line, idle_line
+from xtask.cli.env.drain_view import PlainReporter, api_server_line, idle_line, wave_line
 from xtask.cli.output import markup_safe as e
 from xtask.drain.report import Report
 from xtask.drain.states import WriteOutcome
@@ -57,7 +57,9 @@ class RichReporter(PlainReporter):
                 "[dim]already in requested state[/dim]" if details["alreadyInState"] else "[yellow]will change[/yellow]"
             )
             self.console.print(
-                f"  {e(provider)}: drain {str(details['current']).lower()} -> {str(details['requested']).lower()}  {mark}"
+                f"  {e(provider)}: drain {str(details['current']).lower()} -> "
+                f"{str(details.get('drainAfter', details['requested'])).lower()}  {mark}"
+                + (f"  held by {e(', '.join(details['holders']))}" if details.get("holders") else "")
             )
         elif kind == "write-started":
             if self.progress is None:
@@ -94,6 +96,10 @@ class RichReporter(PlainReporter):
         elif kind in ("dry-run", "restored"):
             self._stop_progress()
             super().event(kind, provider, details)
+        elif kind == "soak" and self.progress is not None:
+            self.progress.update(self.task, description=e(wave_line(kind, details)))
+        elif kind in ("wave", "gate"):
+            self.console.print(e(wave_line(kind, details)))
 
     def _update(self) -> None:
         if self.progress is not None:
@@ -126,6 +132,17 @@ def render_final(report: Report, console: Console) -> None:
                 e(c["servingRevision"]),
                 *(e(states.get((c["consumer"], name), "-")) for name in report.selection),
             )
+        console.print(table)
+    if report.waves:
+        table = Table(title="waves", title_justify="left")
+        for col in ("wave", "state", "providers", "gates"):
+            table.add_column(col)
+        for w in report.waves:
+            gates = "; ".join(
+                f"{g['gate']} {'held' if g['held'] else 'NOT HELD'} {g['value']} ({g['threshold']})" for g in w["gates"]
+            )
+            state = w["state"] + (" (earlier run)" if w.get("earlier") else "")
+            table.add_row(e(w["wave"]), e(state), e(", ".join(w["providers"])), e(gates))
         console.print(table)
     if report.idle and report.idle.get("providers"):
         table = Table(title=f"idle ({e(report.idle['state'])})", title_justify="left")

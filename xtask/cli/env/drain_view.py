@@ -28,9 +28,9 @@ class PlainReporter:
     def event(self, kind: str, provider: str, details: dict) -> None:
         if kind == "plan":
             state = "already in requested state" if details["alreadyInState"] else "will change"
-            self.line(
-                f"  plan {provider}: drain {str(details['current']).lower()} -> {str(details['requested']).lower()} ({state})"
-            )
+            after = str(details.get("drainAfter", details["requested"])).lower()
+            held = f"; held by {', '.join(details['holders'])}" if details.get("holders") else ""
+            self.line(f"  plan {provider}: drain {str(details['current']).lower()} -> {after} ({state}){held}")
         elif kind == "dry-run" and details["outcome"] != WriteOutcome.DRY_RUN_OK:
             self.line(f"  dry-run {provider}: REJECTED: {details.get('error')}")
         elif kind == "write-finished":
@@ -47,6 +47,19 @@ class PlainReporter:
             self.line(f"  {api_server_line(details)}")
         elif kind == "idle":  # a provider's idle state or reading changed (``idle-tick`` is for the live view)
             self.line(f"  idle-wait {idle_line(details)}")
+        elif kind in ("wave", "soak", "gate"):
+            self.line(f"  {wave_line(kind, details)}")
+
+
+def wave_line(kind: str, details: dict) -> str:
+    """A drain in waves: a wave's progress, a soak's progress, or a gate's reading."""
+    if kind == "soak":
+        return f"wave {details['wave']}: soaked {details['elapsed']:g}s of {details['seconds']:g}s"
+    if kind == "gate":
+        value = "none" if details["value"] is None else f"{details['value']:g}"
+        verdict = "held" if details["held"] else "NOT HELD"
+        return f"wave {details['wave']}: gate {details['gate']} {verdict}: {value} ({details['threshold']}); {details['detail']}"
+    return f"wave {details['wave']} of {details['of']}: {details['state']}"
 
 
 def api_server_line(details: dict) -> str:
@@ -80,3 +93,9 @@ def plain_final(report: Report, stream: TextIO) -> None:
     if report.idle:
         for p in report.idle.get("providers", []):
             say(f"  idle {idle_line(p)}")
+    for w in report.waves or []:
+        earlier = " (by the run resumed)" if w.get("earlier") else ""
+        gates = "; ".join(
+            f"{g['gate']} {'held' if g['held'] else 'NOT HELD'} {g['value']} ({g['threshold']})" for g in w["gates"]
+        )
+        say(f"  wave {w['wave']}: {w['state']}{earlier}: {', '.join(w['providers'])}{'; ' + gates if gates else ''}")

@@ -17,14 +17,23 @@ import click
 from xtask.cli.env.drain_view import PlainReporter, plain_final
 from xtask.cli.env.options import namespace_type, object_name_type
 from xtask.cli.output import emit_json, fancy, out_console, printable
-from xtask.cli.params import FiniteFloat, NonEmptyPath
+from xtask.cli.params import AmountType, CheckedText, DurationType, FiniteFloat, NonEmptyPath
+from xtask.drain.holds import MAX_EXPIRES_SECONDS, holder_problem, ticket_problem
 from xtask.drain.journal import journal_dir as default_journal_dir
+from xtask.drain.planfile import load_plan, plan_format
 from xtask.drain.preflight import usable_journal_dir
 from xtask.drain.report import Report
-from xtask.drain.request import DEFAULT_IDLE_TIMEOUT, MAX_CONCURRENCY, DrainRequest
+from xtask.drain.request import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_ERROR_RATIO,
+    DEFAULT_SOAK,
+    MAX_CONCURRENCY,
+    ON_BREACH,
+    DrainRequest,
+)
 from xtask.drain.run import run_drain
 from xtask.drain.selection import Selector
-from xtask.errors import ExitCode, exit_codes_epilog
+from xtask.errors import ExitCode, RefusedError, UsageError, exit_codes_epilog
 
 EPILOG = exit_codes_epilog()
 
@@ -116,10 +125,137 @@ REQUEST_OPTIONS = (
         type=NonEmptyPath(file_okay=False, path_type=Path),
         help="Where to write the operation journal (default: $AGN_XTASK_JOURNAL_DIR or ~/.local/state/agn-xtask/journal).",
     ),
+    click.option(
+        "--plan-out",
+        type=NonEmptyPath(dir_okay=False, path_type=Path),
+        metavar="FILE",
+        help="Do every read-only step, then write the plan to FILE (.yaml/.yml: YAML, .json: JSON) "
+        "instead of draining; review it, then apply it with --plan.",
+    ),
+    click.option(
+        "--plan",
+        type=NonEmptyPath(exists=True, dir_okay=False, path_type=Path),
+        metavar="FILE",
+        help="Apply exactly the plan in FILE (made with --plan-out): its selection and operation, refused (exit 3) "
+        "if anything it records changed since. Selection and operation flags are not allowed with it.",
+    ),
+    click.option(
+        "--max-plan-age",
+        type=DurationType(),
+        help="With --plan: refuse a plan older than this (e.g. 90s, 30m, 1h; default 1h).",
+    ),
+    click.option(
+        "--max-unavailable",
+        type=AmountType(minimum=0),
+        help="Drain only: refuse (exit 3) when, in a network's selection group, more than N (or P% of the group) "
+        "providers would be unavailable: drained by anyone, out for a hard failure, or drained by this run.",
+    ),
+    # -- waves (docs/provider-drain.md, "Waves") --
+    click.option(
+        "--soak",
+        type=FiniteFloat(min=0),
+        metavar="SECONDS",
+        help=f"Waves: seconds each converged wave soaks while its gates are read (default: {DEFAULT_SOAK:.0f}; "
+        "0: no soak and no gates, waves paced by convergence alone).",
+    ),
+    click.option(
+        "--max-error-ratio",
+        type=FiniteFloat(min=0, max=1),
+        metavar="R",
+        help="Waves: the error-ratio gate holds if at most this share of the completion requests through the "
+        f"named consumers' gateways failed (502/503) over the soak (0-1, default: {DEFAULT_MAX_ERROR_RATIO:g}); "
+        "no requests at all is not held.",
+    ),
+    click.option(
+        "--on-breach",
+        type=click.Choice(ON_BREACH),
+        help="Waves: when a gate does not hold, keep the waves written so far (hold, the default) or restore "
+        "them (restore). Either way the run stops before the next wave with exit 10.",
+    ),
+    click.option(
+        "--gateway-metrics",
+        "gateway_metrics",
+        metavar="CONSUMER=URL",
+        multiple=True,
+        help="Waves: the /metrics URL of a named consumer's gateway (repeatable; default: the address the "
+        "gateway reports in the consumer's status, plus /metrics).",
+    ),
+    click.option(
+        "--resume",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        metavar="JOURNAL",
+        help="Continue the drain in waves of JOURNAL from its first unfinished wave, after checking that "
+        "nothing changed underneath (give the same selection and targets).",
+    ),
+    click.option(
+        "--wave-size",
+        type=AmountType(minimum=1),
+        metavar="N|P%",
+        help="Drain in waves of N providers (or P% of the providers to change, rounded up), in selection order: "
+        "each wave is written, converges on the targets and soaks while its gates are read; the next starts "
+        "only if every gate held. Needs --network/--consumer. Default: one wave, no soak.",
+    ),
+    click.option(
+        "--holder",
+        type=CheckedText("holder", holder_problem),
+        metavar="WHO",
+        help="Who holds the drain (default: user@host). A drain adds this holder's hold; --undrain removes only it "
+        "and clears the drain only when no other hold remains.",
+    ),
+    click.option(
+        "--ticket",
+        type=CheckedText("ticket", ticket_problem),
+        metavar="REF",
+        help="A ticket or change reference recorded with the hold (drain only).",
+    ),
+    click.option(
+        "--expires-in",
+        type=DurationType(maximum=MAX_EXPIRES_SECONDS),
+        metavar="DURATION",
+        help="When the hold is expected to end: seconds, or 30m, 2h, 1d (drain only). An expired hold is listed "
+        "by `env drains --expired`; it still holds the provider.",
+    ),
+    click.option(
+        "--release-all",
+        is_flag=True,
+        help="With --undrain: remove every holder's hold and clear the drain.",
+    ),
 )
 
+# The flags a plan fixes: given with --plan they are a usage error (name, the value when not given).
+PLANNED_FLAGS = {
+    "provider": ("--provider", None),
+    "gateway": ("--gateway", None),
+    "undrain": ("--undrain", False),
+    "reason": ("--reason", None),
+    "network": ("--network", None),
+    "consumers": ("--consumer", ()),
+    "force": ("--force", False),
+    "max_unavailable": ("--max-unavailable", None),
+    "wave_size": ("--wave-size", None),
+}
 
-def drain_request(
+
+def drain_request(*, plan: Path | None = None, **flags: Any) -> DrainRequest:
+    """The run the flags ask for: a usage error when they contradict one another, and (unless a
+    dry run) an error when the journal folder cannot hold a journal. With ``--plan``, the plan
+    gives the selection and the operation (read and checked here, before any API request)."""
+    if plan is None:
+        return _request(**flags)
+    given = [flag for key, (flag, unset) in PLANNED_FLAGS.items() if flags.get(key, unset) != unset]
+    if given:
+        raise UsageError(f"--plan applies the plan's selection and operation: do not give {', '.join(given)} with it")
+    if flags.get("plan_out") is not None:
+        raise UsageError("--plan-out makes a plan and --plan applies one: give one of them")
+    loaded = load_plan(plan)
+    namespace = flags.pop("namespace", None)
+    if namespace is not None and namespace != loaded.namespace:
+        raise RefusedError(f"plan {plan} is for namespace {loaded.namespace}, not {namespace}")
+    flags.update(loaded.request_fields())
+    return _request(**flags, namespace=loaded.namespace, plan=loaded)
+
+
+def _request(
     *,
     provider: str | None,
     gateway: str | None,
@@ -129,8 +265,11 @@ def drain_request(
     journal_dir: Path | None,
     **flags: Any,
 ) -> DrainRequest:
-    """The run the flags ask for: a usage error when they contradict one another, and (unless a
-    dry run) an error when the journal folder cannot hold a journal."""
+    if flags.get("plan_out") is not None:
+        plan_format(flags["plan_out"])
+        folder = flags["plan_out"].parent
+        if not folder.is_dir():
+            raise UsageError(f"--plan-out {flags['plan_out']}: the folder {folder} does not exist")
     request = DrainRequest(
         selector=Selector(provider=provider, gateway=gateway),
         drain=not undrain,
@@ -139,7 +278,7 @@ def drain_request(
         journal_dir=journal_dir,
         **flags,
     )
-    if not dry_run:
+    if not dry_run and request.plan_out is None:
         # Before the first API request: a run that cannot keep a journal must not start writing.
         request = dataclasses.replace(request, journal_dir=usable_journal_dir(journal_dir or default_journal_dir()))
     return request

@@ -47,6 +47,7 @@ def collect(env_name: str) -> dict:
     # A runtime may describe itself beyond the components (kind: engine, node image, pods).
     describe = getattr(runtime, "describe", None)
     detail = describe() if callable(describe) else None
+    prometheus = prometheus_of(runtime, record.runtime)
     objects, error = None, None
     try:
         from agn.kube import Kube, KubeError
@@ -73,9 +74,19 @@ def collect(env_name: str) -> dict:
         "namespace": record.namespace,
         "components": components,
         "objects": objects,
+        "prometheus": prometheus,
         **({"runtimeDetail": detail} if detail else {}),
         **({"error": error} if error else {}),
     }
+
+
+def prometheus_of(runtime: object, name: str) -> dict:
+    """Where the env's Prometheus answers, or why there is none: a runtime that starts one (local)
+    says so through its ``prometheus()``; the others do not start one."""
+    report = getattr(runtime, "prometheus", None)
+    if callable(report):
+        return report()
+    return {"url": None, "running": False, "detail": f"the {name} runtime does not start Prometheus"}
 
 
 @click.command()
@@ -118,6 +129,10 @@ def render_table(data: dict, con: Console) -> None:
             "" if c["healthy"] else e(c.get("detail", "")),
         )
     con.print(comps)
+    prom = data.get("prometheus")
+    if prom:
+        where = e(prom["url"]) if prom["url"] else "not running"
+        con.print(f"prometheus: {where}" + (f" ({e(prom['detail'])})" if prom.get("detail") else ""))
     detail = data.get("runtimeDetail")
     if detail:
         con.print(f"engine={e(detail.get('engine'))}  node image={e(detail.get('nodeImage'))}")

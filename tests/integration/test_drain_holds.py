@@ -1,0 +1,278 @@
+"""Drain holders on the real API server, through the real CLI: two holders on one provider, two
+holders from two terminals at once on a 50-provider gateway, ``--release-all``, restoring a
+holder's run, and ``env drains`` (text, JSON, ``--expired``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agn.kube import PROVIDERS
+from agnprocs import wait_for
+from kubetest import events
+from reportschema import parse_report
+from xtask.drain.holds import HOLD_PREFIX, hold_key, holds_of
+from xtask.reports import ENV_DRAINS, PROVIDER_DRAIN
+
+pytestmark = pytest.mark.integration
+
+FLEET = 50
+A, B, C = "ann@host-a", "bob@host-b", "carol@host-c"
+
+
+class Cli:
+    def __init__(self, control_plane, namespace: str, tmp: Path) -> None:
+        self.cp, self.ns, self.journal_dir = control_plane, namespace, tmp / "journal"
+
+    def drain_argv(self, holder: str, *args: str) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "xtask",
+            "env",
+            "provider-drain",
+            "--context",
+            self.cp.context,
+            "--namespace",
+            self.ns,
+            "--journal-dir",
+            str(self.journal_dir),
+            "--holder",
+            holder,
+            *args,
+        ]
+
+    def env(self) -> dict[str, str]:
+        env = self.cp.env()
+        env["NO_COLOR"] = "1"
+        return env
+
+    def run(self, argv: list[str]) -> subprocess.CompletedProcess:
+        return subprocess.run(argv, capture_output=True, text=True, env=self.env(), timeout=120)
+
+    def drain(self, holder: str, *args: str) -> subprocess.CompletedProcess:
+        return self.run(self.drain_argv(holder, *args))
+
+    def drain_json(self, holder: str, *args: str) -> tuple[int, dict]:
+        proc = self.drain(holder, *args, "--output", "json")
+        return proc.returncode, parse_report(proc.stdout, PROVIDER_DRAIN)
+
+    def drains(self, *args: str) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-m", "xtask", "env", "drains", "--context", self.cp.context, "-n", self.ns, *args]
+        return self.run(argv)
+
+    def restore(self, journal: Path) -> subprocess.CompletedProcess:
+        return self.run([sys.executable, "-m", "xtask", "env", "drain-restore", str(journal)])
+
+
+@pytest.fixture
+def cli(control_plane, namespace, tmp_path) -> Cli:
+    return Cli(control_plane, namespace, tmp_path)
+
+
+@pytest.fixture
+def fleet(kube, namespace) -> list[str]:
+    names = [f"p{i:03d}" for i in range(FLEET)]
+    for name in [*names, "other"]:
+        kube.create(
+            PROVIDERS,
+            namespace,
+            {
+                "apiVersion": "agn.dev/v1alpha1",
+                "kind": "InferenceProvider",
+                "metadata": {"name": name},
+                "spec": {
+                    "endpoint": f"http://127.0.0.1:9/{name}",
+                    "providerGateway": "gw-other" if name == "other" else "gw-fleet",
+                    "selectionGroup": "chat",
+                },
+            },
+        )
+    return names
+
+
+def state(kube, namespace: str, name: str) -> tuple[bool | None, list[str | None]]:
+    obj = kube.get(PROVIDERS, namespace, name)
+    return ((obj["spec"].get("trafficPolicy") or {}).get("drain"), [h["holder"] for h in holds_of(obj)])
+
+
+def test_holder_a_undrain_leaves_it_drained_for_holder_b(cli, kube, namespace, fleet):
+    code, report = cli.drain_json(
+        A, "--provider", "p000", "--reason", "kernel", "--ticket", "CHG-1", "--expires-in", "2h"
+    )
+    assert code == 0, report["summary"]
+    assert report["holder"] == A
+    (hold,) = holds_of(kube.get(PROVIDERS, namespace, "p000"))
+    assert (hold["holder"], hold["reason"], hold["ticket"], hold["operation"]) == (
+        A,
+        "kernel",
+        "CHG-1",
+        report["operation"],
+    )
+    assert hold["expiresAt"] > hold["since"]
+
+    code, report = cli.drain_json(B, "--provider", "p000", "--reason", "rack move")
+    assert code == 0 and report["plan"][0]["holders"] == [A] and report["plan"][0]["drainAfter"] is True
+    assert state(kube, namespace, "p000") == (True, [A, B])
+
+    # The same holder again: nothing changes, nothing fails.
+    rv = kube.get(PROVIDERS, namespace, "p000")["metadata"]["resourceVersion"]
+    code, report = cli.drain_json(B, "--provider", "p000")
+    assert code == 0 and {o["outcome"] for o in report["outcomes"]} == {"unchanged"}
+    assert kube.get(PROVIDERS, namespace, "p000")["metadata"]["resourceVersion"] == rv
+
+    proc = cli.drain(A, "--provider", "p000", "--undrain")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"p000 stays drained: still held by {B}" in proc.stdout
+    assert state(kube, namespace, "p000") == (True, [B])
+
+    code, report = cli.drain_json(A, "--provider", "p000", "--undrain")  # A holds nothing now
+    assert code == 0 and report["stillHeld"] == {"p000": [B]} and report["stored"]["ok"] is True
+
+    code, report = cli.drain_json(B, "--provider", "p000", "--undrain")
+    assert code == 0 and report["stillHeld"] == {}
+    assert state(kube, namespace, "p000") == (False, [])
+    # The Events tell a write of the flag from a write of one hold.
+    drained = [e["note"] for e in events(kube, namespace, regarding="p000", reason="ProviderDrained")]
+    undrained = [e["note"] for e in events(kube, namespace, regarding="p000", reason="ProviderUndrained")]
+    assert len(drained) == 2 and drained[0].startswith("drained; reason: kernel")
+    assert drained[1].startswith(f"drained: hold of {B} added; already drained")
+    assert len(undrained) == 2 and undrained[0].startswith(f"undrained: hold of {A} released; still drained")
+    assert undrained[1].startswith("undrained; operation")
+
+
+def replanned(journal: Path) -> int:
+    """Intents a 409 made the run plan again (they carry the re-read previous value)."""
+    lines = [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
+    return sum(1 for rec in lines if rec["type"] == "intent" and "previous" in rec)
+
+
+def test_two_holders_from_two_terminals_at_once_keep_both_holds(cli, kube, namespace, fleet, tmp_path):
+    """A and B on the same 50 providers at once. A writes paced (--qps); B is started as soon as A
+    has planned and is about to write, so B plans from providers A has not written yet and its
+    conditional patches meet A's writes: 409, re-read, plan again. No hold may be lost, and the
+    last holder's undrain must clear the drain."""
+
+    def both(*args: str) -> None:
+        journals = tmp_path / "journal"
+        seen = set(journals.glob("drain-*.jsonl")) if journals.exists() else set()
+        procs = []
+        try:
+            for who in (A, B):
+                procs.append(
+                    subprocess.Popen(
+                        cli.drain_argv(who, "--gateway", "gw-fleet", "--qps", "5", *args, "--output", "json"),
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                        text=True,
+                        env=cli.env(),
+                    )
+                )
+                if who == A:
+                    wait_for(
+                        lambda: set(journals.glob("drain-*.jsonl")) - seen if journals.exists() else None,
+                        timeout=60,
+                        what="A's journal (A planned, about to write)",
+                    )
+            outputs = [p.communicate(timeout=120) for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        assert [p.returncode for p in procs] == [0, 0], outputs
+        b_report = parse_report(outputs[1][0], PROVIDER_DRAIN)
+        assert replanned(Path(b_report["journal"])) > 0  # the two runs did meet on some providers
+
+    both("--reason", "parallel")
+    for name in fleet:
+        assert state(kube, namespace, name) == (True, [A, B]), name
+    assert state(kube, namespace, "other") == (None, [])
+
+    both("--undrain")
+    for name in fleet:
+        assert state(kube, namespace, name) == (False, []), name
+
+
+def test_release_all_removes_every_hold_and_clears(cli, kube, namespace, fleet):
+    for who in (A, B):
+        assert cli.drain(who, "--provider", "p001").returncode == 0
+    proc = cli.drain(C, "--provider", "p001", "--release-all")
+    assert proc.returncode == 2 and "--release-all removes every holder's hold on --undrain" in proc.stderr
+    code, report = cli.drain_json(C, "--provider", "p001", "--undrain", "--release-all")
+    assert code == 0 and report["stillHeld"] == {}
+    assert state(kube, namespace, "p001") == (False, [])
+    obj = kube.get(PROVIDERS, namespace, "p001")
+    assert not [k for k in obj["metadata"].get("annotations") or {} if k.startswith(HOLD_PREFIX)]
+
+
+def test_restoring_a_holders_run_undoes_only_its_hold(cli, kube, namespace, fleet):
+    code, first = cli.drain_json(A, "--provider", "p002")
+    assert code == 0
+    code, second = cli.drain_json(B, "--provider", "p002")
+    assert code == 0
+    # B's run added only its hold: restoring it removes that hold and keeps A's drain.
+    proc = cli.restore(Path(second["journal"]))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert state(kube, namespace, "p002") == (True, [A])
+    # A's run set the flag; once C holds it too, restoring A's run removes A's hold, not C's drain.
+    assert cli.drain(C, "--provider", "p002").returncode == 0
+    proc = cli.restore(Path(first["journal"]))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert state(kube, namespace, "p002") == (True, [C])
+
+
+def test_env_drains_lists_holders_and_expired_holds(cli, kube, namespace, fleet):
+    assert cli.drain(A, "--provider", "p003", "--reason", "disk", "--ticket", "T-9").returncode == 0
+    assert cli.drain("[bold]ops[/bold]", "--provider", "p003", "--reason", "x\x1b[2Jy").returncode == 0
+    # A drain by hand (no holds), and a hold someone wrote that expired an hour ago.
+    kube.merge_patch(PROVIDERS, namespace, "p004", {"spec": {"trafficPolicy": {"drain": True}}})
+    stale = {
+        "holder": C,
+        "reason": "old",
+        "ticket": None,
+        "since": "2020-01-01T00:00:00Z",
+        "expiresAt": "2020-01-01T01:00:00Z",
+        "operation": "op-old",
+    }
+    kube.merge_patch(
+        PROVIDERS,
+        namespace,
+        "p005",
+        {
+            "metadata": {"annotations": {hold_key(C): json.dumps(stale)}},
+            "spec": {"trafficPolicy": {"drain": True}},
+        },
+    )
+    before = {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in kube.list(PROVIDERS, namespace)[0]}
+
+    proc = cli.drains("-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    report = parse_report(proc.stdout, ENV_DRAINS)
+    rows = {p["provider"]: p for p in report["providers"]}
+    assert sorted(rows) == ["p003", "p004", "p005"]
+    assert [(h["holder"], h["reason"], h["ticket"]) for h in rows["p003"]["holds"]] == [
+        ("[bold]ops[/bold]", "x\x1b[2Jy", None),  # sorted by holder: '[' before 'a'
+        (A, "disk", "T-9"),
+    ]
+    assert rows["p004"]["holds"] == []
+    assert rows["p005"]["holds"][0]["expired"] is True and rows["p003"]["holds"][0]["expired"] is False
+
+    text = cli.drains()
+    assert text.returncode == 0, text.stderr
+    assert "[bold]ops[/bold]" in text.stdout and "x\\x1b[2Jy" in text.stdout and "\x1b" not in text.stdout
+    assert "nobody known" in text.stdout and "EXPIRED" in text.stdout
+
+    expired = parse_report(cli.drains("--expired", "-o", "json").stdout, ENV_DRAINS)
+    assert [p["provider"] for p in expired["providers"]] == ["p005"]
+    # Reported, never removed: nothing was written.
+    after = {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in kube.list(PROVIDERS, namespace)[0]}
+    assert after == before
+    # An expired hold still holds: C's hold keeps p005 drained when another holder releases.
+    assert cli.drain(A, "--provider", "p005").returncode == 0
+    code, report = cli.drain_json(A, "--provider", "p005", "--undrain")
+    assert code == 0 and report["stillHeld"] == {"p005": [C]}

@@ -1,0 +1,116 @@
+"""``xtask env drains``: every drained provider with its holders, reasons, tickets, since and expiry.
+
+Read-only: one LIST of the providers. Expired holds are reported, never removed (they still
+hold the provider until their holder, or ``provider-drain --undrain --release-all``, removes them).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from xtask.cli.env.options import namespace_type, output_option
+from xtask.cli.output import emit_json, markup_safe, out_console
+from xtask.cli.params import NonEmptyPath
+from xtask.drain.holds import drain_entries, rfc3339
+from xtask.errors import XtaskError
+from xtask.reports import ENV_DRAINS, envelope
+
+
+def collect(*, context: str | None, kubeconfig: str | None, namespace: str | None, expired: bool) -> dict:
+    from agn.kube import PROVIDERS, Kube
+    from agn.names import label_problem
+    from agn.yamltext import show
+
+    kube = Kube.from_kubeconfig(kubeconfig=kubeconfig, context=context, field_manager="agn-xtask-drains")
+    try:
+        ns = namespace or kube.namespace
+        problem = label_problem(ns)
+        if problem:  # --namespace is checked by click; this one comes from the kubeconfig's context
+            raise XtaskError(
+                f"the namespace {show(ns)} of context {kube.context!r} is not a namespace name: it {problem}",
+                hint="fix the context's namespace, or pass --namespace",
+            )
+        objs = kube.list(PROVIDERS, ns)[0]
+    finally:
+        kube.close()
+    now = dt.datetime.now(dt.UTC)
+    return {
+        "context": context,
+        "namespace": ns,
+        "now": rfc3339(now),
+        "expiredOnly": expired,
+        "providers": drain_entries(objs, now=now, expired_only=expired),
+    }
+
+
+@click.command(name="drains")
+@click.option(
+    "--context",
+    metavar="CTX",
+    help="Kube context (default: the kubeconfig's current context), e.g. local-example or kind-example.",
+)
+@click.option(
+    "--kubeconfig",
+    type=NonEmptyPath(dir_okay=False),
+    help="Kubeconfig file, alone (default: every file of $KUBECONFIG merged as kubectl does, else ~/.kube/config).",
+)
+@click.option(
+    "--namespace", "-n", type=namespace_type, metavar="NS", help="Namespace (default: the context's namespace)."
+)
+@click.option("--expired", is_flag=True, help="Only providers with an expired hold (reported, never removed).")
+@output_option
+def drains(context: str | None, kubeconfig: str | None, namespace: str | None, expired: bool, output: str) -> None:
+    """List every drained provider with its holders: reason, ticket, since and expiry of each hold.
+
+    A drained provider without holds is shown as held by nobody known (drained by an older
+    xtask, kubectl or a hand edit). Read-only.
+    """
+    data = collect(context=context, kubeconfig=kubeconfig, namespace=namespace, expired=expired)
+    if output == "json":
+        emit_json(envelope(ENV_DRAINS, data))
+        return
+    render_table(data, out_console())
+
+
+def render_table(data: dict, con: Console) -> None:
+    """One row per hold (a drained provider without holds: one row, held by nobody known).
+    Every value is data from the cluster: shown through :func:`markup_safe`."""
+    e = markup_safe
+    what = "providers with an expired hold" if data["expiredOnly"] else "drained providers"
+    if not data["providers"]:
+        con.print(f"no {what} in namespace {e(data['namespace'])}")
+        return
+    table = Table(title=f"{what} in namespace {e(data['namespace'])} (now {e(data['now'])})", title_justify="left")
+    for col in ("provider", "gateway", "drain", "holder", "reason", "ticket", "since", "expires"):
+        table.add_column(col)
+    for p in data["providers"]:
+        head = (e(p["provider"]), e(p["providerGateway"] or "-"), "true" if p["drain"] else "[yellow]false[/yellow]")
+        if not p["holds"]:
+            by = f" (drained by {p['drainedBy']})" if p["drainedBy"] else ""
+            table.add_row(
+                *head,
+                f"[yellow]nobody known[/yellow]{e(by)}",
+                e(p["drainReason"] or "-"),
+                "-",
+                e(p["drainedAt"] or "-"),
+                "-",
+            )
+            continue
+        for h in p["holds"]:
+            if h["invalid"]:
+                table.add_row(*head, f"[red]unreadable[/red] {e(h['key'])}", "-", "-", "-", "-")
+            else:
+                expires = e(h["expiresAt"] or "never")
+                if h["expired"]:
+                    expires = f"[red]EXPIRED[/red] {expires}"
+                table.add_row(
+                    *head, e(h["holder"]), e(h["reason"] or "-"), e(h["ticket"] or "-"), e(h["since"] or "-"), expires
+                )
+            head = ("", "", "")
+    con.print(table)
+    held = sum(1 for p in data["providers"] if p["holds"])
+    con.print(f"{len(data['providers'])} provider(s), {held} with holds")

@@ -1,0 +1,383 @@
+"""Drain plans you can review: ``provider-drain --plan-out FILE`` writes one, ``--plan FILE``
+applies exactly it (docs/provider-drain.md, "Plans"; schema:
+``schemas/provider-drain-plan.schema.json``).
+
+A plan (``xtask.agn.dev/v1alpha1``, ``ProviderDrainPlan``) records what the read-only steps of
+a run saw and decided: the selection with each provider's resourceVersion, drain and holders,
+the operation, the targets, each selection group's admitted count before and after, the
+budget and the waves. ``metadata.digest`` is a SHA-256 over everything else, canonically
+serialised, so an edited plan is refused, its creation time included.
+
+Pure apart from :func:`write_plan` and :func:`load_plan` (one file each). The checks here
+decide; the run reads the cluster and calls them. Nothing here talks to the API server.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from agn.inputfile import YAML_INPUT_LIMIT, read_regular
+from agn.objects import parse_time, rfc3339
+from agn.outputfile import write_atomic
+from agn.yamltext import YamlProblem, parse_yaml, show
+from xtask.drain.amounts import Amount
+from xtask.drain.holds import holds_of
+from xtask.drain.plan import raw_drain
+from xtask.errors import RefusedError, UsageError
+from xtask.reports import API_VERSION, PROVIDER_DRAIN_PLAN
+
+KIND = PROVIDER_DRAIN_PLAN
+DEFAULT_MAX_AGE = 3600.0
+FORMATS = {".json": "json", ".yaml": "yaml", ".yml": "yaml"}
+
+
+class PlanError(RefusedError):
+    """A file that is not a usable plan, or a plan that no longer matches the cluster (exit 3)."""
+
+
+def plan_format(path: Path) -> str:
+    """``json`` or ``yaml``, from the file name's extension; a usage error for any other."""
+    fmt = FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise UsageError(
+            f"--plan-out {show(str(path), limit=400)}: name a .yaml, .yml or .json file (the extension picks the format)"
+        )
+    return fmt
+
+
+# -- making a plan ---------------------------------------------------------------------------------
+def selection_entry(obj: Mapping[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata") or {}
+    return {
+        "name": str(meta.get("name", "")),
+        "uid": str(meta.get("uid", "")),
+        "resourceVersion": str(meta.get("resourceVersion", "")),
+        "generation": int(meta.get("generation") or 0),
+        "drain": raw_drain(obj),
+        "holders": holds_of(obj),
+    }
+
+
+def build_plan(
+    *,
+    created_at: float,
+    created_by: str,
+    context: str | None,
+    cluster: str,
+    namespace: str,
+    arguments: Sequence[str],
+    selector: Mapping[str, str | None],
+    drain: bool,
+    reason: str | None,
+    force: bool,
+    selected: Iterable[Mapping[str, Any]],
+    to_change: Sequence[str],
+    network: str | None,
+    consumers: Sequence[str],
+    groups: Sequence[Mapping[str, Any]],
+    max_unavailable: Amount | None,
+    budget: Sequence[Mapping[str, Any]],
+    wave_size: Amount | None,
+    waves: Sequence[Sequence[str]],
+) -> dict[str, Any]:
+    """The plan document, its digest included."""
+    doc: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {
+            "createdAt": rfc3339(created_at),
+            "createdBy": created_by,
+            "context": context,
+            "cluster": cluster,
+            "namespace": namespace,
+            "arguments": list(arguments),
+        },
+        "spec": {
+            "selector": {"provider": selector.get("provider"), "gateway": selector.get("gateway")},
+            "operation": {"request": "drain" if drain else "undrain", "reason": reason, "force": force},
+            "selection": [selection_entry(o) for o in selected],
+            "changes": list(to_change),
+            "targets": {"network": network, "consumers": list(consumers)},
+            "groups": [dict(g) for g in groups],
+            "budget": None
+            if max_unavailable is None
+            else {"maxUnavailable": str(max_unavailable), "groups": [dict(b) for b in budget]},
+            "waves": {"size": None if wave_size is None else str(wave_size), "waves": [list(w) for w in waves]},
+        },
+    }
+    doc["metadata"]["digest"] = plan_digest(doc)
+    return doc
+
+
+def plan_digest(doc: Mapping[str, Any]) -> str:
+    """SHA-256 of the plan without ``metadata.digest``, as canonical JSON (sorted keys, no spaces)."""
+    body = {k: v for k, v in doc.items() if k != "metadata"}
+    body["metadata"] = {k: v for k, v in (doc.get("metadata") or {}).items() if k != "digest"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def render_plan(doc: Mapping[str, Any], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(doc, indent=2) + "\n"
+    import yaml
+
+    return yaml.safe_dump(dict(doc), sort_keys=False, allow_unicode=True)
+
+
+def write_plan(path: Path, doc: Mapping[str, Any]) -> None:
+    """Write ``doc`` to ``path`` as kubectl writes files (:func:`agn.outputfile.write_atomic`:
+    a new file in the same folder renamed over the target, mode 0600, no symlink followed)."""
+    try:
+        write_atomic(path, render_plan(doc, plan_format(path)))
+    except OSError as exc:
+        raise PlanError(f"cannot write the plan {path}: {exc.strerror or exc}") from exc
+
+
+# -- reading a plan --------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, eq=False)
+class LoadedPlan:
+    path: Path
+    doc: Mapping[str, Any]
+
+    @property
+    def digest(self) -> str:
+        return str(self.doc["metadata"]["digest"])
+
+    @property
+    def namespace(self) -> str:
+        return str(self.doc["metadata"]["namespace"])
+
+    @property
+    def spec(self) -> Mapping[str, Any]:
+        return self.doc["spec"]
+
+    def request_fields(self) -> dict[str, Any]:
+        """The DrainRequest fields the plan fixes (selection and operation)."""
+        spec = self.spec
+        budget = spec["budget"]
+        size = spec["waves"]["size"]
+        return {
+            "provider": spec["selector"]["provider"],
+            "gateway": spec["selector"]["gateway"],
+            "undrain": spec["operation"]["request"] == "undrain",
+            "reason": spec["operation"]["reason"],
+            "force": spec["operation"]["force"],
+            "network": spec["targets"]["network"],
+            "consumers": tuple(spec["targets"]["consumers"]),
+            "wave_size": None if size is None else Amount.parse(size),
+            "max_unavailable": None if budget is None else Amount.parse(budget["maxUnavailable"]),
+        }
+
+
+def load_plan(path: Path) -> LoadedPlan:
+    """The plan in ``path``: a regular file, YAML or JSON, of the plan's shape, its digest intact.
+    Anything else is a :class:`PlanError` naming the file and the first problem."""
+    try:
+        raw = read_regular(path, limit=YAML_INPUT_LIMIT)
+    except OSError as exc:
+        raise PlanError(f"plan {path}: {exc.strerror or exc}") from exc
+    try:
+        doc = parse_yaml(raw)
+    except YamlProblem as exc:
+        raise PlanError(f"plan {path}: not a plan: {exc}") from exc
+    problems = plan_problems(doc)
+    if problems:
+        raise PlanError(f"plan {path}: not a valid {KIND}: " + "; ".join(problems[:5]))
+    digest = plan_digest(doc)
+    if doc["metadata"]["digest"] != digest:
+        raise PlanError(
+            f"plan {path}: its digest does not match its content (written {doc['metadata']['digest']}, "
+            f"content {digest}): it was changed after it was made",
+            hint="make a new plan with --plan-out",
+        )
+    return LoadedPlan(path, doc)
+
+
+# The plan's shape, as its JSON Schema states it, checked without a schema library (the CLI
+# does not depend on one); tests check that both refuse the same documents.
+Check = Callable[[Any, str], list[str]]
+
+
+def _type(*types: type, nullable: bool = False) -> Check:
+    def check(value: Any, where: str) -> list[str]:
+        if value is None and nullable:
+            return []
+        if isinstance(value, bool) and bool not in types:
+            return [f"{where} must be {_names(types, nullable)}, got {show(value)}"]
+        if not isinstance(value, types):
+            return [f"{where} must be {_names(types, nullable)}, got {show(value)}"]
+        return []
+
+    return check
+
+
+def _names(types: tuple[type, ...], nullable: bool) -> str:
+    words = {str: "a string", int: "an integer", bool: "true or false", list: "a list", dict: "a mapping"}
+    return " or ".join([words[t] for t in types] + (["null"] if nullable else []))
+
+
+def _one_of(*values: Any) -> Check:
+    def check(value: Any, where: str) -> list[str]:
+        return [] if value in values else [f"{where} must be one of {', '.join(map(str, values))}, got {show(value)}"]
+
+    return check
+
+
+def _amount(value: Any, where: str) -> list[str]:
+    if not isinstance(value, str):
+        return [f"{where} must be a string N or P%, got {show(value)}"]
+    try:
+        Amount.parse(value)
+    except ValueError as exc:
+        return [f"{where}: {exc}"]
+    return []
+
+
+def _time(value: Any, where: str) -> list[str]:
+    if not isinstance(value, str) or parse_time(value) is None:
+        return [f"{where} must be an RFC 3339 time, got {show(value)}"]
+    return []
+
+
+def _obj(fields: Mapping[str, Check], *, nullable: bool = False, open_: bool = False) -> Check:
+    def check(value: Any, where: str) -> list[str]:
+        if value is None and nullable:
+            return []
+        if not isinstance(value, dict):
+            return [f"{where or '(top level)'} must be a mapping, got {show(value)}"]
+        out = []
+        for key, sub in fields.items():
+            if key not in value:
+                out.append(f"{where + '.' if where else ''}{key} is required")
+            else:
+                out += sub(value[key], f"{where + '.' if where else ''}{key}")
+        if not open_:
+            out += [f"{where + '.' if where else ''}{k}: unknown field" for k in value if k not in fields]
+        return out
+
+    return check
+
+
+def _list(item: Check) -> Check:
+    def check(value: Any, where: str) -> list[str]:
+        if not isinstance(value, list):
+            return [f"{where} must be a list, got {show(value)}"]
+        return [p for i, v in enumerate(value) for p in item(v, f"{where}[{i}]")]
+
+    return check
+
+
+_STR, _INT, _BOOL = _type(str), _type(int), _type(bool)
+_OPT_STR = _type(str, nullable=True)
+_SHAPE = _obj(
+    {
+        "apiVersion": _one_of(API_VERSION),
+        "kind": _one_of(KIND),
+        "metadata": _obj(
+            {
+                "createdAt": _time,
+                "createdBy": _STR,
+                "context": _OPT_STR,
+                "cluster": _STR,
+                "namespace": _STR,
+                "arguments": _list(_STR),
+                "digest": _STR,
+            }
+        ),
+        "spec": _obj(
+            {
+                "selector": _obj({"provider": _OPT_STR, "gateway": _OPT_STR}),
+                "operation": _obj({"request": _one_of("drain", "undrain"), "reason": _OPT_STR, "force": _BOOL}),
+                "selection": _list(
+                    _obj(
+                        {
+                            "name": _STR,
+                            "uid": _STR,
+                            "resourceVersion": _STR,
+                            "generation": _INT,
+                            "drain": _type(bool, nullable=True),
+                            "holders": _list(_type(dict)),
+                        }
+                    )
+                ),
+                "changes": _list(_STR),
+                "targets": _obj({"network": _OPT_STR, "consumers": _list(_STR)}),
+                "groups": _list(_obj({"consumer": _STR, "group": _STR, "admittedBefore": _INT, "admittedAfter": _INT})),
+                "budget": _obj({"maxUnavailable": _amount, "groups": _list(_type(dict))}, nullable=True),
+                "waves": _obj({"size": lambda v, w: [] if v is None else _amount(v, w), "waves": _list(_list(_STR))}),
+            }
+        ),
+    }
+)
+
+
+def plan_problems(doc: Any) -> list[str]:
+    """What makes ``doc`` not a plan (empty: it is one), each naming the field."""
+    problems = _SHAPE(doc, "")
+    if problems:
+        return problems
+    selector = doc["spec"]["selector"]
+    if (selector["provider"] is None) == (selector["gateway"] is None):
+        problems.append("spec.selector must name exactly one of provider and gateway")
+    return problems
+
+
+# -- checking a plan against the cluster -------------------------------------------------------------
+def plan_differences(
+    plan: LoadedPlan,
+    selected: Iterable[Mapping[str, Any]],
+    *,
+    cluster: str,
+    namespace: str,
+    now: float,
+    max_age: float,
+) -> list[str]:
+    """Why the plan no longer describes the cluster (empty: apply it), each difference named:
+    another cluster or namespace, older than ``max_age`` seconds, a provider that joined or
+    left the selection, a provider whose resourceVersion changed."""
+    meta = plan.doc["metadata"]
+    out = []
+    if meta["cluster"] != cluster:
+        out.append(f"the plan is for cluster {meta['cluster']}, this context's is {cluster}")
+    if meta["namespace"] != namespace:
+        out.append(f"the plan is for namespace {meta['namespace']}, not {namespace}")
+    created = parse_time(meta["createdAt"])
+    assert created is not None  # checked by plan_problems
+    age = now - created
+    if age > max_age:
+        out.append(
+            f"the plan is {_seconds(age)} old (made {meta['createdAt']}), older than --max-plan-age {_seconds(max_age)}"
+        )
+    planned = {e["name"]: e for e in plan.spec["selection"]}
+    current = {str((o.get("metadata") or {}).get("name", "")): o for o in selected}
+    for name in sorted(set(current) - set(planned)):
+        out.append(f"provider {name} joined the selection since the plan was made")
+    for name in sorted(set(planned) - set(current)):
+        out.append(f"provider {name} left the selection since the plan was made")
+    for name in sorted(set(planned) & set(current)):
+        was, meta_now = planned[name], current[name].get("metadata") or {}
+        if str(meta_now.get("uid", "")) != was["uid"]:
+            out.append(f"provider {name} was deleted and created again since the plan was made (uid {was['uid']})")
+        elif str(meta_now.get("resourceVersion", "")) != was["resourceVersion"]:
+            gen = int(meta_now.get("generation") or 0)
+            what = "its spec" if gen != was["generation"] else "its metadata or status"
+            out.append(
+                f"provider {name} changed since the plan was made ({what}: resourceVersion "
+                f"{was['resourceVersion']} -> {meta_now.get('resourceVersion')})"
+            )
+    return out
+
+
+def _seconds(value: float) -> str:
+    value = max(0.0, value)
+    if value >= 3600 and value % 3600 == 0:
+        return f"{value / 3600:.0f}h"
+    if value >= 60 and value % 60 == 0:
+        return f"{value / 60:.0f}m"
+    return f"{value:.0f}s" if value >= 10 else f"{value:.1f}s"
