@@ -324,6 +324,12 @@ def make_app(state: ProviderState) -> web.Application:
             return _json(200, state.snapshot())
         if route == "/v1/completions":
             with state.lock:
+                failing = state.fail_completions
+                if failing:
+                    state.failed += 1
+            if failing:
+                return _json(500, {"error": "failing on purpose (failCompletions)", "provider": state.name})
+            with state.lock:
                 state.running += 1
                 held = state.hold_completions
             try:
