@@ -38,7 +38,7 @@ from xtask.drain.planfile import DEFAULT_MAX_AGE, build_plan, plan_differences, 
 from xtask.drain.render import convergence_dict, idle_dict, idle_summary, restoration_summary, wait_summary
 from xtask.drain.report import Report, exit_code_for
 from xtask.drain.request import DEFAULT_IDLE_TIMEOUT, FIELD_MANAGER, DrainRequest, actor
-from xtask.drain.restore import restore_written
+from xtask.drain.restore import Restored, restore_written
 from xtask.drain.selection import Selector, select
 from xtask.drain.signals import SignalLatch
 from xtask.drain.states import IdleWaitState, RunState, WaitState, WaveState, WriteOutcome
@@ -402,20 +402,7 @@ class _DrainRun:
         if interrupted:
             report.interrupted = latch.name
         why = f"interrupted by {latch.name}" if interrupted else f"{len(failed)} write(s) failed"
-        written = self.journal.to_restore() if self.journal else []
-        self.reporter.line(f"{why}; restoring {len(written)} provider(s) this run changed")
-        if self.journal:
-            self.journal.set_state(RunState.RESTORING)
-        restored = restore_written(
-            self.kube,
-            self.namespace,
-            written,
-            operation=self.operation,
-            pool=self.pool,
-            journal=self.journal,
-            notify=self.reporter.event,
-        )
-        report.restorations = restored.to_dicts()
+        restored = self.restore_this_run(why)
         # After the restoration, so Events never compete with writes for the pool's connections.
         self.events.record(facts, at=written_at)
         self.events.record(restored.facts)
@@ -618,6 +605,24 @@ class _DrainRun:
             self.reporter.event("gate", "", {"wave": number, **r.to_json()})
         return readings
 
+    def restore_this_run(self, why: str) -> Restored:
+        """Restore every provider this run changed (the one restore path), saying why first."""
+        written = self.journal.to_restore() if self.journal else []
+        self.reporter.line(f"{why}; restoring {len(written)} provider(s) this run changed")
+        if self.journal:
+            self.journal.set_state(RunState.RESTORING)
+        restored = restore_written(
+            self.kube,
+            self.namespace,
+            written,
+            operation=self.operation,
+            pool=self.pool,
+            journal=self.journal,
+            notify=self.reporter.event,
+        )
+        self.report.restorations = restored.to_dicts()
+        return restored
+
     def breach(self, number: int, readings: list[GateReading]) -> Report:
         """Stop before the next wave: keep what is written, or restore it (``--on-breach``)."""
         req, report = self.req, self.report
@@ -625,20 +630,7 @@ class _DrainRun:
         what = "; ".join(describe_reading(r) for r in readings if not r.held)
         after = f"stopped before wave {number + 1} of {total}" if number < total else "it was the last wave"
         if req.on_breach == "restore":
-            written = self.journal.to_restore() if self.journal else []
-            self.reporter.line(f"wave {number} breached; restoring {len(written)} provider(s) this run changed")
-            if self.journal:
-                self.journal.set_state(RunState.RESTORING)
-            restored = restore_written(
-                self.kube,
-                self.namespace,
-                written,
-                operation=self.operation,
-                pool=self.pool,
-                journal=self.journal,
-                notify=self.reporter.event,
-            )
-            report.restorations = restored.to_dicts()
+            restored = self.restore_this_run(f"wave {number} breached")
             self.events.record(restored.facts)
             kept = "restoration (--on-breach restore): " + restoration_summary(report.restorations)
         else:
