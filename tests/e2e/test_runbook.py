@@ -16,7 +16,7 @@ import pytest
 
 from agnprocs import Traffic, http_json, wait_for
 from envcli import Cli
-from xtask.drain.journal import read_journal
+from xtask.drain.journal import JournalError, read_journal
 from xtask.runtime.assets import ensure_assets
 
 pytestmark = pytest.mark.e2e
@@ -165,7 +165,10 @@ def test_recover_a_killed_drain(cli):
 
             def written() -> Path | None:
                 for path in set(journal_dir.glob("drain-*.jsonl")) - before:
-                    entries = read_journal(path).entries
+                    try:
+                        entries = read_journal(path).entries
+                    except JournalError:  # created, its header not yet written: not yet
+                        continue
                     if sorted(n for n, e in entries.items() if e.write == "written") == GW_PROVIDERS:
                         return path
                 return None
