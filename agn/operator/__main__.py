@@ -24,6 +24,10 @@ from agn.operator.settings import Settings, parse_settings
 EXIT_OK = 0
 EXIT_UNEXPECTED = 1
 EXIT_USAGE = 2
+# The prober's event loop gives up the GIL at every socket wait and must take it back from the
+# reconcile threads: at Python's 5 ms switch interval a probe of a few steps then waits tens of
+# ms for it. 0.5 ms: 431 instead of 170 probes/s beside a CPU-bound thread (docs/operator.md).
+GIL_SWITCH_SECONDS = 0.0005
 
 
 def parse_args(argv: list[str] | None) -> Settings:
@@ -33,6 +37,7 @@ def parse_args(argv: list[str] | None) -> Settings:
 
 def main(argv: list[str] | None = None) -> int:
     settings = parse_args(argv)
+    sys.setswitchinterval(GIL_SWITCH_SECONDS)
     log = JsonLog(component="operator", level=settings.log_level, fields={"namespace": settings.namespace})
     stop = threading.Event()
 

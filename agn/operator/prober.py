@@ -1,6 +1,6 @@
 """Probing providers and writing their status: the only writer of InferenceProvider status.
 
-A scheduler thread hands due probes to a bounded thread pool; *when* each provider is due,
+One thread runs an event loop: each scheduler pass starts the due probes as tasks; *when* each provider is due,
 how many probes run at once and what the backlog is are decided by :mod:`.schedule` (a
 stable per-provider phase plus jitter, ``--probe-concurrency`` slots, never two probes at once
 for one provider, the longest-waiting due probe first). The interval is the operator's
@@ -9,7 +9,12 @@ for one provider, the longest-waiting due probe first). The interval is the oper
 is reported on ``/metrics`` (``agn_probe_backlog``, ``agn_probe_lag_seconds``) and ``/healthz``
 (``probes``) instead of silently ageing load readings. A probe GETs ``{endpoint}/healthz`` and
 ``{endpoint}/metrics`` with a timeout, exactly at the endpoint as given: no redirects, no
-proxies, and an invalid endpoint is not dialled at all. The result becomes a status (see
+proxies, and an invalid endpoint is not dialled at all. Its HTTP client (aiohttp) keeps
+connections alive: one host:port (a pool of fake providers, or a provider's own) is probed
+over a few reused connections (at most ``MAX_CONNECTIONS_PER_HOST``) instead of two new ones
+per probe. A status
+write blocks on the API server, so it runs in a small thread pool while its probe's slot stays
+taken. The result becomes a status (see
 :mod:`.provider_status`) that is kept here and written with a merge patch on the status
 subresource only when its meaning changed (and, for a drained provider, on each new load
 reading); the probes heartbeat (:mod:`.heartbeat`), renewed while every status is current,
@@ -26,13 +31,15 @@ This module must never write provider spec, and never decides overlay membership
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import os
 import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+
+import aiohttp
 
 from agn.kube import LEASES, PROVIDERS, Conflict, KubeError, NotFound
 from agn.logs import JsonLog
@@ -63,36 +70,76 @@ MAX_BODY_BYTES = 1 << 20
 SCHEDULER_TICK = 0.05
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Probes go to the endpoint as given; a redirect is an answer, not an instruction."""
+# Connections to one host:port are kept alive and shared by the probes of every provider
+# behind it (a fake pool: thousands of providers on one port): at most this many to one
+# host:port (and never more than ``--probe-concurrency`` in all; a probe uses one at a time),
+# idle ones closed after KEEPALIVE_SECONDS. A probe that finds every connection to its host busy
+# waits for one; that wait is the operator's own queue, so no probe timeout runs during it.
+MAX_CONNECTIONS_PER_HOST = 64
+KEEPALIVE_SECONDS = 15.0
+# Status writes block on the API server, so they run on threads, at most this many at once
+# (more would only queue at the API server: docs/operator.md).
+STATUS_WRITERS = 16
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001 - urllib's signature
-        return None
+
+def probe_session(*, concurrency: int) -> aiohttp.ClientSession:
+    """The HTTP client of the probes (call it inside the event loop that uses it).
+
+    Keep-alive connections (see ``MAX_CONNECTIONS_PER_HOST``); no proxies from the environment
+    (``trust_env=False``), no cookies kept between probes. Redirects are refused per request
+    (:func:`http_get`)."""
+    connector = aiohttp.TCPConnector(
+        limit=concurrency,
+        limit_per_host=min(concurrency, MAX_CONNECTIONS_PER_HOST),
+        keepalive_timeout=KEEPALIVE_SECONDS,
+        use_dns_cache=True,
+    )
+    return aiohttp.ClientSession(connector=connector, trust_env=False, cookie_jar=aiohttp.DummyCookieJar())
 
 
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+async def http_get(session: aiohttp.ClientSession, url: str, *, timeout: float) -> tuple[int, bytes]:
+    """(status, body) of a GET; raises ``aiohttp.ClientError``, ``OSError``-family or
+    ``ValueError`` errors when there is no HTTP answer.
 
-
-def http_get(url: str, *, timeout: float) -> tuple[int, bytes]:
-    """(status, body) of a GET; raises OSError-family errors when there is no HTTP answer."""
-    try:
-        with _OPENER.open(urllib.request.Request(url, method="GET"), timeout=timeout) as resp:
-            return resp.status, resp.read(MAX_BODY_BYTES)
-    except urllib.error.HTTPError as exc:
-        with exc:
-            return exc.code, b""
+    ``timeout`` bounds connecting and each wait for the server's bytes (as a socket timeout
+    does), not the wait for a free connection of our own pool. A redirect is an answer, not an
+    instruction: its status comes back. A kept-alive connection the server closed while idle is
+    retried once on a new one, as any HTTP client does for an idempotent request; a second
+    failure is the answer."""
+    limits = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=timeout, sock_read=timeout)
+    for attempt in (1, 2):
+        try:
+            async with session.get(url, allow_redirects=False, timeout=limits, compress=None) as resp:
+                if not 200 <= resp.status < 300:
+                    return resp.status, b""
+                body = bytearray()
+                while len(body) < MAX_BODY_BYTES:
+                    chunk = await resp.content.read(MAX_BODY_BYTES - len(body))
+                    if not chunk:
+                        break
+                    body += chunk
+                return resp.status, bytes(body)
+        except aiohttp.ServerDisconnectedError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _error_text(exc: BaseException) -> str:
-    if isinstance(exc, urllib.error.URLError) and exc.reason is not None:
-        exc = exc.reason if isinstance(exc.reason, BaseException) else exc
     if isinstance(exc, TimeoutError):
         return "timed out"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        err = exc.os_error
+        return os.strerror(err.errno) if err.errno else (str(err) or type(err).__name__)
+    if isinstance(exc, OSError) and exc.errno and not isinstance(exc, aiohttp.ClientError):
+        return os.strerror(exc.errno)
     return str(exc) or type(exc).__name__
 
 
-def probe_endpoint(endpoint: str, *, timeout: float, now: float) -> ProbeOutcome:
-    """One probe round against ``endpoint``; never raises."""
+async def probe_endpoint_async(
+    session: aiohttp.ClientSession, endpoint: str, *, timeout: float, now: float
+) -> ProbeOutcome:
+    """One probe round against ``endpoint`` over ``session``; never raises (but may be cancelled)."""
     if not endpoint_valid(endpoint):
         return ProbeOutcome(
             observed_at=now,
@@ -102,20 +149,31 @@ def probe_endpoint(endpoint: str, *, timeout: float, now: float) -> ProbeOutcome
         )
     base = endpoint.rstrip("/")
     try:
-        code, _ = http_get(f"{base}/healthz", timeout=timeout)
+        code, _ = await http_get(session, f"{base}/healthz", timeout=timeout)
         healthy, health_error = 200 <= code < 300, (None if 200 <= code < 300 else f"GET /healthz: HTTP {code}")
-    except (OSError, ValueError) as exc:
+    except (aiohttp.ClientError, OSError, ValueError) as exc:
         healthy, health_error = False, f"GET /healthz: {_error_text(exc)}"
     try:
-        code, body = http_get(f"{base}/metrics", timeout=timeout)
+        code, body = await http_get(session, f"{base}/metrics", timeout=timeout)
         if not 200 <= code < 300:
             return ProbeOutcome(now, True, healthy, health_error, metrics_error=f"GET /metrics: HTTP {code}")
         reading = load_reading(body.decode("utf-8", errors="replace"))
         return ProbeOutcome(now, True, healthy, health_error, metrics_ok=True, load=reading)
     except MetricsParseError as exc:
         return ProbeOutcome(now, True, healthy, health_error, metrics_error=f"GET /metrics: {exc}")
-    except (OSError, ValueError) as exc:
+    except (aiohttp.ClientError, OSError, ValueError) as exc:
         return ProbeOutcome(now, True, healthy, health_error, metrics_error=f"GET /metrics: {_error_text(exc)}")
+
+
+def probe_endpoint(endpoint: str, *, timeout: float, now: float) -> ProbeOutcome:
+    """One probe round against ``endpoint`` on a client of its own (one-off callers and tests);
+    never raises. The prober itself shares one client between all of its probes."""
+
+    async def once() -> ProbeOutcome:
+        async with probe_session(concurrency=1) as session:
+            return await probe_endpoint_async(session, endpoint, timeout=timeout, now=now)
+
+    return asyncio.run(once())
 
 
 @dataclasses.dataclass
@@ -171,9 +229,14 @@ class Prober:
         self.metrics = metrics or OperatorMetrics()
         self._log = log
         self._stop = stop
-        # The pool has exactly as many workers as the schedule has slots, so a due probe waits
-        # in the schedule (where it is counted as backlog), never hidden in the pool's queue.
-        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="probe")
+        # Probes run as tasks on one event loop (the "prober" thread), as many at once as the
+        # schedule has slots, so a due probe waits in the schedule (where it is counted as
+        # backlog). A status write blocks on the API server, so it runs in this pool (a write
+        # holds its probe's slot, never the loop).
+        self._pool = ThreadPoolExecutor(max_workers=min(concurrency, STATUS_WRITERS), thread_name_prefix="probe-write")
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._session: aiohttp.ClientSession | None = None  # the probes' client, while the loop runs
+        self._slot_freed: asyncio.Event | None = None  # set when a probe ends, to start the next at once
         self._lock = threading.Lock()
         self.schedule = ProbeSchedule(concurrency=concurrency, jitter=jitter)
         self._memory: dict[str, _Memory] = {}
@@ -197,7 +260,7 @@ class Prober:
         self._lease: Obj | None = None
         self._unwritten: set[str] = set()
         self._beat_lock = threading.Lock()
-        self._thread = threading.Thread(target=self._schedule, name="prober", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="prober", daemon=True)
         self._beater = threading.Thread(target=self._beat_loop, name="probes-heartbeat", daemon=True)
 
     def start(self) -> None:
@@ -295,14 +358,30 @@ class Prober:
         self._thread.join(timeout)
         self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def _schedule(self) -> None:
-        while not self._stop.wait(SCHEDULER_TICK):
-            ready = self.tick(time.monotonic())
-            for name in ready:
+    def _run(self) -> None:
+        asyncio.run(self._schedule())
+
+    async def _schedule(self) -> None:
+        """Start the due probes as tasks every ``SCHEDULER_TICK`` and as soon as a probe ends
+        (its slot is free: waiting for the next tick would cap the prober at ``concurrency``
+        probes per tick); at stop, let the running ones end."""
+        self._session = session = probe_session(concurrency=self.schedule.concurrency)
+        self._slot_freed = freed = asyncio.Event()
+        try:
+            while not self._stop.is_set():
+                freed.clear()
+                for name in self.tick(time.monotonic()):
+                    task = asyncio.create_task(self._probe_one(name), name=f"probe {name}")
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
                 try:
-                    self._pool.submit(self._probe_one, name)
-                except RuntimeError:  # the pool is shutting down
-                    return
+                    await asyncio.wait_for(freed.wait(), SCHEDULER_TICK)
+                except TimeoutError:
+                    pass
+            if self._tasks:  # each ends within its timeouts (and a status write)
+                await asyncio.wait(set(self._tasks))
+        finally:
+            await session.close()
 
     def tick(self, now: float) -> list[str]:
         """Forget deleted providers; mark and return the providers due for a probe at ``now``.
@@ -376,11 +455,12 @@ class Prober:
         with self._lock:
             return self.schedule.known() | set(self._memory) | set(self._first_round_left or ())
 
-    def _probe_one(self, name: str) -> None:
+    async def _probe_one(self, name: str) -> None:
         try:
             obj = self.providers.get(name)
             if obj is not None and not self._stop.is_set() and self.leadership.is_leader():
-                self._probe_and_record(obj)
+                assert self._session is not None, "probes run on the prober's event loop"
+                await self._probe_and_record(self._session, obj)
         except Exception as exc:  # noqa: BLE001 - one provider's failure must not stop the others
             self._log.error("probe failed unexpectedly", provider=name, error=repr(exc))
         finally:
@@ -394,6 +474,8 @@ class Prober:
                     # next tick forgets it.
                     self._memory.pop(name, None)
                     self.metrics.forget_provider(name)
+            if self._slot_freed is not None:
+                self._slot_freed.set()
 
     def _remembered(self, obj: Obj) -> _Memory:
         meta = obj["metadata"]
@@ -410,16 +492,23 @@ class Prober:
                     self._memory[meta["name"]] = mem
             return mem
 
-    def _probe_and_record(self, obj: Obj) -> None:
+    async def _probe_and_record(self, session: aiohttp.ClientSession, obj: Obj) -> None:
+        endpoint = str((obj.get("spec") or {}).get("endpoint", ""))
+        started = time.perf_counter()
+        outcome = await probe_endpoint_async(session, endpoint, timeout=self.timeout, now=time.time())
+        write = self._record(obj, endpoint, outcome, seconds=time.perf_counter() - started)
+        if write is not None:
+            await asyncio.get_running_loop().run_in_executor(self._pool, write)
+
+    def _record(self, obj: Obj, endpoint: str, outcome: ProbeOutcome, *, seconds: float) -> Callable[[], None] | None:
+        """Take one probe's outcome into the provider's memory; the status write it calls for
+        (to run off the event loop), or None when the status is to stay as written."""
         meta = obj["metadata"]
         name = meta["name"]
-        endpoint = str((obj.get("spec") or {}).get("endpoint", ""))
         networks = selecting_networks(meta.get("labels") or {}, [network_view(n) for n in self.networks.list()])
-        started = time.perf_counter()
-        outcome = probe_endpoint(endpoint, timeout=self.timeout, now=time.time())
         self.metrics.probed(
             name,
-            seconds=time.perf_counter() - started,
+            seconds=seconds,
             health_failed=outcome.healthy is not True,
             metrics_failed=not outcome.metrics_ok,
         )
@@ -453,7 +542,10 @@ class Prober:
             now=now,
             refresh=refresh_seconds(metrics_max_age(networks)) if self.refresh_writes else None,
         ):
-            return
+            return None
+        return lambda: self._write(name, mem, desired, now)
+
+    def _write(self, name: str, mem: _Memory, desired: Obj, now: float) -> None:
         changed = semantic_key(mem.status) != semantic_key(desired)
         try:
             written = self.writes.merge_patch_status(

@@ -6,7 +6,7 @@ import signal
 import sys
 import threading
 
-from agn.provider.server import ProviderState, serve
+from agn.provider.server import ProviderState, serve_async
 from agn.provider.settings import parse_settings
 
 
@@ -14,7 +14,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_settings(argv, description=__doc__)
 
     state = ProviderState(name=args.name, healthy=not args.unhealthy, metrics=not args.no_metrics)
-    server = serve(state, port=args.port, host=args.host)
+    server = serve_async(state, port=args.port, host=args.host)
     stop = threading.Event()
 
     def on_signal(signum, frame):  # only sets a flag; shutdown happens below

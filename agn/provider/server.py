@@ -20,19 +20,29 @@ providers in scale tests and benchmarks, each with its own endpoint URL
 (``/x/healthz`` is ``/healthz``).
 
 It listens on 127.0.0.1 unless given ``--host`` (in a pod: ``0.0.0.0``, so its Service reaches it).
+
+Two servers answer this same API from the same :class:`ProviderState`: :func:`serve` (the
+standard library's threaded server, for in-process tests) and :func:`serve_async` (aiohttp's
+server on one event loop: what ``python -m agn.provider`` runs). One process standing in for
+thousands of providers answers thousands of probes a second; a thread per connection and the
+pure-Python request parser made it what a fleet benchmark measured, not the operator.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import re
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agn.httpserve import LOOPBACK, QuietHandler, threaded_server
+from aiohttp import web
+
+from agn.httpserve import JSON, LOOPBACK, TEXT, QuietHandler, threaded_server
 
 HOLD_LIMIT_SECONDS = 600
 MAX_DELAY = 30.0
@@ -135,14 +145,31 @@ class ProviderPool:
             return state
 
 
+ROUTES = ("/healthz", "/metrics", "/admin/state", "/v1/completions")
+METRICS_TYPE = "text/plain; version=0.0.4"
+SERVER_NAME = "agn-fake-provider/0.1"
+
+
+def target(root: ProviderState, pool: ProviderPool, raw_path: str) -> tuple[ProviderState, str]:
+    """The provider a request path addresses (``/pool/<name>/...`` or the process's own) and its route."""
+    path = raw_path.split("?", 1)[0]
+    match = POOL_PATH.fullmatch(path)
+    state = root
+    if match is not None:
+        state, path = pool.get(match.group(1)), match.group(3) or "/"
+    return state, next((r for r in ROUTES if path == r or path.endswith(r)), path)
+
+
 def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
-    routes = ("/healthz", "/metrics", "/admin/state", "/v1/completions")
     root = state
     pool = ProviderPool(root)
 
     class Handler(QuietHandler):
-        server_version = "agn-fake-provider/0.1"
+        server_version = SERVER_NAME
         protocol_version = "HTTP/1.1"
+        # A kept-alive connection (the prober's) gets the headers and the body as two writes;
+        # with Nagle's algorithm on, the body waits for the client's delayed ACK (~40 ms).
+        disable_nagle_algorithm = True
 
         def _body(self) -> Any:
             length = int(self.headers.get("Content-Length") or 0)
@@ -150,13 +177,7 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
             return json.loads(raw) if raw else {}
 
         def _target(self) -> tuple[ProviderState, str]:
-            """The provider addressed (``/pool/<name>/...`` or the process's own) and the route."""
-            path = self.path.split("?", 1)[0]
-            match = POOL_PATH.fullmatch(path)
-            target = root
-            if match is not None:
-                target, path = pool.get(match.group(1)), match.group(3) or "/"
-            return target, next((r for r in routes if path == r or path.endswith(r)), path)
+            return target(root, pool, self.path)
 
         def do_GET(self) -> None:
             state, route = self._target()
@@ -171,7 +192,7 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
                 self.send_body(200 if healthy else 503, b"ok\n" if healthy else b"unhealthy\n")
             elif route == "/metrics":
                 if state.snapshot()["metrics"]:
-                    self.send_body(200, state.metrics_text().encode(), content_type="text/plain; version=0.0.4")
+                    self.send_body(200, state.metrics_text().encode(), content_type=METRICS_TYPE)
                 else:
                     self.send_body(404, b"metrics export disabled\n")
             elif route == "/admin/state":
@@ -242,3 +263,138 @@ FLEET_BACKLOG = 512
 def serve(state: ProviderState, *, port: int, host: str = LOOPBACK) -> ThreadingHTTPServer:
     """Bind to host:port (loopback unless told otherwise; 0 picks a port). The caller runs ``serve_forever``."""
     return threaded_server(make_handler(state), host=host, port=port, backlog=FLEET_BACKLOG)
+
+
+def _response(code: int, body: bytes, content_type: str = TEXT) -> web.Response:
+    return web.Response(status=code, body=body, headers={"Content-Type": content_type, "Server": SERVER_NAME})
+
+
+def _json(code: int, data: Any) -> web.Response:
+    return _response(code, json.dumps(data).encode(), JSON)
+
+
+def make_app(state: ProviderState) -> web.Application:
+    """The same API as :func:`make_handler`, answered by aiohttp on one event loop.
+
+    Nothing here blocks the loop: a slow provider's delay is an ``asyncio.sleep``, and a held
+    completion waits for its release on a thread of its own (``holdCompletions`` is a
+    :class:`threading.Condition`, shared with whoever flips it)."""
+    root = state
+    pool = ProviderPool(root)
+    holders = ThreadPoolExecutor(max_workers=256, thread_name_prefix="held-completion")
+
+    def loopback(request: web.Request) -> bool:
+        return request.remote == "127.0.0.1"
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        state, route = target(root, pool, request.raw_path)
+        if request.method == "GET":
+            if route in ("/healthz", "/metrics"):
+                delay = state.snapshot()["delaySeconds"]
+                if delay:
+                    await asyncio.sleep(delay)  # a slow provider, on purpose
+            if route == "/healthz":
+                with state.lock:
+                    state.health_checks += 1
+                    healthy = state.healthy
+                return _response(200 if healthy else 503, b"ok\n" if healthy else b"unhealthy\n")
+            if route == "/metrics":
+                if state.snapshot()["metrics"]:
+                    return _response(200, state.metrics_text().encode(), METRICS_TYPE)
+                return _response(404, b"metrics export disabled\n")
+            if route == "/admin/state":
+                if not loopback(request):
+                    return _response(403, b"admin is loopback-only\n")
+                return _json(200, state.snapshot())
+            return _response(404, b"not found\n")
+        if request.method != "POST":
+            return _response(501, b"unsupported method\n")
+        raw = await request.read()
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError:
+            return _json(400, {"error": "body is not JSON"})
+        if route == "/admin/state":
+            if not loopback(request):
+                return _response(403, b"admin is loopback-only\n")
+            try:
+                state.update(body if isinstance(body, dict) else {})
+            except ValueError as exc:
+                return _json(400, {"error": str(exc)})
+            return _json(200, state.snapshot())
+        if route == "/v1/completions":
+            with state.lock:
+                failing = state.fail_completions
+                if failing:
+                    state.failed += 1
+            if failing:
+                return _json(500, {"error": "failing on purpose (failCompletions)", "provider": state.name})
+            with state.lock:
+                state.running += 1
+                held = state.hold_completions
+            try:
+                if held:
+                    # Held requests stay in flight until released (bounded, so none outlives a test).
+                    def wait_released() -> None:
+                        with state.lock:
+                            state.released.wait_for(lambda: not state.hold_completions, timeout=HOLD_LIMIT_SECONDS)
+
+                    await asyncio.get_running_loop().run_in_executor(holders, wait_released)
+                prompt = body.get("prompt", "") if isinstance(body, dict) else ""
+                reply = {
+                    "provider": state.name,
+                    "session": request.headers.get("x-session-id"),
+                    "text": f"[{state.name}] {prompt}"[:200],
+                }
+            finally:
+                with state.lock:
+                    state.running -= 1
+                    state.served += 1
+            return _json(200, reply)
+        return _response(404, b"not found\n")
+
+    async def close_holders(app: web.Application) -> None:
+        holders.shutdown(wait=False, cancel_futures=True)
+
+    app = web.Application(client_max_size=1 << 20)
+    app.router.add_route("*", "/{tail:.*}", handle)
+    app.on_cleanup.append(close_holders)
+    return app
+
+
+class AsyncServer:
+    """An aiohttp application served on an event loop of its own, driven like the standard
+    library's servers: ``serve_forever`` in a thread, then ``shutdown`` and ``server_close``."""
+
+    def __init__(self, app: web.Application, *, host: str, port: int, backlog: int) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._loop.run_until_complete(self._runner.setup())
+        site = web.TCPSite(self._runner, host, port, backlog=backlog)
+        self._loop.run_until_complete(site.start())
+        sockets = self._runner.addresses
+        self.server_address: tuple[str, int] = (sockets[0][0], sockets[0][1])
+        self._done = threading.Event()
+        self._done.set()
+
+    def serve_forever(self) -> None:
+        self._done.clear()
+        try:
+            self._loop.run_forever()
+        finally:
+            self._done.set()
+
+    def shutdown(self) -> None:
+        """Stop ``serve_forever`` and wait until it returned (from another thread)."""
+        if self._loop.is_running():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        self._done.wait()
+
+    def server_close(self) -> None:
+        self._loop.run_until_complete(self._runner.cleanup())
+        self._loop.close()
+
+
+def serve_async(state: ProviderState, *, port: int, host: str = LOOPBACK) -> AsyncServer:
+    """Like :func:`serve`, answered by aiohttp on one event loop (what ``python -m agn.provider`` runs)."""
+    return AsyncServer(make_app(state), host=host, port=port, backlog=FLEET_BACKLOG)

@@ -8,13 +8,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from agn.operator.prober import probe_endpoint
-from agn.provider.server import ProviderState, serve
+from agn.provider.server import ProviderState, serve, serve_async
 
 
-@pytest.fixture
-def fake_provider():
+# Both servers of the fake provider answer one API: every test here runs against each.
+@pytest.fixture(params=[serve, serve_async], ids=["threaded", "aiohttp"])
+def fake_provider(request):
     state = ProviderState(name="p1")
-    server = serve(state, port=0)
+    server = request.param(state, port=0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield state, f"http://127.0.0.1:{server.server_address[1]}"
@@ -121,3 +122,17 @@ def test_a_slow_provider_answers_late_and_a_bad_delay_is_refused(fake_provider):
             http_json(f"{url}/pool/slow/admin/state", method="POST", body={"delaySeconds": bad})
         assert err.value.code == 400
     assert http_json(f"{url}/pool/slow/admin/state")["delaySeconds"] == 0.3
+
+
+def test_failing_completions_answer_500_while_health_stays(fake_provider):
+    import urllib.error
+
+    from agnprocs import http_json
+
+    _, url = fake_provider
+    http_json(f"{url}/pool/bad/admin/state", method="POST", body={"failCompletions": True})
+    with pytest.raises(urllib.error.HTTPError) as err:
+        http_json(f"{url}/pool/bad/v1/completions", method="POST", body={"prompt": "hi"})
+    assert err.value.code == 500
+    assert probe_endpoint(f"{url}/pool/bad", timeout=2, now=1.0).healthy is True
+    assert http_json(f"{url}/pool/bad/admin/state")["failed"] == 1

@@ -3,6 +3,7 @@ memory and the controller's per-consumer memory (no API: nothing here reaches on
 
 from __future__ import annotations
 
+import asyncio
 import io
 import threading
 
@@ -253,6 +254,6 @@ def test_a_probe_that_outlives_its_provider_leaves_no_series_behind(prober):
     p.tick(100.1)  # forgets p2, whose probe is still running
     p.metrics.probed("p2", seconds=0.01, health_failed=True, metrics_failed=False)  # its late result
     assert 'provider="p2"' in generate_latest(p.metrics.registry).decode()
-    p._probe_one("p2")  # the end of that probe (the provider is gone: nothing is dialled)
+    asyncio.run(p._probe_one("p2"))  # the end of that probe (the provider is gone: nothing is dialled)
     assert 'provider="p2"' not in generate_latest(p.metrics.registry).decode() and "p2" not in p.remembered()
     assert p.tick(100.2) == [] and p.membership_syncs == 2  # begin_term's first tick, the deletion

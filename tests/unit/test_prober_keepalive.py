@@ -1,0 +1,106 @@
+"""The prober's transport: probes of many providers behind one host:port share a few kept-alive
+connections (counted by the server that accepts them), and the prober still probes each of them."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+
+from agn.logs import JsonLog
+from agn.operator.informer import Store
+from agn.operator.prober import Prober
+from agn.provider.server import ProviderState, serve
+from agnprocs import http_json
+
+
+class Leader:
+    identity = "me"
+
+    def is_leader(self):
+        return True
+
+    def term(self):
+        return 1
+
+
+class Writes:
+    """Stands in for the API server: answers a status merge patch with the object patched."""
+
+    def __init__(self, providers: Store):
+        self.providers = providers
+        self.lock = threading.Lock()
+        self.patched: list[str] = []
+
+    def merge_patch_status(self, res, namespace, name, patch):
+        with self.lock:
+            self.patched.append(name)
+        obj = self.providers.get(name)
+        meta = dict(obj["metadata"], resourceVersion=str(int(obj["metadata"]["resourceVersion"]) + 1))
+        return dict(obj, metadata=meta, status=dict(obj.get("status") or {}, **patch["status"]))
+
+
+def counting_pool():
+    """A fake provider pool that counts the connections it accepted."""
+    server = serve(ProviderState(name="pool"), port=0)
+    accepted: list[object] = []
+    accept = server.get_request
+
+    def counted():
+        conn = accept()
+        accepted.append(conn[1])
+        return conn
+
+    server.get_request = counted
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, accepted
+
+
+def test_probes_of_one_host_share_kept_alive_connections():
+    server, accepted = counting_pool()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    names = [f"p{i}" for i in range(20)]
+    providers = Store()
+    providers.replace(
+        [
+            {
+                "metadata": {"name": n, "uid": f"uid-{n}", "resourceVersion": "1"},
+                "spec": {"endpoint": f"{base}/pool/{n}"},
+            }
+            for n in names
+        ]
+    )
+    stop = threading.Event()
+    prober = Prober(
+        Writes(providers),
+        "ns",
+        leadership=Leader(),
+        providers=providers,
+        networks=Store(),
+        interval=0.2,
+        timeout=5.0,
+        log=JsonLog(component="test", stream=io.StringIO()),
+        stop=stop,
+        concurrency=4,
+    )
+    prober.begin_term(1)
+    prober.start()
+    try:
+        deadline = time.monotonic() + 60
+        while (prober.metrics.registry.get_sample_value("agn_probe_duration_seconds_count") or 0) < 3 * len(names):
+            assert time.monotonic() < deadline, "the prober did not probe every provider three times"
+            stop.wait(0.05)
+        stop.set()
+        prober.stop(timeout=10)
+        connections = len(accepted)
+        probes = prober.metrics.registry.get_sample_value("agn_probe_duration_seconds_count")
+        # Each provider's own probes reached the pool (none was skipped as invalid).
+        checks = {n: http_json(f"{base}/pool/{n}/admin/state")["healthChecks"] for n in names}
+    finally:
+        stop.set()
+        prober.stop(timeout=10)
+        server.shutdown()
+        server.server_close()
+    assert min(checks.values()) >= 1 and sum(checks.values()) == probes, checks
+    # Two requests per probe; without keep-alive every one of them is a new connection.
+    assert connections <= 4, f"{connections} connections for {probes:.0f} probes"
