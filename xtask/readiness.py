@@ -48,12 +48,17 @@ def evaluate_readiness(
     overlays: Mapping[str, Overlay | Incomplete | None],
     now: float,
     must_be_healthy: frozenset[str] = frozenset(),
+    probe_errors: Mapping[str, str] = {},
 ) -> Readiness:
+    """``probe_errors``: provider -> the operator's last health error as its status has it
+    (named with a provider that is waited for, so a timeout says what the probes see)."""
     problems = [f"provider {p.name}: not probed by the operator yet" for p in providers if p.healthy is None]
     # The fake providers a fresh bring-up has just started answer once their Service routes to
     # them: a failed first probe there is start-up, not a finding to report as "kept out".
     problems += [
-        f"provider {p.name}: its probes fail (just started; waiting for it to answer)"
+        f"provider {p.name}: its probes fail (just started; waiting for it to answer"
+        + (f"; last: {probe_errors[p.name]}" if probe_errors.get(p.name) else "")
+        + ")"
         for p in providers
         if p.healthy is False and p.name in must_be_healthy
     ]
@@ -113,7 +118,13 @@ def wait_ready(
     while True:
         try:
             heartbeat = read_heartbeat(kube, ns)
-            providers = [provider_view(o, heartbeat) for o in kube.list(PROVIDERS, ns)[0]]
+            provider_objs = kube.list(PROVIDERS, ns)[0]
+            providers = [provider_view(o, heartbeat) for o in provider_objs]
+            probe_errors = {
+                name_of(o): str(error)
+                for o in provider_objs
+                if (error := (((o.get("status") or {}).get("probe") or {}).get("healthError")))
+            }
             networks = {name_of(o): network_view(o) for o in kube.list(NETWORKS, ns)[0]}
             consumer_objs = [o for o in kube.list(CONSUMERS, ns)[0] if name_of(o) in names]
             overlays: dict[str, Overlay | Incomplete | None] = {
@@ -128,6 +139,7 @@ def wait_ready(
                 overlays=overlays,
                 now=time.time(),
                 must_be_healthy=must_be_healthy,
+                probe_errors=probe_errors,
             )
             missing = sorted(names - {name_of(o) for o in consumer_objs})
             last = [f"consumer {n}: does not exist" for n in missing] + list(result.problems)

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -130,6 +131,10 @@ def _error_text(exc: BaseException) -> str:
         return "timed out"
     if isinstance(exc, aiohttp.ClientConnectorError):
         err = exc.os_error
+        if isinstance(err, socket.gaierror):
+            # A resolver error's errno is an EAI_* code (negative), which os.strerror does not
+            # know ("Unknown error -3"); its own text says what failed.
+            return err.strerror or str(err)
         return os.strerror(err.errno) if err.errno else (str(err) or type(err).__name__)
     if isinstance(exc, OSError) and exc.errno and not isinstance(exc, aiohttp.ClientError):
         return os.strerror(exc.errno)

@@ -136,3 +136,12 @@ def test_failing_completions_answer_500_while_health_stays(fake_provider):
     assert err.value.code == 500
     assert probe_endpoint(f"{url}/pool/bad", timeout=2, now=1.0).healthy is True
     assert http_json(f"{url}/pool/bad/admin/state")["failed"] == 1
+
+
+def test_a_name_that_does_not_resolve_is_reported_in_the_resolvers_words():
+    # A resolver error's errno is an EAI_* code: os.strerror made it "Unknown error -2".
+    out = probe_endpoint("http://agn-no-such-provider.invalid:8080", timeout=2, now=1.0)
+    assert out.healthy is False
+    assert out.health_error is not None and out.metrics_error is not None
+    assert "Unknown error" not in out.health_error + out.metrics_error
+    assert out.health_error.startswith("GET /healthz: ") and len(out.health_error) > len("GET /healthz: ")

@@ -21,7 +21,7 @@ def provider(name, *, drain=False, healthy=True, endpoint=None):
     )
 
 
-def readiness(providers, *, serving=None, overlay_from=None, must_be_healthy=frozenset()):
+def readiness(providers, *, serving=None, overlay_from=None, must_be_healthy=frozenset(), probe_errors=None):
     overlay = next_overlay(
         None, compute_candidates(overlay_from or providers, NET, CONSUMER, now=NOW), network="net", consumer="c"
     )
@@ -34,6 +34,7 @@ def readiness(providers, *, serving=None, overlay_from=None, must_be_healthy=fro
         overlays={"c": overlay},
         now=NOW,
         must_be_healthy=must_be_healthy,
+        probe_errors=probe_errors or {},
     )
 
 
@@ -61,6 +62,19 @@ def test_a_fresh_envs_own_fake_provider_that_fails_its_probes_is_waited_for():
     assert not r.ready
     assert r.problems == ("provider a: its probes fail (just started; waiting for it to answer)",)
     assert readiness([provider("a"), provider("b")], must_be_healthy=frozenset({"a", "b"})).ready
+
+
+def test_a_waited_for_provider_names_what_its_probes_see():
+    # A bring-up that times out on a provider's probes says why they fail (the operator's last
+    # health error from the status), not only that they do.
+    r = readiness(
+        [provider("a", healthy=False), provider("b")],
+        must_be_healthy=frozenset({"a", "b"}),
+        probe_errors={"a": "GET /healthz: timed out", "b": "GET /healthz: Connection refused"},
+    )
+    assert r.problems == (
+        "provider a: its probes fail (just started; waiting for it to answer; last: GET /healthz: timed out)",
+    )
 
 
 def test_a_malformed_endpoint_is_named():
