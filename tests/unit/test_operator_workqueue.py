@@ -107,3 +107,53 @@ def test_wait_batch_returns_none_once_closed_and_empty_on_timeout():
     assert done.wait(5)
     assert result == [None]
     t.join()
+
+
+def drive_burst(q: CoalescingQueue, clock: FakeClock, *, seconds: float, every: float = 0.01) -> list[float]:
+    """A key every ``every`` s from 0 until ``seconds``, then quiet; when the batches were handed out
+    (to the tick: whole ticks, so float sums do not blur the bounds)."""
+    taken = []
+    start, ticks = clock.now, round(seconds / every)
+    for tick in range(1, ticks + 1000):
+        if tick <= ticks:
+            q.add("c1")
+        clock.now = start + tick * every
+        if q.take_ready():
+            taken.append(round(tick * every, 2))
+            if tick > ticks:
+                break
+    return taken
+
+
+def test_once_a_burst_is_cut_by_the_bound_the_next_batches_stay_open_up_to_the_burst_window():
+    """A wave of a drain: 4.5 s of patches is 2 batches (cut at 1 s, then closed by quiet),
+    where a fixed 1 s bound gives 5; a long burst is cut every 4 s after the first."""
+    clock = FakeClock()
+    q = CoalescingQueue(window=0.1, max_window=1.0, burst_window=4.0, clock=clock)
+    assert drive_burst(q, clock, seconds=4.5) == [1.0, 4.59]
+    fixed = CoalescingQueue(window=0.1, max_window=1.0, clock=clock)  # no burst window: no growth
+    assert drive_burst(fixed, clock, seconds=4.5) == [1.0, 2.0, 3.0, 4.0, 4.59]
+    q = CoalescingQueue(window=0.1, max_window=1.0, burst_window=4.0, clock=clock)
+    assert drive_burst(q, clock, seconds=16) == [1.0, 5.0, 9.0, 13.0, 16.09]
+
+
+def test_a_quiet_period_ends_the_burst_and_the_bound_is_max_window_again():
+    clock = FakeClock()
+    q = CoalescingQueue(window=0.1, max_window=1.0, burst_window=4.0, clock=clock)
+    assert drive_burst(q, clock, seconds=2.5) == [1.0, 2.59]  # open up to 4 s, closed by quiet
+    clock.advance(5)
+    assert drive_burst(q, clock, seconds=1.5) == [1.0, 1.59]  # a new burst starts at 1 s again
+    # A burst cut by the bound, then a pause longer than the quiet period before the next key:
+    # the next batch has the first bound again.
+    assert drive_burst(q, clock, seconds=1.05) == [1.0, 1.14]
+    clock.advance(0.5)
+    assert drive_burst(q, clock, seconds=1.5) == [1.0, 1.59]
+
+
+def test_clear_resets_a_grown_bound():
+    clock = FakeClock()
+    q = CoalescingQueue(window=0.1, max_window=1.0, burst_window=4.0, clock=clock)
+    drive_burst(q, clock, seconds=1.02)
+    q.add("c1")
+    q.clear()
+    assert drive_burst(q, clock, seconds=1.5) == [1.0, 1.59]
