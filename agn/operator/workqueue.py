@@ -5,13 +5,14 @@ Events mark keys dirty; a batch becomes ready once no new key has been added for
 dirty key of the batch. A burst of 200 provider patches therefore yields a handful of
 batches, not 200.
 
-A batch cut by that bound while keys kept coming means a burst is going on (a wave of a
-drain: a hundred patches over two to four seconds on a busy machine). The batches after such
-a cut stay open up to ``burst_window`` instead; a batch closed by its quiet period, or a first
-key arriving after a quiet period, ends the burst and the bound is ``max_window`` again. A
-burst of up to ``max_window + burst_window`` seconds (5 s by the operator's defaults) is so
-published in two batches, not one per ``max_window``, while the first of its changes still
-waits at most ``max_window`` and a lone change only the quiet period. Keys can also be scheduled for later (``add_after``): the reconcile asks
+A batch that begins less than ``max_window`` after the one before was handed out is part of
+a burst (a wave of a drain: a hundred patches over two to four seconds on a busy machine,
+with its own publications slowing them down); such a batch stays open up to
+``burst_window`` instead. A first key that comes later begins a batch with the bound
+``max_window`` again. A burst of up to ``max_window + burst_window`` seconds (5 s by the
+operator's defaults) is so published in two batches (three if a pause longer than the quiet
+period splits it twice), not one per ``max_window``; the first of its changes still waits at
+most ``max_window``, and a lone change only the quiet period. Keys can also be scheduled for later (``add_after``): the reconcile asks
 for one when a candidate's metrics are about to go stale, and on errors (backoff).
 
 This module knows nothing about Kubernetes or overlays and does no I/O; the clock is
@@ -41,7 +42,7 @@ class CoalescingQueue:
         self.window = window
         self.max_window = max(window, max_window if max_window is not None else 5 * window)
         self.burst_window = max(self.max_window, burst_window if burst_window is not None else self.max_window)
-        self._bound = self.max_window  # the open batch's bound: grows while a burst goes on
+        self._bound = self.max_window  # the open batch's bound: burst_window within a burst
         self._taken_at: float | None = None
         self._clock = clock
         self._cond = threading.Condition()
@@ -85,7 +86,7 @@ class CoalescingQueue:
         with self._cond:
             self._dirty.clear()
             self._delayed.clear()
-            self._first_at = self._last_at = None
+            self._first_at = self._last_at = self._taken_at = None
             self._bound = self.max_window
 
     def close(self) -> None:
@@ -136,8 +137,8 @@ class CoalescingQueue:
         self._dirty.update(keys)
         if self._first_at is None:
             self._first_at = now
-            if self._taken_at is None or now - self._taken_at > self.window:
-                self._bound = self.max_window  # a quiet period since the last batch: no burst
+            burst = self._taken_at is not None and now - self._taken_at < self.max_window
+            self._bound = self.burst_window if burst else self.max_window
         self._last_at = now
 
     def _promote_due(self, now: float) -> None:
@@ -157,9 +158,6 @@ class CoalescingQueue:
         ready_at = self._batch_ready_at()
         if ready_at is None or now < ready_at:
             return set()
-        assert self._last_at is not None  # (a batch is ready only with its times set)
-        cut = now < self._last_at + self.window  # keys still coming: the bound cut it
-        self._bound = self.burst_window if cut else self.max_window
         batch, self._dirty = self._dirty, set()
         self._first_at = self._last_at = None
         self._taken_at = now
