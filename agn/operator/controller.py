@@ -82,7 +82,11 @@ class Operator:
         self.elector = elector
         self.leadership: Leadership = elector if elector is not None else AlwaysLeader(new_identity())
         self.writes = LeaderWrites(kube, self.leadership, log=log)
-        self.queue = CoalescingQueue(window=settings.coalesce_window, max_window=settings.max_batch_wait)
+        self.queue = CoalescingQueue(
+            window=settings.coalesce_window,
+            max_window=settings.max_batch_wait,
+            burst_window=settings.burst_batch_wait,
+        )
         self.caches = caches = Caches(kube, namespace, self.queue, log=log, stop=stop)
         self.storage = OverlayStorage(
             kube,

@@ -18,6 +18,9 @@ Why it looks like this (a fleet of thousands of providers on a small machine):
   longest-waiting one starts first, so a saturated pool still probes every provider (no
   starvation). Waiting probes are the *backlog*, reported by :meth:`ProbeSchedule.backlog`
   instead of silently ageing load readings.
+- **Quick re-checks.** A failed probe of a provider still counted available is followed by the
+  next one after the fast interval (:func:`fast_recheck`), not at its next grid slot, until it
+  passes or the failure threshold makes the provider unavailable; then the grid resumes.
 - **No catch-up storm.** A probe that started late is followed by the next grid slot at least
   half an interval later; missed slots are skipped, not replayed.
 - **Cost proportional to the probes, not the fleet.** The scheduler looks every 50 ms; a pass
@@ -50,6 +53,15 @@ def next_slot(name: str, *, interval: float, now: float) -> float:
     offset = phase(name) * interval
     k = math.ceil((now + interval / 2.0 - offset) / interval)
     return offset + k * interval
+
+
+def fast_recheck(interval: float, *, fast: float) -> float:
+    """How soon a provider is probed again after a failed probe that did not yet make it
+    unavailable (fewer than the failure threshold in a row): ``fast``, never later than its
+    interval. HAProxy's ``fastinter``: a provider that stopped answering is excluded after
+    ``threshold - 1`` quick re-checks instead of ``threshold - 1`` whole intervals, while a
+    healthy fleet is probed no more often than before."""
+    return min(interval, fast)
 
 
 def probe_interval(labels: Mapping[str, str], networks: Sequence[NetworkView], *, default: float) -> float:
@@ -202,13 +214,20 @@ class ProbeSchedule:
         )
         return started
 
-    def done(self, name: str) -> None:
-        """The probe of ``name`` finished (or was abandoned): its slot is free again."""
+    def done(self, name: str, *, again_at: float | None = None) -> None:
+        """The probe of ``name`` finished (or was abandoned): its slot is free again.
+
+        ``again_at``: probe it again no later than then (a failed probe of a provider still
+        counted available: see :func:`fast_recheck`), instead of at its next grid slot if that
+        is later. Its grid resumes after that probe.
+        """
         if name not in self._in_flight:
             return
         self._in_flight.discard(name)
         at = self._due.get(name)
         if at is not None:  # still known: wait for the due time set when it started
+            if again_at is not None and again_at < at:
+                at = self._due[name] = again_at
             heapq.heappush(self._pending, (at, name))
 
     def clear(self) -> None:

@@ -110,6 +110,17 @@ class Settings:
     max_batch_wait: float = setting(
         1.0, type=non_negative, metavar="SECONDS", help="longest a batch stays open while changes keep arriving"
     )
+    # A wave of a drain writes a hundred providers over a few seconds: a batch begun less than
+    # --max-batch-wait after the last one is part of such a burst and stays open up to this, so
+    # a burst of up to max_batch_wait + burst_batch_wait seconds is two revisions (agn.operator.workqueue).
+    burst_batch_wait: float = setting(
+        4.0,
+        type=non_negative,
+        metavar="SECONDS",
+        help="longest a batch stays open within a burst of changes (it began less than --max-batch-wait after "
+        "the last batch); --max-batch-wait or less turns bursts off",
+    )
+
     # Each consumer's overlay is stored as an index plus up to this many shards (agn.shards), so
     # no object grows with the fleet past etcd's request limit and a drain rewrites one shard.
     overlay_shards: int = setting(

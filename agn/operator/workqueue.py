@@ -3,7 +3,16 @@
 Events mark keys dirty; a batch becomes ready once no new key has been added for
 ``window`` seconds (quiet period), or at the latest ``max_window`` seconds after the first
 dirty key of the batch. A burst of 200 provider patches therefore yields a handful of
-batches, not 200. Keys can also be scheduled for later (``add_after``): the reconcile asks
+batches, not 200.
+
+A batch that begins less than ``max_window`` after the one before was handed out is part of
+a burst (a wave of a drain: a hundred patches over two to four seconds on a busy machine,
+with its own publications slowing them down); such a batch stays open up to
+``burst_window`` instead. A first key that comes later begins a batch with the bound
+``max_window`` again. A burst of up to ``max_window + burst_window`` seconds (5 s by the
+operator's defaults) is so published in two batches (three if a pause longer than the quiet
+period splits it twice), not one per ``max_window``; the first of its changes still waits at
+most ``max_window``, and a lone change only the quiet period. Keys can also be scheduled for later (``add_after``): the reconcile asks
 for one when a candidate's metrics are about to go stale, and on errors (backoff).
 
 This module knows nothing about Kubernetes or overlays and does no I/O; the clock is
@@ -21,12 +30,20 @@ class CoalescingQueue:
     """A set of dirty keys handed out in coalesced batches. Thread-safe; one consumer."""
 
     def __init__(
-        self, *, window: float = 0.1, max_window: float | None = None, clock: Callable[[], float] = time.monotonic
+        self,
+        *,
+        window: float = 0.1,
+        max_window: float | None = None,
+        burst_window: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if window < 0:
             raise ValueError("window must be >= 0")
         self.window = window
         self.max_window = max(window, max_window if max_window is not None else 5 * window)
+        self.burst_window = max(self.max_window, burst_window if burst_window is not None else self.max_window)
+        self._bound = self.max_window  # the open batch's bound: burst_window within a burst
+        self._taken_at: float | None = None
         self._clock = clock
         self._cond = threading.Condition()
         self._dirty: set[str] = set()
@@ -69,7 +86,8 @@ class CoalescingQueue:
         with self._cond:
             self._dirty.clear()
             self._delayed.clear()
-            self._first_at = self._last_at = None
+            self._first_at = self._last_at = self._taken_at = None
+            self._bound = self.max_window
 
     def close(self) -> None:
         """Wake the consumer for good; ``wait_batch`` returns None from now on."""
@@ -119,6 +137,8 @@ class CoalescingQueue:
         self._dirty.update(keys)
         if self._first_at is None:
             self._first_at = now
+            burst = self._taken_at is not None and now - self._taken_at < self.max_window
+            self._bound = self.burst_window if burst else self.max_window
         self._last_at = now
 
     def _promote_due(self, now: float) -> None:
@@ -131,7 +151,7 @@ class CoalescingQueue:
     def _batch_ready_at(self) -> float | None:
         if not self._dirty or self._first_at is None or self._last_at is None:
             return None
-        return min(self._last_at + self.window, self._first_at + self.max_window)
+        return min(self._last_at + self.window, self._first_at + self._bound)
 
     def _take_ready_locked(self, now: float) -> set[str]:
         self._promote_due(now)
@@ -140,6 +160,7 @@ class CoalescingQueue:
             return set()
         batch, self._dirty = self._dirty, set()
         self._first_at = self._last_at = None
+        self._taken_at = now
         return batch
 
     def _ready_in_locked(self, now: float) -> float | None:

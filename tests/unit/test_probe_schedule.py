@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agn.model import NetworkView
-from agn.operator.schedule import ProbeSchedule, next_slot, phase, probe_interval
+from agn.operator.schedule import ProbeSchedule, fast_recheck, next_slot, phase, probe_interval
 
 
 def names(n: int) -> list[str]:
@@ -98,6 +98,33 @@ def test_a_provider_is_never_probed_twice_at_once():
     assert sched.take(now=50.0, interval_of=lambda n: 0.1) == []
     sched.done("a")
     assert [p.name for p in sched.take(now=50.0, interval_of=lambda n: 0.1)] == ["a"]
+
+
+def test_a_quick_recheck_comes_at_the_fast_interval_then_the_grid_resumes():
+    sched = ProbeSchedule(concurrency=8)
+    sched.sync(["a"], now=0.0)
+    every = lambda n: 5.0  # noqa: E731
+    assert [p.name for p in sched.take(now=0.0, interval_of=every)] == ["a"]
+    grid = sched.due_at("a")
+    assert grid is not None and grid >= 2.5  # its next slot, half an interval or more ahead
+    sched.done("a", again_at=0.2 + fast_recheck(5.0, fast=1.0))  # it failed at 0.2
+    assert sched.due_at("a") == 1.2
+    assert sched.take(now=1.1, interval_of=every) == []
+    assert [p.name for p in sched.take(now=1.2, interval_of=every)] == ["a"]
+    later = sched.due_at("a")
+    assert later is not None and later >= 1.2 + 2.5  # back on its grid
+    sched.done("a")  # it passed: no quick recheck
+    assert sched.due_at("a") == later
+    # A recheck is never later than the grid: a slot sooner than again_at wins.
+    assert [p.name for p in sched.take(now=later, interval_of=every)] == ["a"]
+    grid = sched.due_at("a")
+    sched.done("a", again_at=grid + 10)
+    assert sched.due_at("a") == grid
+
+
+def test_fast_recheck_is_never_later_than_the_interval():
+    assert fast_recheck(5.0, fast=1.0) == 1.0
+    assert fast_recheck(0.5, fast=1.0) == 0.5
 
 
 def test_deleted_providers_are_dropped_and_a_cleared_schedule_probes_everything_again():
