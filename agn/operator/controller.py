@@ -115,6 +115,7 @@ class Operator:
             interval=settings.probe_interval,
             timeout=settings.probe_timeout,
             failure_threshold=settings.probe_failure_threshold,
+            fast_interval=settings.probe_fast_interval,
             concurrency=settings.probe_concurrency,
             jitter=settings.probe_jitter,
             refresh_writes=settings.status_refresh,

@@ -64,7 +64,7 @@ from agn.operator.provider_status import (
     tolerated,
 )
 from agn.operator.pruning import prune
-from agn.operator.schedule import Backlog, ProbeSchedule, probe_interval
+from agn.operator.schedule import Backlog, ProbeSchedule, fast_recheck, probe_interval
 from agn.operator.writes import LeaderWrites, NotLeader
 
 MAX_BODY_BYTES = 1 << 20
@@ -78,6 +78,11 @@ SCHEDULER_TICK = 0.05
 # waits for one; that wait is the operator's own queue, so no probe timeout runs during it.
 MAX_CONNECTIONS_PER_HOST = 64
 KEEPALIVE_SECONDS = 15.0
+# The socket timeouts (``--probe-timeout``) bound connecting and each wait for the provider's
+# bytes; not a resolver that never answers, nor the wait for a connection of our own pool. So
+# no request can hold its provider's probe slot for ever (the schedule never starts a second
+# probe of a provider while one runs), each GET also ends after this many seconds at most.
+REQUEST_DEADLINE_SECONDS = 30.0
 # Status writes block on the API server, so they run on threads, at most this many at once
 # (more would only queue at the API server: docs/operator.md).
 STATUS_WRITERS = 16
@@ -106,11 +111,15 @@ async def http_get(session: aiohttp.ClientSession, url: str, *, timeout: float) 
     does), not the wait for a free connection of our own pool. A redirect is an answer, not an
     instruction: its status comes back. A kept-alive connection the server closed while idle is
     retried once on a new one, as any HTTP client does for an idempotent request; a second
-    failure is the answer."""
+    failure is the answer. Whatever the socket timeouts do not bound ends at
+    ``REQUEST_DEADLINE_SECONDS`` (``TimeoutError``)."""
     limits = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=timeout, sock_read=timeout)
     for attempt in (1, 2):
         try:
-            async with session.get(url, allow_redirects=False, timeout=limits, compress=None) as resp:
+            async with (
+                asyncio.timeout(max(REQUEST_DEADLINE_SECONDS, 4 * timeout)),
+                session.get(url, allow_redirects=False, timeout=limits, compress=None) as resp,
+            ):
                 if not 200 <= resp.status < 300:
                     return resp.status, b""
                 body = bytearray()
@@ -193,6 +202,7 @@ class _Memory:
     failures: int = 0  # consecutive failed health probes
     current: Obj | None = None  # None: not probed in this term yet (``status`` is the truth then)
     probed_at: float | None = None  # unix seconds the last probe of this term started
+    recheck_in: float | None = None  # seconds: its last probe failed, but not yet enough to exclude it
 
 
 class Prober:
@@ -217,6 +227,7 @@ class Prober:
         concurrency: int = 16,
         jitter: float = 0.0,
         failure_threshold: int = 3,
+        fast_interval: float = 1.0,
         metrics: OperatorMetrics | None = None,
         refresh_writes: bool = False,
     ) -> None:
@@ -231,6 +242,7 @@ class Prober:
         self.interval = interval
         self.timeout = timeout
         self.failure_threshold = failure_threshold
+        self.fast_interval = fast_interval
         self.metrics = metrics or OperatorMetrics()
         self._log = log
         self._stop = stop
@@ -470,7 +482,9 @@ class Prober:
             self._log.error("probe failed unexpectedly", provider=name, error=repr(exc))
         finally:
             with self._lock:
-                self.schedule.done(name)
+                mem = self._memory.get(name)
+                recheck = None if mem is None or mem.recheck_in is None else time.monotonic() + mem.recheck_in
+                self.schedule.done(name, again_at=recheck)
                 self._note_first_round_locked((name,))
                 if name not in self.providers:
                     # Deleted while its probe ran, perhaps after the tick that forgot it: a tick
@@ -521,11 +535,20 @@ class Prober:
         mem.probed_at = outcome.observed_at
         previous = mem.current if mem.current is not None else mem.status
         mem.failures = 0 if outcome.healthy is not False else mem.failures + 1
+        was_healthy = (previous.get("probe") or {}).get("healthy") is True
+        # Failed, but not yet failure_threshold times in a row: probed again soon, so a provider
+        # that stopped answering is out within (threshold - 1) fast intervals of its first failed
+        # probe (HAProxy's fastinter), while a healthy fleet is probed no more often than before.
+        suspect = outcome.healthy is False and was_healthy and mem.failures < self.failure_threshold
+        mem.recheck_in = None
+        if suspect:
+            every = probe_interval(meta.get("labels") or {}, networks, default=self.interval)
+            mem.recheck_in = fast_recheck(every, fast=self.fast_interval)
         outcome = tolerated(
             outcome,
             failures=mem.failures,
             threshold=self.failure_threshold,
-            previously_healthy=(previous.get("probe") or {}).get("healthy") is True,
+            previously_healthy=was_healthy,
         )
         # Only a drained provider's load is published: it is what `provider-drain --wait-idle`
         # waits on; every other provider's readings stay here (see agn.operator.heartbeat).

@@ -73,7 +73,7 @@ class Settings:
     )
     # At most this many probes at once; more due ones wait (and are reported as backlog).
     probe_concurrency: int = setting(
-        16,
+        64,
         type=_whole_positive,
         metavar="N",
         help="probes running at once; more due probes wait and are reported as backlog (agn_probe_backlog)",
@@ -91,6 +91,16 @@ class Settings:
         type=_whole_positive,
         metavar="N",
         help="consecutive failed health probes before a healthy provider counts as unavailable (as kubelet's)",
+    )
+    # HAProxy's fastinter: a failed probe of a provider still counted available is followed by
+    # the next one this soon, so a dead provider is out in about one interval plus
+    # (threshold - 1) x this, not threshold intervals (agn.operator.schedule.fast_recheck).
+    probe_fast_interval: float = setting(
+        1.0,
+        type=positive,
+        metavar="SECONDS",
+        help="after a failed probe of a provider still counted available, probe it again this soon "
+        "(never later than its interval), until it passes or reaches --probe-failure-threshold",
     )
     # The write-every-probe behaviour before the probes heartbeat, kept only so one benchmark
     # run can measure both (scripts/bench/prober_writes.py); see docs/operator.md.

@@ -250,8 +250,13 @@ class Runner:
                 pass
 
 
-def med(values: list[float]) -> str:
-    return f"{statistics.median(values):.1f} s" if values else "-"
+def spread(values: list[float]) -> str:
+    """Median, p99 (nearest rank) and the number of trials."""
+    if not values:
+        return "-"
+    ranked = sorted(values)
+    p99 = ranked[min(len(ranked) - 1, max(0, -(-99 * len(ranked) // 100) - 1))]
+    return f"{statistics.median(ranked):.1f} / {p99:.1f} s ({len(ranked)})"
 
 
 def render(rows: list[Row], started: str) -> Table:
@@ -267,8 +272,8 @@ def render(rows: list[Row], started: str) -> Table:
         "status writes/s",
         "probes/s (asked)",
         "behind",
-        "detect (median)",
-        "re-admit (median)",
+        "detect: median / p99 (trials)",
+        "re-admit: median / p99",
         "prober capacity",
         "note",
     ):
@@ -282,8 +287,8 @@ def render(rows: list[Row], started: str) -> Table:
             "-" if r.status_writes_s is None else f"{r.status_writes_s:.1f}",
             "-" if r.probes_s is None else f"{r.probes_s:.0f}",
             "-" if r.behind is None else ("yes" if r.behind else "no"),
-            med(r.detect_s),
-            med(r.readmit_s),
+            spread(r.detect_s),
+            spread(r.readmit_s),
             "-" if r.capacity_s is None else f"{r.capacity_s:.0f}/s (fits {r.capacity_interval} s)",
             r.failure or "",
         )
@@ -306,7 +311,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--consumers", type=int, default=10, help="consumers, each with its own gateway (10)")
     parser.add_argument("--interval", type=float, default=5.0, help="network probe interval above 4 providers (5)")
     parser.add_argument("--small-interval", type=float, default=1.0, help="probe interval at <= 4 providers (1)")
-    parser.add_argument("--probe-concurrency", type=int, default=16, help="operator --probe-concurrency (16)")
+    parser.add_argument("--probe-concurrency", type=int, default=64, help="operator --probe-concurrency (64, its default)")
     parser.add_argument("--window", type=float, default=10.0, help="seconds of the steady-state window (10)")
     parser.add_argument("--trials", type=int, default=3, help="detection / re-admission trials per row (3)")
     parser.add_argument("--compare", action="store_true", help="also run every size with --status-refresh")

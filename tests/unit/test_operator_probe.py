@@ -145,3 +145,43 @@ def test_a_name_that_does_not_resolve_is_reported_in_the_resolvers_words():
     assert out.health_error is not None and out.metrics_error is not None
     assert "Unknown error" not in out.health_error + out.metrics_error
     assert out.health_error.startswith("GET /healthz: ") and len(out.health_error) > len("GET /healthz: ")
+
+
+def test_a_provider_trickling_its_answer_is_cut_off_by_the_request_deadline(monkeypatch):
+    """A byte every 0.1 s never trips the socket read timeout (0.3 s); the request deadline ends
+    the probe anyway, so no probe holds its provider's slot for as long as a provider likes."""
+    import socket
+    import time
+
+    from agn.operator import prober
+
+    monkeypatch.setattr(prober, "REQUEST_DEADLINE_SECONDS", 0.5)
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n"
+    listener = socket.create_server(("127.0.0.1", 0))
+    done = threading.Event()
+
+    def trickle() -> None:
+        listener.settimeout(5)
+        try:
+            while not done.is_set():
+                conn, _ = listener.accept()
+                with conn:
+                    conn.recv(4096)
+                    for byte in answer:  # 64 bytes over ~6 s unless the client hangs up
+                        if done.is_set():
+                            break
+                        conn.sendall(bytes([byte]))
+                        time.sleep(0.1)
+        except OSError:
+            pass  # the client hung up, or the test is over
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    try:
+        out = probe_endpoint(f"http://127.0.0.1:{listener.getsockname()[1]}", timeout=0.3, now=1.0)
+    finally:
+        done.set()
+        listener.close()
+        thread.join(timeout=10)
+    assert out.healthy is False
+    assert out.health_error == "GET /healthz: timed out"

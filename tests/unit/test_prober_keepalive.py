@@ -104,3 +104,66 @@ def test_probes_of_one_host_share_kept_alive_connections():
     assert min(checks.values()) >= 1 and sum(checks.values()) == probes, checks
     # Two requests per probe; without keep-alive every one of them is a new connection.
     assert connections <= 4, f"{connections} connections for {probes:.0f} probes"
+
+
+def test_a_failed_probe_of_an_available_provider_is_rechecked_at_the_fast_interval():
+    """Interval 4 s: each grid slot is at least 2 s after the last probe, so without quick
+    re-checks the two more failures the threshold asks for take 4 s or more after the first.
+    With them (0.1 s) the provider is written unavailable well within that."""
+    server = serve(ProviderState(name="pool"), port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    providers = Store()
+    providers.replace(
+        [{"metadata": {"name": "p", "uid": "uid-p", "resourceVersion": "1"}, "spec": {"endpoint": f"{base}/pool/p"}}]
+    )
+    writes = Writes(providers)
+    written: list[tuple[float, object]] = []
+    patch = writes.merge_patch_status
+
+    def recorded(res, namespace, name, body):
+        written.append((time.monotonic(), (body["status"].get("probe") or {}).get("healthy")))
+        return patch(res, namespace, name, body)
+
+    writes.merge_patch_status = recorded
+    stop = threading.Event()
+    prober = Prober(
+        writes,
+        "ns",
+        leadership=Leader(),
+        providers=providers,
+        networks=Store(),
+        interval=4.0,
+        timeout=2.0,
+        fast_interval=0.1,
+        failure_threshold=3,
+        log=JsonLog(component="test", stream=io.StringIO()),
+        stop=stop,
+        concurrency=4,
+    )
+    failures = lambda: prober.metrics.registry.get_sample_value(  # noqa: E731
+        "agn_probe_failures_total", {"provider": "p", "check": "health"}
+    )
+    prober.begin_term(1)
+    prober.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not any(healthy is True for _, healthy in written):
+            assert time.monotonic() < deadline, "the first probe was not written healthy"
+            stop.wait(0.01)
+        http_json(f"{base}/pool/p/admin/state", method="POST", body={"healthy": False})
+        while not failures():
+            assert time.monotonic() < deadline, "no failed probe"
+            stop.wait(0.01)
+        first_failure = time.monotonic()
+        while not any(healthy is False for _, healthy in written):
+            assert time.monotonic() < deadline, "the provider was never written unavailable"
+            stop.wait(0.01)
+        excluded = next(at for at, healthy in written if healthy is False)
+    finally:
+        stop.set()
+        prober.stop(timeout=10)
+        server.shutdown()
+        server.server_close()
+    assert failures() == 3
+    assert excluded - first_failure < 2.0, f"{excluded - first_failure:.2f}s from the first failed probe to exclusion"
