@@ -175,8 +175,15 @@ class Bench:
         status = self.kube.get(CONSUMERS, self.ns, consumer).get("status") or {}
         return bool(o) and status.get("servingRevision") == o["revision"]
 
-    def revision(self, consumer: str) -> int:
-        return self.overlay(consumer)["revision"]
+    def revision(self, consumer: str, *, timeout: float = 30.0) -> int:
+        """The revision of the consumer's overlay, read whole (a read between a publication's
+        shard and index writes is read again)."""
+        deadline = time.monotonic() + timeout
+        while (o := self.overlay(consumer)) is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no whole overlay of {consumer} within {timeout:g}s")
+            time.sleep(0.02)
+        return o["revision"]
 
     # -- actions ---------------------------------------------------------------------------
     def drain_argv(self, *args: str) -> list[str]:

@@ -9,8 +9,10 @@ measures with the real CLI, while a client sends completion requests through bot
 1. ``--gateway gw-big`` with both consumers as targets, without waves: wall time and overlay
    revisions per consumer;
 2. the same in ``--wave-size 10%`` (10 waves) with ``--soak 5`` and the error-ratio gate:
-   wall time, and overlay revisions per consumer per wave (from the revision each consumer
-   serves when each wave starts its soak: converged, nothing in flight).
+   wall time, and overlay revisions per consumer per wave: the publications the operator
+   logged (``overlay published``, with the providers each changed) that changed a provider of
+   that wave; publications that changed none of them (a provider's health, say) are counted
+   apart. (Reading revisions from the API when the CLI announces a wave races its first writes.)
 
 Prints a table. Numbers are from this machine, this run; compare rows, not absolutes.
 Usage: python scripts/bench/drain_waves.py [--providers 1000] [--waves 10] [--soak 5]
@@ -19,7 +21,9 @@ Usage: python scripts/bench/drain_waves.py [--providers 1000] [--waves 10] [--so
 from __future__ import annotations
 
 import argparse
+import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -79,16 +83,35 @@ def gateway_urls(bench: Bench) -> list[str]:
     return out
 
 
-def drain_in_waves(
-    bench: Bench, args: argparse.Namespace
-) -> tuple[float, dict, list[dict[str, int]], list[tuple[float, float]]]:
-    """Run the drain in waves; its wall time, report, each consumer's revision at each soak's
-    start, and the soak windows (monotonic start, end)."""
+def publications_per_wave(operator_log: Path, namespace: str, waves: list[list[str]]) -> tuple[list[int], int]:
+    """From the operator's own log: for each wave, the most overlay publications of one consumer
+    that changed any of its providers; and how many publications changed none of them."""
+    where = {name: k for k, wave in enumerate(waves) for name in wave}
+    counts: dict[tuple[int, str], int] = {}
+    other = 0
+    for line in operator_log.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue  # the supervisor's header lines
+        if rec.get("msg") != "overlay published" or rec.get("namespace") != namespace:
+            continue
+        changed = [name for entry in rec["changes"]["changed"].get("providers", []) for name in entry]
+        touched = {where[n] for n in changed if n in where}
+        if not touched:
+            other += 1 if rec["revision"] > 1 and changed else 0
+        for k in touched:
+            counts[(k, rec["consumer"])] = counts.get((k, rec["consumer"]), 0) + 1
+    per_wave = [max(counts.get((k, c), 0) for c in CONSUMER_NAMES) for k in range(len(waves))]
+    return per_wave, other
+
+
+def drain_in_waves(bench: Bench, args: argparse.Namespace) -> tuple[float, dict, list[tuple[float, float]]]:
+    """Run the drain in waves; its wall time, report, and the soak windows (monotonic start, end)."""
     argv = bench.drain_argv(
         "--gateway", "gw-big", *TARGETS, "--concurrency", "8", "--timeout", "300",
         "--wave-size", f"{100 // args.waves}%", "--soak", str(args.soak),
     )  # fmt: skip
-    at_soak: list[dict[str, int]] = []
     windows: list[tuple[float, float]] = []
     t0 = time.monotonic()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=bench.env)
@@ -98,7 +121,6 @@ def drain_in_waves(
     for line in proc.stderr:
         if re.match(r"wave \d+: soaking", line):
             soak_start = time.monotonic()
-            at_soak.append({c: bench.revision(c) for c in CONSUMER_NAMES})
         elif re.match(r"\s*wave \d+: gate ", line):
             windows.append((soak_start, time.monotonic()))
     code = proc.wait(timeout=1800)
@@ -106,9 +128,7 @@ def drain_in_waves(
     reader.join(timeout=10)
     if code != 0:
         raise SystemExit(f"drain in waves failed ({code}): {out[0][-3000:] if out else ''}")
-    import json
-
-    return elapsed, json.loads(out[0]), at_soak, windows
+    return elapsed, json.loads(out[0]), windows
 
 
 def main() -> int:
@@ -116,6 +136,7 @@ def main() -> int:
     parser.add_argument("--providers", type=int, default=1000)
     parser.add_argument("--waves", type=int, default=10)
     parser.add_argument("--soak", type=float, default=5.0)
+    parser.add_argument("--keep-logs", type=Path, metavar="DIR", help="copy the components' logs here at the end")
     args = parser.parse_args()
     rows: list[tuple[str, str, str, str]] = []
     with tempfile.TemporaryDirectory(prefix="agn-bench-") as tmp:
@@ -138,11 +159,11 @@ def main() -> int:
 
             bench.scenario("waves", providers=args.providers)
             with Traffic(gateway_urls(bench)) as traffic:
-                start = {c: bench.revision(c) for c in CONSUMER_NAMES}
-                secs, report, at_soak, windows = drain_in_waves(bench, args)
+                secs, report, windows = drain_in_waves(bench, args)
             in_soaks = sum(1 for t in traffic.failures if any(a <= t <= b for a, b in windows))
-            marks = [start, *at_soak]
-            per_wave = [max(marks[k + 1][c] - marks[k][c] for c in CONSUMER_NAMES) for k in range(len(at_soak))]
+            per_wave, other = publications_per_wave(
+                Path(tmp) / "logs" / "operator.log", bench.ns, [w["providers"] for w in report["waves"]]
+            )
             held = sum(1 for w in report["waves"] if w["state"] == "held")
             values = [g["value"] for w in report["waves"] for g in w["gates"]]
             rows.append(
@@ -153,11 +174,14 @@ def main() -> int:
                     f"{report['timings'].get('waitSeconds', 0):.1f}s waiting, {held} waves held "
                     f"(error ratios {min(values):g}..{max(values):g})",
                     f"overlay revisions per consumer per wave: max {max(per_wave)} ({per_wave}); "
+                    f"publications of no wave's provider: {other}; "
                     f"traffic {dict(sorted(traffic.answers.items()))}, failures within soaks: {in_soaks}",
                 )
             )
         finally:
             bench.stop()
+            if args.keep_logs:
+                shutil.copytree(Path(tmp) / "logs", args.keep_logs, dirs_exist_ok=True)
     table = Table(title=f"provider-drain in waves ({args.providers} providers, 2 consumers, this machine)")
     for col in ("scenario", "wall", "waiting", "revisions"):
         table.add_column(col)
