@@ -11,24 +11,34 @@ the heartbeat), measured in the same run.
 
 Per row, once every provider is admitted and served by every consumer's gateway:
 
-1. **writes/s**: the change of the kube-apiserver's own ``apiserver_request_total`` (write
+1. **admitted in**: from starting the operator and gateways to every provider admitted and
+   served by every gateway.
+2. **writes/s**: the change of the kube-apiserver's own ``apiserver_request_total`` (write
    verbs: POST, PUT, PATCH, DELETE) over ``--window`` seconds with nothing changing — all of
    them, and the provider status writes among them.
-2. **probes/s**: the operator's own probe count (``agn_probe_duration_seconds_count``) over the
+3. **probes/s**: the operator's own probe count (``agn_probe_duration_seconds_count``) over the
    same window (what the networks ask for: providers / interval), and the operator's
    ``/healthz`` backlog (``behind``) then.
-3. **detection**: one provider's fake switched unhealthy (``/admin/state``); the clock runs
+4. **detection**: one provider's fake switched unhealthy (``/admin/state``); the clock runs
    until every consumer's overlay index counts one admitted provider fewer and every gateway
-   serves that revision (``servingRevision``). Median of ``--trials``.
-4. **re-admission**: switched healthy again, until every consumer serves it admitted again.
-5. **capacity** (``--capacity``, changes mode, the largest size): the network's interval set
+   serves that revision (``servingRevision``). Median and p99 of ``--trials``.
+5. **re-admission**: switched healthy again, until every consumer serves it admitted again.
+6. **single drain** (changes mode): ``provider-drain --provider`` with every consumer as a
+   target, wall time as a user runs it, median of ``--drains`` (each undrained after), and its
+   ratio to the first row's (the small env).
+7. **--wait-idle** (changes mode): a provider holding one completion (the fake's
+   ``holdCompletions``) is drained with ``--wait-idle``; once the operator has published it
+   busy, the completion is released; the clock runs until the CLI exits (0: idle, after two
+   distinct fresh idle readings).
+8. **capacity** (``--capacity``, changes mode, the largest size): the network's interval set
    to 0.1 s, so the networks ask for more probes than the prober can run: probes/s over the
    window is the prober's capacity on this machine, with the fake pool on the same cores.
 
 Usage: python scripts/bench/prober_writes.py [--providers 4,500,5000] [--consumers 10]
-       [--compare] [--capacity] [--trials 3] [--window 10]
-The interval is ``--small-interval`` (1 s) for sizes up to 4 providers and ``--interval``
-(5 s) above; the failure threshold is the operator's default (3).
+       [--compare] [--capacity] [--trials 3] [--drains 3] [--window 10]
+The interval is ``--small-interval`` (1 s) for sizes up to 4 providers, ``--interval`` (5 s)
+up to 5,000 and ``--large-interval`` (10 s) above; the failure threshold is the operator's
+default (3).
 """
 
 from __future__ import annotations
@@ -39,8 +49,10 @@ import json
 import signal
 import ssl
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -72,6 +84,9 @@ class Row:
     readmit_s: list[float] = field(default_factory=list)
     capacity_s: float | None = None
     capacity_interval: str | None = None
+    admit_s: float | None = None
+    drain_s: list[float] = field(default_factory=list)
+    idle_s: float | None = None
     failure: str | None = None
 
 
@@ -184,6 +199,7 @@ class Runner:
         )
         self.operator_url = f"http://127.0.0.1:{port}"
         gateways = [components.gateway(c, namespace=self.ns, port=0, placement=placement) for c in self.consumers]
+        t0 = time.monotonic()
         for component in (operator, *gateways):
             self.bench.sup.start(component.name, component.argv(sys.executable), env=self.bench.env)
             self.started.append(component.name)
@@ -193,6 +209,7 @@ class Runner:
             what="every provider admitted and served",
             interval=0.5,
         )
+        row.admit_s = time.monotonic() - t0  # operator start to every provider admitted and served
 
     def steady(self, row: Row) -> None:
         time.sleep(2 * row.interval)  # settle: the admission's own writes are done
@@ -229,6 +246,47 @@ class Runner:
             wait(lambda: self.everywhere(row.providers), timeout=bound, what="re-admission", interval=0.1)
             row.readmit_s.append(time.monotonic() - t0)
 
+    def drain_and_idle(self, row: Row) -> None:
+        """A single converged drain of one provider, every consumer a target, timed as a user
+        runs it (``--drains`` times, each undrained after); then ``--wait-idle`` on a drained
+        provider holding one completion, timed from the completion's release to the CLI's exit."""
+        self.bench.ns = self.ns  # the CLI runs on this row's namespace
+        # --force: at 4 providers each selection group has one, which the capacity guard keeps.
+        targets = ["--network", "net", *[arg for c in self.consumers for arg in ("--consumer", c)], "--force"]
+        name = f"p{row.providers // 3:05d}"
+        for _ in range(self.args.drains):
+            secs, _ = self.bench.xtask("--provider", name, *targets, "--timeout", "120")
+            row.drain_s.append(secs)
+            self.bench.xtask("--provider", name, "--undrain", *targets, "--timeout", "120")
+        busy = f"p{row.providers // 4:05d}"
+        fake = f"{self.bench.pool}/pool/{self.ns}-{busy}"
+        post_json(f"{fake}/admin/state", {"holdCompletions": True})
+        held = threading.Thread(target=post_json, args=(f"{fake}/v1/completions", {"prompt": "held"}), daemon=True)
+        held.start()
+        wait(lambda: get_json(f"{fake}/admin/state")["running"] >= 1, timeout=30, what="a held completion")
+        argv = self.bench.drain_argv("--provider", busy, *targets, "--wait-idle", "--idle-timeout", "300")
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.bench.env)
+        try:
+
+            def busy_reading() -> bool:
+                load = (self.kube.get(PROVIDERS, self.ns, busy).get("status") or {}).get("load") or {}
+                return (load.get("running") or 0) >= 1
+
+            # Drained, and the operator published it busy: what --wait-idle now waits out.
+            wait(busy_reading, timeout=120, what="a busy reading of the drained provider", interval=0.1)
+            post_json(f"{fake}/admin/state", {"holdCompletions": False})
+            released = time.monotonic()
+            out, err = proc.communicate(timeout=600)
+            row.idle_s = time.monotonic() - released
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        held.join(timeout=30)
+        if proc.returncode != 0:
+            raise RuntimeError(f"--wait-idle exited {proc.returncode}: {err[-500:]}")
+        self.bench.xtask("--provider", busy, "--undrain", *targets, "--timeout", "120")
+
     def capacity(self, row: Row) -> None:
         self.kube.merge_patch(NETWORKS, self.ns, "net", {"spec": {"probeIntervalSeconds": 0.1}})
         time.sleep(3.0)  # the schedule takes the new interval at each provider's next probe
@@ -248,6 +306,19 @@ class Runner:
                 self.kube.delete_namespace(self.ns)
             except Exception:  # noqa: BLE001 - a namespace that lingers does not change the next row
                 pass
+
+
+def post_json(url: str, body: dict) -> dict:
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read() or b"{}")
+
+
+def get_json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return json.loads(r.read())
 
 
 def spread(values: list[float]) -> str:
@@ -275,10 +346,19 @@ def render(rows: list[Row], started: str) -> Table:
         "detect: median / p99 (trials)",
         "re-admit: median / p99",
         "prober capacity",
+        "admitted in",
+        "single drain: median (x small)",
+        "--wait-idle after idle",
         "note",
     ):
         table.add_column(col)
+    small = next((statistics.median(r.drain_s) for r in rows if r.drain_s), None)
     for r in rows:
+        drain = "-"
+        if r.drain_s:
+            drain = f"{statistics.median(r.drain_s):.2f} s"
+            if small:
+                drain += f" (x{statistics.median(r.drain_s) / small:.2f})"
         table.add_row(
             f"{r.providers:,} x {r.consumers}",
             r.mode,
@@ -290,6 +370,9 @@ def render(rows: list[Row], started: str) -> Table:
             spread(r.detect_s),
             spread(r.readmit_s),
             "-" if r.capacity_s is None else f"{r.capacity_s:.0f}/s (fits {r.capacity_interval} s)",
+            "-" if r.admit_s is None else f"{r.admit_s:.1f} s",
+            drain,
+            "-" if r.idle_s is None else f"{r.idle_s:.1f} s",
             r.failure or "",
         )
     return table
@@ -310,10 +393,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--providers", type=counts, default=[4, 500, 5000], help="sizes (4,500,5000)")
     parser.add_argument("--consumers", type=int, default=10, help="consumers, each with its own gateway (10)")
     parser.add_argument("--interval", type=float, default=5.0, help="network probe interval above 4 providers (5)")
+    parser.add_argument(
+        "--large-interval",
+        type=float,
+        default=10.0,
+        help="probe interval above 5,000 providers (10: 10,000 at 5 s would ask 2,000 probes/s, twice what "
+        "the prober runs on these 2 cores)",
+    )
     parser.add_argument("--small-interval", type=float, default=1.0, help="probe interval at <= 4 providers (1)")
-    parser.add_argument("--probe-concurrency", type=int, default=64, help="operator --probe-concurrency (64, its default)")
+    parser.add_argument(
+        "--probe-concurrency", type=int, default=64, help="operator --probe-concurrency (64, its default)"
+    )
     parser.add_argument("--window", type=float, default=10.0, help="seconds of the steady-state window (10)")
     parser.add_argument("--trials", type=int, default=3, help="detection / re-admission trials per row (3)")
+    parser.add_argument("--drains", type=int, default=3, help="single converged drains timed per row (3)")
     parser.add_argument("--compare", action="store_true", help="also run every size with --status-refresh")
     parser.add_argument("--capacity", action="store_true", help="measure the prober's capacity at the largest size")
     parser.add_argument("--size-timeout", type=float, default=600.0, help="seconds to admit one size (600)")
@@ -340,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
             bench.start()
             for n in args.providers:
                 for mode in modes:
-                    interval = args.small_interval if n <= 4 else args.interval
+                    interval = args.small_interval if n <= 4 else args.interval if n <= 5000 else args.large_interval
                     row = Row(n, args.consumers, mode, interval)
                     rows.append(row)
                     print(f"prober-writes: {n} x {args.consumers} {mode} ...", file=sys.stderr, flush=True)
@@ -348,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
                         runner.setup(row)
                         runner.steady(row)
                         runner.flip(row)
+                        if mode == "changes":
+                            runner.drain_and_idle(row)
                         if args.capacity and mode == "changes" and n == largest:
                             runner.capacity(row)
                     except KeyboardInterrupt:

@@ -39,7 +39,16 @@ def test_ranges_and_garbage_still_rejected(capsys, flag, value, message):
 
 
 @pytest.mark.parametrize(
-    "flag", ["--probe-interval", "--probe-timeout", "--resync", "--coalesce-window", "--max-batch-wait"]
+    "flag",
+    [
+        "--probe-interval",
+        "--probe-timeout",
+        "--probe-fast-interval",
+        "--resync",
+        "--coalesce-window",
+        "--max-batch-wait",
+        "--burst-batch-wait",
+    ],
 )
 @pytest.mark.parametrize("value", ["nan", "inf", "1e999", "soon"])
 def test_operator_rejects_non_finite_and_garbage(capsys, flag, value):
@@ -77,6 +86,6 @@ def test_operator_probe_scheduling_defaults_and_values():
     assert (
         operator_args(["--namespace", "ns"]).probe_concurrency,
         operator_args(["--namespace", "ns"]).probe_jitter,
-    ) == (16, 0.1)
+    ) == (64, 0.1)
     args = operator_args(["--namespace", "ns", "--probe-concurrency", "4", "--probe-jitter", "0"])
     assert (args.probe_concurrency, args.probe_jitter) == (4, 0.0)
