@@ -542,17 +542,11 @@ class _DrainRun:
         if result.state not in (WaitState.CONVERGED, WaitState.NOT_ELIGIBLE):
             if result.state is WaitState.INTERRUPTED:
                 report.interrupted = latch.name
-            if self.journal:
-                self.journal.set_state(RunState.after_wait(result.state))
-            code = exit_code_for(
-                refused=False,
-                failed=0,
-                interrupted_during_writes=False,
-                restorations=[],
+            return self.end_after_wait(
+                f"wave {number} of {total}: {wait_summary(result, req)}{self._resumable()}",
+                run_state=RunState.after_wait(result.state),
                 wait_state=result.state,
-                stored_ok=None,
             )
-            return self.finish(f"wave {number} of {total}: {wait_summary(result, req)}{self._resumable()}", code=code)
         self.mark(number, WaveState.CONVERGED)
         return self.gate_wave(number, latch)
 
@@ -725,17 +719,9 @@ class _DrainRun:
             report.interrupted = latch.name
         if result.state is WaitState.CONVERGED and req.wait_idle:
             return self.wait_idle(latch)
-        if self.journal:
-            self.journal.set_state(RunState.after_wait(result.state))
-        code = exit_code_for(
-            refused=False,
-            failed=0,
-            interrupted_during_writes=False,
-            restorations=[],
-            wait_state=result.state,
-            stored_ok=None,
+        return self.end_after_wait(
+            wait_summary(result, req), run_state=RunState.after_wait(result.state), wait_state=result.state
         )
-        return self.finish(wait_summary(result, req), code=code)
 
     # -- 3c. --wait-idle: after convergence, wait until every drained provider is idle ------------
     def wait_idle(self, latch: SignalLatch) -> Report:
@@ -757,18 +743,36 @@ class _DrainRun:
         report.idle = idle_dict(result, timeout=timeout, max_age=max_age)
         if result.state is IdleWaitState.INTERRUPTED:
             report.interrupted = latch.name
+        return self.end_after_wait(
+            idle_summary(result, req, timeout),
+            run_state=RunState.after_idle_wait(result.state),
+            wait_state=WaitState.CONVERGED,
+            idle_state=result.state,
+        )
+
+    def end_after_wait(
+        self,
+        summary: str,
+        *,
+        run_state: RunState,
+        wait_state: WaitState,
+        idle_state: IdleWaitState | None = None,
+    ) -> Report:
+        """The end of a run whose writes all went through, decided by how its wait ended (a wave's
+        convergence, the single drain's, or the idle wait after it): the journal's state, the
+        exit code from the one table, the summary."""
         if self.journal:
-            self.journal.set_state(RunState.after_idle_wait(result.state))
+            self.journal.set_state(run_state)
         code = exit_code_for(
             refused=False,
             failed=0,
             interrupted_during_writes=False,
             restorations=[],
-            wait_state=WaitState.CONVERGED,
+            wait_state=wait_state,
             stored_ok=None,
-            idle_state=result.state,
+            idle_state=idle_state,
         )
-        return self.finish(idle_summary(result, req, timeout), code=code)
+        return self.finish(summary, code=code)
 
 
 def _drain_of(obj: dict[str, Any]) -> bool:
