@@ -64,7 +64,7 @@ from agn.operator.provider_status import (
     tolerated,
 )
 from agn.operator.pruning import prune
-from agn.operator.schedule import Backlog, ProbeSchedule, fast_recheck, probe_interval
+from agn.operator.schedule import Backlog, ProbeSchedule, RateWindow, asked_rate, fast_recheck, probe_interval
 from agn.operator.writes import LeaderWrites, NotLeader
 
 MAX_BODY_BYTES = 1 << 20
@@ -256,6 +256,7 @@ class Prober:
         self._slot_freed: asyncio.Event | None = None  # set when a probe ends, to start the next at once
         self._lock = threading.Lock()
         self.schedule = ProbeSchedule(concurrency=concurrency, jitter=jitter)
+        self._finished = RateWindow()  # probes finished per second, for /healthz
         self._memory: dict[str, _Memory] = {}
         # Set once every provider known at the start of a term has been probed (and its status
         # written if needed), so the first reconcile of a term does not act on statuses that went
@@ -454,17 +455,32 @@ class Prober:
         """The probe load for ``/healthz`` (``now``: monotonic seconds).
 
         ``behind`` is true while a due probe has waited longer than ``--probe-interval``: load
-        readings are then ageing because of the operator, not because of the providers.
+        readings are then ageing because of the operator, not because of the providers. Then
+        ``fitsIntervalSeconds`` names the one interval at which every provider's probes would fit
+        the rate probes finished at over the last 10 s (``finishedPerSecond``), against what the
+        networks ask for (``askedPerSecond``).
         """
         with self._lock:
             backlog, in_flight = self.schedule.backlog(), self.schedule.in_flight_count()
+            finished = self._finished.rate(now)
         lag = backlog.lag(now)
+        behind = lag > self.interval
+        providers = self.providers.peek_all()
+        networks = [network_view(n) for n in self.networks.list()]
+        asked = asked_rate(
+            probe_interval((p.get("metadata") or {}).get("labels") or {}, networks, default=self.interval)
+            for p in providers
+        )
+        fits = round(len(providers) / finished, 1) if behind and finished else None
         return {
             "concurrency": self.schedule.concurrency,
             "inFlight": in_flight,
             "backlog": backlog.waiting,
             "lagSeconds": round(lag, 3),
-            "behind": lag > self.interval,
+            "behind": behind,
+            "askedPerSecond": round(asked, 1),
+            "finishedPerSecond": None if finished is None else round(finished, 1),
+            "fitsIntervalSeconds": fits,
         }
 
     def remembered(self) -> set[str]:
@@ -485,6 +501,7 @@ class Prober:
                 mem = self._memory.get(name)
                 recheck = None if mem is None or mem.recheck_in is None else time.monotonic() + mem.recheck_in
                 self.schedule.done(name, again_at=recheck)
+                self._finished.add(time.monotonic())
                 self._note_first_round_locked((name,))
                 if name not in self.providers:
                     # Deleted while its probe ran, perhaps after the tick that forgot it: a tick

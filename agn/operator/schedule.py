@@ -37,7 +37,7 @@ import hashlib
 import heapq
 import math
 import random
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from agn.model import NetworkView, selects
 
@@ -74,6 +74,42 @@ def probe_interval(labels: Mapping[str, str], networks: Sequence[NetworkView], *
     """
     wanted = [n.probe_interval_seconds or default for n in networks if selects(n, labels)]
     return min(wanted, default=default)
+
+
+class RateWindow:
+    """How many events per second over the last ``window`` seconds (whole-second buckets; the
+    probes the prober finished). Before ``window`` seconds have passed since the first event,
+    the rate is over the time since then, so a fresh prober is not read as slow."""
+
+    def __init__(self, window: int = 10) -> None:
+        if window < 1:
+            raise ValueError(f"window must be >= 1, got {window}")
+        self.window = window
+        self._buckets: dict[int, int] = {}
+        self._first: float | None = None
+
+    def add(self, now: float, count: int = 1) -> None:
+        second = math.floor(now)
+        self._buckets[second] = self._buckets.get(second, 0) + count
+        if self._first is None:
+            self._first = now
+        if len(self._buckets) > 2 * self.window:
+            for old in [b for b in self._buckets if b <= second - self.window]:
+                del self._buckets[old]
+
+    def rate(self, now: float) -> float | None:
+        """Events per second, or None before the first event."""
+        if self._first is None:
+            return None
+        since = math.floor(now) - self.window + 1  # the buckets from this second on cover [since, now)
+        events = sum(n for b, n in self._buckets.items() if b >= since)
+        span = max(min(now - since, now - self._first), 1.0)
+        return events / span
+
+
+def asked_rate(intervals: Iterable[float]) -> float:
+    """Probes per second the networks ask for: each provider once per its interval."""
+    return sum(1.0 / i for i in intervals if i > 0)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -112,6 +112,35 @@ class ProviderState:
                 setattr(self, attr, float(value) if typ is float else value)
             self.released.notify_all()
 
+    # -- a completion, for both servers ---------------------------------------------------------
+    def refused_completion(self) -> dict[str, Any] | None:
+        """The 500 answer's body while failCompletions is on (counted as failed), else None."""
+        with self.lock:
+            if not self.fail_completions:
+                return None
+            self.failed += 1
+        return {"error": "failing on purpose (failCompletions)", "provider": self.name}
+
+    def completion_started(self) -> bool:
+        """Count a completion as running; whether it is to be held (holdCompletions)."""
+        with self.lock:
+            self.running += 1
+            return self.hold_completions
+
+    def wait_released(self) -> None:
+        """Block while completions are held (bounded, so none outlives a test)."""
+        with self.lock:
+            self.released.wait_for(lambda: not self.hold_completions, timeout=HOLD_LIMIT_SECONDS)
+
+    def completion_reply(self, body: object, session: str | None) -> dict[str, Any]:
+        prompt = body.get("prompt", "") if isinstance(body, dict) else ""
+        return {"provider": self.name, "session": session, "text": f"[{self.name}] {prompt}"[:200]}
+
+    def completion_finished(self) -> None:
+        with self.lock:
+            self.running -= 1
+            self.served += 1
+
     def metrics_text(self) -> str:
         with self.lock:
             lines = [
@@ -224,28 +253,16 @@ def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
                     return
                 self.send_json(200, state.snapshot())
             elif route == "/v1/completions":
-                with state.lock:
-                    failing = state.fail_completions
-                    if failing:
-                        state.failed += 1
-                if failing:
-                    self.send_json(500, {"error": "failing on purpose (failCompletions)", "provider": state.name})
+                refusal = state.refused_completion()
+                if refusal is not None:
+                    self.send_json(500, refusal)
                     return
-                with state.lock:
-                    state.running += 1
-                    # Held requests stay in flight until released (bounded, so none outlives a test).
-                    state.released.wait_for(lambda: not state.hold_completions, timeout=HOLD_LIMIT_SECONDS)
                 try:
-                    prompt = body.get("prompt", "") if isinstance(body, dict) else ""
-                    reply = {
-                        "provider": state.name,
-                        "session": self.headers.get("x-session-id"),
-                        "text": f"[{state.name}] {prompt}"[:200],
-                    }
+                    if state.completion_started():
+                        state.wait_released()  # held: in flight until released
+                    reply = state.completion_reply(body, self.headers.get("x-session-id"))
                 finally:
-                    with state.lock:
-                        state.running -= 1
-                        state.served += 1
+                    state.completion_finished()
                 self.send_json(200, reply)
             else:
                 self.send_body(404, b"not found\n")
@@ -323,33 +340,15 @@ def make_app(state: ProviderState) -> web.Application:
                 return _json(400, {"error": str(exc)})
             return _json(200, state.snapshot())
         if route == "/v1/completions":
-            with state.lock:
-                failing = state.fail_completions
-                if failing:
-                    state.failed += 1
-            if failing:
-                return _json(500, {"error": "failing on purpose (failCompletions)", "provider": state.name})
-            with state.lock:
-                state.running += 1
-                held = state.hold_completions
+            refusal = state.refused_completion()
+            if refusal is not None:
+                return _json(500, refusal)
             try:
-                if held:
-                    # Held requests stay in flight until released (bounded, so none outlives a test).
-                    def wait_released() -> None:
-                        with state.lock:
-                            state.released.wait_for(lambda: not state.hold_completions, timeout=HOLD_LIMIT_SECONDS)
-
-                    await asyncio.get_running_loop().run_in_executor(holders, wait_released)
-                prompt = body.get("prompt", "") if isinstance(body, dict) else ""
-                reply = {
-                    "provider": state.name,
-                    "session": request.headers.get("x-session-id"),
-                    "text": f"[{state.name}] {prompt}"[:200],
-                }
+                if state.completion_started():  # held: in flight until released, on a thread of its own
+                    await asyncio.get_running_loop().run_in_executor(holders, state.wait_released)
+                reply = state.completion_reply(body, request.headers.get("x-session-id"))
             finally:
-                with state.lock:
-                    state.running -= 1
-                    state.served += 1
+                state.completion_finished()
             return _json(200, reply)
         return _response(404, b"not found\n")
 

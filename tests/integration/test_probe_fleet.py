@@ -65,6 +65,13 @@ def test_too_few_slots_for_slow_providers_show_a_backlog_that_clears(kube, names
     health, metrics = wait_for(behind, timeout=30, interval=0.2, what="a reported probe backlog")
     assert health["ok"] is True  # a backlog is reported, not a reason to restart the operator
     assert health["probes"]["inFlight"] <= 1 and health["probes"]["concurrency"] == 1
+    # It says what the networks ask (12 providers every 0.5 s), what finishes (one slot, each
+    # probe 0.8 s: about 1.25/s) and the interval that would fit that.
+    probes = health["probes"]
+    assert probes["askedPerSecond"] == 24.0
+    assert 0 < probes["finishedPerSecond"] < 24
+    assert probes["fitsIntervalSeconds"] == round(12 / probes["finishedPerSecond"], 1)
+    assert probes["fitsIntervalSeconds"] > 0.5
     # Nothing was dropped: every slow provider still gets probed.
     wait_for(
         lambda: all(http_json(f"{base}/pool/{n}/admin/state")["healthChecks"] >= 1 for n in names),

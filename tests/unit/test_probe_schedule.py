@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agn.model import NetworkView
-from agn.operator.schedule import ProbeSchedule, fast_recheck, next_slot, phase, probe_interval
+from agn.operator.schedule import ProbeSchedule, RateWindow, asked_rate, fast_recheck, next_slot, phase, probe_interval
 
 
 def names(n: int) -> list[str]:
@@ -294,3 +294,20 @@ def test_heap_schedule_starts_the_same_probes_in_the_same_order_with_the_same_ba
     got = heap.take(now=now, interval_of=interval.__getitem__)
     assert [(p.name, p.late) for p in got] == scan.take(now=now, interval_of=interval.__getitem__)
     assert (heap.backlog().waiting, heap.backlog().in_flight, heap.backlog().oldest_due) == scan._backlog
+
+
+def test_the_rate_window_counts_the_last_seconds_and_a_fresh_start_is_not_read_as_slow():
+    window = RateWindow(window=10)
+    assert window.rate(100.0) is None  # nothing finished yet: unknown, not 0
+    for tick in range(50):  # 100 per second for half a second
+        window.add(100.0 + tick * 0.01, 2)
+    assert window.rate(100.5) == 100.0  # over the one second since the first, at least
+    for second in range(101, 131):
+        window.add(second + 0.5, 300)
+    assert window.rate(130.9) == pytest.approx(300.0 * 10 / 9.9)  # the buckets 121..130 over [121, 130.9)
+    assert window.rate(200.0) == 0.0  # nothing in the last 10 s
+
+
+def test_asked_rate_is_each_provider_once_per_its_interval():
+    assert asked_rate([5.0] * 5000) == pytest.approx(1000.0)
+    assert asked_rate([1.0, 0.5, 0.0]) == 3.0  # a zero interval is not a probe rate

@@ -133,6 +133,12 @@ def test_probe_backlog_is_reported_only_while_behind():
     behind = ComponentReport(True, 200, {"status": "ok", "probes": {**load, "behind": True}})
     assert probes_behind(behind) == "probes behind: 120 due and waiting for one of 4 slots, the oldest 3.5s late"
     assert probes_behind(ComponentReport(True, 200, {"probes": {**load, "behind": False}})) is None
+    rates = {"askedPerSecond": 2000.0, "finishedPerSecond": 932.0, "fitsIntervalSeconds": 10.7}
+    named = ComponentReport(True, 200, {"probes": {**load, **rates, "behind": True}})
+    assert probes_behind(named) == (
+        "probes behind: 120 due and waiting for one of 4 slots, the oldest 3.5s late; the networks ask "
+        "2000 probes/s and 932/s finish: a probe interval of 10.7s would fit"
+    )
     assert probes_behind(ComponentReport(True, 200, {"status": "ok"})) is None  # a gateway has no prober
 
 

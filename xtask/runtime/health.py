@@ -101,7 +101,17 @@ def probes_behind(report: ComponentReport) -> str | None:
     probes = report.body.get("probes")
     if not isinstance(probes, dict) or not probes.get("behind"):
         return None
-    return (
+    words = (
         f"probes behind: {probes.get('backlog')} due and waiting for one of "
         f"{probes.get('concurrency')} slots, the oldest {probes.get('lagSeconds')}s late"
     )
+    asked, finished, fits = (
+        probes.get("askedPerSecond"),
+        probes.get("finishedPerSecond"),
+        probes.get("fitsIntervalSeconds"),
+    )
+    if isinstance(asked, int | float) and isinstance(finished, int | float) and isinstance(fits, int | float):
+        words += (
+            f"; the networks ask {asked:g} probes/s and {finished:g}/s finish: a probe interval of {fits:g}s would fit"
+        )
+    return words
