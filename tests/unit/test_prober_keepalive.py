@@ -40,6 +40,24 @@ class Writes:
         return dict(obj, metadata=meta, status=dict(obj.get("status") or {}, **patch["status"]))
 
 
+def started_prober(writes: Writes, providers: Store, stop: threading.Event, **settings) -> Prober:
+    """A real prober leading term 1 over ``providers``, with 4 slots, started."""
+    prober = Prober(
+        writes,
+        "ns",
+        leadership=Leader(),
+        providers=providers,
+        networks=Store(),
+        log=JsonLog(component="test", stream=io.StringIO()),
+        stop=stop,
+        concurrency=4,
+        **settings,
+    )
+    prober.begin_term(1)
+    prober.start()
+    return prober
+
+
 def counting_pool():
     """A fake provider pool that counts the connections it accepted."""
     server = serve(ProviderState(name="pool"), port=0)
@@ -71,20 +89,7 @@ def test_probes_of_one_host_share_kept_alive_connections():
         ]
     )
     stop = threading.Event()
-    prober = Prober(
-        Writes(providers),
-        "ns",
-        leadership=Leader(),
-        providers=providers,
-        networks=Store(),
-        interval=0.2,
-        timeout=5.0,
-        log=JsonLog(component="test", stream=io.StringIO()),
-        stop=stop,
-        concurrency=4,
-    )
-    prober.begin_term(1)
-    prober.start()
+    prober = started_prober(Writes(providers), providers, stop, interval=0.2, timeout=5.0)
     try:
         deadline = time.monotonic() + 60
         while (prober.metrics.registry.get_sample_value("agn_probe_duration_seconds_count") or 0) < 3 * len(names):
@@ -127,25 +132,10 @@ def test_a_failed_probe_of_an_available_provider_is_rechecked_at_the_fast_interv
 
     writes.merge_patch_status = recorded
     stop = threading.Event()
-    prober = Prober(
-        writes,
-        "ns",
-        leadership=Leader(),
-        providers=providers,
-        networks=Store(),
-        interval=4.0,
-        timeout=2.0,
-        fast_interval=0.1,
-        failure_threshold=3,
-        log=JsonLog(component="test", stream=io.StringIO()),
-        stop=stop,
-        concurrency=4,
-    )
+    prober = started_prober(writes, providers, stop, interval=4.0, timeout=2.0, fast_interval=0.1, failure_threshold=3)
     failures = lambda: prober.metrics.registry.get_sample_value(  # noqa: E731
         "agn_probe_failures_total", {"provider": "p", "check": "health"}
     )
-    prober.begin_term(1)
-    prober.start()
     try:
         deadline = time.monotonic() + 60
         while not any(healthy is True for _, healthy in written):
