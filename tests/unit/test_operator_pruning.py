@@ -212,7 +212,16 @@ def test_prober_reports_its_backlog_while_leading_and_none_while_following():
     try:
         p.begin_term(1)
         assert p.tick(100.0) == ["p1"]
-        assert p.load(102.0) == {"concurrency": 1, "inFlight": 1, "backlog": 2, "lagSeconds": 2.0, "behind": True}
+        assert p.load(102.0) == {
+            "concurrency": 1,
+            "inFlight": 1,
+            "backlog": 2,
+            "lagSeconds": 2.0,
+            "behind": True,
+            "askedPerSecond": 3.0,  # three providers, each once a second
+            "finishedPerSecond": None,  # none finished yet: unknown, not 0
+            "fitsIntervalSeconds": None,  # so no interval is named
+        }
         leadership.leading = False
         assert p.tick(102.0) == []
         assert p.load(102.0)["backlog"] == 0 and p.load(102.0)["behind"] is False
