@@ -116,6 +116,7 @@ class Operator:
             timeout=settings.probe_timeout,
             failure_threshold=settings.probe_failure_threshold,
             fast_interval=settings.probe_fast_interval,
+            down_interval=settings.probe_down_interval,
             concurrency=settings.probe_concurrency,
             jitter=settings.probe_jitter,
             refresh_writes=settings.status_refresh,

@@ -32,6 +32,7 @@ This module must never write provider spec, and never decides overlay membership
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import os
 import socket
@@ -64,7 +65,15 @@ from agn.operator.provider_status import (
     tolerated,
 )
 from agn.operator.pruning import prune
-from agn.operator.schedule import Backlog, ProbeSchedule, RateWindow, asked_rate, fast_recheck, probe_interval
+from agn.operator.schedule import (
+    Backlog,
+    ProbeSchedule,
+    RateWindow,
+    asked_rate,
+    down_recheck,
+    fast_recheck,
+    probe_interval,
+)
 from agn.operator.writes import LeaderWrites, NotLeader
 
 MAX_BODY_BYTES = 1 << 20
@@ -227,7 +236,8 @@ class Prober:
         concurrency: int = 16,
         jitter: float = 0.0,
         failure_threshold: int = 3,
-        fast_interval: float = 1.0,
+        fast_interval: float = 0.5,
+        down_interval: float = 1.0,
         metrics: OperatorMetrics | None = None,
         refresh_writes: bool = False,
     ) -> None:
@@ -243,6 +253,7 @@ class Prober:
         self.timeout = timeout
         self.failure_threshold = failure_threshold
         self.fast_interval = fast_interval
+        self.down_interval = down_interval
         self.metrics = metrics or OperatorMetrics()
         self._log = log
         self._stop = stop
@@ -258,6 +269,7 @@ class Prober:
         self.schedule = ProbeSchedule(concurrency=concurrency, jitter=jitter)
         self._finished = RateWindow()  # probes finished per second, for /healthz
         self._memory: dict[str, _Memory] = {}
+        self._down: set[str] = set()  # providers whose last probe found them unavailable (down re-checks)
         # Set once every provider known at the start of a term has been probed (and its status
         # written if needed), so the first reconcile of a term does not act on statuses that went
         # stale while no operator led.
@@ -421,6 +433,7 @@ class Prober:
                     self._seen_version = version
                     self.membership_syncs += 1
                     prune(self._memory, names)
+                    self._down &= names
                     self._unwritten &= names
                     self.metrics.forget_providers(names)
                     self._note_first_round_locked(set(self._first_round_left or ()) - names)
@@ -436,7 +449,7 @@ class Prober:
             def interval_of(name: str) -> float:
                 nonlocal networks
                 if networks is None:
-                    networks = [network_view(n) for n in self.networks.list()]
+                    networks = [network_view(n) for n in self.networks.peek_all()]
                 obj = self.providers.peek(name)  # read only
                 labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
                 return probe_interval(labels, networks, default=self.interval)
@@ -466,7 +479,7 @@ class Prober:
         lag = backlog.lag(now)
         behind = lag > self.interval
         providers = self.providers.peek_all()
-        networks = [network_view(n) for n in self.networks.list()]
+        networks = [network_view(n) for n in self.networks.peek_all()]
         asked = asked_rate(
             probe_interval((p.get("metadata") or {}).get("labels") or {}, networks, default=self.interval)
             for p in providers
@@ -490,7 +503,7 @@ class Prober:
 
     async def _probe_one(self, name: str) -> None:
         try:
-            obj = self.providers.get(name)
+            obj = self.providers.peek(name)  # read only: a copy per probe cost more than the probe's HTTP
             if obj is not None and not self._stop.is_set() and self.leadership.is_leader():
                 assert self._session is not None, "probes run on the prober's event loop"
                 await self._probe_and_record(self._session, obj)
@@ -509,6 +522,7 @@ class Prober:
                     # left behind now. A deletion after this check moves the version, and the
                     # next tick forgets it.
                     self._memory.pop(name, None)
+                    self._down.discard(name)
                     self.metrics.forget_provider(name)
             if self._slot_freed is not None:
                 self._slot_freed.set()
@@ -520,7 +534,7 @@ class Prober:
             if mem is None or mem.uid != meta.get("uid"):
                 # After a restart the cached status is our predecessor's last write; its probe time
                 # is the best guess of when that write happened.
-                status = dict(obj.get("status") or {})
+                status = copy.deepcopy(obj.get("status") or {})  # ``obj`` is the store's own
                 written = parse_time((status.get("probe") or {}).get("healthObservedAt"))
                 mem = _Memory(uid=meta.get("uid", ""), status=status, written_at=written)
                 if meta["name"] in self.providers:
@@ -541,7 +555,7 @@ class Prober:
         (to run off the event loop), or None when the status is to stay as written."""
         meta = obj["metadata"]
         name = meta["name"]
-        networks = selecting_networks(meta.get("labels") or {}, [network_view(n) for n in self.networks.list()])
+        networks = selecting_networks(meta.get("labels") or {}, [network_view(n) for n in self.networks.peek_all()])
         self.metrics.probed(
             name,
             seconds=seconds,
@@ -557,10 +571,28 @@ class Prober:
         # that stopped answering is out within (threshold - 1) fast intervals of its first failed
         # probe (HAProxy's fastinter), while a healthy fleet is probed no more often than before.
         suspect = outcome.healthy is False and was_healthy and mem.failures < self.failure_threshold
+        # Failed and counted unavailable (or never healthy): probed again after the down interval
+        # (HAProxy's downinter), so one that answers again is re-admitted within about that,
+        # not up to a whole interval later; all down providers' re-checks share a bounded part
+        # of the slots (agn.operator.schedule.down_recheck).
+        down = outcome.healthy is False and not suspect
+        with self._lock:
+            (self._down.add if down and name in self.providers else self._down.discard)(name)
+            providers_down = len(self._down)
         mem.recheck_in = None
-        if suspect:
+        if suspect or down:
             every = probe_interval(meta.get("labels") or {}, networks, default=self.interval)
-            mem.recheck_in = fast_recheck(every, fast=self.fast_interval)
+            mem.recheck_in = (
+                fast_recheck(every, fast=self.fast_interval)
+                if suspect
+                else down_recheck(
+                    every,
+                    down=self.down_interval,
+                    providers_down=providers_down,
+                    concurrency=self.schedule.concurrency,
+                    timeout=self.timeout,
+                )
+            )
         outcome = tolerated(
             outcome,
             failures=mem.failures,

@@ -21,6 +21,10 @@ Why it looks like this (a fleet of thousands of providers on a small machine):
 - **Quick re-checks.** A failed probe of a provider still counted available is followed by the
   next one after the fast interval (:func:`fast_recheck`), not at its next grid slot, until it
   passes or the failure threshold makes the provider unavailable; then the grid resumes.
+- **Down re-checks.** A provider that is unavailable because its health probes failed is
+  probed again after the down interval (:func:`down_recheck`), not at its next grid slot, so
+  one that answers again is re-admitted within about that interval; the re-checks of all down
+  providers are held to a share of the slots, so a large outage cannot flood the prober.
 - **No catch-up storm.** A probe that started late is followed by the next grid slot at least
   half an interval later; missed slots are skipped, not replayed.
 - **Cost proportional to the probes, not the fleet.** The scheduler looks every 50 ms; a pass
@@ -62,6 +66,25 @@ def fast_recheck(interval: float, *, fast: float) -> float:
     ``threshold - 1`` quick re-checks instead of ``threshold - 1`` whole intervals, while a
     healthy fleet is probed no more often than before."""
     return min(interval, fast)
+
+
+# Down re-checks may hold at most this share of the probe slots, counting each as lasting its
+# whole timeout (the worst case: a provider that hangs), so providers that are down never
+# starve the probes of those that serve (see :func:`down_recheck`).
+DOWN_SLOT_SHARE = 0.25
+
+
+def down_recheck(interval: float, *, down: float, providers_down: int, concurrency: int, timeout: float) -> float:
+    """How soon a provider that is unavailable (health failed) is probed again: ``down``
+    (HAProxy's ``downinter``, Envoy's ``unhealthy_interval``), so one that answers again is
+    re-admitted within about ``down`` instead of up to a whole interval.
+
+    The re-checks of all ``providers_down`` providers share at most :data:`DOWN_SLOT_SHARE` of
+    the ``concurrency`` slots even if every one of them runs to its ``timeout``; beyond that the
+    re-check interval stretches with the number of providers down (a large outage does not
+    flood the prober), and it is never later than the provider's own ``interval``."""
+    fits = providers_down * timeout / (DOWN_SLOT_SHARE * concurrency)
+    return min(interval, max(down, fits))
 
 
 def probe_interval(labels: Mapping[str, str], networks: Sequence[NetworkView], *, default: float) -> float:

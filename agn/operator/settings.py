@@ -96,11 +96,22 @@ class Settings:
     # the next one this soon, so a dead provider is out in about one interval plus
     # (threshold - 1) x this, not threshold intervals (agn.operator.schedule.fast_recheck).
     probe_fast_interval: float = setting(
-        1.0,
+        0.5,
         type=positive,
         metavar="SECONDS",
         help="after a failed probe of a provider still counted available, probe it again this soon "
         "(never later than its interval), until it passes or reaches --probe-failure-threshold",
+    )
+    # HAProxy's downinter: a provider counted unavailable is probed again this soon, so one that
+    # answers again is re-admitted within about this; stretched when many are down, so their
+    # re-checks hold at most a quarter of the slots (agn.operator.schedule.down_recheck).
+    probe_down_interval: float = setting(
+        1.0,
+        type=positive,
+        metavar="SECONDS",
+        help="probe a provider whose health probes failed (counted unavailable) again this soon (never later "
+        "than its interval; longer while so many are down that their re-checks would hold over a quarter "
+        "of --probe-concurrency)",
     )
     # The write-every-probe behaviour before the probes heartbeat, kept only so one benchmark
     # run can measure both (scripts/bench/prober_writes.py); see docs/operator.md.

@@ -44,6 +44,7 @@ def test_ranges_and_garbage_still_rejected(capsys, flag, value, message):
         "--probe-interval",
         "--probe-timeout",
         "--probe-fast-interval",
+        "--probe-down-interval",
         "--resync",
         "--coalesce-window",
         "--max-batch-wait",

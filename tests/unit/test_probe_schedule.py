@@ -10,7 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agn.model import NetworkView
-from agn.operator.schedule import ProbeSchedule, RateWindow, asked_rate, fast_recheck, next_slot, phase, probe_interval
+from agn.operator.schedule import (
+    ProbeSchedule,
+    RateWindow,
+    asked_rate,
+    down_recheck,
+    fast_recheck,
+    next_slot,
+    phase,
+    probe_interval,
+)
 
 
 def names(n: int) -> list[str]:
@@ -125,6 +134,20 @@ def test_a_quick_recheck_comes_at_the_fast_interval_then_the_grid_resumes():
 def test_fast_recheck_is_never_later_than_the_interval():
     assert fast_recheck(5.0, fast=1.0) == 1.0
     assert fast_recheck(0.5, fast=1.0) == 0.5
+
+
+def test_down_rechecks_come_at_the_down_interval_while_they_fit_a_quarter_of_the_slots():
+    # 64 slots, 1 s timeout: a quarter is 16 slots, so 16 providers down (each re-check held
+    # for its whole timeout in the worst case) fit at 1 s.
+    assert down_recheck(5.0, down=1.0, providers_down=1, concurrency=64, timeout=1.0) == 1.0
+    assert down_recheck(5.0, down=1.0, providers_down=16, concurrency=64, timeout=1.0) == 1.0
+    # Beyond that the re-checks stretch with the number down: together they still hold 16 slots.
+    assert down_recheck(5.0, down=1.0, providers_down=32, concurrency=64, timeout=1.0) == 2.0
+    assert down_recheck(60.0, down=1.0, providers_down=48, concurrency=64, timeout=2.0) == 6.0
+    # A large outage: never later than the provider's own interval (its grid, as without re-checks).
+    assert down_recheck(5.0, down=1.0, providers_down=5000, concurrency=64, timeout=1.0) == 5.0
+    # Never sooner than asked, and never later than the interval even when that is short.
+    assert down_recheck(0.5, down=1.0, providers_down=1, concurrency=64, timeout=1.0) == 0.5
 
 
 def test_deleted_providers_are_dropped_and_a_cleared_schedule_probes_everything_again():

@@ -10,6 +10,7 @@ import time
 from agn.logs import JsonLog
 from agn.operator.informer import Store
 from agn.operator.prober import Prober
+from agn.operator.provider_status import ProbeOutcome
 from agn.provider.server import ProviderState, serve
 from agnprocs import http_json
 
@@ -157,3 +158,102 @@ def test_a_failed_probe_of_an_available_provider_is_rechecked_at_the_fast_interv
         server.server_close()
     assert failures() == 3
     assert excluded - first_failure < 2.0, f"{excluded - first_failure:.2f}s from the first failed probe to exclusion"
+
+
+def _unprobed(name: str, endpoint: str) -> dict:
+    return {"metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1"}, "spec": {"endpoint": endpoint}}
+
+
+def test_down_providers_are_rechecked_at_the_down_interval_and_many_down_stretch_it():
+    """What each failed probe asks of the schedule: quick re-checks while the provider is still
+    counted available, then down re-checks; with more providers down than a quarter of the
+    slots holds (each for its whole timeout), the down re-checks stretch, up to the interval."""
+    names = [f"p{i}" for i in range(40)]
+    providers = Store()
+    providers.replace([_unprobed(n, f"http://127.0.0.1:9/pool/{n}") for n in names])
+    prober = Prober(
+        Writes(providers),
+        "ns",
+        leadership=Leader(),
+        providers=providers,
+        networks=Store(),
+        log=JsonLog(component="test", stream=io.StringIO()),
+        stop=threading.Event(),
+        concurrency=8,  # a quarter: 2 slots; timeout 0.5 s, so 4 providers down fit at 1 s
+        interval=5.0,
+        timeout=0.5,
+        fast_interval=0.25,
+        down_interval=1.0,
+        failure_threshold=3,
+    )
+
+    def probed(name: str, healthy: bool) -> float | None:
+        outcome = ProbeOutcome(
+            observed_at=time.time(), probed=True, healthy=healthy, health_error=None if healthy else "x"
+        )
+        write = prober._record(providers.peek(name), "http://127.0.0.1:9", outcome, seconds=0.01)
+        if write is not None:
+            write()
+        return prober._memory[name].recheck_in
+
+    assert probed("p0", True) is None  # healthy: its grid
+    assert [probed("p0", False) for _ in range(3)] == [0.25, 0.25, 1.0]  # suspect, suspect, down
+    assert probed("p0", False) == 1.0  # still down: re-checked at the down interval
+    assert probed("p0", True) is None  # back: its grid again
+    # A provider that failed its first probe (never healthy) is down at once.
+    assert probed("p1", False) == 1.0
+    # 40 down: they would hold 40 x 0.5 s of slots per second at 1 s; a quarter (2 slots) fits
+    # them at 10 s, so they are re-checked at the interval (5 s), as without down re-checks.
+    assert [probed(n, False) for n in names][-1] == 5.0
+    assert probed("p2", True) is None
+    assert probed("p3", False) == 5.0  # still 39 down
+    for n in names[4:]:
+        probed(n, True)  # 3 left down (p0, p1, p3): their re-checks fit at 1 s
+    assert probed("p1", False) == 1.0
+    # A deleted provider stops counting.
+    providers.remove("p1")
+    prober.tick(time.monotonic())
+    assert "p1" not in prober._down
+
+
+def test_a_down_provider_that_answers_again_is_readmitted_within_the_down_interval():
+    """Interval 4 s: after the probe that made it unavailable, its next grid slot is 2 s or more
+    away. With down re-checks (0.25 s here) a provider that answers again is written available within
+    a fraction of that."""
+    server = serve(ProviderState(name="pool"), port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    providers = Store()
+    providers.replace([_unprobed("p", f"{base}/pool/p")])
+    writes = Writes(providers)
+    written: list[tuple[float, object]] = []
+    patch = writes.merge_patch_status
+
+    def recorded(res, namespace, name, body):
+        written.append((time.monotonic(), (body["status"].get("probe") or {}).get("healthy")))
+        return patch(res, namespace, name, body)
+
+    writes.merge_patch_status = recorded
+    http_json(f"{base}/pool/p/admin/state", method="POST", body={"healthy": False})  # down from its first probe
+    stop = threading.Event()
+    # 4 slots, timeout 0.25 s: one provider down holds at most a quarter of the slots at 0.25 s.
+    prober = started_prober(
+        writes, providers, stop, interval=4.0, timeout=0.25, fast_interval=0.1, down_interval=0.1, failure_threshold=3
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not any(healthy is False for _, healthy in written):
+            assert time.monotonic() < deadline, "the provider was never written unavailable"
+            stop.wait(0.01)
+        http_json(f"{base}/pool/p/admin/state", method="POST", body={"healthy": True})
+        answering = time.monotonic()
+        while not any(healthy is True for _, healthy in written):
+            assert time.monotonic() < deadline, "the provider was never written available again"
+            stop.wait(0.01)
+        readmitted = next(at for at, healthy in written if healthy is True)
+    finally:
+        stop.set()
+        prober.stop(timeout=10)
+        server.shutdown()
+        server.server_close()
+    assert readmitted - answering < 1.5, f"{readmitted - answering:.2f}s from answering again to available"
