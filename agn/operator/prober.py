@@ -511,10 +511,11 @@ class Prober:
             self._log.error("probe failed unexpectedly", provider=name, error=repr(exc))
         finally:
             with self._lock:
-                mem = self._memory.get(name)
-                recheck = None if mem is None or mem.recheck_in is None else time.monotonic() + mem.recheck_in
-                self.schedule.done(name, again_at=recheck)
-                self._finished.add(time.monotonic())
+                mem, now = self._memory.get(name), time.monotonic()
+                self.schedule.done(
+                    name, again_at=None if mem is None or mem.recheck_in is None else now + mem.recheck_in
+                )
+                self._finished.add(now)
                 self._note_first_round_locked((name,))
                 if name not in self.providers:
                     # Deleted while its probe ran, perhaps after the tick that forgot it: a tick

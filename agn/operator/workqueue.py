@@ -12,8 +12,10 @@ with its own publications slowing them down); such a batch stays open up to
 ``max_window`` again. A burst of up to ``max_window + burst_window`` seconds (5 s by the
 operator's defaults) is so published in two batches (three if a pause longer than the quiet
 period splits it twice), not one per ``max_window``; the first of its changes still waits at
-most ``max_window``, and a lone change only the quiet period. Keys can also be scheduled for later (``add_after``): the reconcile asks
-for one when a candidate's metrics are about to go stale, and on errors (backoff).
+most ``max_window``, and a lone change only the quiet period.
+
+Keys can also be scheduled for later (``add_after``): the reconcile asks for one when a
+candidate's metrics are about to go stale, and on errors (backoff).
 
 This module knows nothing about Kubernetes or overlays and does no I/O; the clock is
 injectable so the coalescing rules are unit-tested without sleeping.
