@@ -59,6 +59,39 @@ def started_prober(writes: Writes, providers: Store, stop: threading.Event, **se
     return prober
 
 
+class RecordingWrites(Writes):
+    """Also records when each status write happened and the ``healthy`` it wrote."""
+
+    def __init__(self, providers: Store):
+        super().__init__(providers)
+        self.written: list[tuple[float, object]] = []
+
+    def merge_patch_status(self, res, namespace, name, patch):
+        self.written.append((time.monotonic(), (patch["status"].get("probe") or {}).get("healthy")))
+        return super().merge_patch_status(res, namespace, name, patch)
+
+    def first(self, healthy: bool, *, deadline: float, what: str) -> float:
+        """When ``healthy`` was first written, waiting for it until ``deadline`` (monotonic)."""
+        while not any(h is healthy for _, h in self.written):
+            assert time.monotonic() < deadline, what
+            time.sleep(0.01)
+        return next(at for at, h in self.written if h is healthy)
+
+
+def one_pooled_provider():
+    """A fake provider pool serving in a thread, and a store holding its provider ``p``."""
+    server = serve(ProviderState(name="pool"), port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    providers = Store()
+    providers.replace([_unprobed("p", f"{base}/pool/p")])
+    return server, base, providers
+
+
+def _unprobed(name: str, endpoint: str) -> dict:
+    return {"metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1"}, "spec": {"endpoint": endpoint}}
+
+
 def counting_pool():
     """A fake provider pool that counts the connections it accepted."""
     server = serve(ProviderState(name="pool"), port=0)
@@ -116,22 +149,8 @@ def test_a_failed_probe_of_an_available_provider_is_rechecked_at_the_fast_interv
     """Interval 4 s: each grid slot is at least 2 s after the last probe, so without quick
     re-checks the two more failures the threshold asks for take 4 s or more after the first.
     With them (0.1 s) the provider is written unavailable well within that."""
-    server = serve(ProviderState(name="pool"), port=0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
-    providers = Store()
-    providers.replace(
-        [{"metadata": {"name": "p", "uid": "uid-p", "resourceVersion": "1"}, "spec": {"endpoint": f"{base}/pool/p"}}]
-    )
-    writes = Writes(providers)
-    written: list[tuple[float, object]] = []
-    patch = writes.merge_patch_status
-
-    def recorded(res, namespace, name, body):
-        written.append((time.monotonic(), (body["status"].get("probe") or {}).get("healthy")))
-        return patch(res, namespace, name, body)
-
-    writes.merge_patch_status = recorded
+    server, base, providers = one_pooled_provider()
+    writes = RecordingWrites(providers)
     stop = threading.Event()
     prober = started_prober(writes, providers, stop, interval=4.0, timeout=2.0, fast_interval=0.1, failure_threshold=3)
     failures = lambda: prober.metrics.registry.get_sample_value(  # noqa: E731
@@ -139,18 +158,13 @@ def test_a_failed_probe_of_an_available_provider_is_rechecked_at_the_fast_interv
     )
     try:
         deadline = time.monotonic() + 60
-        while not any(healthy is True for _, healthy in written):
-            assert time.monotonic() < deadline, "the first probe was not written healthy"
-            stop.wait(0.01)
+        writes.first(True, deadline=deadline, what="the first probe was not written healthy")
         http_json(f"{base}/pool/p/admin/state", method="POST", body={"healthy": False})
         while not failures():
             assert time.monotonic() < deadline, "no failed probe"
             stop.wait(0.01)
         first_failure = time.monotonic()
-        while not any(healthy is False for _, healthy in written):
-            assert time.monotonic() < deadline, "the provider was never written unavailable"
-            stop.wait(0.01)
-        excluded = next(at for at, healthy in written if healthy is False)
+        excluded = writes.first(False, deadline=deadline, what="the provider was never written unavailable")
     finally:
         stop.set()
         prober.stop(timeout=10)
@@ -158,10 +172,6 @@ def test_a_failed_probe_of_an_available_provider_is_rechecked_at_the_fast_interv
         server.server_close()
     assert failures() == 3
     assert excluded - first_failure < 2.0, f"{excluded - first_failure:.2f}s from the first failed probe to exclusion"
-
-
-def _unprobed(name: str, endpoint: str) -> dict:
-    return {"metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1"}, "spec": {"endpoint": endpoint}}
 
 
 def test_down_providers_are_rechecked_at_the_down_interval_and_many_down_stretch_it():
@@ -220,20 +230,8 @@ def test_a_down_provider_that_answers_again_is_readmitted_within_the_down_interv
     """Interval 4 s: after the probe that made it unavailable, its next grid slot is 2 s or more
     away. With down re-checks (0.25 s here) a provider that answers again is written available within
     a fraction of that."""
-    server = serve(ProviderState(name="pool"), port=0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
-    providers = Store()
-    providers.replace([_unprobed("p", f"{base}/pool/p")])
-    writes = Writes(providers)
-    written: list[tuple[float, object]] = []
-    patch = writes.merge_patch_status
-
-    def recorded(res, namespace, name, body):
-        written.append((time.monotonic(), (body["status"].get("probe") or {}).get("healthy")))
-        return patch(res, namespace, name, body)
-
-    writes.merge_patch_status = recorded
+    server, base, providers = one_pooled_provider()
+    writes = RecordingWrites(providers)
     http_json(f"{base}/pool/p/admin/state", method="POST", body={"healthy": False})  # down from its first probe
     stop = threading.Event()
     # 4 slots, timeout 0.25 s: one provider down holds at most a quarter of the slots at 0.25 s.
@@ -242,15 +240,10 @@ def test_a_down_provider_that_answers_again_is_readmitted_within_the_down_interv
     )
     try:
         deadline = time.monotonic() + 60
-        while not any(healthy is False for _, healthy in written):
-            assert time.monotonic() < deadline, "the provider was never written unavailable"
-            stop.wait(0.01)
+        writes.first(False, deadline=deadline, what="the provider was never written unavailable")
         http_json(f"{base}/pool/p/admin/state", method="POST", body={"healthy": True})
         answering = time.monotonic()
-        while not any(healthy is True for _, healthy in written):
-            assert time.monotonic() < deadline, "the provider was never written available again"
-            stop.wait(0.01)
-        readmitted = next(at for at, healthy in written if healthy is True)
+        readmitted = writes.first(True, deadline=deadline, what="the provider was never written available again")
     finally:
         stop.set()
         prober.stop(timeout=10)
