@@ -578,7 +578,10 @@ class Prober:
         # of the slots (agn.operator.schedule.down_recheck).
         down = outcome.healthy is False and not suspect
         with self._lock:
-            (self._down.add if down and name in self.providers else self._down.discard)(name)
+            if down and name in self.providers:
+                self._down.add(name)
+            else:
+                self._down.discard(name)
             providers_down = len(self._down)
         mem.recheck_in = None
         if suspect or down:

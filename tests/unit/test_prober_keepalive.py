@@ -12,7 +12,7 @@ from agn.operator.informer import Store
 from agn.operator.prober import Prober
 from agn.operator.provider_status import ProbeOutcome
 from agn.provider.server import ProviderState, serve
-from agnprocs import http_json
+from agnprocs import http_json, wait_for
 
 
 class Leader:
@@ -70,12 +70,19 @@ class RecordingWrites(Writes):
         self.written.append((time.monotonic(), (patch["status"].get("probe") or {}).get("healthy")))
         return super().merge_patch_status(res, namespace, name, patch)
 
-    def first(self, healthy: bool, *, deadline: float, what: str) -> float:
-        """When ``healthy`` was first written, waiting for it until ``deadline`` (monotonic)."""
-        while not any(h is healthy for _, h in self.written):
-            assert time.monotonic() < deadline, what
-            time.sleep(0.01)
-        return next(at for at, h in self.written if h is healthy)
+    def first(self, healthy: bool, *, what: str) -> float:
+        """When ``healthy`` was first written, waiting up to 60 s for it."""
+        return wait_for(
+            lambda: next((at for at, h in self.written if h is healthy), None), timeout=60, interval=0.01, what=what
+        )
+
+
+def stopped(prober: Prober, stop: threading.Event, server) -> None:
+    """Stop the prober, then the fake provider's server."""
+    stop.set()
+    prober.stop(timeout=10)
+    server.shutdown()
+    server.server_close()
 
 
 def one_pooled_provider():
@@ -136,10 +143,7 @@ def test_probes_of_one_host_share_kept_alive_connections():
         # Each provider's own probes reached the pool (none was skipped as invalid).
         checks = {n: http_json(f"{base}/pool/{n}/admin/state")["healthChecks"] for n in names}
     finally:
-        stop.set()
-        prober.stop(timeout=10)
-        server.shutdown()
-        server.server_close()
+        stopped(prober, stop, server)
     assert min(checks.values()) >= 1 and sum(checks.values()) == probes, checks
     # Two requests per probe; without keep-alive every one of them is a new connection.
     assert connections <= 4, f"{connections} connections for {probes:.0f} probes"
@@ -158,18 +162,15 @@ def test_a_failed_probe_of_an_available_provider_is_rechecked_at_the_fast_interv
     )
     try:
         deadline = time.monotonic() + 60
-        writes.first(True, deadline=deadline, what="the first probe was not written healthy")
+        writes.first(True, what="the first probe was not written healthy")
         http_json(f"{base}/pool/p/admin/state", method="POST", body={"healthy": False})
         while not failures():
             assert time.monotonic() < deadline, "no failed probe"
             stop.wait(0.01)
         first_failure = time.monotonic()
-        excluded = writes.first(False, deadline=deadline, what="the provider was never written unavailable")
+        excluded = writes.first(False, what="the provider was never written unavailable")
     finally:
-        stop.set()
-        prober.stop(timeout=10)
-        server.shutdown()
-        server.server_close()
+        stopped(prober, stop, server)
     assert failures() == 3
     assert excluded - first_failure < 2.0, f"{excluded - first_failure:.2f}s from the first failed probe to exclusion"
 
@@ -239,14 +240,10 @@ def test_a_down_provider_that_answers_again_is_readmitted_within_the_down_interv
         writes, providers, stop, interval=4.0, timeout=0.25, fast_interval=0.1, down_interval=0.1, failure_threshold=3
     )
     try:
-        deadline = time.monotonic() + 60
-        writes.first(False, deadline=deadline, what="the provider was never written unavailable")
+        writes.first(False, what="the provider was never written unavailable")
         http_json(f"{base}/pool/p/admin/state", method="POST", body={"healthy": True})
         answering = time.monotonic()
-        readmitted = writes.first(True, deadline=deadline, what="the provider was never written available again")
+        readmitted = writes.first(True, what="the provider was never written available again")
     finally:
-        stop.set()
-        prober.stop(timeout=10)
-        server.shutdown()
-        server.server_close()
+        stopped(prober, stop, server)
     assert readmitted - answering < 1.5, f"{readmitted - answering:.2f}s from answering again to available"
