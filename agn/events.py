@@ -11,7 +11,7 @@ strictly, and a rejected Event is lost, so the limits it enforces are applied he
 ``regarding`` carries the object's uid because ``kubectl describe`` looks Events up by it.
 
 "Event" in this module and in the two that send them (``agn/operator/events.py``,
-``xtask/drain/events.py``) always means such an object. A watch's ``ADDED``/``MODIFIED``/
+``xtask/drain/edges/kube_events.py``) always means such an object. A watch's ``ADDED``/``MODIFIED``/
 ``DELETED`` is a *watch event* (:mod:`agn.watching`), and a drain's progress lines are
 *progress kinds* (the ``notify`` callbacks of ``xtask/drain/``); neither is stored anywhere.
 """

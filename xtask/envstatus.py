@@ -15,7 +15,7 @@ from agn.objects import condition, drain_of, name_of, rfc3339
 from agn.operator.heartbeat import read_heartbeat
 from agn.overlays import list_overlays
 from agn.shards import Incomplete
-from xtask.drain.converge import incomplete_reason
+from xtask.drain.core.converge import incomplete_reason
 
 
 def agn_objects(kube: Kube, namespace: str) -> dict:

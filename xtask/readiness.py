@@ -3,7 +3,7 @@
 Ready means: the operator has probed every provider, every consumer's published overlay is
 what the overlay model (:mod:`agn.model`, the operator's own rules) gives for the objects as
 they are now, and every consumer's gateway has accepted and serves that overlay's revision
-(:func:`xtask.drain.converge.serving_lag`, the drain waiter's definition). On a fresh
+(:func:`xtask.drain.core.converge.serving_lag`, the drain waiter's definition). On a fresh
 bring-up, the fake providers the env itself runs must also answer their probes
 (``must_be_healthy``). Otherwise a drained or unhealthy provider does not make an environment
 unready: it is in its overlay as
@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from agn.model import ConsumerView, NetworkView, Overlay, ProviderView, compute_candidates, exclusion, selects
 from agn.shards import Incomplete
-from xtask.drain.converge import serving_lag
+from xtask.drain.core.converge import serving_lag
 from xtask.errors import XtaskError
 
 

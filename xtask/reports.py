@@ -21,7 +21,7 @@ DRAIN_RESTORE = "DrainRestoreReport"
 ENV_STATUS = "EnvStatusReport"
 ENV_UP = "EnvUpReport"
 ENV_DRAINS = "EnvDrainsReport"
-PROVIDER_DRAIN_PLAN = "ProviderDrainPlan"  # not a report: the plan file of --plan-out (xtask.drain.planfile)
+PROVIDER_DRAIN_PLAN = "ProviderDrainPlan"  # not a report: the plan file of --plan-out (xtask.drain.edges.planfile)
 
 SCHEMA_FILES = {
     PROVIDER_DRAIN: "provider-drain-report.schema.json",

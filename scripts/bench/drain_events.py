@@ -27,10 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchenv import CTX, TARGETS, Bench  # noqa: E402
 from xtask.cli.env.drain_view import PlainReporter  # noqa: E402
-from xtask.drain import events as drain_events  # noqa: E402
-from xtask.drain.request import DrainRequest  # noqa: E402
+from xtask.drain.core.request import DrainRequest  # noqa: E402
+from xtask.drain.core.selection import Selector  # noqa: E402
+from xtask.drain.edges import kube_events as drain_events  # noqa: E402
 from xtask.drain.run import run_drain  # noqa: E402
-from xtask.drain.selection import Selector  # noqa: E402
 
 
 class Measured(drain_events.DrainEvents):

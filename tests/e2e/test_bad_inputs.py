@@ -26,7 +26,7 @@ import yaml
 
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube
 from envcli import REPO, Cli
-from xtask.drain.planfile import build_plan, plan_digest
+from xtask.drain.edges.planfile import build_plan, plan_digest
 from xtask.runtime.assets import ensure_assets
 
 pytestmark = pytest.mark.e2e

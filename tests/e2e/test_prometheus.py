@@ -1,7 +1,7 @@
 """The env's own Prometheus, end to end: ``env up`` on the local runtime starts Debian's
 ``prometheus`` (scraping the operator, the gateways and the fake providers), ``env status``
 shows its URL, ``promtool check metrics`` passes on every ``/metrics`` the env's processes
-serve, and the PromQL gate (xtask/drain/promql.py) holds and breaches against that real server
+serve, and the PromQL gate (xtask/drain/gates/promql.py) holds and breaches against that real server
 on real gateway traffic. Skipped when prometheus or promtool is not installed, failed instead
 when ``AGN_REQUIRE_PROMETHEUS=1`` (.ci/run installs them with scripts/install-prometheus.sh)."""
 
@@ -23,7 +23,7 @@ import pytest
 from agnprocs import Traffic, http_status, wait_for
 from envcli import Cli
 from reportschema import parse_report
-from xtask.drain.promql import PrometheusUnavailable, PromQLError, PromQLGate
+from xtask.drain.gates.promql import PrometheusUnavailable, PromQLError, PromQLGate
 from xtask.procs import ProcessRecord, is_alive
 from xtask.reports import ENV_UP
 

@@ -16,7 +16,7 @@ import pytest
 
 from agnprocs import Traffic, http_json, wait_for
 from envcli import Cli
-from xtask.drain.journal import JournalError, read_journal
+from xtask.drain.edges.journal import JournalError, read_journal
 from xtask.runtime.assets import ensure_assets
 
 pytestmark = pytest.mark.e2e

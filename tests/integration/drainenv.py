@@ -19,7 +19,7 @@ from agn.overlays import read_overlay
 from agn.shards import Incomplete
 from agnprocs import AgnProcesses, http_json, wait_for
 from reportschema import parse_report
-from xtask.drain.journal import read_journal
+from xtask.drain.edges.journal import read_journal
 
 LAYOUT = {  # name: (gateway, group, rank)
     "p-one": ("gw-a", "chat", 0),

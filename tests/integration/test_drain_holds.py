@@ -15,7 +15,7 @@ from agn.kube import PROVIDERS
 from agnprocs import wait_for
 from kubetest import events
 from reportschema import parse_report
-from xtask.drain.holds import HOLD_PREFIX, hold_key, holds_of
+from xtask.drain.core.holds import HOLD_PREFIX, hold_key, holds_of
 from xtask.reports import ENV_DRAINS, PROVIDER_DRAIN
 
 pytestmark = pytest.mark.integration

@@ -18,8 +18,8 @@ import pytest
 from agn.kube import PROVIDERS
 from agnprocs import wait_for
 from reportschema import parse_report
-from xtask.drain.journal import read_journal
-from xtask.drain.plan import OUR_ANNOTATIONS
+from xtask.drain.core.changes import OUR_ANNOTATIONS
+from xtask.drain.edges.journal import read_journal
 from xtask.reports import DRAIN_RESTORE
 
 pytestmark = pytest.mark.integration

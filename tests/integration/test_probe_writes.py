@@ -19,7 +19,7 @@ from agn.model import Exclusion, hard_failure
 from agn.objects import network_view, provider_view
 from agn.operator.heartbeat import HEARTBEAT_LEASE, read_heartbeat
 from agnprocs import http_json, sample, scrape, wait_for
-from xtask.drain.idle import UNKNOWN, classify
+from xtask.drain.core.idle import UNKNOWN, classify
 
 pytestmark = pytest.mark.integration
 

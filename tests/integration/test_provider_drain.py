@@ -7,7 +7,7 @@ import pytest
 
 from agnprocs import wait_for
 from drainenv import CONSUMER_NAMES, LAYOUT, DrainEnv
-from xtask.drain.plan import OPERATION, REASON
+from xtask.drain.core.holds import OPERATION, REASON
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from agn.kube import PROVIDERS, Invalid
 from agnprocs import wait_for
 from drainenv import DrainEnv
 from kubetest import denying_updates
-from xtask.drain.plan import REASON
+from xtask.drain.core.holds import REASON
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ import pytest
 from agn.objects import rfc3339
 from agnprocs import http_json, sample, scrape, wait_for
 from drainenv import DrainEnv
-from xtask.drain.idle import IDLE
+from xtask.drain.core.idle import IDLE
 
 pytestmark = pytest.mark.integration
 

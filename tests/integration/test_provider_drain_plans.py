@@ -16,8 +16,8 @@ from agn.objects import parse_time
 from agnprocs import wait_for
 from drainenv import CONSUMER_NAMES, LAYOUT, DrainEnv
 from reportschema import check_report
-from xtask.drain.journal import read_journal
-from xtask.drain.plan import OPERATION
+from xtask.drain.core.holds import OPERATION
+from xtask.drain.edges.journal import read_journal
 
 pytestmark = pytest.mark.integration
 

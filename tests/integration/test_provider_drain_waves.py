@@ -18,7 +18,7 @@ from agn.kube import PROVIDERS
 from agnprocs import http_json, wait_for
 from drainenv import CONSUMER_NAMES, DrainEnv
 from reportschema import parse_report
-from xtask.drain.plan import OPERATION
+from xtask.drain.core.holds import OPERATION
 
 pytestmark = pytest.mark.integration
 

@@ -272,9 +272,9 @@ def test_provider_drain_patches_spec_but_not_status_or_overlays(as_sa, kube, nam
 
 
 def test_provider_drain_writes_and_lists_drain_holds(as_sa, kube, namespace):
-    """Holds (xtask.drain.holds) are annotations written by the same conditional merge patch as the
+    """Holds (xtask.drain.core.holds) are annotations written by the same conditional merge patch as the
     flag: the Role's ``patch`` on inferenceproviders covers them, ``list`` serves ``env drains``."""
-    from xtask.drain.holds import hold_key, holds_of
+    from xtask.drain.core.holds import hold_key, holds_of
 
     drain = as_sa("agn-provider-drain")
     rv = kube.get(PROVIDERS, namespace, "provider-two")["metadata"]["resourceVersion"]

@@ -17,7 +17,7 @@ from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, SHARDS, Kube
 from agn.model import Candidate, Overlay, candidate_id
 from agn.shards import split
 from drainenv import DrainEnv
-from xtask.drain.waiter import ConvergenceWaiter
+from xtask.drain.edges.waiter import ConvergenceWaiter
 from xtask.envstatus import agn_objects
 from xtask.errors import ExitCode
 

@@ -21,7 +21,7 @@ from agn.inputfile import JOURNAL_LIMIT, YAML_INPUT_LIMIT, InputFileError, read_
 from agn.kube import ConfigError
 from agn.yamltext import MAX_DEPTH, YamlProblem, parse_yaml
 from envcli import REPO, run_xtask
-from xtask.drain.journal import JournalError, read_journal, replay
+from xtask.drain.edges.journal import JournalError, read_journal, replay
 
 pytestmark = pytest.mark.e2e
 

@@ -127,7 +127,7 @@ def test_a_drain_waiting_on_an_api_server_that_went_away_says_so_and_ends(tmp_pa
     run says it is waiting; no operator runs, so the wait could never converge by itself."""
     from reportschema import parse_report
     from xtask.crds import install_crds
-    from xtask.drain.waiter import UNREACHABLE_BOUND
+    from xtask.drain.edges.waiter import UNREACHABLE_BOUND
     from xtask.reports import PROVIDER_DRAIN
     from xtask.runtime.assets import ensure_assets
     from xtask.runtime.controlplane import ControlPlane

@@ -2,7 +2,7 @@ import click
 import pytest
 
 from xtask.cli.params import AmountType
-from xtask.drain.amounts import Amount, split_waves
+from xtask.drain.core.amounts import Amount, split_waves
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from agn.events import NOTE_LIMIT, Regarding, clip, event_body, event_name, micr
 from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Exclusion, Overlay, ProviderView
 from agn.operator.diffing import admission_changes, published_note
 from agn.operator.events import HardFailures, Transition, failure_detail, observed
-from xtask.drain.events import (
+from xtask.drain.edges.kube_events import (
     DRAIN_FAILED,
     DRAINED,
     RESTORE_FAILED,

@@ -1,4 +1,4 @@
-"""Unit tests for the idle rules of ``provider-drain --wait-idle`` (xtask/drain/idle.py), the
+"""Unit tests for the idle rules of ``provider-drain --wait-idle`` (xtask/drain/core/idle.py), the
 exit-code mapping and the flag combinations DrainRequest refuses. Plain data, no API."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from agn.objects import rfc3339
-from xtask.drain.idle import BUSY, IDLE, UNKNOWN, IdleTracker, ProviderIdle, all_idle, classify, not_idle
+from xtask.drain.core.idle import BUSY, IDLE, UNKNOWN, IdleTracker, ProviderIdle, all_idle, classify, not_idle
+from xtask.drain.core.request import DrainRequest
+from xtask.drain.core.selection import Selector
 from xtask.drain.report import exit_code_for
-from xtask.drain.request import DrainRequest
-from xtask.drain.selection import Selector
 from xtask.errors import ExitCode, UsageError
 
 NOW = 1_800_000_000.0

@@ -17,11 +17,11 @@ from jsonschema import Draft202012Validator
 from agn.model import Candidate
 from reportschema import SCHEMAS
 from xtask.cli.params import DurationType
-from xtask.drain.amounts import Amount, parse_duration
-from xtask.drain.budget import group_budgets
-from xtask.drain.holds import HOLD_PREFIX, holds_of
-from xtask.drain.plan import GroupCount, group_counts, violations_of
-from xtask.drain.planfile import (
+from xtask.drain.core.amounts import Amount, parse_duration
+from xtask.drain.core.budget import group_budgets
+from xtask.drain.core.changes import GroupCount, group_counts, violations_of
+from xtask.drain.core.holds import HOLD_PREFIX, holds_of
+from xtask.drain.edges.planfile import (
     LoadedPlan,
     PlanError,
     build_plan,

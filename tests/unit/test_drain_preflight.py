@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from xtask.__main__ import main
-from xtask.drain.journal import JournalError, read_journal
-from xtask.drain.preflight import journal_context, usable_journal_dir
+from xtask.drain.edges.journal import JournalError, read_journal
+from xtask.drain.edges.preflight import journal_context, usable_journal_dir
 
 
 def test_a_usable_folder_is_created_and_left_clean(tmp_path):

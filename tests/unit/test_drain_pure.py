@@ -17,8 +17,7 @@ from agn.model import (
     ProviderView,
     group_admitted_counts,
 )
-from xtask.drain.converge import Agreement, Observation, State, evaluate, targets_problems
-from xtask.drain.plan import (
+from xtask.drain.core.changes import (
     OPERATION,
     REASON,
     RestoreDecision,
@@ -29,8 +28,9 @@ from xtask.drain.plan import (
     restore_decision,
     restore_patch,
 )
+from xtask.drain.core.converge import Agreement, Observation, State, evaluate, targets_problems
+from xtask.drain.core.selection import Selector, select
 from xtask.drain.report import exit_code_for
-from xtask.drain.selection import Selector, select
 from xtask.errors import ExitCode, RefusedError, UsageError
 
 

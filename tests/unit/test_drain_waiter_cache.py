@@ -9,8 +9,8 @@ import queue
 
 from agn.model import Candidate, ConsumerView, NetworkView, Overlay, ProviderView
 from agn.shards import Incomplete, split
-from xtask.drain.converge import Observation, State, evaluate
-from xtask.drain.waiter import ConvergenceWaiter, _Cache
+from xtask.drain.core.converge import Observation, State, evaluate
+from xtask.drain.edges.waiter import ConvergenceWaiter, _Cache
 
 
 def provider(name: str, rv: str = "1") -> dict:

@@ -12,8 +12,15 @@ import pytest
 from prometheus_client import generate_latest
 
 from agn.gateway.metrics import BAD_REQUEST, NO_ROUTE, ROUTED, UPSTREAM_ERROR, GatewayMetrics
-from xtask.drain.amounts import Amount
-from xtask.drain.gates import (
+from xtask.drain.core.amounts import Amount
+from xtask.drain.core.changes import plan_changes
+from xtask.drain.core.holds import OPERATION
+from xtask.drain.core.request import DrainRequest
+from xtask.drain.core.selection import Selector
+from xtask.drain.core.states import RestoreOutcome, RunState, WaveState
+from xtask.drain.core.waves import resume_problems
+from xtask.drain.edges.journal import Journal, JournalError, read_journal
+from xtask.drain.gates.error_ratio import (
     ErrorRatioGate,
     ScrapeError,
     gateway_metrics_urls,
@@ -21,13 +28,7 @@ from xtask.drain.gates import (
     parse_overrides,
     scrape,
 )
-from xtask.drain.journal import Journal, JournalError, read_journal
-from xtask.drain.plan import OPERATION, plan_changes
 from xtask.drain.report import exit_code_for
-from xtask.drain.request import DrainRequest
-from xtask.drain.selection import Selector
-from xtask.drain.states import RestoreOutcome, RunState, WaveState
-from xtask.drain.waves import resume_problems
 from xtask.errors import ExitCode, UsageError
 
 

@@ -12,8 +12,19 @@ import pytest
 from rich.console import Console
 
 from xtask.cli.env.drains import render_table
-from xtask.drain.amounts import parse_duration
-from xtask.drain.holds import (
+from xtask.drain.core.amounts import parse_duration
+from xtask.drain.core.changes import (
+    BY,
+    OPERATION,
+    REASON,
+    RestoreDecision,
+    drain_patch,
+    plan_changes,
+    replan,
+    restore_decision,
+    restore_patch,
+)
+from xtask.drain.core.holds import (
     HOLD_PREFIX,
     MAX_EXPIRES_SECONDS,
     drain_entries,
@@ -25,20 +36,9 @@ from xtask.drain.holds import (
     plan_hold,
     ticket_problem,
 )
-from xtask.drain.journal import Journal, read_journal
-from xtask.drain.plan import (
-    BY,
-    OPERATION,
-    REASON,
-    RestoreDecision,
-    drain_patch,
-    plan_changes,
-    replan,
-    restore_decision,
-    restore_patch,
-)
-from xtask.drain.request import DrainRequest
-from xtask.drain.selection import Selector
+from xtask.drain.core.request import DrainRequest
+from xtask.drain.core.selection import Selector
+from xtask.drain.edges.journal import Journal, read_journal
 from xtask.errors import UsageError
 
 T0 = dt.datetime(2026, 12, 4, 10, 0, 0, tzinfo=dt.UTC)

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from xtask.drain.journal import Journal, JournalError, read_journal, replay
-from xtask.drain.plan import OPERATION, plan_changes
-from xtask.drain.states import IdleWaitState, RestoreOutcome, RunState, WaitState
+from xtask.drain.core.changes import plan_changes
+from xtask.drain.core.holds import OPERATION
+from xtask.drain.core.states import IdleWaitState, RestoreOutcome, RunState, WaitState
+from xtask.drain.edges.journal import Journal, JournalError, read_journal, replay
 
 
 def provider(name: str, *, gen: int = 3, rv: str = "10", drain=None) -> dict:

@@ -1,4 +1,4 @@
-"""The PromQL gate's reading of Prometheus answers (xtask/drain/promql.py): non-empty and true
+"""The PromQL gate's reading of Prometheus answers (xtask/drain/gates/promql.py): non-empty and true
 over the whole soak, or not held with the reason. The answers are the JSON shapes of
 Prometheus' HTTP API; tests/e2e/test_prometheus.py runs the gate against the real server."""
 
@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from xtask.drain.promql import (
+from xtask.drain.gates.promql import (
     MAX_POINTS,
     PromQLGate,
     Refusal,

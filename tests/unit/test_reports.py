@@ -15,9 +15,9 @@ from jsonschema import Draft202012Validator
 
 from reportschema import SCHEMAS, check_report
 from xtask.cli import cli
-from xtask.drain.fanout import Outcome, Restoration
+from xtask.drain.core.states import IdleWaitState, RestoreOutcome, WaitState, WaveState, WriteOutcome
+from xtask.drain.edges.fanout import Outcome, Restoration
 from xtask.drain.report import Report
-from xtask.drain.states import IdleWaitState, RestoreOutcome, WaitState, WaveState, WriteOutcome
 from xtask.errors import EXIT_CODE_MEANINGS, ExitCode
 from xtask.reports import API_VERSION, DRAIN_RESTORE, PROVIDER_DRAIN, SCHEMA_FILES, envelope
 

@@ -68,7 +68,7 @@ class NonEmptyPath(click.Path):
 
 
 class AmountType(click.ParamType):
-    """``N`` or ``P%`` (:class:`xtask.drain.amounts.Amount`); ``minimum`` bounds the count."""
+    """``N`` or ``P%`` (:class:`xtask.drain.core.amounts.Amount`); ``minimum`` bounds the count."""
 
     name = "N|P%"
 
@@ -76,7 +76,7 @@ class AmountType(click.ParamType):
         self.minimum = minimum
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        from xtask.drain.amounts import Amount
+        from xtask.drain.core.amounts import Amount
 
         if isinstance(value, Amount):
             return value
@@ -104,7 +104,7 @@ class CheckedText(click.ParamType):
 
 
 class DurationType(click.ParamType):
-    """A positive duration in whole seconds (:func:`xtask.drain.amounts.parse_duration`:
+    """A positive duration in whole seconds (:func:`xtask.drain.core.amounts.parse_duration`:
     ``90``, ``90s``, ``30m``, ``1h30m``, ``1d``), at most ``maximum`` seconds when given."""
 
     name = "DURATION"
@@ -113,7 +113,7 @@ class DurationType(click.ParamType):
         self.maximum = maximum
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        from xtask.drain.amounts import parse_duration
+        from xtask.drain.core.amounts import parse_duration
 
         if isinstance(value, int):
             return value

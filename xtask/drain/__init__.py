@@ -1,10 +1,13 @@
-"""``env provider-drain`` and ``env drain-restore``: selection, plan, fan-out, restoration,
-journal and convergence.
+"""``env provider-drain`` and ``env drain-restore``, in three layers:
 
-Pure modules: :mod:`selection`, :mod:`plan`, :mod:`converge`, :mod:`idle`, :mod:`states` (run
-states, wait endings, outcomes, and what "restored OK" means), :mod:`request` (what a run is
-asked to do), :mod:`render` (summaries and report sections), :mod:`report` (exit codes). I/O
-lives in :mod:`fanout`, :mod:`waiter`, :mod:`idle_waiter`, :mod:`journal`, :mod:`guard` (target
-checks and the capacity guard), :mod:`events`; :mod:`restore` is the one restore path, and
-:mod:`run` wires a drain in order.
+- :mod:`xtask.drain.core` — the pure decisions (selection, changes, holds, budget, guard,
+  convergence, idle, waves, states, the request): plain data in and out, no I/O;
+- :mod:`xtask.drain.edges` — what talks to the cluster and to files (fan-out, journal, waiters,
+  Kubernetes Events, target readers, plan files, preflight checks);
+- :mod:`xtask.drain.gates` — the wave gates, one module each, found through one registry;
+
+and the conductor at this level: :mod:`run` (the phases of a run, in order: a drain without
+waves is one wave without gates), :mod:`restore` (the one restore path), :mod:`progress` (the
+typed progress events a run emits), :mod:`report` and :mod:`render` (the report, built once
+from the phases' results), :mod:`signals` (handlers that only set flags).
 """

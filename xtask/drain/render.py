@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from xtask.drain.idle import not_idle
-from xtask.drain.idle_waiter import IdleResult
-from xtask.drain.request import DrainRequest
-from xtask.drain.states import IdleWaitState, WaitState
-from xtask.drain.waiter import WaitResult
+from xtask.drain.core.idle import not_idle
+from xtask.drain.core.request import DrainRequest
+from xtask.drain.core.states import IdleWaitState, WaitState
+from xtask.drain.edges.idle_waiter import IdleResult
+from xtask.drain.edges.waiter import WaitResult
 
 
 def convergence_dict(result: WaitResult) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from xtask.drain.states import IdleWaitState, WaitState, restored_ok
+from xtask.drain.core.states import IdleWaitState, WaitState, restored_ok
 from xtask.errors import ExitCode
 from xtask.reports import PROVIDER_DRAIN, envelope, exit_status
 

@@ -3,9 +3,9 @@
 ``provider-drain`` calls :func:`restore_written` when a write fails or a signal lands, with
 the journal it is writing; ``drain-restore JOURNAL`` calls :func:`restore_journal`, which reads
 the journal of an interrupted or crashed run and calls :func:`restore_written` the same way.
-Either way each provider gets one :class:`~xtask.drain.fanout.Restoration`, the journal
+Either way each provider gets one :class:`~xtask.drain.edges.fanout.Restoration`, the journal
 records every outcome and then the run's state (``restored``, or ``needs-inspection`` when
-some provider was not restored OK: :func:`xtask.drain.states.restored_ok`), and the Events the
+some provider was not restored OK: :func:`xtask.drain.core.states.restored_ok`), and the Events the
 outcomes call for are returned for the caller to record once its own writes are done.
 
 This module must not decide exit codes of ``provider-drain`` (``xtask.drain.report`` does) nor
@@ -20,13 +20,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from agn.kube import Kube
-from xtask.drain import fanout
-from xtask.drain.events import DrainEvents, Fact, restoration_facts
-from xtask.drain.journal import Journal, read_journal
-from xtask.drain.plan import Change
-from xtask.drain.preflight import journal_context, require_namespace
-from xtask.drain.request import FIELD_MANAGER, RestoreRequest, actor
-from xtask.drain.states import RunState, restored_ok
+from xtask.drain.core.changes import Change
+from xtask.drain.core.request import FIELD_MANAGER, RestoreRequest, actor
+from xtask.drain.core.states import RunState, restored_ok
+from xtask.drain.edges import fanout
+from xtask.drain.edges.journal import Journal, read_journal
+from xtask.drain.edges.kube_events import DrainEvents, Fact, restoration_facts
+from xtask.drain.edges.preflight import journal_context, require_namespace
 from xtask.errors import ExitCode
 from xtask.reports import DRAIN_RESTORE, envelope, exit_status
 

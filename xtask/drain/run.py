@@ -1,8 +1,8 @@
 """One ``provider-drain`` run, in order: select, plan, check targets and the capacity guard
-(:mod:`xtask.drain.guard`), server-side dry run, journal, fan-out (on failure or interrupt:
+(:mod:`xtask.drain.core.guard`), server-side dry run, journal, fan-out (on failure or interrupt:
 the one restore path, :mod:`xtask.drain.restore`), then read back (patch-only) or wait for
 convergence (with targets), and with ``--wait-idle`` for idle. In waves (``--wave-size``,
-``--resume``; :mod:`xtask.drain.waves`) the fan-out and the wait run once per wave, each wave
+``--resume``; :mod:`xtask.drain.core.waves`) the fan-out and the wait run once per wave, each wave
 then soaking while its gates are read; a breach stops the run before the next wave. Returns a :class:`Report`
 whose summaries and sections :mod:`xtask.drain.render` writes; only usage and connection
 problems raise. This module conducts; it decides nothing the modules it calls decide.
@@ -24,26 +24,27 @@ from agn.names import label_problem
 from agn.objects import network_view
 from agn.operator.heartbeat import read_heartbeat
 from agn.yamltext import show
-from xtask.drain import fanout
-from xtask.drain.amounts import Amount, split_waves
-from xtask.drain.budget import group_budgets
-from xtask.drain.events import DRAINED, UNDRAINED, DrainEvents, Fact, outcome_facts
-from xtask.drain.gate_api import Gate, GateReading
-from xtask.drain.guard import OverlayReader, Targets, read_targets, target_refusals
-from xtask.drain.holds import hold_key, hold_value, holder_name, holds_of
-from xtask.drain.idle_waiter import IdleWaiter
-from xtask.drain.journal import Journal, JournalState, new_operation_id, read_journal
-from xtask.drain.plan import Change, GroupCount, drain_patch, plan_changes
-from xtask.drain.planfile import DEFAULT_MAX_AGE, build_plan, plan_differences, write_plan
+from xtask.drain.core.amounts import Amount, split_waves
+from xtask.drain.core.budget import group_budgets
+from xtask.drain.core.changes import Change, GroupCount, drain_patch, plan_changes
+from xtask.drain.core.guard import target_refusals
+from xtask.drain.core.holds import hold_key, hold_value, holder_name, holds_of
+from xtask.drain.core.request import DEFAULT_IDLE_TIMEOUT, FIELD_MANAGER, DrainRequest, actor
+from xtask.drain.core.selection import Selector, select
+from xtask.drain.core.states import IdleWaitState, RunState, WaitState, WaveState, WriteOutcome
+from xtask.drain.core.waves import describe_reading, resume_problems, wave_entry, wave_gates
+from xtask.drain.edges import fanout
+from xtask.drain.edges.idle_waiter import IdleWaiter
+from xtask.drain.edges.journal import Journal, JournalState, new_operation_id, read_journal
+from xtask.drain.edges.kube_events import DRAINED, UNDRAINED, DrainEvents, Fact, outcome_facts
+from xtask.drain.edges.planfile import DEFAULT_MAX_AGE, build_plan, plan_differences, write_plan
+from xtask.drain.edges.targets import OverlayReader, Targets, read_targets
+from xtask.drain.edges.waiter import ConvergenceWaiter
+from xtask.drain.gates.base import Gate, GateReading
 from xtask.drain.render import convergence_dict, idle_dict, idle_summary, restoration_summary, wait_summary
 from xtask.drain.report import Report, exit_code_for
-from xtask.drain.request import DEFAULT_IDLE_TIMEOUT, FIELD_MANAGER, DrainRequest, actor
 from xtask.drain.restore import Restored, restore_written
-from xtask.drain.selection import Selector, select
 from xtask.drain.signals import SignalLatch
-from xtask.drain.states import IdleWaitState, RunState, WaitState, WaveState, WriteOutcome
-from xtask.drain.waiter import ConvergenceWaiter
-from xtask.drain.waves import describe_reading, resume_problems, wave_entry, wave_gates
 from xtask.errors import ExitCode, RefusedError, XtaskError
 
 SOAK_PROGRESS_SECONDS = 5.0  # a soak says how far it got this often

@@ -13,8 +13,8 @@ from rich.table import Table
 
 from xtask.cli.env.drain_view import PlainReporter, api_server_line, idle_line, wave_line
 from xtask.cli.output import markup_safe as e
+from xtask.drain.core.states import WriteOutcome
 from xtask.drain.report import Report
-from xtask.drain.states import WriteOutcome
 
 
 class RichReporter(PlainReporter):

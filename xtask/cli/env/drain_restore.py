@@ -1,6 +1,6 @@
 """``xtask env drain-restore JOURNAL``: undo what an interrupted or crashed drain run changed.
 
-The flags become one :class:`~xtask.drain.request.RestoreRequest`; the restoration is
+The flags become one :class:`~xtask.drain.core.request.RestoreRequest`; the restoration is
 :func:`xtask.drain.restore.restore_journal`, the same path a failed ``provider-drain`` takes.
 """
 
@@ -13,7 +13,7 @@ import click
 
 from xtask.cli.output import emit_json, printable
 from xtask.cli.params import NonEmptyPath
-from xtask.drain.request import MAX_CONCURRENCY, RestoreRequest
+from xtask.drain.core.request import MAX_CONCURRENCY, RestoreRequest
 from xtask.drain.restore import RestoreReport, restore_journal
 from xtask.errors import ExitCode
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import TextIO
 
 from xtask.cli.output import printable
+from xtask.drain.core.states import WriteOutcome
 from xtask.drain.report import Report
-from xtask.drain.states import WriteOutcome
 
 
 class PlainReporter:

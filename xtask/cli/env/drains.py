@@ -15,7 +15,7 @@ from rich.table import Table
 from xtask.cli.env.options import namespace_type, output_option
 from xtask.cli.output import emit_json, markup_safe, out_console
 from xtask.cli.params import NonEmptyPath
-from xtask.drain.holds import drain_entries, rfc3339
+from xtask.drain.core.holds import drain_entries, rfc3339
 from xtask.errors import XtaskError
 from xtask.reports import ENV_DRAINS, envelope
 

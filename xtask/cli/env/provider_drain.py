@@ -1,4 +1,4 @@
-"""``xtask env provider-drain``: its flags become one :class:`~xtask.drain.request.DrainRequest`
+"""``xtask env provider-drain``: its flags become one :class:`~xtask.drain.core.request.DrainRequest`
 (:func:`drain_request`, applied by the :func:`request_options` decorator), one call runs it
 (:func:`xtask.drain.run.run_drain`), and the report is shown.
 """
@@ -18,12 +18,8 @@ from xtask.cli.env.drain_view import PlainReporter, plain_final
 from xtask.cli.env.options import namespace_type, object_name_type
 from xtask.cli.output import emit_json, fancy, out_console, printable
 from xtask.cli.params import AmountType, CheckedText, DurationType, FiniteFloat, NonEmptyPath
-from xtask.drain.holds import MAX_EXPIRES_SECONDS, holder_problem, ticket_problem
-from xtask.drain.journal import journal_dir as default_journal_dir
-from xtask.drain.planfile import load_plan, plan_format
-from xtask.drain.preflight import usable_journal_dir
-from xtask.drain.report import Report
-from xtask.drain.request import (
+from xtask.drain.core.holds import MAX_EXPIRES_SECONDS, holder_problem, ticket_problem
+from xtask.drain.core.request import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_ERROR_RATIO,
     DEFAULT_SOAK,
@@ -31,8 +27,12 @@ from xtask.drain.request import (
     ON_BREACH,
     DrainRequest,
 )
+from xtask.drain.core.selection import Selector
+from xtask.drain.edges.journal import journal_dir as default_journal_dir
+from xtask.drain.edges.planfile import load_plan, plan_format
+from xtask.drain.edges.preflight import usable_journal_dir
+from xtask.drain.report import Report
 from xtask.drain.run import run_drain
-from xtask.drain.selection import Selector
 from xtask.errors import ExitCode, RefusedError, UsageError, exit_codes_epilog
 
 EPILOG = exit_codes_epilog()

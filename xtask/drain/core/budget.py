@@ -5,7 +5,7 @@ in, rows out; the run reads the objects.
 
 A group is the providers a network selects that share ``spec.selectionGroup`` (as the capacity
 guard and the overlays group them). ``P%`` is of the group's size, rounded up
-(:class:`~xtask.drain.amounts.Amount`). Only groups this run drains a provider of are checked:
+(:class:`~xtask.drain.core.amounts.Amount`). Only groups this run drains a provider of are checked:
 a run is refused when it raises a group's count above the budget; one that drains only
 providers already counted (already failed) adds nothing and is not refused.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 from agn.model import hard_failure, selects
 from agn.objects import network_view, provider_view
-from xtask.drain.amounts import Amount
+from xtask.drain.core.amounts import Amount
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,7 +7,7 @@ is a success; ``no_route`` (503) and ``upstream_error`` (502) are errors; ``bad_
 (400/413, the client's fault) says nothing about the providers and is left out of both sides.
 The ratio is summed over every named consumer's gateway: errors / (routed + errors).
 
-A reading is not a pass unless it is evidence (:mod:`xtask.drain.gate_api`):
+A reading is not a pass unless it is evidence (:mod:`xtask.drain.gates.base`):
 
 - no requests at all in the window: not held, value None (as Argo Rollouts treats an empty
   result: inconclusive is not success). A drain in waves of an idle service gates on nothing;
@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from prometheus_client.parser import text_string_to_metric_families
 
 from agn.gateway.metrics import BAD_REQUEST, NO_ROUTE, ROUTED, UPSTREAM_ERROR
-from xtask.drain.gate_api import GateReading
+from xtask.drain.gates.base import GateReading
 
 ERROR_OUTCOMES = (NO_ROUTE, UPSTREAM_ERROR)
 COUNTED = (ROUTED, *ERROR_OUTCOMES)

@@ -34,7 +34,7 @@ from typing import Any
 
 from agn.events import NORMAL, WARNING, Regarding, event_body, event_name
 from agn.kube import PROVIDERS, Conflict, Kube, NotFound
-from xtask.drain.states import RestoreOutcome, WriteOutcome
+from xtask.drain.core.states import RestoreOutcome, WriteOutcome
 
 CONTROLLER = "agn.dev/provider-drain"
 DRAINED = "ProviderDrained"

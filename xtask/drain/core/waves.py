@@ -3,7 +3,7 @@ breach ends with, and what ``--resume`` checks before it writes anything. Pure, 
 :func:`wave_gates` scrapes each gateway once to know it answers (a refusal before any write).
 
 Adding a gate is one line in :func:`wave_gates`: anything with the
-:class:`~xtask.drain.gate_api.Gate` shape.
+:class:`~xtask.drain.gates.base.Gate` shape.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from xtask.drain.gate_api import Gate, GateReading
-from xtask.drain.gates import ErrorRatioGate, ScrapeError, gateway_metrics_urls, parse_overrides, scrape
-from xtask.drain.journal import JournalState
-from xtask.drain.plan import OUR_ANNOTATIONS, RestoreDecision, raw_drain, restore_decision
-from xtask.drain.promql import PrometheusUnavailable, PromQLGate
-from xtask.drain.request import DrainRequest
-from xtask.drain.states import RunState, WaveState
+from xtask.drain.core.changes import OUR_ANNOTATIONS, RestoreDecision, raw_drain, restore_decision
+from xtask.drain.core.request import DrainRequest
+from xtask.drain.core.states import RunState, WaveState
+from xtask.drain.edges.journal import JournalState
+from xtask.drain.gates.base import Gate, GateReading
+from xtask.drain.gates.error_ratio import ErrorRatioGate, ScrapeError, gateway_metrics_urls, parse_overrides, scrape
+from xtask.drain.gates.promql import PrometheusUnavailable, PromQLGate
 
 # A journal in one of these states was restored, or needs a person: there is nothing to resume.
 NOT_RESUMABLE = {
@@ -72,7 +72,7 @@ def resume_problems(
     - the journal is of a drain in waves, of this request and namespace, and not restored or complete;
     - the selection is the journal's (no provider joined or left);
     - each provider the journal shows as written (or maybe written) is still as that run wrote
-      it (:func:`~xtask.drain.plan.restore_decision`: our generation, value and operation id);
+      it (:func:`~xtask.drain.core.changes.restore_decision`: our generation, value and operation id);
     - each other provider is unchanged since the journal recorded it: the same resourceVersion,
       or else (the operator's status writes move resourceVersion) the same generation, drain
       value and drain annotations.

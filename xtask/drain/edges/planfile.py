@@ -25,9 +25,9 @@ from agn.inputfile import YAML_INPUT_LIMIT, read_regular
 from agn.objects import parse_time, rfc3339
 from agn.outputfile import write_atomic
 from agn.yamltext import YamlProblem, parse_yaml, show
-from xtask.drain.amounts import Amount
-from xtask.drain.holds import holds_of
-from xtask.drain.plan import raw_drain
+from xtask.drain.core.amounts import Amount
+from xtask.drain.core.changes import raw_drain
+from xtask.drain.core.holds import holds_of
 from xtask.errors import RefusedError, UsageError
 from xtask.reports import API_VERSION, PROVIDER_DRAIN_PLAN
 

@@ -29,8 +29,8 @@ from agn.operator.heartbeat import HEARTBEAT_LEASE, heartbeat_time
 from agn.overlays import ShardCache, read_partial
 from agn.shards import Incomplete, is_sharded, shards_holding
 from agn.watching import WatchHealth, start_follower
-from xtask.drain.converge import Agreement, Observation, State, Verdict, evaluate
-from xtask.drain.states import WaitState
+from xtask.drain.core.converge import Agreement, Observation, State, Verdict, evaluate
+from xtask.drain.core.states import WaitState
 
 Notify = Callable[[str, str, dict], None]
 # The probes heartbeat (a Lease, agn.operator.heartbeat) vouches for the providers' unchanged

@@ -22,6 +22,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 HOLD_PREFIX = "holds.drain.agn.dev/"
+# The annotations a drain writes beside the holds: why, who and when, and the operation id.
+REASON = "agn.dev/drain-reason"
+BY = "agn.dev/drain-by"
+AT = "agn.dev/drain-at"
+OPERATION = "agn.dev/drain-operation"
 MAX_HOLDER = 128  # characters of --holder
 MAX_TICKET = 128  # characters of --ticket
 MAX_EXPIRES_SECONDS = 366 * 24 * 3600  # --expires-in: at most a year (and a day)
@@ -196,8 +201,6 @@ def drain_entries(objs: Iterable[Mapping[str, Any]], *, now: dt.datetime, expire
     its holds (each marked expired or not). A drained provider without holds is held by nobody
     known (drained by an older xtask, kubectl or a hand edit): its ``agn.dev/drain-*``
     annotations say what is known. ``expired_only``: only providers with an expired hold."""
-    from xtask.drain.plan import AT, BY, REASON  # plan imports this module
-
     out = []
     for obj in objs:
         meta = obj.get("metadata") or {}

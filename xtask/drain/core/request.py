@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agn.yamltext import show
-from xtask.drain.amounts import Amount
-from xtask.drain.holds import MAX_EXPIRES_SECONDS, holder_problem, ticket_problem
-from xtask.drain.selection import Selector
+from xtask.drain.core.amounts import Amount
+from xtask.drain.core.holds import MAX_EXPIRES_SECONDS, holder_problem, ticket_problem
+from xtask.drain.core.selection import Selector
 from xtask.errors import UsageError
 
 if TYPE_CHECKING:
-    from xtask.drain.planfile import LoadedPlan
+    from xtask.drain.edges.planfile import LoadedPlan
 
 FIELD_MANAGER = "agn-xtask-provider-drain"
 MAX_CONCURRENCY = 64
@@ -59,13 +59,13 @@ class DrainRequest:
     gateway_metrics: tuple[str, ...] = ()  # CONSUMER=URL, overriding the consumer's status.address
     resume: Path | None = None  # a journal of a drain in waves to continue
     wave_size: Amount | None = None  # --wave-size (None: one wave)
-    # Drain holders (xtask.drain.holds): who holds the drain (None: actor(), user@host), a
+    # Drain holders (xtask.drain.core.holds): who holds the drain (None: actor(), user@host), a
     # ticket, seconds until the hold expires; --undrain --release-all removes every hold.
     holder: str | None = None
     ticket: str | None = None
     expires_in: int | None = None
     release_all: bool = False
-    # --gate-promql EXPR --prometheus URL: a PromQL gate (xtask.drain.promql) on every soak.
+    # --gate-promql EXPR --prometheus URL: a PromQL gate (xtask.drain.gates.promql) on every soak.
     gate_promql: str | None = None
     prometheus: str | None = None
 
@@ -167,7 +167,7 @@ class DrainRequest:
         if (self.gate_promql is None) != (self.prometheus is None):
             raise UsageError("--gate-promql and --prometheus go together: the expression and the Prometheus to ask")
         if self.gate_promql is not None:
-            from xtask.drain.promql import check_url
+            from xtask.drain.gates.promql import check_url
 
             if not self.gate_promql.strip():
                 raise UsageError("--gate-promql: the expression is empty")
@@ -179,7 +179,7 @@ class DrainRequest:
         if self.on_breach is not None and self.on_breach not in ON_BREACH:
             raise UsageError(f"--on-breach must be one of {', '.join(ON_BREACH)}")
         if self.gateway_metrics:
-            from xtask.drain.gates import parse_overrides
+            from xtask.drain.gates.error_ratio import parse_overrides
 
             try:
                 overrides = parse_overrides(self.gateway_metrics)

@@ -2,11 +2,11 @@
 
 It runs after the drain has converged. One list+watch follower (:func:`agn.watching.follow`)
 on InferenceProviders feeds every event of a selected provider to an
-:class:`~xtask.drain.idle.IdleTracker` as it arrives — not a coalesced cache, so a busy
+:class:`~xtask.drain.core.idle.IdleTracker` as it arrives — not a coalesced cache, so a busy
 reading between two idle ones is never skipped. The first list counts as the first look; a
 re-list after a broken watch counts as a gap (the count starts again). The wait blocks on
 events and re-judges about once a second, because a reading can expire while nothing is
-written. No fixed sleeps; the decision rules are in :mod:`xtask.drain.idle`.
+written. No fixed sleeps; the decision rules are in :mod:`xtask.drain.core.idle`.
 
 Starting the follower only after convergence means the confirming (second) reading was
 written after the drain was serving everywhere: idleness seen before that proves nothing,
@@ -24,9 +24,9 @@ from collections.abc import Callable
 from agn.kube import PROVIDERS, Kube
 from agn.objects import Obj, name_of
 from agn.watching import start_follower
-from xtask.drain.idle import IdleTracker, ProviderIdle, all_idle, classify
-from xtask.drain.states import IdleWaitState
-from xtask.drain.waiter import by_name
+from xtask.drain.core.idle import IdleTracker, ProviderIdle, all_idle, classify
+from xtask.drain.core.states import IdleWaitState
+from xtask.drain.edges.waiter import by_name
 
 Notify = Callable[[str, str, dict], None]
 RECHECK_SECONDS = 1.0

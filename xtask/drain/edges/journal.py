@@ -48,9 +48,9 @@ from agn.inputfile import JOURNAL_LIMIT, read_regular
 from agn.names import label_problem, subdomain_problem
 from agn.outputfile import write_atomic
 from agn.yamltext import show
-from xtask.drain.holds import is_hold_key
-from xtask.drain.plan import OUR_ANNOTATIONS, Change
-from xtask.drain.states import RestoreOutcome, RunState, WaveState, settled
+from xtask.drain.core.changes import OUR_ANNOTATIONS, Change
+from xtask.drain.core.holds import is_hold_key
+from xtask.drain.core.states import RestoreOutcome, RunState, WaveState, settled
 from xtask.errors import XtaskError
 
 FORMAT = "agn.dev/drain-journal/v2"

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from agn.kube import PROVIDERS, Forbidden, Kube
-from xtask.drain.journal import JournalError, JournalState
+from xtask.drain.edges.journal import JournalError, JournalState
 from xtask.errors import XtaskError
 
 _HINT = "choose a writable folder with --journal-dir or AGN_XTASK_JOURNAL_DIR"

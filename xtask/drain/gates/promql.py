@@ -35,7 +35,7 @@ from typing import Any
 
 import urllib3
 
-from xtask.drain.gate_api import GateReading
+from xtask.drain.gates.base import GateReading
 from xtask.errors import ExitCode, UsageError, XtaskError
 
 NAME = "promql"

@@ -18,10 +18,10 @@ from collections.abc import Callable, Sequence
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from agn.kube import PROVIDERS, Conflict, Kube, KubeError, NotFound
-from xtask.drain.journal import Journal
-from xtask.drain.plan import Change, RestoreDecision, restore_decision, restore_patch
-from xtask.drain.plan import replan as replan_change
-from xtask.drain.states import RestoreOutcome, WriteOutcome
+from xtask.drain.core.changes import Change, RestoreDecision, restore_decision, restore_patch
+from xtask.drain.core.changes import replan as replan_change
+from xtask.drain.core.states import RestoreOutcome, WriteOutcome
+from xtask.drain.edges.journal import Journal
 
 PatchFor = Callable[[Change], dict]
 Notify = Callable[[str, str, dict], None]  # (event, provider, details)

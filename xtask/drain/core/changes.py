@@ -11,13 +11,9 @@ from typing import Any
 
 from agn.model import ADMITTED, Candidate, Overlay, group_admitted_counts
 from agn.objects import drain_of
-from xtask.drain.holds import is_hold_key, is_ours, plan_hold
-from xtask.drain.states import RestoreOutcome
+from xtask.drain.core.holds import AT, BY, OPERATION, REASON, is_hold_key, is_ours, plan_hold
+from xtask.drain.core.states import RestoreOutcome
 
-REASON = "agn.dev/drain-reason"
-BY = "agn.dev/drain-by"
-AT = "agn.dev/drain-at"
-OPERATION = "agn.dev/drain-operation"
 OUR_ANNOTATIONS = (REASON, BY, AT, OPERATION)
 
 
@@ -31,7 +27,7 @@ class Change:
     resource_version: str
     generation: int
     previous_annotations: Mapping[str, str | None]
-    # Drain holders (xtask.drain.holds): hold key -> True (this run writes the caller's hold) or
+    # Drain holders (xtask.drain.core.holds): hold key -> True (this run writes the caller's hold) or
     # False (removes it); whether an undrain leaves the flag because other holds remain; the
     # other holds' keys when planned; and what the caller asked, to plan again after a 409.
     hold_writes: Mapping[str, bool] = dataclasses.field(default_factory=dict)
