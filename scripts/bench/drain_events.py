@@ -69,7 +69,7 @@ def drain(bench: Bench, recorder: type, *, selector: Selector, drain: bool, targ
         journal_dir=bench.journal_dir,
     )
     t0 = time.perf_counter()
-    report = run_drain(req, reporter=PlainReporter(io.StringIO()))
+    report = run_drain(req, progress=PlainReporter(io.StringIO()))
     elapsed = time.perf_counter() - t0
     if int(report.exit_code) != 0:
         raise SystemExit(f"drain failed: {report.summary}")

@@ -26,7 +26,9 @@ import yaml
 
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube
 from envcli import REPO, Cli
-from xtask.drain.edges.planfile import build_plan, plan_digest
+from xtask.drain.core.request import DrainRequest
+from xtask.drain.core.selection import Selector
+from xtask.drain.edges.planfile import PlanInputs, build_plan, plan_digest
 from xtask.runtime.assets import ensure_assets
 
 pytestmark = pytest.mark.e2e
@@ -218,25 +220,19 @@ def plan_of(*, change: Callable[[dict], Any] | None = None, redigest: bool = Tru
     def build(w: World) -> str:
         p_one = w.kube.get(PROVIDERS, w.ns, "p-one")
         doc = build_plan(
-            created_at=time.time(),
-            created_by="me@here",
-            context=CTX,
-            cluster=w.kube.host,
-            namespace=w.ns,
-            arguments=["--provider", "p-one"],
-            selector={"provider": "p-one", "gateway": None},
-            drain=True,
-            reason=None,
-            force=False,
-            selected=[p_one],
-            to_change=["p-one"],
-            network=None,
-            consumers=[],
-            groups=[],
-            max_unavailable=None,
-            budget=[],
-            wave_size=None,
-            waves=[["p-one"]],
+            PlanInputs(
+                created_at=time.time(),
+                created_by="me@here",
+                context=CTX,
+                cluster=w.kube.host,
+                namespace=w.ns,
+                request=DrainRequest(selector=Selector(provider="p-one"), drain=True),
+                selected=[p_one],
+                to_change=["p-one"],
+                groups=[],
+                budget=[],
+                waves=[["p-one"]],
+            )
         )
         if change is not None:
             change(doc)
@@ -801,7 +797,7 @@ ROWS: dict[str, Row] = {
     "journal-empty-object": Row(
         RESTORE,
         1,
-        "{tmp}/j.jsonl: not a drain journal (JSON format of earlier versions): needs request",
+        "{tmp}/j.jsonl: not a drain journal: expected JSON lines starting with a header object",
         files={"j.jsonl": "{}"},
     ),
     "journal-empty-file": Row(
@@ -877,13 +873,13 @@ ROWS: dict[str, Row] = {
     "journal-legacy-providers-list": Row(
         RESTORE,
         1,
-        "(JSON format of earlier versions): needs request (drain|undrain) and a providers object",
+        "not a drain journal: expected JSON lines starting with a header object",
         files={"j.jsonl": legacy(providers=[])},
     ),
     "journal-legacy-generation-word": Row(
         RESTORE,
         1,
-        "(JSON format of earlier versions): invalid literal for int() with base 10: 'abc'",
+        "not a drain journal: expected JSON lines starting with a header object",
         files={"j.jsonl": legacy(providers={"p-one": {"generation": "abc"}})},
     ),
     "journal-context-a-number": Row(

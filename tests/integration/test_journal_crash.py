@@ -1,6 +1,6 @@
 """The write-ahead journal against real crashes: ``kill -9`` of the real CLI at random points
 of a 150-provider fan-out, a host crash that loses every unsynced outcome line, a torn last
-line, and a journal in the format of earlier versions — each followed by ``drain-restore``
+line — each followed by ``drain-restore``
 on the real API server, after which no provider may be left changed."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import random
 import signal
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -176,51 +175,6 @@ def test_a_torn_last_line_still_restores(control_plane, kube, namespace, fleet, 
     assert result.returncode == 0, result.stdout + result.stderr
     assert changed(kube, namespace) == []
     assert all(json.loads(line) for line in journal.read_text().splitlines())  # the torn record was dropped
-
-
-def test_a_journal_of_the_earlier_json_format_restores(control_plane, kube, namespace, fleet, tmp_path):
-    operation = f"20261201T000000Z-{uuid.uuid4().hex[:6]}"
-    providers = {}
-    for name in fleet[:3]:
-        before = kube.get(PROVIDERS, namespace, name)
-        after = kube.merge_patch(
-            PROVIDERS,
-            namespace,
-            name,
-            {
-                "metadata": {"annotations": {"agn.dev/drain-operation": operation, "agn.dev/drain-reason": "old"}},
-                "spec": {"trafficPolicy": {"drain": True}},
-            },
-        )
-        providers[name] = {
-            "previous": None,
-            "previousAnnotations": {},
-            "resourceVersion": before["metadata"]["resourceVersion"],
-            "generation": before["metadata"]["generation"],
-            "written": True,
-            "writtenGeneration": after["metadata"]["generation"],
-            "restored": None,
-        }
-    legacy = tmp_path / f"drain-{operation}.json"
-    legacy.write_text(
-        json.dumps(
-            {
-                "operation": operation,
-                "context": control_plane.context,
-                "namespace": namespace,
-                "request": "drain",
-                "reason": "old",
-                "state": "applying",
-                "startedAt": "2026-12-01T00:00:00+00:00",
-                "providers": providers,
-            },
-            indent=2,
-        )
-    )
-    result = restore(control_plane, legacy)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert changed(kube, namespace) == []
-    assert json.loads(legacy.read_text())["state"] == "restored"  # written back in its own format
 
 
 def test_restore_dry_run_makes_the_real_runs_decisions_and_writes_nothing(

@@ -17,6 +17,7 @@ from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, SHARDS, Kube
 from agn.model import Candidate, Overlay, candidate_id
 from agn.shards import split
 from drainenv import DrainEnv
+from xtask.drain.core.progress import Observed
 from xtask.drain.edges.waiter import ConvergenceWaiter
 from xtask.envstatus import agn_objects
 from xtask.errors import ExitCode
@@ -150,7 +151,7 @@ def test_the_waiter_waits_for_every_shard_then_converges(stored, kube, namespace
         network="net",
         consumers=[CONSUMER],
         drain=True,
-        notify=lambda kind, _name, data: seen.put(data["lagging"]) if kind == "observation" else None,
+        progress=lambda event: seen.put(list(event.lagging)) if isinstance(event, Observed) else None,
     )
     results: list = []
     thread = threading.Thread(target=lambda: results.append(waiter.wait(timeout=60, stop=threading.Event())))

@@ -223,16 +223,18 @@ def test_live_drain_view_shows_values_as_text():
     """The rich view of a drain (used on a terminal only, so not reachable from a subprocess
     test): names, errors and states from the cluster are text in lines, spinners and tables."""
     from xtask.cli.env.drain_live import RichReporter, render_final
+    from xtask.drain.core.progress import Observed, Planned, Said, WaitBegun, WriteFinished, WriteStarted
+    from xtask.drain.core.states import Outcome, WriteOutcome
     from xtask.drain.report import Report
 
     console = _recording_console()
     reporter = RichReporter(console)
-    reporter.line(f"selection (providerGateway {ESC}, namespace ns): p-[/]")
-    reporter.event("plan", "p-[/]", {"alreadyInState": False, "current": False, "requested": True})
-    reporter.event("write-started", "p-[/]", {})
-    reporter.event("write-finished", "p-[/]", {"outcome": "failed", "error": f"[link=file:///etc/passwd]x {ESC}"})
-    reporter.line("waiting for c-[/] to serve the change")
-    reporter.event("observation", "p-[/]", {"state": "[/]", "lagging": [f"[bold]c {ESC}"]})
+    reporter(Said(f"selection (providerGateway {ESC}, namespace ns): p-[/]"))
+    reporter(Planned("p-[/]", current=False, requested=True, already=False, drain_after=True))
+    reporter(WriteStarted("p-[/]"))
+    reporter(WriteFinished(Outcome("p-[/]", WriteOutcome.FAILED, error=f"[link=file:///etc/passwd]x {ESC}")))
+    reporter(WaitBegun("waiting for c-[/] to serve the change"))
+    reporter(Observed("[/]", (f"[bold]c {ESC}",)))
     reporter.close()
     report = Report("ctx", "ns", "drain", "provider p-[/]", False)
     report.outcomes = [{"provider": "p-[/]", "outcome": "failed", "error": ESC}]

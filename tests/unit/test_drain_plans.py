@@ -5,6 +5,7 @@ before and after, and the duration flag."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import stat
@@ -21,9 +22,12 @@ from xtask.drain.core.amounts import Amount, parse_duration
 from xtask.drain.core.budget import group_budgets
 from xtask.drain.core.changes import GroupCount, group_counts, violations_of
 from xtask.drain.core.holds import HOLD_PREFIX, holds_of
+from xtask.drain.core.request import DrainRequest
+from xtask.drain.core.selection import Selector
 from xtask.drain.edges.planfile import (
     LoadedPlan,
     PlanError,
+    PlanInputs,
     build_plan,
     load_plan,
     plan_differences,
@@ -57,29 +61,29 @@ def provider(name: str, *, rv: str = "1", gen: int = 1, drain=None, group: str =
 
 def a_plan(selected=None, *, created_at: float = T0, **changes) -> dict:
     selected = selected if selected is not None else [provider("p-one"), provider("p-two", rv="7")]
-    args = {
-        "created_at": created_at,
-        "created_by": "me@here",
-        "context": "local-tests",
-        "cluster": CLUSTER,
-        "namespace": "ns",
-        "arguments": ["--gateway", "gw"],
-        "selector": {"provider": None, "gateway": "gw"},
-        "drain": True,
-        "reason": "kernel",
-        "force": False,
-        "selected": selected,
-        "to_change": [p["metadata"]["name"] for p in selected],
-        "network": "net",
-        "consumers": ["c-a"],
-        "groups": [GroupCount("c-a", "chat", 2, 0).to_dict()],
-        "max_unavailable": Amount(50, percent=True),
-        "budget": [],
-        "wave_size": Amount(1),
-        "waves": [["p-one"], ["p-two"]],
-    }
-    args.update(changes)
-    return build_plan(**args)
+    request = DrainRequest(
+        selector=Selector(gateway="gw"),
+        drain=True,
+        reason="kernel",
+        network="net",
+        consumers=("c-a",),
+        max_unavailable=Amount(50, percent=True),
+        wave_size=Amount(1),
+    )
+    inputs = PlanInputs(
+        created_at=created_at,
+        created_by="me@here",
+        context="local-tests",
+        cluster=CLUSTER,
+        namespace="ns",
+        request=request,
+        selected=selected,
+        to_change=[p["metadata"]["name"] for p in selected],
+        groups=[GroupCount("c-a", "chat", 2, 0).to_dict()],
+        budget=[],
+        waves=[["p-one"], ["p-two"]],
+    )
+    return build_plan(dataclasses.replace(inputs, **changes))
 
 
 def loaded(doc: dict) -> LoadedPlan:
@@ -138,7 +142,8 @@ def test_a_broken_plan_is_refused_by_the_check_and_the_schema_alike(name):
 
 
 def test_a_plan_naming_both_or_no_selector_is_refused():
-    doc = a_plan(selector={"provider": "p-one", "gateway": "gw"})
+    doc = a_plan()
+    doc["spec"]["selector"] = {"provider": "p-one", "gateway": "gw"}
     assert plan_problems(doc) == ["spec.selector must name exactly one of provider and gateway"]
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from xtask.__main__ import main
+from xtask.drain.core.journal_records import FORMAT
 from xtask.drain.edges.journal import JournalError, read_journal
 from xtask.drain.edges.preflight import journal_context, usable_journal_dir
 
@@ -49,14 +50,11 @@ def test_the_journal_folder_is_checked_before_the_kubeconfig_is_read(tmp_path, m
 
 
 def test_a_journal_context_must_be_a_string(tmp_path):
-    path = tmp_path / "drain-x.json"
-    path.write_text(
-        json.dumps({"operation": "op", "namespace": "ns", "request": "drain", "providers": {}, "context": 5})
-    )
+    path = tmp_path / "drain-x.jsonl"
+    header = {"type": "header", "format": FORMAT, "operation": "op", "namespace": "ns", "request": "drain", "plan": []}
+    path.write_text(json.dumps({**header, "context": 5}) + "\n")
     state = read_journal(path)
     with pytest.raises(JournalError, match=f"{path}: not a drain journal: context must be a string, got 5"):
         journal_context(state, path)
-    path.write_text(
-        json.dumps({"operation": "op", "namespace": "ns", "request": "drain", "providers": {}, "context": None})
-    )
+    path.write_text(json.dumps({**header, "context": None}) + "\n")
     assert journal_context(read_journal(path), path) is None

@@ -65,7 +65,7 @@ def waiter_for(consumers: list[str], providers: list[str] | None = None) -> Conv
         network="net",
         consumers=consumers,
         drain=True,
-        notify=print,
+        progress=print,
     )
 
 

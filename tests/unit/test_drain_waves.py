@@ -19,7 +19,7 @@ from xtask.drain.core.request import DrainRequest
 from xtask.drain.core.selection import Selector
 from xtask.drain.core.states import RestoreOutcome, RunState, WaveState
 from xtask.drain.core.waves import resume_problems
-from xtask.drain.edges.journal import Journal, JournalError, read_journal
+from xtask.drain.edges.journal import Journal, JournalError, JournalHeader, read_journal
 from xtask.drain.gates.error_ratio import (
     ErrorRatioGate,
     ScrapeError,
@@ -236,14 +236,10 @@ WAVES = [["a", "b"], ["c", "d"], ["e"]]
 def journal_in_waves(tmp_path: Path) -> Journal:
     changes = plan_changes([provider(n) for n in "abcd"], requested=True)  # e: already drained
     return Journal.create(
-        operation="op-1",
-        context="ctx",
-        namespace="ns",
-        requested=True,
-        changes=changes,
-        reason=None,
+        JournalHeader(
+            operation="op-1", context="ctx", namespace="ns", requested=True, changes=changes, reason=None, waves=WAVES
+        ),
         folder=tmp_path,
-        waves=WAVES,
     )
 
 
@@ -346,12 +342,14 @@ def test_resume_refuses_a_restored_or_waveless_journal(tmp_path):
         "nothing to resume: its run was restored"
     ]
     plain = Journal.create(
-        operation="op-2",
-        context=None,
-        namespace="ns",
-        requested=True,
-        changes=plan_changes([provider("a")], requested=True),
-        reason=None,
+        JournalHeader(
+            operation="op-2",
+            context=None,
+            namespace="ns",
+            requested=True,
+            changes=plan_changes([provider("a")], requested=True),
+            reason=None,
+        ),
         folder=tmp_path,
     )
     plain.close()

@@ -38,7 +38,7 @@ from xtask.drain.core.holds import (
 )
 from xtask.drain.core.request import DrainRequest
 from xtask.drain.core.selection import Selector
-from xtask.drain.edges.journal import Journal, read_journal
+from xtask.drain.edges.journal import Journal, JournalHeader, read_journal
 from xtask.errors import UsageError
 
 T0 = dt.datetime(2026, 12, 4, 10, 0, 0, tzinfo=dt.UTC)
@@ -299,7 +299,8 @@ def test_journal_keeps_the_hold_plan(tmp_path):
         hold_key=KA,
     )
     journal = Journal.create(
-        operation="op-1", context="ctx", namespace="ns", requested=False, changes=changes, reason=None, folder=tmp_path
+        JournalHeader(operation="op-1", context="ctx", namespace="ns", requested=False, changes=changes, reason=None),
+        folder=tmp_path,
     )
     journal.intents(changes)
     journal.close()

@@ -10,7 +10,7 @@ import pytest
 from xtask.drain.core.changes import plan_changes
 from xtask.drain.core.holds import OPERATION
 from xtask.drain.core.states import IdleWaitState, RestoreOutcome, RunState, WaitState
-from xtask.drain.edges.journal import Journal, JournalError, read_journal, replay
+from xtask.drain.edges.journal import Journal, JournalError, JournalHeader, read_journal, replay
 
 
 def provider(name: str, *, gen: int = 3, rv: str = "10", drain=None) -> dict:
@@ -26,12 +26,9 @@ def provider(name: str, *, gen: int = 3, rv: str = "10", drain=None) -> dict:
 def new_journal(tmp_path: Path, names=("a", "b", "c")) -> Journal:
     changes = plan_changes([provider(n) for n in names], requested=True)
     return Journal.create(
-        operation="op-1",
-        context="ctx",
-        namespace="ns",
-        requested=True,
-        changes=changes,
-        reason="rack move",
+        JournalHeader(
+            operation="op-1", context="ctx", namespace="ns", requested=True, changes=changes, reason="rack move"
+        ),
         folder=tmp_path,
     )
 
@@ -126,12 +123,9 @@ def test_journal_size_is_linear_in_the_number_of_providers(tmp_path):
         names = [f"provider-{i:05d}" for i in range(n)]
         changes = plan_changes([provider(x) for x in names], requested=True)
         j = Journal.create(
-            operation=f"op-{n}",
-            context="ctx",
-            namespace="ns",
-            requested=True,
-            changes=changes,
-            reason=None,
+            JournalHeader(
+                operation=f"op-{n}", context="ctx", namespace="ns", requested=True, changes=changes, reason=None
+            ),
             folder=tmp_path,
         )
         for start in range(0, n, 8):
@@ -178,10 +172,11 @@ def test_a_bad_line_in_the_middle_is_an_error_naming_the_line(tmp_path):
     "text,message",
     [
         ("[]", "expected JSON lines"),
-        ("{}", "earlier versions"),
-        ('{"request": "drain", "providers": []}', "providers object"),
+        ("{}", "expected JSON lines starting with a header object"),
+        ('{"request": "drain", "providers": []}', "starting with a header object"),  # the old format is refused
         (
-            '{"request": "drain", "namespace": "ns", "operation": "o", "providers": {"a": {"previous": "yes"}}}',
+            '{"type":"header","format":"agn.dev/drain-journal/v2","operation":"o","namespace":"ns","request":"drain",'
+            '"plan":[{"provider":"a","previous":"yes"}]}\n',
             "previous",
         ),
         ("", "no complete header"),
@@ -204,7 +199,7 @@ def test_json_that_is_not_a_journal_is_refused_with_the_file_named(tmp_path, tex
     assert str(path) in str(info.value)
 
 
-def test_legacy_json_journal_is_read_and_written_back_in_its_own_format(tmp_path):
+def test_a_single_object_json_journal_is_refused_and_left_as_it_is(tmp_path):
     legacy = {
         "operation": "20261201T000000Z-abcdef",
         "context": "local-example",
@@ -236,14 +231,10 @@ def test_legacy_json_journal_is_read_and_written_back_in_its_own_format(tmp_path
     }
     path = tmp_path / "drain-20261201T000000Z-abcdef.json"
     path.write_text(json.dumps(legacy, indent=2))
-    j = Journal.open(path)
-    assert [(c.provider, gen) for c, gen in j.to_restore()] == [("p1", 2)]
-    j.restored("p1", "restored")
-    j.set_state("restored")
-    j.close()
-    again = json.loads(path.read_text())
-    assert again["state"] == "restored" and again["providers"]["p1"]["restored"] == "restored"
-    assert read_journal(path).to_restore() == []
+    before = path.read_bytes()
+    with pytest.raises(JournalError, match="not a drain journal: expected JSON lines starting with a header"):
+        Journal.open(path)
+    assert path.read_bytes() == before  # refused, never rewritten
 
 
 def test_replay_of_text_is_the_same_as_of_the_file(tmp_path):

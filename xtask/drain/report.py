@@ -1,13 +1,124 @@
-"""The drain report: everything a run did, as data, and the exit code it maps to. Pure."""
+"""The drain report: everything a run did, as data, and the exit code it maps to. Pure.
+
+The phases of a run (:mod:`xtask.drain.run`) return typed results that the conductor keeps in
+one :class:`RunResults`; :func:`build_report` turns them, and how the run ended
+(:class:`Ending`), into the :class:`Report` once, at the end.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from xtask.drain.core.states import IdleWaitState, WaitState, restored_ok
+from xtask.drain.core.progress import Planned
+from xtask.drain.core.states import IdleWaitState, Outcome, WaitState, WaveState, restored_ok
 from xtask.errors import ExitCode
 from xtask.reports import PROVIDER_DRAIN, envelope, exit_status
+
+
+@dataclasses.dataclass(frozen=True)
+class Ending:
+    """How a run ended: its last line, and its exit code (None: refused if anything was
+    refused, else OK)."""
+
+    summary: str
+    code: ExitCode | None = None
+
+
+@dataclasses.dataclass
+class WaveResult:
+    """One wave of a drain in waves: its providers, how far it got, and what was measured."""
+
+    number: int
+    providers: list[str]
+    state: WaveState = WaveState.PENDING
+    earlier: bool = False  # finished by the run this one resumes
+    convergence_seconds: float | None = None
+    soak_seconds: float | None = None
+    gates: list[dict] = dataclasses.field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "wave": self.number,
+            "providers": self.providers,
+            "state": self.state,
+            "gates": self.gates,
+        }
+        if self.earlier:
+            out["earlier"] = True
+        if self.convergence_seconds is not None:
+            out["convergenceSeconds"] = round(self.convergence_seconds, 3)
+        if self.soak_seconds is not None:
+            out["soakSeconds"] = round(self.soak_seconds, 3)
+        return out
+
+
+@dataclasses.dataclass
+class RunResults:
+    """What the phases of one run returned, kept in order until the report is built."""
+
+    context: str | None
+    namespace: str
+    request: str  # drain | undrain
+    selector: str
+    dry_run: bool
+    holder: str | None
+    operation: str | None = None  # set once every check before the writes passed
+    selection: list[str] = dataclasses.field(default_factory=list)
+    plan: list[Planned] = dataclasses.field(default_factory=list)
+    refused: list[str] = dataclasses.field(default_factory=list)
+    dry_run_outcomes: list[Outcome] = dataclasses.field(default_factory=list)
+    plan_file: dict[str, Any] | None = None
+    budget: dict[str, Any] | None = None
+    waves: list[WaveResult] | None = None
+    outcomes: list[Outcome] = dataclasses.field(default_factory=list)
+    restorations: list[dict] = dataclasses.field(default_factory=list)
+    stored: dict[str, Any] | None = None
+    still_held: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    convergence: dict[str, Any] | None = None
+    idle: dict[str, Any] | None = None
+    interrupted: str | None = None
+    journal: str | None = None
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def add_time(self, key: str, seconds: float) -> None:
+        """Waves add up: the apply and wait times of every wave."""
+        self.timings[key] = round(self.timings.get(key, 0.0) + seconds, 3)
+
+
+def build_report(results: RunResults, ending: Ending, *, events: dict[str, Any], total_seconds: float) -> Report:
+    """The report of a finished run, from its results and how it ended."""
+    code = ending.code
+    if code is None:
+        code = ExitCode.REFUSED if results.refused else ExitCode.OK
+    return Report(
+        context=results.context,
+        namespace=results.namespace,
+        request=results.request,
+        selector=results.selector,
+        dry_run=results.dry_run,
+        operation=results.operation,
+        selection=list(results.selection),
+        plan=[p.to_dict() for p in results.plan],
+        refused=list(results.refused),
+        dry_run_outcomes=[o.to_dict() for o in results.dry_run_outcomes],
+        outcomes=[o.to_dict() for o in results.outcomes],
+        restorations=list(results.restorations),
+        stored=results.stored,
+        convergence=results.convergence,
+        idle=results.idle,
+        interrupted=results.interrupted,
+        journal=results.journal,
+        events=events,
+        holder=results.holder,
+        still_held=dict(results.still_held),
+        timings={**results.timings, "totalSeconds": round(total_seconds, 3)},
+        exit_code=code,
+        summary=ending.summary,
+        plan_file=results.plan_file,
+        budget=results.budget,
+        waves=None if results.waves is None else [w.to_dict() for w in results.waves],
+    )
 
 
 @dataclasses.dataclass

@@ -3,7 +3,7 @@
 ``provider-drain`` calls :func:`restore_written` when a write fails or a signal lands, with
 the journal it is writing; ``drain-restore JOURNAL`` calls :func:`restore_journal`, which reads
 the journal of an interrupted or crashed run and calls :func:`restore_written` the same way.
-Either way each provider gets one :class:`~xtask.drain.edges.fanout.Restoration`, the journal
+Either way each provider gets one :class:`~xtask.drain.core.states.Restoration`, the journal
 records every outcome and then the run's state (``restored``, or ``needs-inspection`` when
 some provider was not restored OK: :func:`xtask.drain.core.states.restored_ok`), and the Events the
 outcomes call for are returned for the caller to record once its own writes are done.
@@ -21,12 +21,14 @@ from pathlib import Path
 
 from agn.kube import Kube
 from xtask.drain.core.changes import Change
+from xtask.drain.core.progress import Progress, quiet
 from xtask.drain.core.request import FIELD_MANAGER, RestoreRequest, actor
-from xtask.drain.core.states import RunState, restored_ok
+from xtask.drain.core.states import Restoration, restored_ok
 from xtask.drain.edges import fanout
 from xtask.drain.edges.journal import Journal, read_journal
 from xtask.drain.edges.kube_events import DrainEvents, Fact, restoration_facts
 from xtask.drain.edges.preflight import journal_context, require_namespace
+from xtask.drain.record import RunRecord
 from xtask.errors import ExitCode
 from xtask.reports import DRAIN_RESTORE, envelope, exit_status
 
@@ -35,7 +37,7 @@ from xtask.reports import DRAIN_RESTORE, envelope, exit_status
 class Restored:
     """One restoration per provider, and the Events they call for."""
 
-    restorations: list[fanout.Restoration]
+    restorations: list[Restoration]
     facts: list[Fact]
 
     @property
@@ -53,12 +55,12 @@ def restore_written(
     *,
     operation: str,
     pool: cf.Executor,
-    journal: Journal | None,
-    notify: fanout.Notify,
+    record: RunRecord,
+    progress: Progress,
     dry_run: bool = False,
 ) -> Restored:
     """Put back ``written`` (each change with the generation our write produced, or would have),
-    then record in ``journal`` whether the run is restored. With ``dry_run`` (and no journal)
+    then record whether the run is restored. With ``dry_run`` (and a record without a journal)
     every decision is made as for real and nothing is written."""
     results = fanout.restore(
         kube,
@@ -66,12 +68,11 @@ def restore_written(
         written,
         operation=operation,
         pool=pool,
-        journal=journal,
-        notify=notify,
+        journal=record.journal,
+        progress=progress,
         dry_run=dry_run,
     )
-    if journal is not None:
-        journal.set_state(RunState.after_restoring([r.outcome for r in results]))
+    record.restored(r.outcome for r in results)
     previous = {change.provider: change.previous for change, _ in written}
     return Restored(results, restoration_facts([r.to_dict() for r in results], previous=previous))
 
@@ -140,8 +141,8 @@ def restore_journal(req: RestoreRequest, *, warn: Callable[[str], None]) -> Rest
                 state.to_restore(),
                 operation=state.operation,
                 pool=pool,
-                journal=journal,
-                notify=lambda *a: None,
+                record=RunRecord(journal),
+                progress=quiet,
                 dry_run=req.dry_run,
             )
         if not req.dry_run:

@@ -13,7 +13,23 @@ from rich.table import Table
 
 from xtask.cli.env.drain_view import PlainReporter, api_server_line, idle_line, wave_line
 from xtask.cli.output import markup_safe as e
-from xtask.drain.core.states import WriteOutcome
+from xtask.drain.core.progress import (
+    ApiServerNotice,
+    DryRunChecked,
+    GateRead,
+    IdleTick,
+    Observed,
+    Planned,
+    ProgressEvent,
+    RestoreFinished,
+    Said,
+    Soaking,
+    WaitBegun,
+    WaveChanged,
+    WriteFinished,
+    WriteStarted,
+)
+from xtask.drain.core.states import Outcome, WriteOutcome
 from xtask.drain.report import Report
 
 
@@ -32,74 +48,88 @@ class RichReporter(PlainReporter):
 
     def line(self, text: str) -> None:
         self._stop_progress()
-        if text.startswith("waiting for"):
-            self.progress = Progress(
-                SpinnerColumn(),
-                TextColumn("{task.description}"),
-                TimeElapsedColumn(),
-                console=self.console,
-                transient=False,
-            )
-            self.progress.start()
-            self.task = self.progress.add_task(e(text), total=None)
-            return
         self.console.print(e(text))
+
+    def _spinner(self, text: str) -> None:
+        """A wait begins: a spinner with the elapsed time, its text updated as the wait goes."""
+        self._stop_progress()
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=False,
+        )
+        self.progress.start()
+        self.task = self.progress.add_task(e(text), total=None)
 
     def _stop_progress(self) -> None:
         if self.progress is not None:
             self.progress.stop()
             self.progress = None
 
-    def event(self, kind: str, provider: str, details: dict) -> None:
-        if kind == "plan":
-            self.planned += 0 if details["alreadyInState"] else 1
-            mark = (
-                "[dim]already in requested state[/dim]" if details["alreadyInState"] else "[yellow]will change[/yellow]"
+    def _describe(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, description=e(text))
+
+    def __call__(self, event: ProgressEvent) -> None:
+        match event:
+            case WaitBegun(text):
+                self._spinner(text)
+            case Planned():
+                self._planned(event)
+            case WriteStarted():
+                self._write_started()
+            case WriteFinished(outcome):
+                self._write_finished(outcome)
+            case Observed(state, lagging):
+                lag = "; ".join(lagging) or "all targets agree (confirmed by a second, fresh observation)"
+                self._describe(f"{state}: {lag}"[:150])
+            case ApiServerNotice():
+                self.console.print(("[green]" if event.reachable else "[yellow]") + e(api_server_line(event)) + "[/]")
+            case IdleTick(providers):
+                # Every provider's last reading and its age, refreshed about once a second.
+                self._describe("; ".join(idle_line(p) for p in providers)[:200])
+            case DryRunChecked() | RestoreFinished():
+                self._stop_progress()
+                super().__call__(event)
+            case Soaking():
+                self._describe(wave_line(event))
+            case WaveChanged() | GateRead():
+                self.console.print(e(wave_line(event)))
+            case Said():
+                super().__call__(event)
+
+    def _planned(self, event: Planned) -> None:
+        self.planned += 0 if event.already else 1
+        mark = "[dim]already in requested state[/dim]" if event.already else "[yellow]will change[/yellow]"
+        self.console.print(
+            f"  {e(event.provider)}: drain {str(event.current).lower()} -> {str(event.drain_after).lower()}  {mark}"
+            + (f"  held by {e(', '.join(event.holders))}" if event.holders else "")
+        )
+
+    def _write_started(self) -> None:
+        if self.progress is None:
+            self.progress = Progress(
+                TextColumn("writes"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[detail]}"),
+                console=self.console,
             )
-            self.console.print(
-                f"  {e(provider)}: drain {str(details['current']).lower()} -> "
-                f"{str(details.get('drainAfter', details['requested'])).lower()}  {mark}"
-                + (f"  held by {e(', '.join(details['holders']))}" if details.get("holders") else "")
-            )
-        elif kind == "write-started":
-            if self.progress is None:
-                self.progress = Progress(
-                    TextColumn("writes"),
-                    BarColumn(),
-                    MofNCompleteColumn(),
-                    TextColumn("{task.fields[detail]}"),
-                    console=self.console,
-                )
-                self.progress.start()
-                self.task = self.progress.add_task("writes", total=self.planned or None, detail="")
-            self.in_flight += 1
-            self._update()
-        elif kind == "write-finished":
-            self.in_flight -= 1
-            if details["outcome"] == WriteOutcome.FAILED:
-                self.failed += 1
-                self.console.print(f"  [red]{e(provider)}: failed[/red]: {e(details.get('error'))}")
-            if self.progress is not None:
-                self.progress.advance(self.task)
-            self._update()
-        elif kind == "observation" and self.progress is not None:
-            lag = "; ".join(details["lagging"]) or "all targets agree (confirmed by a second, fresh observation)"
-            self.progress.update(self.task, description=e(f"{details['state']}: {lag}"[:150]))
-        elif kind == "api-server":
-            self.console.print(
-                ("[green]" if details["reachable"] else "[yellow]") + e(api_server_line(details)) + "[/]"
-            )
-        elif kind == "idle-tick" and self.progress is not None:
-            # Every provider's last reading and its age, refreshed about once a second.
-            text = "; ".join(idle_line(p) for p in details["providers"])
-            self.progress.update(self.task, description=e(text[:200]))
-        elif kind in ("dry-run", "restored"):
-            self._stop_progress()
-            super().event(kind, provider, details)
-        elif kind == "soak" and self.progress is not None:
-            self.progress.update(self.task, description=e(wave_line(kind, details)))
-        elif kind in ("wave", "gate"):
-            self.console.print(e(wave_line(kind, details)))
+            self.progress.start()
+            self.task = self.progress.add_task("writes", total=self.planned or None, detail="")
+        self.in_flight += 1
+        self._update()
+
+    def _write_finished(self, outcome: Outcome) -> None:
+        self.in_flight -= 1
+        if outcome.outcome == WriteOutcome.FAILED:
+            self.failed += 1
+            self.console.print(f"  [red]{e(outcome.provider)}: failed[/red]: {e(outcome.error)}")
+        if self.progress is not None:
+            self.progress.advance(self.task)
+        self._update()
 
     def _update(self) -> None:
         if self.progress is not None:

@@ -46,8 +46,7 @@ def drain_restore(
 ) -> None:
     """Put back every provider a provider-drain run changed, where nobody changed it since.
 
-    JOURNAL is the file a run printed (drain-<operation>.jsonl; the .json journals of
-    earlier versions are read too). A write the journal shows as sent but not answered is
+    JOURNAL is the file a run printed (drain-<operation>.jsonl). A write the journal shows as sent but not answered is
     treated as "may have been written" and decided from the provider itself. Exit 0 when
     everything is restored (or nothing needed it), 5 when some provider was changed by
     another writer or could not be restored.

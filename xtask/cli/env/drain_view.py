@@ -9,12 +9,28 @@ from __future__ import annotations
 from typing import TextIO
 
 from xtask.cli.output import printable
+from xtask.drain.core.progress import (
+    ApiServerNotice,
+    DryRunChecked,
+    GateRead,
+    IdleChanged,
+    Observed,
+    Planned,
+    ProgressEvent,
+    RestoreFinished,
+    Said,
+    Soaking,
+    WaitBegun,
+    WaveChanged,
+    WriteFinished,
+)
 from xtask.drain.core.states import WriteOutcome
 from xtask.drain.report import Report
 
 
 class PlainReporter:
-    """One line per event; used when not on a terminal, with NO_COLOR, or with --output json (to stderr)."""
+    """One line per progress event; used when not on a terminal, with NO_COLOR, or with
+    --output json (to stderr)."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
@@ -25,48 +41,57 @@ class PlainReporter:
     def close(self) -> None:
         """Nothing to tear down for plain lines (the live view stops its progress display)."""
 
-    def event(self, kind: str, provider: str, details: dict) -> None:
-        if kind == "plan":
-            state = "already in requested state" if details["alreadyInState"] else "will change"
-            after = str(details.get("drainAfter", details["requested"])).lower()
-            held = f"; held by {', '.join(details['holders'])}" if details.get("holders") else ""
-            self.line(f"  plan {provider}: drain {str(details['current']).lower()} -> {after} ({state}){held}")
-        elif kind == "dry-run" and details["outcome"] != WriteOutcome.DRY_RUN_OK:
-            self.line(f"  dry-run {provider}: REJECTED: {details.get('error')}")
-        elif kind == "write-finished":
-            extra = details.get("error") or details.get("note") or ""
-            self.line(f"  write {provider}: {details['outcome']}{': ' + extra if extra else ''}")
-        elif kind == "restored":
-            self.line(
-                f"  restore {provider}: {details['outcome']}{': ' + details['error'] if details.get('error') else ''}"
-            )
-        elif kind == "observation":
-            lag = "; ".join(details["lagging"]) or "all targets agree"
-            self.line(f"  observed ({details['state']}): {lag}")
-        elif kind == "api-server":
-            self.line(f"  {api_server_line(details)}")
-        elif kind == "idle":  # a provider's idle state or reading changed (``idle-tick`` is for the live view)
-            self.line(f"  idle-wait {idle_line(details)}")
-        elif kind in ("wave", "soak", "gate"):
-            self.line(f"  {wave_line(kind, details)}")
+    def __call__(self, event: ProgressEvent) -> None:
+        text = plain_line(event)
+        if text is not None:
+            self.line(text)
 
 
-def wave_line(kind: str, details: dict) -> str:
+def plain_line(event: ProgressEvent) -> str | None:
+    """The line a progress event is shown as, or None for one only a live view shows."""
+    match event:
+        case Said(text) | WaitBegun(text):
+            return text
+        case Planned():
+            state = "already in requested state" if event.already else "will change"
+            held = f"; held by {', '.join(event.holders)}" if event.holders else ""
+            after = str(event.drain_after).lower()
+            return f"  plan {event.provider}: drain {str(event.current).lower()} -> {after} ({state}){held}"
+        case DryRunChecked(outcome) if outcome.outcome != WriteOutcome.DRY_RUN_OK:
+            return f"  dry-run {outcome.provider}: REJECTED: {outcome.error}"
+        case WriteFinished(outcome):
+            extra = outcome.error or outcome.note or ""
+            return f"  write {outcome.provider}: {outcome.outcome}{': ' + extra if extra else ''}"
+        case RestoreFinished(r):
+            return f"  restore {r.provider}: {r.outcome}{': ' + r.error if r.error else ''}"
+        case Observed(state, lagging):
+            return f"  observed ({state}): {'; '.join(lagging) or 'all targets agree'}"
+        case ApiServerNotice():
+            return f"  {api_server_line(event)}"
+        case IdleChanged(provider):  # a provider's idle state or reading changed (IdleTick: the live view's)
+            return f"  idle-wait {idle_line(provider)}"
+        case WaveChanged() | Soaking() | GateRead():
+            return f"  {wave_line(event)}"
+    return None
+
+
+def wave_line(event: WaveChanged | Soaking | GateRead) -> str:
     """A drain in waves: a wave's progress, a soak's progress, or a gate's reading."""
-    if kind == "soak":
-        return f"wave {details['wave']}: soaked {details['elapsed']:g}s of {details['seconds']:g}s"
-    if kind == "gate":
-        value = "none" if details["value"] is None else f"{details['value']:g}"
-        verdict = "held" if details["held"] else "NOT HELD"
-        return f"wave {details['wave']}: gate {details['gate']} {verdict}: {value} ({details['threshold']}); {details['detail']}"
-    return f"wave {details['wave']} of {details['of']}: {details['state']}"
+    if isinstance(event, Soaking):
+        return f"wave {event.wave}: soaked {event.elapsed:g}s of {event.seconds:g}s"
+    if isinstance(event, GateRead):
+        r = event.reading
+        value = "none" if r["value"] is None else f"{r['value']:g}"
+        verdict = "held" if r["held"] else "NOT HELD"
+        return f"wave {event.wave}: gate {r['gate']} {verdict}: {value} ({r['threshold']}); {r['detail']}"
+    return f"wave {event.wave} of {event.of}: {event.state}"
 
 
-def api_server_line(details: dict) -> str:
+def api_server_line(event: ApiServerNotice) -> str:
     """The waiter's notice that every watch has been failing (or works again)."""
-    if details["reachable"]:
+    if event.reachable:
         return "the API server answers again"
-    return f"the API server has not answered for {details['seconds']:.0f}s ({details['error']}); still waiting"
+    return f"the API server has not answered for {event.seconds:.0f}s ({event.error}); still waiting"
 
 
 def idle_line(p: dict) -> str:

@@ -25,6 +25,7 @@ from xtask.drain.core.request import (
     DEFAULT_SOAK,
     MAX_CONCURRENCY,
     ON_BREACH,
+    PLANNED_FLAGS,
     DrainRequest,
 )
 from xtask.drain.core.selection import Selector
@@ -233,19 +234,6 @@ REQUEST_OPTIONS = (
     ),
 )
 
-# The flags a plan fixes: given with --plan they are a usage error (name, the value when not given).
-PLANNED_FLAGS = {
-    "provider": ("--provider", None),
-    "gateway": ("--gateway", None),
-    "undrain": ("--undrain", False),
-    "reason": ("--reason", None),
-    "network": ("--network", None),
-    "consumers": ("--consumer", ()),
-    "force": ("--force", False),
-    "max_unavailable": ("--max-unavailable", None),
-    "wave_size": ("--wave-size", None),
-}
-
 
 def drain_request(*, plan: Path | None = None, **flags: Any) -> DrainRequest:
     """The run the flags ask for: a usage error when they contradict one another, and (unless a
@@ -253,7 +241,7 @@ def drain_request(*, plan: Path | None = None, **flags: Any) -> DrainRequest:
     gives the selection and the operation (read and checked here, before any API request)."""
     if plan is None:
         return _request(**flags)
-    given = [flag for key, (flag, unset) in PLANNED_FLAGS.items() if flags.get(key, unset) != unset]
+    given = [f.flag for f in PLANNED_FLAGS if flags.get(f.key, f.unset) != f.unset]
     if given:
         raise UsageError(f"--plan applies the plan's selection and operation: do not give {', '.join(given)} with it")
     if flags.get("plan_out") is not None:
@@ -354,7 +342,7 @@ def _run(request: DrainRequest, *, output: str) -> Report:
     else:
         reporter = PlainReporter(sys.stderr if output == "json" else sys.stdout)
     try:
-        return run_drain(request, reporter=reporter)
+        return run_drain(request, progress=reporter)
     finally:
         reporter.close()
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import dataclasses
 import getpass
 import socket
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agn.yamltext import show
 from xtask.drain.core.amounts import Amount
@@ -123,19 +124,6 @@ class DrainRequest:
         """Who holds what this run drains (``--holder``, default ``user@host``)."""
         return self.holder if self.holder is not None else actor()
 
-    def shaping_arguments(self) -> list[str]:
-        """The flags that decide what the run does (not how it runs or where), as a plan records them."""
-        s = self.selector
-        args = ["--provider", s.provider] if s.provider is not None else ["--gateway", str(s.gateway)]
-        args += [] if self.drain else ["--undrain"]
-        args += ["--reason", self.reason] if self.reason else []
-        args += ["--network", self.network] if self.network else []
-        args += [a for c in self.consumers for a in ("--consumer", c)]
-        args += ["--force"] if self.force else []
-        args += ["--max-unavailable", str(self.max_unavailable)] if self.max_unavailable is not None else []
-        args += ["--wave-size", str(self.wave_size)] if self.wave_size is not None else []
-        return args
-
     def _check_waves(self) -> None:
         if self.resume is not None and (self.plan is not None or self.plan_out is not None):
             raise UsageError(
@@ -191,6 +179,58 @@ class DrainRequest:
                     f"--gateway-metrics names {', '.join(unknown)}, which is not a --consumer of this drain "
                     "(only the named consumers' gateways are read)"
                 )
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedFlag:
+    """A flag whose value a plan fixes: given with ``--plan`` it is a usage error."""
+
+    key: str  # the command's keyword for it
+    flag: str
+    unset: Any  # its value when not given
+    from_request: Callable[[DrainRequest], Any]
+    from_spec: Callable[[Mapping[str, Any]], Any]  # where a plan's spec records it
+
+
+def _amount_or_none(text: str | None) -> Amount | None:
+    return None if text is None else Amount.parse(text)
+
+
+# The flags a plan fixes, in the order a plan's ``metadata.arguments`` lists them: the one
+# declaration the CLI's check, the plan's arguments and the request a plan gives are made from.
+PLANNED_FLAGS = (
+    PlannedFlag("provider", "--provider", None, lambda r: r.selector.provider, lambda s: s["selector"]["provider"]),
+    PlannedFlag("gateway", "--gateway", None, lambda r: r.selector.gateway, lambda s: s["selector"]["gateway"]),
+    PlannedFlag("undrain", "--undrain", False, lambda r: not r.drain, lambda s: s["operation"]["request"] == "undrain"),
+    PlannedFlag("reason", "--reason", None, lambda r: r.reason or None, lambda s: s["operation"]["reason"]),
+    PlannedFlag("network", "--network", None, lambda r: r.network, lambda s: s["targets"]["network"]),
+    PlannedFlag("consumers", "--consumer", (), lambda r: r.consumers, lambda s: tuple(s["targets"]["consumers"])),
+    PlannedFlag("force", "--force", False, lambda r: r.force, lambda s: s["operation"]["force"]),
+    PlannedFlag(
+        "max_unavailable",
+        "--max-unavailable",
+        None,
+        lambda r: r.max_unavailable,
+        lambda s: _amount_or_none(s["budget"] and s["budget"]["maxUnavailable"]),
+    ),
+    PlannedFlag("wave_size", "--wave-size", None, lambda r: r.wave_size, lambda s: _amount_or_none(s["waves"]["size"])),
+)
+
+
+def planned_arguments(req: DrainRequest) -> list[str]:
+    """The flags that decide what the run does (not how it runs or where), as a plan records them."""
+    args: list[str] = []
+    for planned in PLANNED_FLAGS:
+        value = planned.from_request(req)
+        if value == planned.unset:
+            continue
+        if value is True:
+            args.append(planned.flag)
+        elif isinstance(value, tuple):
+            args += [a for v in value for a in (planned.flag, str(v))]
+        else:
+            args += [planned.flag, str(value)]
+    return args
 
 
 @dataclasses.dataclass(frozen=True)

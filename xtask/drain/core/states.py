@@ -9,6 +9,7 @@ decided here and nowhere else (:func:`restored_ok`, :func:`settled`).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 
 
@@ -32,6 +33,34 @@ class RestoreOutcome(enum.StrEnum):
     OTHER_WRITER = "changed-by-another-writer"
     GONE = "provider-deleted"
     FAILED = "failed"
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """One provider's write (or its server-side dry run), as the fan-out ended it."""
+
+    provider: str
+    outcome: WriteOutcome
+    error: str | None = None
+    reason: str | None = None
+    status: int | None = None
+    generation: int | None = None
+    note: str | None = None
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+@dataclasses.dataclass(frozen=True)
+class Restoration:
+    """One provider's restoration."""
+
+    provider: str
+    outcome: RestoreOutcome
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
 # Nothing is left to undo for the provider: it was put back, or never changed.

@@ -1,9 +1,6 @@
-"""A drain in waves (``--wave-size``, ``--resume``): the gates a wave soaks under, the words a
-breach ends with, and what ``--resume`` checks before it writes anything. Pure, except that
-:func:`wave_gates` scrapes each gateway once to know it answers (a refusal before any write).
-
-Adding a gate is one line in :func:`wave_gates`: anything with the
-:class:`~xtask.drain.gates.base.Gate` shape.
+"""A drain in waves (``--wave-size``, ``--resume``): the words a breach ends with, and what
+``--resume`` checks before it writes anything. Pure. The gates a wave soaks under are
+:mod:`xtask.drain.gates`.
 """
 
 from __future__ import annotations
@@ -12,12 +9,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from xtask.drain.core.changes import OUR_ANNOTATIONS, RestoreDecision, raw_drain, restore_decision
-from xtask.drain.core.request import DrainRequest
-from xtask.drain.core.states import RunState, WaveState
-from xtask.drain.edges.journal import JournalState
-from xtask.drain.gates.base import Gate, GateReading
-from xtask.drain.gates.error_ratio import ErrorRatioGate, ScrapeError, gateway_metrics_urls, parse_overrides, scrape
-from xtask.drain.gates.promql import PrometheusUnavailable, PromQLGate
+from xtask.drain.core.journal_records import JournalState
+from xtask.drain.core.states import RunState
+from xtask.drain.gates.base import GateReading
 
 # A journal in one of these states was restored, or needs a person: there is nothing to resume.
 NOT_RESUMABLE = {
@@ -26,36 +20,6 @@ NOT_RESUMABLE = {
     RunState.NEEDS_INSPECTION: "its run needs inspection",
     RunState.COMPLETE: "its run is complete",
 }
-
-
-def wave_gates(req: DrainRequest, consumers: Mapping[str, Mapping | None]) -> tuple[list[Gate], list[str]]:
-    """The gates each wave soaks under, and the problems that refuse the run before any write
-    (a gateway whose ``/metrics`` is unknown or does not answer). No gates with ``--soak 0``."""
-    if req.soak_seconds <= 0:
-        return [], []
-    overrides = parse_overrides(req.gateway_metrics)  # checked by DrainRequest already
-    urls, problems = gateway_metrics_urls({c: consumers.get(c) for c in req.consumers}, overrides)
-    for consumer, url in urls.items():
-        try:
-            scrape(url)
-        except ScrapeError as exc:
-            problems.append(f"consumer {consumer}: its gateway's metrics {url} {exc}")
-    if problems:
-        return [], [p + " (name it with --gateway-metrics CONSUMER=URL)" for p in problems]
-    gates: list[Gate] = [ErrorRatioGate(urls, max_ratio=req.error_ratio_limit)]
-    if req.gate_promql is not None and req.prometheus is not None:
-        promql = PromQLGate(req.prometheus, req.gate_promql)
-        try:
-            promql.validate()  # a bad expression is a usage error (PromQLError), before any write
-        except PrometheusUnavailable as exc:
-            return [], [f"--prometheus {req.prometheus}: {exc}"]
-        gates.append(promql)
-    return gates, []
-
-
-def wave_entry(number: int, providers: Sequence[str]) -> dict[str, Any]:
-    """A wave as the report shows it before it starts."""
-    return {"wave": number, "providers": list(providers), "state": WaveState.PENDING, "gates": []}
 
 
 def describe_reading(r: GateReading) -> str:

@@ -20,25 +20,11 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 from agn.kube import PROVIDERS, Conflict, Kube, KubeError, NotFound
 from xtask.drain.core.changes import Change, RestoreDecision, restore_decision, restore_patch
 from xtask.drain.core.changes import replan as replan_change
-from xtask.drain.core.states import RestoreOutcome, WriteOutcome
+from xtask.drain.core.progress import Progress, RestoreFinished, WriteFinished, WriteStarted
+from xtask.drain.core.states import Outcome, Restoration, RestoreOutcome, WriteOutcome
 from xtask.drain.edges.journal import Journal
 
 PatchFor = Callable[[Change], dict]
-Notify = Callable[[str, str, dict], None]  # (event, provider, details)
-
-
-@dataclasses.dataclass
-class Outcome:
-    provider: str
-    outcome: WriteOutcome
-    error: str | None = None
-    reason: str | None = None
-    status: int | None = None
-    generation: int | None = None
-    note: str | None = None
-
-    def to_dict(self) -> dict:
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
 def _retrying_conflicts() -> Retrying:
@@ -107,100 +93,107 @@ def server_dry_run(
     return list(pool.map(lambda c: _write_one(kube, namespace, c, patch_for, dry_run=True)[0], todo))
 
 
-def fan_out(
-    kube: Kube,
-    namespace: str,
-    changes: Sequence[Change],
-    patch_for: PatchFor,
-    *,
-    pool: cf.Executor,
-    concurrency: int,
-    qps: float | None,
-    stop: threading.Event,
-    journal: Journal | None,
-    notify: Notify,
-    replan: bool = True,
-) -> list[Outcome]:
-    """Apply ``changes`` with at most ``concurrency`` requests in flight; one outcome per provider.
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FanOut:
+    """How a run writes: where, what each provider's patch is, and how many at once.
 
     ``replan`` false (a reviewed plan): a 409 is the provider's failed outcome, not a new plan.
-
-    Write-ahead: the intents of every request about to be sent are appended to the journal
-    and synced once (group commit) before any of them is sent. Outcomes are appended as they
-    arrive and made durable by the next batch's sync and by a final one before returning.
     """
-    outcomes: dict[str, Outcome] = {}
-    for c in changes:
-        if c.already:
-            outcomes[c.provider] = Outcome(c.provider, WriteOutcome.UNCHANGED, note="already in requested state")
-    queue = collections.deque(c for c in changes if not c.already)
-    min_interval = 1.0 / qps if qps else 0.0
-    last_submit = 0.0
 
-    def replanned(change: Change) -> None:
-        if not replan:
+    kube: Kube
+    namespace: str
+    patch_for: PatchFor
+    pool: cf.Executor
+    concurrency: int
+    qps: float | None = None
+    journal: Journal | None = None
+    progress: Progress
+    replan: bool = True
+
+    def write(self, changes: Sequence[Change], *, stop: threading.Event) -> list[Outcome]:
+        """Apply ``changes`` with at most ``concurrency`` requests in flight; one outcome per provider.
+
+        Write-ahead: the intents of every request about to be sent are appended to the journal
+        and synced once (group commit) before any of them is sent. Outcomes are appended as they
+        arrive and made durable by the next batch's sync and by a final one before returning.
+        """
+        outcomes = {
+            c.provider: Outcome(c.provider, WriteOutcome.UNCHANGED, note="already in requested state")
+            for c in changes
+            if c.already
+        }
+        queue = collections.deque(c for c in changes if not c.already)
+        in_flight: dict[cf.Future, str] = {}
+        pace = _Pace(self.qps)
+        try:
+            while queue or in_flight:
+                self._send(pace.batch(queue, self.concurrency - len(in_flight), stop), in_flight)
+                if stop.is_set():
+                    for change in queue:
+                        outcomes[change.provider] = Outcome(
+                            change.provider, WriteOutcome.NOT_ATTEMPTED, note="interrupted before write"
+                        )
+                    queue.clear()
+                if in_flight:
+                    finished, _ = cf.wait(list(in_flight), timeout=0.1, return_when=cf.FIRST_COMPLETED)
+                    for fut in finished:
+                        outcome = fut.result()
+                        outcomes[in_flight.pop(fut)] = outcome
+                        self.progress(WriteFinished(outcome))
+        finally:
+            if self.journal is not None:
+                self.journal.sync()
+        return [outcomes[c.provider] for c in changes]
+
+    def _send(self, batch: list[Change], in_flight: dict[cf.Future, str]) -> None:
+        if not batch:
+            return
+        if self.journal is not None:
+            self.journal.intents(batch)
+        for change in batch:
+            self.progress(WriteStarted(change.provider))
+            in_flight[self.pool.submit(self._one, change)] = change.provider
+
+    def _replanned(self, change: Change) -> None:
+        if not self.replan:
             raise Conflict(
                 f"provider {change.provider} changed since the plan was made; a plan is applied exactly, "
                 "never planned again",
                 status=409,
                 reason="Conflict",
             )
-        if journal is not None:
-            journal.intents([change], replanned=True)
+        if self.journal is not None:
+            self.journal.intents([change], replanned=True)
 
-    def task(change: Change) -> Outcome:
-        outcome, final = _write_one(kube, namespace, change, patch_for, dry_run=False, on_replan=replanned)
-        if journal is not None:
+    def _one(self, change: Change) -> Outcome:
+        outcome, final = _write_one(
+            self.kube, self.namespace, change, self.patch_for, dry_run=False, on_replan=self._replanned
+        )
+        if self.journal is not None:
             if outcome.outcome is WriteOutcome.CHANGED:
-                journal.done(final.provider, generation=outcome.generation or 0)
+                self.journal.done(final.provider, generation=outcome.generation or 0)
             elif outcome.outcome is WriteOutcome.FAILED:
-                journal.failed(final.provider, status=outcome.status or 0)
+                self.journal.failed(final.provider, status=outcome.status or 0)
         return outcome
 
-    in_flight: dict[cf.Future, str] = {}
-    try:
-        while queue or in_flight:
-            batch: list[Change] = []
-            while queue and len(in_flight) + len(batch) < concurrency and not stop.is_set():
-                if min_interval:
-                    wait = last_submit + min_interval - time.monotonic()
-                    if wait > 0 and (batch or stop.wait(wait)):
-                        break  # send what is batched now; pace the rest (or stop on a signal)
-                    last_submit = time.monotonic()
-                batch.append(queue.popleft())
-            if batch:
-                if journal is not None:
-                    journal.intents(batch)
-                for change in batch:
-                    notify("write-started", change.provider, {})
-                    in_flight[pool.submit(task, change)] = change.provider
-            if stop.is_set():
-                for change in queue:
-                    outcomes[change.provider] = Outcome(
-                        change.provider, WriteOutcome.NOT_ATTEMPTED, note="interrupted before write"
-                    )
-                queue.clear()
-            if not in_flight:
-                continue
-            finished, _ = cf.wait(list(in_flight), timeout=0.1, return_when=cf.FIRST_COMPLETED)
-            for fut in finished:
-                name = in_flight.pop(fut)
-                outcomes[name] = fut.result()
-                notify("write-finished", name, outcomes[name].to_dict())
-    finally:
-        if journal is not None:
-            journal.sync()
-    return [outcomes[c.provider] for c in changes]
 
+class _Pace:
+    """``--qps``: how many of the queued changes may be sent now (all that fit, unpaced)."""
 
-@dataclasses.dataclass
-class Restoration:
-    provider: str
-    outcome: RestoreOutcome
-    error: str | None = None
+    def __init__(self, qps: float | None) -> None:
+        self.min_interval = 1.0 / qps if qps else 0.0
+        self.last_submit = 0.0
 
-    def to_dict(self) -> dict:
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+    def batch(self, queue: collections.deque[Change], room: int, stop: threading.Event) -> list[Change]:
+        batch: list[Change] = []
+        while queue and len(batch) < room and not stop.is_set():
+            if self.min_interval:
+                wait = self.last_submit + self.min_interval - time.monotonic()
+                if wait > 0 and (batch or stop.wait(wait)):
+                    break  # send what is batched now; pace the rest (or stop on a signal)
+                self.last_submit = time.monotonic()
+            batch.append(queue.popleft())
+        return batch
 
 
 def restore(
@@ -211,7 +204,7 @@ def restore(
     operation: str,
     pool: cf.Executor,
     journal: Journal | None,
-    notify: Notify,
+    progress: Progress,
     dry_run: bool = False,
 ) -> list[Restoration]:
     """Put back what ``operation`` changed, only where nobody changed it since. Best effort, per provider.
@@ -227,7 +220,7 @@ def restore(
         )
         if journal is not None:
             journal.restored(result.provider, result.outcome)
-        notify("restored", result.provider, result.to_dict())
+        progress(RestoreFinished(result))
         return result
 
     try:

@@ -19,16 +19,15 @@ import dataclasses
 import queue
 import threading
 import time
-from collections.abc import Callable
 
 from agn.kube import PROVIDERS, Kube
 from agn.objects import Obj, name_of
 from agn.watching import start_follower
 from xtask.drain.core.idle import IdleTracker, ProviderIdle, all_idle, classify
+from xtask.drain.core.progress import IdleChanged, IdleTick, Progress
 from xtask.drain.core.states import IdleWaitState
 from xtask.drain.edges.waiter import by_name
 
-Notify = Callable[[str, str, dict], None]
 RECHECK_SECONDS = 1.0
 
 
@@ -40,12 +39,12 @@ class IdleResult:
 
 
 class IdleWaiter:
-    def __init__(self, kube: Kube, namespace: str, *, providers: list[str], max_age: float, notify: Notify) -> None:
+    def __init__(self, kube: Kube, namespace: str, *, providers: list[str], max_age: float, progress: Progress) -> None:
         self.kube = kube
         self.namespace = namespace
         self.providers = providers
         self.max_age = max_age
-        self.notify = notify
+        self.progress = progress
         self._wanted = set(providers)
         self._tracker = IdleTracker(providers)
         self._objects: dict[str, Obj | None] = dict.fromkeys(providers)
@@ -127,8 +126,8 @@ class IdleWaiter:
                     key = (v.state, v.reading.observed_at, v.idle_readings, v.detail)
                     if shown.get(v.reading.provider) != key:
                         shown[v.reading.provider] = key
-                        self.notify("idle", v.reading.provider, v.to_dict())
-                self.notify("idle-tick", "", {"providers": [v.to_dict() for v in verdicts]})
+                        self.progress(IdleChanged(v.to_dict()))
+                self.progress(IdleTick(tuple(v.to_dict() for v in verdicts)))
                 if all_idle(verdicts):
                     return IdleResult(IdleWaitState.IDLE, verdicts, time.monotonic() - start)
         finally:

@@ -28,6 +28,7 @@ from agn.yamltext import YamlProblem, parse_yaml, show
 from xtask.drain.core.amounts import Amount
 from xtask.drain.core.changes import raw_drain
 from xtask.drain.core.holds import holds_of
+from xtask.drain.core.request import PLANNED_FLAGS, DrainRequest, planned_arguments
 from xtask.errors import RefusedError, UsageError
 from xtask.reports import API_VERSION, PROVIDER_DRAIN_PLAN
 
@@ -63,51 +64,52 @@ def selection_entry(obj: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def build_plan(
-    *,
-    created_at: float,
-    created_by: str,
-    context: str | None,
-    cluster: str,
-    namespace: str,
-    arguments: Sequence[str],
-    selector: Mapping[str, str | None],
-    drain: bool,
-    reason: str | None,
-    force: bool,
-    selected: Iterable[Mapping[str, Any]],
-    to_change: Sequence[str],
-    network: str | None,
-    consumers: Sequence[str],
-    groups: Sequence[Mapping[str, Any]],
-    max_unavailable: Amount | None,
-    budget: Sequence[Mapping[str, Any]],
-    wave_size: Amount | None,
-    waves: Sequence[Sequence[str]],
-) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PlanInputs:
+    """What a plan records: who made it when, where, what was asked, and what the read-only
+    steps saw and decided."""
+
+    created_at: float
+    created_by: str
+    context: str | None
+    cluster: str
+    namespace: str
+    request: DrainRequest
+    selected: Iterable[Mapping[str, Any]]
+    to_change: Sequence[str]
+    groups: Sequence[Mapping[str, Any]]
+    budget: Sequence[Mapping[str, Any]]
+    waves: Sequence[Sequence[str]]
+
+
+def build_plan(inputs: PlanInputs) -> dict[str, Any]:
     """The plan document, its digest included."""
+    req = inputs.request
     doc: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {
-            "createdAt": rfc3339(created_at),
-            "createdBy": created_by,
-            "context": context,
-            "cluster": cluster,
-            "namespace": namespace,
-            "arguments": list(arguments),
+            "createdAt": rfc3339(inputs.created_at),
+            "createdBy": inputs.created_by,
+            "context": inputs.context,
+            "cluster": inputs.cluster,
+            "namespace": inputs.namespace,
+            "arguments": planned_arguments(req),
         },
         "spec": {
-            "selector": {"provider": selector.get("provider"), "gateway": selector.get("gateway")},
-            "operation": {"request": "drain" if drain else "undrain", "reason": reason, "force": force},
-            "selection": [selection_entry(o) for o in selected],
-            "changes": list(to_change),
-            "targets": {"network": network, "consumers": list(consumers)},
-            "groups": [dict(g) for g in groups],
+            "selector": {"provider": req.selector.provider, "gateway": req.selector.gateway},
+            "operation": {"request": "drain" if req.drain else "undrain", "reason": req.reason, "force": req.force},
+            "selection": [selection_entry(o) for o in inputs.selected],
+            "changes": list(inputs.to_change),
+            "targets": {"network": req.network, "consumers": list(req.consumers)},
+            "groups": [dict(g) for g in inputs.groups],
             "budget": None
-            if max_unavailable is None
-            else {"maxUnavailable": str(max_unavailable), "groups": [dict(b) for b in budget]},
-            "waves": {"size": None if wave_size is None else str(wave_size), "waves": [list(w) for w in waves]},
+            if req.max_unavailable is None
+            else {"maxUnavailable": str(req.max_unavailable), "groups": [dict(b) for b in inputs.budget]},
+            "waves": {
+                "size": None if req.wave_size is None else str(req.wave_size),
+                "waves": [list(w) for w in inputs.waves],
+            },
         },
     }
     doc["metadata"]["digest"] = plan_digest(doc)
@@ -158,21 +160,8 @@ class LoadedPlan:
         return self.doc["spec"]
 
     def request_fields(self) -> dict[str, Any]:
-        """The DrainRequest fields the plan fixes (selection and operation)."""
-        spec = self.spec
-        budget = spec["budget"]
-        size = spec["waves"]["size"]
-        return {
-            "provider": spec["selector"]["provider"],
-            "gateway": spec["selector"]["gateway"],
-            "undrain": spec["operation"]["request"] == "undrain",
-            "reason": spec["operation"]["reason"],
-            "force": spec["operation"]["force"],
-            "network": spec["targets"]["network"],
-            "consumers": tuple(spec["targets"]["consumers"]),
-            "wave_size": None if size is None else Amount.parse(size),
-            "max_unavailable": None if budget is None else Amount.parse(budget["maxUnavailable"]),
-        }
+        """The request's flags the plan fixes (selection and operation), by keyword."""
+        return {flag.key: flag.from_spec(self.spec) for flag in PLANNED_FLAGS}
 
 
 def load_plan(path: Path) -> LoadedPlan:

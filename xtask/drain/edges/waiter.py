@@ -30,9 +30,9 @@ from agn.overlays import ShardCache, read_partial
 from agn.shards import Incomplete, is_sharded, shards_holding
 from agn.watching import WatchHealth, start_follower
 from xtask.drain.core.converge import Agreement, Observation, State, Verdict, evaluate
+from xtask.drain.core.progress import ApiServerNotice, Observed, Progress
 from xtask.drain.core.states import WaitState
 
-Notify = Callable[[str, str, dict], None]
 # The probes heartbeat (a Lease, agn.operator.heartbeat) vouches for the providers' unchanged
 # statuses: the expected overlay judges their freshness as of it, as the operator does.
 _KINDS = (PROVIDERS, CONSUMERS, OVERLAYS, LEASES)
@@ -110,7 +110,7 @@ class ConvergenceWaiter:
         network: str,
         consumers: list[str],
         drain: bool,
-        notify: Notify,
+        progress: Progress,
         network_obj: Obj | None = None,
     ) -> None:
         self.kube = kube
@@ -119,7 +119,7 @@ class ConvergenceWaiter:
         self.network = network
         self.consumers = consumers
         self.drain = drain
-        self.notify = notify
+        self.progress = progress
         self._network_obj = network_obj  # as read before the writes; else read when the wait starts
         self._wake: queue.Queue[str] = queue.Queue()
         self._stop_watches = threading.Event()
@@ -264,7 +264,7 @@ class ConvergenceWaiter:
                     return WaitResult(WaitState.UNREACHABLE, verdict, agreement.count, time.monotonic() - start, error)
                 if (down >= UNREACHABLE_NOTICE) != noticed:
                     noticed = not noticed
-                    self.notify("api-server", "", {"reachable": not noticed, "seconds": round(down, 1), "error": error})
+                    self.progress(ApiServerNotice(reachable=not noticed, seconds=round(down, 1), error=error))
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return WaitResult(WaitState.TIMEOUT, verdict, agreement.count, time.monotonic() - start, error)
@@ -287,7 +287,7 @@ class ConvergenceWaiter:
                     agreed = agreement.add(verdict)
                 if verdict.lagging != last_lagging:
                     last_lagging = verdict.lagging
-                    self.notify("observation", "", {"state": verdict.state.value, "lagging": list(verdict.lagging)})
+                    self.progress(Observed(verdict.state.value, tuple(verdict.lagging)))
                 if agreed:
                     state = WaitState.CONVERGED if verdict.state is State.CONVERGED else WaitState.NOT_ELIGIBLE
                     return WaitResult(state, verdict, agreement.count, time.monotonic() - start)

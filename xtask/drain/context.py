@@ -1,0 +1,76 @@
+"""The one context the phases of a drain run share (kind's ``ActionContext``): the request, the
+cluster, the pool, the progress stream, and the identity of the run. Made once by
+:func:`xtask.drain.run.run_drain`; a phase reads it and returns its result, never a side dict.
+
+Must not: hold results (they are returned by the phases and kept in
+:class:`xtask.drain.report.RunResults`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import dataclasses
+import datetime as dt
+import functools
+from typing import Any
+
+from agn.kube import Kube
+from xtask.drain.core.changes import Change, drain_patch
+from xtask.drain.core.holds import hold_key, hold_value
+from xtask.drain.core.journal_records import JournalState
+from xtask.drain.core.progress import Progress, Said
+from xtask.drain.core.request import DrainRequest
+from xtask.drain.edges.kube_events import DrainEvents
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunContext:
+    """Who runs what, where; the same for every phase of one run."""
+
+    req: DrainRequest
+    kube: Kube
+    namespace: str
+    pool: cf.Executor
+    progress: Progress
+    events: DrainEvents
+    operation: str  # the run's id: new, or the resumed journal's
+    actor: str  # user@host
+    started_at: dt.datetime
+    resumed: JournalState | None  # --resume: the journal of the drain in waves to continue
+
+    @property
+    def holder(self) -> str:
+        return self.req.hold_holder
+
+    @functools.cached_property
+    def hold(self) -> str:
+        """The hold this run writes (drain) for :attr:`holder`."""
+        return hold_value(
+            holder=self.holder,
+            reason=self.req.reason,
+            ticket=self.req.ticket,
+            since=self.started_at,
+            expires_in=self.req.expires_in,
+            operation=self.operation,
+        )
+
+    def patch_for(self, change: Change) -> dict[str, Any]:
+        return drain_patch(
+            change,
+            operation=self.operation,
+            actor=self.actor,
+            at=self.at_text,
+            reason=self.req.reason,
+            hold=self.hold,
+        )
+
+    @functools.cached_property
+    def at_text(self) -> str:
+        return self.started_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    @property
+    def hold_key(self) -> str:
+        return hold_key(self.holder)
+
+    def say(self, text: str) -> None:
+        self.progress(Said(text))

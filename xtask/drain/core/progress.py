@@ -1,0 +1,155 @@
+"""Progress events: what a drain run says while it runs, as typed values.
+
+The conductor and its edges emit these through one :data:`Progress` callable; the CLI renders
+them (plain lines, or the live view on a terminal) and nothing else reads them. They are not
+Kubernetes Events (the ``events.k8s.io`` objects a run records about each provider,
+:mod:`xtask.drain.edges.kube_events`): a progress event lives only as long as the run.
+
+Pure: plain frozen values. Must not: print, or carry anything the report does not also say.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from xtask.drain.core.states import Outcome, Restoration
+
+
+@dataclasses.dataclass(frozen=True)
+class Said:
+    """One line of progress: a selection, a journal path, a budget row, a wave's providers."""
+
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class WaitBegun:
+    """A wait starts (for convergence or for idle): ``text`` says for what and how long."""
+
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Planned:
+    """One provider's planned change, as the report's ``plan`` holds it."""
+
+    provider: str
+    current: bool
+    requested: bool
+    already: bool
+    drain_after: bool
+    holders: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider,
+            "current": self.current,
+            "requested": self.requested,
+            "alreadyInState": self.already,
+            "drainAfter": self.drain_after,
+            "holders": list(self.holders),
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class DryRunChecked:
+    """The server-side dry run answered for one provider."""
+
+    outcome: Outcome
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteStarted:
+    provider: str
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteFinished:
+    outcome: Outcome
+
+
+@dataclasses.dataclass(frozen=True)
+class RestoreFinished:
+    restoration: Restoration
+
+
+@dataclasses.dataclass(frozen=True)
+class Observed:
+    """The convergence waiter looked: how the targets stand, and who lags."""
+
+    state: str
+    lagging: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class ApiServerNotice:
+    """Every watch has been failing for ``seconds`` (``reachable`` false), or works again."""
+
+    reachable: bool
+    seconds: float
+    error: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class IdleChanged:
+    """One provider's idle state or reading changed (its entry of the report's ``idle``)."""
+
+    provider: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class IdleTick:
+    """Every awaited provider's last reading, about once a second (for a live view)."""
+
+    providers: tuple[dict[str, Any], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class WaveChanged:
+    """A wave of a drain in waves reached ``state`` (:class:`~xtask.drain.core.states.WaveState`)."""
+
+    wave: int
+    of: int
+    state: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Soaking:
+    """A converged wave has soaked ``elapsed`` of ``seconds``."""
+
+    wave: int
+    elapsed: float
+    seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
+class GateRead:
+    """A wave gate's reading at the end of a soak (``reading``: its JSON form)."""
+
+    wave: int
+    reading: dict[str, Any]
+
+
+ProgressEvent = (
+    Said
+    | WaitBegun
+    | Planned
+    | DryRunChecked
+    | WriteStarted
+    | WriteFinished
+    | RestoreFinished
+    | Observed
+    | ApiServerNotice
+    | IdleChanged
+    | IdleTick
+    | WaveChanged
+    | Soaking
+    | GateRead
+)
+Progress = Callable[[ProgressEvent], None]
+
+
+def quiet(_event: ProgressEvent) -> None:
+    """A :data:`Progress` that shows nothing (``drain-restore``'s restorations, tests)."""

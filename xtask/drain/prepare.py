@@ -1,0 +1,226 @@
+"""The first phase of a drain run, everything before the first write: select, plan, check the
+targets, the capacity guard and the budget, plan the waves and their gates, and send every
+patch as a server-side dry run. It ends the run early (an :class:`~xtask.drain.report.Ending`)
+when something refuses, for ``--dry-run`` and for ``--plan-out``.
+
+Reads only (the plan file of ``--plan-out`` is the one thing it writes). The decisions are
+:mod:`xtask.drain.core`'s; this module asks them in order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+from agn.kube import NETWORKS, PROVIDERS, NotFound
+from agn.operator.heartbeat import read_heartbeat
+from xtask.drain.context import RunContext
+from xtask.drain.core.amounts import Amount, split_waves
+from xtask.drain.core.budget import group_budgets
+from xtask.drain.core.changes import Change, GroupCount, plan_changes
+from xtask.drain.core.guard import target_refusals
+from xtask.drain.core.holds import holder_name, holds_of
+from xtask.drain.core.progress import DryRunChecked, Planned
+from xtask.drain.core.selection import Selector, select
+from xtask.drain.core.states import WriteOutcome
+from xtask.drain.core.waves import resume_problems
+from xtask.drain.edges import fanout
+from xtask.drain.edges.planfile import DEFAULT_MAX_AGE, PlanInputs, build_plan, plan_differences, write_plan
+from xtask.drain.edges.targets import OverlayReader, Targets, read_targets
+from xtask.drain.gates import wave_gates
+from xtask.drain.gates.base import Gate
+from xtask.drain.report import Ending, RunResults, WaveResult
+from xtask.errors import RefusedError
+
+
+@dataclasses.dataclass
+class Prepared:
+    """What the writes need: the changes, the waves (empty: one wave of every change, no
+    gates), the gates each wave soaks under, the targets read; or how the run already ended."""
+
+    changes: list[Change] = dataclasses.field(default_factory=list)
+    waves: list[list[str]] = dataclasses.field(default_factory=list)
+    gates: list[Gate] = dataclasses.field(default_factory=list)
+    targets: Targets | None = None
+    ending: Ending | None = None
+
+
+def prepare(ctx: RunContext, results: RunResults) -> Prepared:
+    """Select, plan and check; the selection, plan, refusals and dry-run outcomes go to ``results``."""
+    req = ctx.req
+    # The targets are read while the providers are listed: two round trips become one.
+    targets_read = ctx.pool.submit(read_targets, ctx.kube, ctx.namespace, req) if req.network else None
+    if req.plan is not None:
+        results.plan_file = {"path": str(req.plan.path), "digest": req.plan.digest, "action": "applied"}
+    candidates = _read_candidates(ctx, req.selector)
+    selected, ending = _select(ctx, results, candidates)
+    if ending is not None:
+        return Prepared(ending=ending)
+    changes = _plan(ctx, results, selected)
+    prepared = Prepared(changes=changes, targets=targets_read.result() if targets_read else None)
+    counts: list[GroupCount] | None = [] if req.plan_out is not None else None
+    refusal = _target_refusals(ctx, prepared, selected, counts)
+    if req.max_unavailable is not None:
+        refusal += _budget(ctx, results, req.max_unavailable, candidates, prepared)
+    if not refusal and req.in_waves:
+        refusal = _plan_waves(ctx, results, selected, prepared)
+    if refusal:
+        results.refused = refusal
+        prepared.ending = Ending("refused before writing: " + "; ".join(refusal))
+        return prepared
+    results.operation = ctx.operation
+    prepared.ending = _dry_run(ctx, results, changes)
+    if prepared.ending is None and req.plan_out is not None:
+        prepared.ending = _write_plan(ctx, results, req.plan_out, selected, changes, counts or [])
+    elif prepared.ending is None and req.dry_run:
+        todo = sum(1 for c in changes if not c.already)
+        prepared.ending = Ending(f"dry run: {todo} change(s) accepted by the API server; nothing written")
+    return prepared
+
+
+def _read_candidates(ctx: RunContext, selector: Selector) -> list[dict[str, Any]]:
+    """The providers the selector chooses among: a named one is read by name (one small GET
+    however large the fleet); a gateway needs every provider (its field is in the spec)."""
+    if selector.provider is not None:
+        try:
+            return [ctx.kube.get(PROVIDERS, ctx.namespace, selector.provider)]
+        except NotFound:
+            return []
+    return ctx.kube.list(PROVIDERS, ctx.namespace)[0]
+
+
+def _select(ctx: RunContext, results: RunResults, candidates: list[dict[str, Any]]) -> tuple[list[Any], Ending | None]:
+    req = ctx.req
+    try:
+        selected = select(candidates, req.selector, namespace=ctx.namespace)
+    except RefusedError as exc:
+        if req.plan is None:
+            # A report like any other refusal (``--output json`` prints it), exit 3.
+            results.refused = [str(exc) + (f" ({exc.hint})" if exc.hint else "")]
+            return [], Ending("refused before writing: " + results.refused[0])
+        selected = []  # every planned provider left the selection: named below
+    if req.plan is not None:
+        differences = plan_differences(
+            req.plan,
+            selected,
+            cluster=ctx.kube.host,
+            namespace=ctx.namespace,
+            now=time.time(),
+            max_age=req.max_plan_age or DEFAULT_MAX_AGE,
+        )
+        if differences:
+            results.refused = differences
+            return [], Ending(
+                f"refused before writing: the plan {req.plan.path} no longer describes the cluster: "
+                + "; ".join(differences)
+            )
+    return selected, None
+
+
+def _plan(ctx: RunContext, results: RunResults, selected: list[Any]) -> list[Change]:
+    req = ctx.req
+    ctx.events.know(selected)
+    results.selection = [p["metadata"]["name"] for p in selected]
+    ctx.say(f"selection ({req.selector.describe()}, namespace {ctx.namespace}): {', '.join(results.selection)}")
+    changes = plan_changes(selected, requested=req.drain, hold_key=ctx.hold_key, release_all=req.release_all)
+    holders = {p["metadata"]["name"]: tuple(holder_name(h) for h in holds_of(p)) for p in selected}
+    for c in changes:
+        planned = Planned(c.provider, c.current, c.requested, c.already, c.target, holders[c.provider])
+        results.plan.append(planned)
+        ctx.progress(planned)
+    return changes
+
+
+def _target_refusals(
+    ctx: RunContext, prepared: Prepared, selected: list[Any], counts: list[GroupCount] | None
+) -> list[str]:
+    if prepared.targets is None:
+        return []
+    reader = OverlayReader(ctx.kube, ctx.namespace)
+    return target_refusals(prepared.targets, ctx.req, selected, prepared.changes, reader, counts=counts)
+
+
+def _budget(
+    ctx: RunContext, results: RunResults, amount: Amount, candidates: list[dict[str, Any]], prepared: Prepared
+) -> list[str]:
+    """The fleet budget's rows (in the report) and its refusals: every network of the namespace,
+    every provider (one more LIST when one provider was read by name)."""
+    kube, namespace = ctx.kube, ctx.namespace
+    providers = candidates if ctx.req.selector.provider is None else kube.list(PROVIDERS, namespace)[0]
+    networks = kube.list(NETWORKS, namespace)[0]
+    heartbeat = prepared.targets.heartbeat if prepared.targets else read_heartbeat(kube, namespace)
+    to_drain = [c.provider for c in prepared.changes if not c.already]
+    rows = group_budgets(providers, networks, to_drain, amount, heartbeat=heartbeat, now=time.time())
+    results.budget = {"maxUnavailable": str(amount), "groups": [r.to_dict() for r in rows]}
+    for r in rows:
+        ctx.say(
+            f"budget: network {r.network}, group {r.group!r}: {r.unavailable_now} -> {r.unavailable_after} "
+            f"of {r.size} unavailable (at most {r.budget})"
+        )
+    return [r.describe(amount) for r in rows if r.exceeded]
+
+
+def _plan_waves(ctx: RunContext, results: RunResults, selected: list[Any], prepared: Prepared) -> list[str]:
+    """The waves and their gates; the refusals that stop the run before any write."""
+    req = ctx.req
+    if ctx.resumed is not None:
+        problems = resume_problems(ctx.resumed, selected, namespace=ctx.namespace, drain=req.drain)
+        if problems:
+            return [f"cannot resume {req.resume}: {p}" for p in problems]
+        prepared.waves = ctx.resumed.waves
+    else:
+        assert req.wave_size is not None
+        # The providers to change, in selection order (as a plan's waves: --plan-out).
+        prepared.waves = split_waves([c.provider for c in prepared.changes if not c.already], req.wave_size)
+    results.waves = [WaveResult(k, names) for k, names in enumerate(prepared.waves, start=1)]
+    prepared.gates, problems = wave_gates(req, prepared.targets.consumers if prepared.targets else {})
+    return problems
+
+
+def _dry_run(ctx: RunContext, results: RunResults, changes: list[Change]) -> Ending | None:
+    dry = fanout.server_dry_run(ctx.kube, ctx.namespace, changes, ctx.patch_for, pool=ctx.pool)
+    results.dry_run_outcomes = dry
+    for o in dry:
+        ctx.progress(DryRunChecked(o))
+    rejected = [o for o in dry if o.outcome == WriteOutcome.DRY_RUN_REJECTED]
+    if not rejected:
+        return None
+    results.refused = [f"{o.provider}: {o.error}" for o in rejected]
+    return Ending(f"server-side dry run rejected {len(rejected)} change(s); nothing written")
+
+
+def _write_plan(
+    ctx: RunContext,
+    results: RunResults,
+    path: Path,
+    selected: list[Any],
+    changes: list[Change],
+    counts: list[GroupCount],
+) -> Ending:
+    req = ctx.req
+    todo = [c.provider for c in changes if not c.already]
+    doc = build_plan(
+        PlanInputs(
+            created_at=time.time(),
+            created_by=ctx.actor,
+            context=ctx.kube.context,
+            cluster=ctx.kube.host,
+            namespace=ctx.namespace,
+            request=req,
+            selected=selected,
+            to_change=todo,
+            groups=[c.to_dict() for c in counts],
+            budget=(results.budget or {}).get("groups", []),
+            waves=split_waves(todo, req.wave_size or Amount(100, percent=True)),
+        )
+    )
+    write_plan(path, doc)
+    digest = doc["metadata"]["digest"]
+    results.plan_file = {"path": str(path), "digest": digest, "action": "written"}
+    ctx.say(f"plan: {path} ({digest})")
+    return Ending(
+        f"plan written to {path}: {len(todo)} change(s) in {len(doc['spec']['waves']['waves'])} wave(s); "
+        f"nothing changed (apply it with --plan {path})"
+    )
