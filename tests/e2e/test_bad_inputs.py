@@ -354,7 +354,7 @@ ROWS: dict[str, Row] = {
         2,
         "Invalid value for '--idle-timeout': -5.0 is not in the range x>=1",
     ),
-    # -- waves: --wave-size, --soak, --max-error-ratio, --on-breach, --gateway-metrics, --resume -----------------
+    # -- waves: --wave-size, --soak, --max-error-ratio, --on-breach, --consumer-gateway-metrics (and its older name --gateway-metrics), --resume -----------------
     "wave-size-word": usage("--wave-size", "half", "'half' is not a count (N) or a percentage (P%)"),
     "wave-size-negative": usage("--wave-size", "-2", "'-2' is not a count (N) or a percentage (P%)"),
     "wave-size-over-100-percent": usage("--wave-size", "150%", "'150%' is more than 100%"),
@@ -414,23 +414,25 @@ ROWS: dict[str, Row] = {
         "--gate-promql, --prometheus applies to a drain in waves",
     ),
     "gateway-metrics-not-a-pair": Row(
-        (*WAVES, "--gateway-metrics", "c-a"), 2, "--gateway-metrics: 'c-a' is not CONSUMER=URL"
+        (*WAVES, "--gateway-metrics", "c-a"), 2, "--consumer-gateway-metrics: 'c-a' is not CONSUMER=URL"
     ),
     "gateway-metrics-not-http": Row(
-        (*WAVES, "--gateway-metrics", "c-a=file:///etc/passwd"), 2, "is not an http:// or https:// URL"
+        (*WAVES, "--consumer-gateway-metrics", "c-a=file:///etc/passwd"), 2, "is not an http:// or https:// URL"
     ),
     "gateway-metrics-twice": Row(
-        (*WAVES, "--gateway-metrics", "c-a=http://127.0.0.1:1", "--gateway-metrics", "c-a=http://127.0.0.1:2"),
+        (*WAVES, "--consumer-gateway-metrics", "c-a=http://127.0.0.1:1", "--gateway-metrics", "c-a=http://127.0.0.1:2"),
         2,
         "consumer 'c-a' is given twice",
     ),
     "gateway-metrics-not-a-target": Row(
-        (*WAVES, "--gateway-metrics", "c-b=http://127.0.0.1:1/metrics"),
+        (*WAVES, "--consumer-gateway-metrics", "c-b=http://127.0.0.1:1/metrics"),
         2,
-        "--gateway-metrics names c-b, which is not a --consumer of this drain",
+        "--consumer-gateway-metrics names c-b, which is not a --consumer of this drain",
     ),
     "gateway-metrics-without-waves": Row(
-        (*P1, *TARGETS, "--gateway-metrics", "c-a=http://127.0.0.1:1"), 2, "--gateway-metrics applies to a drain"
+        (*P1, *TARGETS, "--gateway-metrics", "c-a=http://127.0.0.1:1"),
+        2,
+        "--consumer-gateway-metrics applies to a drain",
     ),
     "resume-missing-journal": Row(
         (*P1, *TARGETS, "--resume", "{tmp}/none.jsonl"), 2, "'{tmp}/none.jsonl' does not exist"

@@ -193,10 +193,17 @@ def request(**kw):
         ({"wave_size": Amount(2), "network": None, "consumers": ()}, "--wave-size: each wave must converge"),
         ({"resume": Path("j"), "network": None, "consumers": ()}, "--resume: each wave must converge"),
         ({"soak": 5.0}, "--soak applies to a drain in waves"),
-        ({"on_breach": "restore", "max_error_ratio": 0.1}, "--max-error-ratio, --on-breach applies"),
+        ({"on_breach": "restore", "gate_options": {"max_error_ratio": 0.1}}, "--max-error-ratio, --on-breach applies"),
         ({"wave_size": Amount(2), "resume": Path("j")}, "do not give --wave-size with it"),
-        ({"wave_size": Amount(2), "gateway_metrics": ("c-b=http://127.0.0.1:1",)}, "names c-b, which is not"),
-        ({"wave_size": Amount(2), "gateway_metrics": ("c-a",)}, "--gateway-metrics: 'c-a' is not CONSUMER=URL"),
+        (
+            {"wave_size": Amount(2), "gate_options": {"consumer_gateway_metrics": ("c-b=http://127.0.0.1:1",)}},
+            "--consumer-gateway-metrics names c-b, which is not",
+        ),
+        (
+            {"wave_size": Amount(2), "gate_options": {"consumer_gateway_metrics": ("c-a",)}},
+            "--consumer-gateway-metrics: 'c-a' is not CONSUMER=URL",
+        ),
+        ({"wave_size": Amount(2), "gate_options": {"gate_promql": "up"}}, "--gate-promql and --prometheus go together"),
     ],
 )
 def test_wave_flags_that_make_no_sense_are_usage_errors(kw, message):
@@ -206,7 +213,7 @@ def test_wave_flags_that_make_no_sense_are_usage_errors(kw, message):
 
 def test_wave_defaults():
     req = request(wave_size=Amount(10, percent=True))
-    assert req.in_waves and req.soak_seconds == 30.0 and req.error_ratio_limit == 0.01 and req.on_breach is None
+    assert req.in_waves and req.soak_seconds == 30.0 and req.gate_options == {} and req.on_breach is None
 
 
 def test_a_breach_exits_10_unless_its_restoration_is_incomplete():

@@ -30,7 +30,7 @@ from xtask.drain.edges import fanout
 from xtask.drain.edges.planfile import DEFAULT_MAX_AGE, PlanInputs, build_plan, plan_differences, write_plan
 from xtask.drain.edges.targets import OverlayReader, Targets, read_targets
 from xtask.drain.gates import wave_gates
-from xtask.drain.gates.base import Gate
+from xtask.drain.gates.base import Gate, GateSetup
 from xtask.drain.report import Ending, RunResults, WaveResult
 from xtask.errors import RefusedError
 
@@ -175,7 +175,13 @@ def _plan_waves(ctx: RunContext, results: RunResults, selected: list[Any], prepa
         # The providers to change, in selection order (as a plan's waves: --plan-out).
         prepared.waves = split_waves([c.provider for c in prepared.changes if not c.already], req.wave_size)
     results.waves = [WaveResult(k, names) for k, names in enumerate(prepared.waves, start=1)]
-    prepared.gates, problems = wave_gates(req, prepared.targets.consumers if prepared.targets else {})
+    consumers = prepared.targets.consumers if prepared.targets else {}
+    setup = GateSetup(
+        options=req.gate_options,
+        consumers={c: consumers.get(c) for c in req.consumers},
+        soak_seconds=req.soak_seconds,
+    )
+    prepared.gates, problems = wave_gates(setup)
     return problems
 
 

@@ -21,7 +21,6 @@ from xtask.cli.params import AmountType, CheckedText, DurationType, FiniteFloat,
 from xtask.drain.core.holds import MAX_EXPIRES_SECONDS, holder_problem, ticket_problem
 from xtask.drain.core.request import (
     DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_MAX_ERROR_RATIO,
     DEFAULT_SOAK,
     MAX_CONCURRENCY,
     ON_BREACH,
@@ -32,6 +31,8 @@ from xtask.drain.core.selection import Selector
 from xtask.drain.edges.journal import journal_dir as default_journal_dir
 from xtask.drain.edges.planfile import load_plan, plan_format
 from xtask.drain.edges.preflight import usable_journal_dir
+from xtask.drain.gates import gate_flags
+from xtask.drain.gates.base import GateFlag
 from xtask.drain.report import Report
 from xtask.drain.run import run_drain
 from xtask.errors import ExitCode, RefusedError, UsageError, exit_codes_epilog
@@ -160,38 +161,14 @@ REQUEST_OPTIONS = (
         "0: no soak and no gates, waves paced by convergence alone).",
     ),
     click.option(
-        "--max-error-ratio",
-        type=FiniteFloat(min=0, max=1),
-        metavar="R",
-        help="Waves: the error-ratio gate holds if at most this share of the completion requests through the "
-        f"named consumers' gateways failed (502/503) over the soak (0-1, default: {DEFAULT_MAX_ERROR_RATIO:g}); "
-        "no requests at all is not held.",
-    ),
-    click.option(
         "--on-breach",
         type=click.Choice(ON_BREACH),
         help="Waves: when a gate does not hold, keep the waves written so far (hold, the default) or restore "
         "them (restore). Either way the run stops before the next wave with exit 10.",
     ),
-    click.option(
-        "--gateway-metrics",
-        "gateway_metrics",
-        metavar="CONSUMER=URL",
-        multiple=True,
-        help="Waves: the /metrics URL of a named consumer's gateway (repeatable; default: the address the "
-        "gateway reports in the consumer's status, plus /metrics).",
-    ),
-    click.option(
-        "--gate-promql",
-        metavar="EXPR",
-        help="Waves: a PromQL gate besides the error ratio: over each soak, EXPR must give a non-empty result "
-        "whose every sample is true (non-zero) at every step; needs --prometheus. Checked once before any write.",
-    ),
-    click.option(
-        "--prometheus",
-        metavar="URL",
-        help="Waves: the Prometheus --gate-promql queries (http(s); `env up` prints the one it starts).",
-    ),
+)
+# After the waves' flags, the wave gates' flags (declared by each gate: xtask.drain.gates), then these.
+LATER_OPTIONS = (
     click.option(
         "--resume",
         type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -233,6 +210,37 @@ REQUEST_OPTIONS = (
         help="With --undrain: remove every holder's hold and clear the drain.",
     ),
 )
+
+
+def gate_options() -> list[Any]:
+    """The click options of every wave gate's flags, as each gate declares them (an older name
+    of a flag becomes a hidden option of its own, merged by :func:`gate_values`)."""
+    out: list[Any] = []
+    for flag in gate_flags():
+        kwargs: dict[str, Any] = {"metavar": flag.metavar, "type": flag.type, "multiple": flag.multiple}
+        out.append(click.option(flag.name, flag.key, help=flag.help, **kwargs))
+        if flag.alias is not None:
+            out.append(click.option(flag.alias, _alias_key(flag), hidden=True, **kwargs))
+    return out
+
+
+def _alias_key(flag: GateFlag) -> str:
+    return f"{flag.key}__alias"
+
+
+def gate_values(flags: dict[str, Any]) -> dict[str, Any]:
+    """Take every gate flag's value out of ``flags`` (an alias's values join its flag's)."""
+    values = {}
+    for flag in gate_flags():
+        value = flags.pop(flag.key, None)
+        alias = flags.pop(_alias_key(flag), None) if flag.alias is not None else None
+        if flag.multiple:
+            value = tuple(value or ()) + tuple(alias or ())
+        elif value is None:
+            value = alias
+        if flag.given(value):
+            values[flag.key] = value
+    return values
 
 
 def drain_request(*, plan: Path | None = None, **flags: Any) -> DrainRequest:
@@ -289,10 +297,11 @@ def request_options(command: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(command)
     def with_request(**flags: Any) -> None:
-        request = drain_request(**{k: flags.pop(k) for k in list(flags) if k in fields})
+        gates = gate_values(flags)
+        request = drain_request(**{k: flags.pop(k) for k in list(flags) if k in fields}, gate_options=gates)
         command(request, **flags)
 
-    for option in reversed(REQUEST_OPTIONS):
+    for option in reversed([*REQUEST_OPTIONS, *gate_options(), *LATER_OPTIONS]):
         with_request = option(with_request)
     return with_request
 

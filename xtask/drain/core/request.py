@@ -25,7 +25,6 @@ FIELD_MANAGER = "agn-xtask-provider-drain"
 MAX_CONCURRENCY = 64
 DEFAULT_IDLE_TIMEOUT = 300.0
 DEFAULT_SOAK = 30.0
-DEFAULT_MAX_ERROR_RATIO = 0.01
 ON_BREACH = ("hold", "restore")
 
 
@@ -55,9 +54,7 @@ class DrainRequest:
     max_unavailable: Amount | None = None  # --max-unavailable: the fleet budget
     # Waves (None: not given on the command line; the defaults are DEFAULT_SOAK and so on).
     soak: float | None = None
-    max_error_ratio: float | None = None
     on_breach: str | None = None  # hold | restore (None: hold)
-    gateway_metrics: tuple[str, ...] = ()  # CONSUMER=URL, overriding the consumer's status.address
     resume: Path | None = None  # a journal of a drain in waves to continue
     wave_size: Amount | None = None  # --wave-size (None: one wave)
     # Drain holders (xtask.drain.core.holds): who holds the drain (None: actor(), user@host), a
@@ -66,9 +63,8 @@ class DrainRequest:
     ticket: str | None = None
     expires_in: int | None = None
     release_all: bool = False
-    # --gate-promql EXPR --prometheus URL: a PromQL gate (xtask.drain.gates.promql) on every soak.
-    gate_promql: str | None = None
-    prometheus: str | None = None
+    # The wave gates' flags by key (xtask.drain.gates: each gate declares and checks its own).
+    gate_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def in_waves(self) -> bool:
@@ -77,10 +73,6 @@ class DrainRequest:
     @property
     def soak_seconds(self) -> float:
         return DEFAULT_SOAK if self.soak is None else self.soak
-
-    @property
-    def error_ratio_limit(self) -> float:
-        return DEFAULT_MAX_ERROR_RATIO if self.max_error_ratio is None else self.max_error_ratio
 
     def __post_init__(self) -> None:
         if bool(self.network) != bool(self.consumers):
@@ -137,48 +129,17 @@ class DrainRequest:
                 f"{flag}: each wave must converge on its targets before it soaks; "
                 "name --network and every --consumer to wait for"
             )
+        from xtask.drain.gates import check_gate_options, gate_flags  # the gates load only for a drain
+
         if not self.in_waves:
-            given = [
-                flag
-                for flag, value in (
-                    ("--soak", self.soak),
-                    ("--max-error-ratio", self.max_error_ratio),
-                    ("--on-breach", self.on_breach),
-                    ("--gateway-metrics", self.gateway_metrics or None),
-                    ("--gate-promql", self.gate_promql),
-                    ("--prometheus", self.prometheus),
-                )
-                if value is not None
-            ]
+            gate_given = [f.name for f in gate_flags() if f.given(self.gate_options.get(f.key))]
+            given = (["--soak"] if self.soak is not None else []) + gate_given
+            given += ["--on-breach"] if self.on_breach is not None else []
             if given:
                 raise UsageError(f"{', '.join(given)} applies to a drain in waves: give --wave-size (or --resume)")
-        if (self.gate_promql is None) != (self.prometheus is None):
-            raise UsageError("--gate-promql and --prometheus go together: the expression and the Prometheus to ask")
-        if self.gate_promql is not None:
-            from xtask.drain.gates.promql import check_url
-
-            if not self.gate_promql.strip():
-                raise UsageError("--gate-promql: the expression is empty")
-            if not self.gate_promql.isprintable():
-                raise UsageError(f"--gate-promql {show(self.gate_promql)}: has characters that are not printable")
-            check_url(str(self.prometheus))
-            if self.soak == 0:
-                raise UsageError("--gate-promql is read over each soak: it needs a --soak above 0")
+        check_gate_options(self.gate_options, consumers=self.consumers, soak=self.soak)
         if self.on_breach is not None and self.on_breach not in ON_BREACH:
             raise UsageError(f"--on-breach must be one of {', '.join(ON_BREACH)}")
-        if self.gateway_metrics:
-            from xtask.drain.gates.error_ratio import parse_overrides
-
-            try:
-                overrides = parse_overrides(self.gateway_metrics)
-            except ValueError as exc:
-                raise UsageError(f"--gateway-metrics: {exc}") from None
-            unknown = sorted(set(overrides) - set(self.consumers))
-            if unknown:
-                raise UsageError(
-                    f"--gateway-metrics names {', '.join(unknown)}, which is not a --consumer of this drain "
-                    "(only the named consumers' gateways are read)"
-                )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,7 +13,8 @@ drain never proceeds on the absence of evidence.
 from __future__ import annotations
 
 import dataclasses
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,3 +40,44 @@ class Gate(Protocol):
     def begin(self) -> None: ...
 
     def read(self, window_seconds: float) -> GateReading: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class GateFlag:
+    """A flag of ``provider-drain`` that a gate takes, declared in the gate's module; the CLI
+    makes its click option from this, and the request holds its value under :attr:`key`."""
+
+    name: str  # e.g. "--max-error-ratio"
+    key: str  # the value's key in DrainRequest.gate_options
+    help: str
+    metavar: str | None = None
+    type: Any = None  # a click parameter type (None: text)
+    multiple: bool = False
+    alias: str | None = None  # an older name, still accepted, not shown in --help
+
+    def given(self, value: Any) -> bool:
+        return value is not None and value != ()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GateSetup:
+    """What a gate is made from: its flags' values, the named consumers (as read before any
+    write, or None for one that does not exist) and the soak."""
+
+    options: Mapping[str, Any]
+    consumers: Mapping[str, Mapping[str, Any] | None]
+    soak_seconds: float
+
+
+class GateModule(Protocol):
+    """A gate's module: its flags, the check of their values, and the factory of its gate.
+
+    ``check`` raises :class:`~xtask.errors.UsageError` naming the flag (before anything is
+    read). ``make`` returns the gate (None: its flags ask for none) or the problems that refuse
+    the run before any write (a reading that cannot be taken)."""
+
+    FLAGS: tuple[GateFlag, ...]
+
+    def check(self, options: Mapping[str, Any], *, consumers: tuple[str, ...], soak: float | None) -> None: ...
+
+    def make(self, setup: GateSetup) -> tuple[Gate | None, list[str]]: ...

@@ -27,11 +27,14 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from agn.gateway.metrics import BAD_REQUEST, NO_ROUTE, ROUTED, UPSTREAM_ERROR
-from xtask.drain.gates.base import GateReading
+from xtask.cli.params import FiniteFloat
+from xtask.drain.gates.base import Gate, GateFlag, GateReading, GateSetup
+from xtask.errors import UsageError
 
 ERROR_OUTCOMES = (NO_ROUTE, UPSTREAM_ERROR)
 COUNTED = (ROUTED, *ERROR_OUTCOMES)
@@ -188,7 +191,7 @@ class ErrorRatioGate:
 
 # -- where the gateways' /metrics are ------------------------------------------------------------
 def parse_overrides(values: Sequence[str]) -> dict[str, str]:
-    """``--gateway-metrics CONSUMER=URL`` values as a dict; ValueError naming a bad one."""
+    """``--consumer-gateway-metrics CONSUMER=URL`` values as a dict; ValueError naming a bad one."""
     out: dict[str, str] = {}
     for value in values:
         consumer, sep, url = value.partition("=")
@@ -208,10 +211,10 @@ def gateway_metrics_urls(
 ) -> tuple[dict[str, str], list[str]]:
     """Each named consumer's gateway ``/metrics`` URL and the problems that leave one unknown.
 
-    ``--gateway-metrics CONSUMER=URL`` wins; else the address the gateway reports in its
+    ``--consumer-gateway-metrics CONSUMER=URL`` wins; else the address the gateway reports in its
     consumer's ``status.address`` (``http://127.0.0.1:PORT`` on the local runtime) plus
     ``/metrics``. A gateway in a pod reports the address it listens on (``0.0.0.0``), which is
-    not one to dial from here: name it with ``--gateway-metrics`` (e.g. through
+    not one to dial from here: name it with ``--consumer-gateway-metrics`` (e.g. through
     ``kubectl port-forward``)."""
     urls: dict[str, str] = {}
     problems: list[str] = []
@@ -230,3 +233,58 @@ def gateway_metrics_urls(
         else:
             urls[name] = address.rstrip("/") + "/metrics"
     return urls, problems
+
+
+# -- the gate's flags, their check, and the gate (xtask.drain.gates.base.GateModule) ---------------
+FLAGS: tuple[GateFlag, ...] = (
+    GateFlag(
+        "--max-error-ratio",
+        "max_error_ratio",
+        metavar="R",
+        type=FiniteFloat(min=0, max=1),
+        help="Waves: the error-ratio gate holds if at most this share of the completion requests through the "
+        f"named consumers' gateways failed (502/503) over the soak (0-1, default: {DEFAULT_MAX_ERROR_RATIO:g}); "
+        "no requests at all is not held.",
+    ),
+    GateFlag(
+        "--consumer-gateway-metrics",
+        "consumer_gateway_metrics",
+        metavar="CONSUMER=URL",
+        multiple=True,
+        alias="--gateway-metrics",
+        help="Waves: the /metrics URL of a named consumer's gateway (repeatable; default: the address the "
+        "gateway reports in the consumer's status, plus /metrics).",
+    ),
+)
+
+
+def check(options: Mapping[str, Any], *, consumers: tuple[str, ...], soak: float | None) -> None:
+    values = options.get("consumer_gateway_metrics") or ()
+    if not values:
+        return
+    try:
+        overrides = parse_overrides(values)
+    except ValueError as exc:
+        raise UsageError(f"--consumer-gateway-metrics: {exc}") from None
+    unknown = sorted(set(overrides) - set(consumers))
+    if unknown:
+        raise UsageError(
+            f"--consumer-gateway-metrics names {', '.join(unknown)}, which is not a --consumer of this drain "
+            "(only the named consumers' gateways are read)"
+        )
+
+
+def make(setup: GateSetup) -> tuple[Gate | None, list[str]]:
+    """The error-ratio gate over the named consumers' gateways, each scraped once now to know
+    it answers (a refusal before any write)."""
+    overrides = parse_overrides(setup.options.get("consumer_gateway_metrics") or ())  # checked already
+    urls, problems = gateway_metrics_urls(setup.consumers, overrides)
+    for consumer, url in urls.items():
+        try:
+            scrape(url)
+        except ScrapeError as exc:
+            problems.append(f"consumer {consumer}: its gateway's metrics {url} {exc}")
+    if problems:
+        return None, [p + " (name it with --consumer-gateway-metrics CONSUMER=URL)" for p in problems]
+    limit = setup.options.get("max_error_ratio")
+    return ErrorRatioGate(urls, max_ratio=DEFAULT_MAX_ERROR_RATIO if limit is None else limit), []

@@ -30,12 +30,13 @@ import json
 import math
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import urllib3
 
-from xtask.drain.gates.base import GateReading
+from agn.yamltext import show
+from xtask.drain.gates.base import Gate, GateFlag, GateReading, GateSetup
 from xtask.errors import ExitCode, UsageError, XtaskError
 
 NAME = "promql"
@@ -268,3 +269,50 @@ class PromQLGate:
             threshold=THRESHOLD,
             detail=f"{self.expr}: {verdict.detail}",
         )
+
+
+# -- the gate's flags, their check, and the gate (xtask.drain.gates.base.GateModule) ---------------
+FLAGS: tuple[GateFlag, ...] = (
+    GateFlag(
+        "--gate-promql",
+        "gate_promql",
+        metavar="EXPR",
+        help="Waves: a PromQL gate besides the error ratio: over each soak, EXPR must give a non-empty result "
+        "whose every sample is true (non-zero) at every step; needs --prometheus. Checked once before any write.",
+    ),
+    GateFlag(
+        "--prometheus",
+        "prometheus",
+        metavar="URL",
+        help="Waves: the Prometheus --gate-promql queries (http(s); `env up` prints the one it starts).",
+    ),
+)
+
+
+def check(options: Mapping[str, Any], *, consumers: tuple[str, ...], soak: float | None) -> None:
+    expr, url = options.get("gate_promql"), options.get("prometheus")
+    if (expr is None) != (url is None):
+        raise UsageError("--gate-promql and --prometheus go together: the expression and the Prometheus to ask")
+    if expr is None:
+        return
+    if not expr.strip():
+        raise UsageError("--gate-promql: the expression is empty")
+    if not expr.isprintable():
+        raise UsageError(f"--gate-promql {show(expr)}: has characters that are not printable")
+    check_url(str(url))
+    if soak == 0:
+        raise UsageError("--gate-promql is read over each soak: it needs a --soak above 0")
+
+
+def make(setup: GateSetup) -> tuple[Gate | None, list[str]]:
+    """The PromQL gate, its expression validated by the Prometheus now (a bad one is a usage
+    error, an unreachable Prometheus a refusal), before any write."""
+    expr, url = setup.options.get("gate_promql"), setup.options.get("prometheus")
+    if expr is None or url is None:
+        return None, []
+    gate = PromQLGate(url, expr)
+    try:
+        gate.validate()
+    except PrometheusUnavailable as exc:
+        return None, [f"--prometheus {url}: {exc}"]
+    return gate, []
