@@ -22,10 +22,10 @@ from xtask.drain.core.amounts import Amount, parse_duration
 from xtask.drain.core.budget import group_budgets
 from xtask.drain.core.changes import GroupCount, group_counts, violations_of
 from xtask.drain.core.holds import HOLD_PREFIX, holds_of
+from xtask.drain.core.plandoc import LoadedPlan
 from xtask.drain.core.request import DrainRequest
 from xtask.drain.core.selection import Selector
 from xtask.drain.edges.planfile import (
-    LoadedPlan,
     PlanError,
     PlanInputs,
     build_plan,

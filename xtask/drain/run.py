@@ -24,28 +24,26 @@ import sys
 import time
 from typing import Any
 
-from agn.kube import CONNECT_TIMEOUT, PROVIDERS, READ_TIMEOUT, Kube, NotFound
+from agn.kube import CONNECT_TIMEOUT, READ_TIMEOUT, Kube
 from agn.names import label_problem
-from agn.objects import network_view
 from agn.yamltext import show
 from xtask.drain.context import RunContext
 from xtask.drain.core.changes import Change
-from xtask.drain.core.holds import holder_name, holds_of
 from xtask.drain.core.journal_records import JournalHeader
 from xtask.drain.core.progress import GateRead, Progress, Said, Soaking, WaitBegun, WaveChanged
-from xtask.drain.core.request import DEFAULT_IDLE_TIMEOUT, FIELD_MANAGER, DrainRequest, actor
-from xtask.drain.core.states import IdleWaitState, RunState, WaitState, WaveState, WriteOutcome
+from xtask.drain.core.request import FIELD_MANAGER, DrainRequest, actor
+from xtask.drain.core.states import RunState, WaitState, WaveState, WriteOutcome
 from xtask.drain.core.waves import describe_reading
 from xtask.drain.edges.fanout import FanOut
-from xtask.drain.edges.idle_waiter import IdleWaiter
 from xtask.drain.edges.journal import Journal, new_operation_id, read_journal
 from xtask.drain.edges.kube_events import DRAINED, UNDRAINED, DrainEvents, Fact, outcome_facts
 from xtask.drain.edges.targets import Targets
 from xtask.drain.edges.waiter import ConvergenceWaiter, WaitResult
+from xtask.drain.finish import end_after_wait, note_still_held, read_back, wait_idle
 from xtask.drain.gates.base import Gate, GateReading
 from xtask.drain.prepare import Prepared, prepare
 from xtask.drain.record import RunRecord
-from xtask.drain.render import convergence_dict, idle_dict, idle_summary, restoration_summary, wait_summary
+from xtask.drain.render import convergence_dict, restoration_summary, wait_summary
 from xtask.drain.report import Ending, Report, RunResults, WaveResult, build_report, exit_code_for
 from xtask.drain.restore import Restored, restore_written
 from xtask.drain.signals import SignalLatch
@@ -234,7 +232,7 @@ class _DrainRun:
             if ending is not None:
                 return ending
             if not self.req.drain:
-                self.note_still_held(wave.providers)
+                note_still_held(self.ctx, self.results, wave.providers)
             self.mark(wave, WaveState.WRITTEN)
             if waiter is not None:
                 ending = self.wait(wave, waiter, latch)
@@ -364,7 +362,9 @@ class _DrainRun:
             self.results.interrupted = latch.name
         if self.staged and result.state not in (WaitState.CONVERGED, WaitState.NOT_ELIGIBLE):
             summary = f"wave {wave.number} of {len(self.waves)}: {wait_summary(result, req)}{self._resumable()}"
-            return self.end_after_wait(summary, run_state=RunState.after_wait(result.state), wait_state=result.state)
+            return end_after_wait(
+                self.record, summary, run_state=RunState.after_wait(result.state), wait_state=result.state
+            )
         return None
 
     # -- soak: read the gates over a converged wave ------------------------------------------------
@@ -455,109 +455,15 @@ class _DrainRun:
         req = self.req
         if self.staged:
             if req.wait_idle:
-                return self.wait_idle(latch)
+                return wait_idle(self.ctx, self.results, self.record, self.targets, latch)
             self.record.enter(RunState.COMPLETE)
             gated = f", each soaked {req.soak_seconds:g}s with every gate held" if self.gates else ""
             return Ending(f"{len(self.waves)} wave(s) converged on {', '.join(req.consumers)}{gated}")
         result = self.last_wait
         if result is None:
-            return self.read_back()
+            return read_back(self.ctx, self.results, self.record)
         if result.state is WaitState.CONVERGED and req.wait_idle:
-            return self.wait_idle(latch)
-        return self.end_after_wait(
-            wait_summary(result, req), run_state=RunState.after_wait(result.state), wait_state=result.state
+            return wait_idle(self.ctx, self.results, self.record, self.targets, latch)
+        return end_after_wait(
+            self.record, wait_summary(result, req), run_state=RunState.after_wait(result.state), wait_state=result.state
         )
-
-    def read_back(self) -> Ending:
-        """Patch-only: read the stored state back."""
-        req, names = self.req, self.results.selection
-        found = {name: _drain_of(obj) for name, obj in self._read_selected(names).items()}
-        stored = {name: found.get(name) for name in names}
-        # An undrain leaves drained what another holder still holds: that is as requested.
-        held = self.results.still_held
-        ok = all(v == req.drain or (not req.drain and n in held) for n, v in stored.items())
-        self.results.stored = {"ok": ok, "providers": stored}
-        self.record.enter(RunState.COMPLETE if ok else RunState.NEEDS_INSPECTION)
-        if not ok:
-            return Ending(f"{self.results.request} not stored as requested: {stored}", ExitCode.NEEDS_INSPECTION)
-        if held:
-            return Ending(
-                f"stored: spec.trafficPolicy.drain=false on {len(names) - len(held)} provider(s); {len(held)} "
-                "provider(s) stay drained, still held by others (see above; --release-all removes every hold)"
-            )
-        return Ending(
-            f"stored: spec.trafficPolicy.drain={str(req.drain).lower()} on {len(names)} provider(s) "
-            "(read back from the API; pass --network/--consumer to wait until it is serving)"
-        )
-
-    def _read_selected(self, names: list[str]) -> dict[str, dict[str, Any]]:
-        """The providers ``names`` as stored now (one GET for one provider, else one LIST)."""
-        kube, namespace, provider = self.ctx.kube, self.ctx.namespace, self.req.selector.provider
-        if provider is not None:
-            try:
-                objs = [kube.get(PROVIDERS, namespace, provider)]
-            except NotFound:
-                objs = []
-        else:
-            objs = kube.list(PROVIDERS, namespace)[0]
-        wanted = set(names)
-        return {o["metadata"]["name"]: o for o in objs if o["metadata"]["name"] in wanted}
-
-    def note_still_held(self, names: list[str]) -> None:
-        """After an undrain's writes: which of ``names`` other holders keep drained, said in the
-        text and the report (``stillHeld``)."""
-        for name, obj in sorted(self._read_selected(names).items()):
-            holds = holds_of(obj)
-            if holds and _drain_of(obj):
-                self.results.still_held[name] = [holder_name(h) for h in holds]
-                self.ctx.say(f"{name} stays drained: still held by {', '.join(self.results.still_held[name])}")
-
-    def wait_idle(self, latch: SignalLatch) -> Ending:
-        """``--wait-idle``: after convergence, wait until every drained provider is idle."""
-        req, results = self.req, self.results
-        self.record.enter(RunState.WAITING_IDLE)
-        assert self.targets is not None and self.targets.network is not None  # --wait-idle needs --network
-        max_age = network_view(self.targets.network).metrics_max_age_seconds
-        timeout = req.idle_timeout if req.idle_timeout is not None else DEFAULT_IDLE_TIMEOUT
-        self.ctx.progress(
-            WaitBegun(
-                f"waiting for {', '.join(results.selection)} to be idle: running 0 and waiting 0 in two consecutive "
-                f"fresh readings (metricsMaxAgeSeconds {max_age}; timeout {timeout:.0f}s)"
-            )
-        )
-        waiter = IdleWaiter(
-            self.ctx.kube, self.ctx.namespace, providers=results.selection, max_age=max_age, progress=self.ctx.progress
-        )
-        result = waiter.wait(timeout=timeout, stop=latch.interrupted)
-        results.add_time("idleSeconds", result.seconds)
-        results.idle = idle_dict(result, timeout=timeout, max_age=max_age)
-        if result.state is IdleWaitState.INTERRUPTED:
-            results.interrupted = latch.name
-        return self.end_after_wait(
-            idle_summary(result, req, timeout),
-            run_state=RunState.after_idle_wait(result.state),
-            wait_state=WaitState.CONVERGED,
-            idle_state=result.state,
-        )
-
-    def end_after_wait(
-        self, summary: str, *, run_state: RunState, wait_state: WaitState, idle_state: IdleWaitState | None = None
-    ) -> Ending:
-        """The end of a run whose writes all went through, decided by how its wait ended (a wave's
-        convergence, the single drain's, or the idle wait after it): the journal's state, the
-        exit code from the one table, the summary."""
-        self.record.enter(run_state)
-        code = exit_code_for(
-            refused=False,
-            failed=0,
-            interrupted_during_writes=False,
-            restorations=[],
-            wait_state=wait_state,
-            stored_ok=None,
-            idle_state=idle_state,
-        )
-        return Ending(summary, code)
-
-
-def _drain_of(obj: dict[str, Any]) -> bool:
-    return bool(((obj.get("spec") or {}).get("trafficPolicy") or {}).get("drain"))

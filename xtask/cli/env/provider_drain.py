@@ -19,12 +19,12 @@ from xtask.cli.env.options import namespace_type, object_name_type
 from xtask.cli.output import emit_json, fancy, out_console, printable
 from xtask.cli.params import AmountType, CheckedText, DurationType, FiniteFloat, NonEmptyPath
 from xtask.drain.core.holds import MAX_EXPIRES_SECONDS, holder_problem, ticket_problem
+from xtask.drain.core.plandoc import PLANNED_FLAGS
 from xtask.drain.core.request import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_SOAK,
     MAX_CONCURRENCY,
     ON_BREACH,
-    PLANNED_FLAGS,
     DrainRequest,
 )
 from xtask.drain.core.selection import Selector

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import getpass
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +19,7 @@ from xtask.drain.core.selection import Selector
 from xtask.errors import UsageError
 
 if TYPE_CHECKING:
-    from xtask.drain.edges.planfile import LoadedPlan
+    from xtask.drain.core.plandoc import LoadedPlan
 
 FIELD_MANAGER = "agn-xtask-provider-drain"
 MAX_CONCURRENCY = 64
@@ -140,58 +140,6 @@ class DrainRequest:
         check_gate_options(self.gate_options, consumers=self.consumers, soak=self.soak)
         if self.on_breach is not None and self.on_breach not in ON_BREACH:
             raise UsageError(f"--on-breach must be one of {', '.join(ON_BREACH)}")
-
-
-@dataclasses.dataclass(frozen=True)
-class PlannedFlag:
-    """A flag whose value a plan fixes: given with ``--plan`` it is a usage error."""
-
-    key: str  # the command's keyword for it
-    flag: str
-    unset: Any  # its value when not given
-    from_request: Callable[[DrainRequest], Any]
-    from_spec: Callable[[Mapping[str, Any]], Any]  # where a plan's spec records it
-
-
-def _amount_or_none(text: str | None) -> Amount | None:
-    return None if text is None else Amount.parse(text)
-
-
-# The flags a plan fixes, in the order a plan's ``metadata.arguments`` lists them: the one
-# declaration the CLI's check, the plan's arguments and the request a plan gives are made from.
-PLANNED_FLAGS = (
-    PlannedFlag("provider", "--provider", None, lambda r: r.selector.provider, lambda s: s["selector"]["provider"]),
-    PlannedFlag("gateway", "--gateway", None, lambda r: r.selector.gateway, lambda s: s["selector"]["gateway"]),
-    PlannedFlag("undrain", "--undrain", False, lambda r: not r.drain, lambda s: s["operation"]["request"] == "undrain"),
-    PlannedFlag("reason", "--reason", None, lambda r: r.reason or None, lambda s: s["operation"]["reason"]),
-    PlannedFlag("network", "--network", None, lambda r: r.network, lambda s: s["targets"]["network"]),
-    PlannedFlag("consumers", "--consumer", (), lambda r: r.consumers, lambda s: tuple(s["targets"]["consumers"])),
-    PlannedFlag("force", "--force", False, lambda r: r.force, lambda s: s["operation"]["force"]),
-    PlannedFlag(
-        "max_unavailable",
-        "--max-unavailable",
-        None,
-        lambda r: r.max_unavailable,
-        lambda s: _amount_or_none(s["budget"] and s["budget"]["maxUnavailable"]),
-    ),
-    PlannedFlag("wave_size", "--wave-size", None, lambda r: r.wave_size, lambda s: _amount_or_none(s["waves"]["size"])),
-)
-
-
-def planned_arguments(req: DrainRequest) -> list[str]:
-    """The flags that decide what the run does (not how it runs or where), as a plan records them."""
-    args: list[str] = []
-    for planned in PLANNED_FLAGS:
-        value = planned.from_request(req)
-        if value == planned.unset:
-            continue
-        if value is True:
-            args.append(planned.flag)
-        elif isinstance(value, tuple):
-            args += [a for v in value for a in (planned.flag, str(v))]
-        else:
-            args += [planned.flag, str(value)]
-    return args
 
 
 @dataclasses.dataclass(frozen=True)

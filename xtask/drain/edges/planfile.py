@@ -28,7 +28,8 @@ from agn.yamltext import YamlProblem, parse_yaml, show
 from xtask.drain.core.amounts import Amount
 from xtask.drain.core.changes import raw_drain
 from xtask.drain.core.holds import holds_of
-from xtask.drain.core.request import PLANNED_FLAGS, DrainRequest, planned_arguments
+from xtask.drain.core.plandoc import LoadedPlan, planned_arguments
+from xtask.drain.core.request import DrainRequest
 from xtask.errors import RefusedError, UsageError
 from xtask.reports import API_VERSION, PROVIDER_DRAIN_PLAN
 
@@ -142,28 +143,6 @@ def write_plan(path: Path, doc: Mapping[str, Any]) -> None:
 
 
 # -- reading a plan --------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True, eq=False)
-class LoadedPlan:
-    path: Path
-    doc: Mapping[str, Any]
-
-    @property
-    def digest(self) -> str:
-        return str(self.doc["metadata"]["digest"])
-
-    @property
-    def namespace(self) -> str:
-        return str(self.doc["metadata"]["namespace"])
-
-    @property
-    def spec(self) -> Mapping[str, Any]:
-        return self.doc["spec"]
-
-    def request_fields(self) -> dict[str, Any]:
-        """The request's flags the plan fixes (selection and operation), by keyword."""
-        return {flag.key: flag.from_spec(self.spec) for flag in PLANNED_FLAGS}
-
-
 def load_plan(path: Path) -> LoadedPlan:
     """The plan in ``path``: a regular file, YAML or JSON, of the plan's shape, its digest intact.
     Anything else is a :class:`PlanError` naming the file and the first problem."""

@@ -1,0 +1,131 @@
+"""The last phase of a drain run whose writes all went through: read the stored state back
+(patch-only), wait until the drained providers are idle (``--wait-idle``), and end by how the
+wait ended (:func:`end_after_wait`: the journal's state and the exit code from the one table).
+Also what an undrain says about providers other holders keep drained (:func:`note_still_held`).
+
+Reads only; the journal's state goes through the run's :class:`~xtask.drain.record.RunRecord`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agn.kube import PROVIDERS, NotFound
+from agn.objects import network_view
+from xtask.drain.context import RunContext
+from xtask.drain.core.holds import holder_name, holds_of
+from xtask.drain.core.progress import WaitBegun
+from xtask.drain.core.request import DEFAULT_IDLE_TIMEOUT
+from xtask.drain.core.states import IdleWaitState, RunState, WaitState
+from xtask.drain.edges.idle_waiter import IdleWaiter
+from xtask.drain.edges.targets import Targets
+from xtask.drain.record import RunRecord
+from xtask.drain.render import idle_dict, idle_summary
+from xtask.drain.report import Ending, RunResults, exit_code_for
+from xtask.drain.signals import SignalLatch
+from xtask.errors import ExitCode
+
+
+def read_back(ctx: RunContext, results: RunResults, record: RunRecord) -> Ending:
+    """Patch-only: the selected providers' drain as stored now, against what was asked."""
+    drain, names = ctx.req.drain, results.selection
+    found = {name: _drain_of(obj) for name, obj in read_selected(ctx, names).items()}
+    stored = {name: found.get(name) for name in names}
+    # An undrain leaves drained what another holder still holds: that is as requested.
+    held = results.still_held
+    ok = all(v == drain or (not drain and n in held) for n, v in stored.items())
+    results.stored = {"ok": ok, "providers": stored}
+    record.enter(RunState.COMPLETE if ok else RunState.NEEDS_INSPECTION)
+    if not ok:
+        return Ending(f"{results.request} not stored as requested: {stored}", ExitCode.NEEDS_INSPECTION)
+    if held:
+        return Ending(
+            f"stored: spec.trafficPolicy.drain=false on {len(names) - len(held)} provider(s); {len(held)} "
+            "provider(s) stay drained, still held by others (see above; --release-all removes every hold)"
+        )
+    return Ending(
+        f"stored: spec.trafficPolicy.drain={str(drain).lower()} on {len(names)} provider(s) "
+        "(read back from the API; pass --network/--consumer to wait until it is serving)"
+    )
+
+
+def read_selected(ctx: RunContext, names: list[str]) -> dict[str, dict[str, Any]]:
+    """The providers ``names`` as stored now (one GET for one provider, else one LIST)."""
+    provider = ctx.req.selector.provider
+    if provider is not None:
+        try:
+            objs = [ctx.kube.get(PROVIDERS, ctx.namespace, provider)]
+        except NotFound:
+            objs = []
+    else:
+        objs = ctx.kube.list(PROVIDERS, ctx.namespace)[0]
+    wanted = set(names)
+    return {o["metadata"]["name"]: o for o in objs if o["metadata"]["name"] in wanted}
+
+
+def note_still_held(ctx: RunContext, results: RunResults, names: list[str]) -> None:
+    """After an undrain's writes: which of ``names`` other holders keep drained, said in the
+    text and the report (``stillHeld``)."""
+    for name, obj in sorted(read_selected(ctx, names).items()):
+        holds = holds_of(obj)
+        if holds and _drain_of(obj):
+            results.still_held[name] = [holder_name(h) for h in holds]
+            ctx.say(f"{name} stays drained: still held by {', '.join(results.still_held[name])}")
+
+
+def wait_idle(
+    ctx: RunContext, results: RunResults, record: RunRecord, targets: Targets | None, latch: SignalLatch
+) -> Ending:
+    """``--wait-idle``: after convergence, wait until every drained provider is idle."""
+    req = ctx.req
+    record.enter(RunState.WAITING_IDLE)
+    assert targets is not None and targets.network is not None  # --wait-idle needs --network
+    max_age = network_view(targets.network).metrics_max_age_seconds
+    timeout = req.idle_timeout if req.idle_timeout is not None else DEFAULT_IDLE_TIMEOUT
+    ctx.progress(
+        WaitBegun(
+            f"waiting for {', '.join(results.selection)} to be idle: running 0 and waiting 0 in two consecutive "
+            f"fresh readings (metricsMaxAgeSeconds {max_age}; timeout {timeout:.0f}s)"
+        )
+    )
+    waiter = IdleWaiter(ctx.kube, ctx.namespace, providers=results.selection, max_age=max_age, progress=ctx.progress)
+    result = waiter.wait(timeout=timeout, stop=latch.interrupted)
+    results.add_time("idleSeconds", result.seconds)
+    results.idle = idle_dict(result, timeout=timeout, max_age=max_age)
+    if result.state is IdleWaitState.INTERRUPTED:
+        results.interrupted = latch.name
+    return end_after_wait(
+        record,
+        idle_summary(result, req, timeout),
+        run_state=RunState.after_idle_wait(result.state),
+        wait_state=WaitState.CONVERGED,
+        idle_state=result.state,
+    )
+
+
+def end_after_wait(
+    record: RunRecord,
+    summary: str,
+    *,
+    run_state: RunState,
+    wait_state: WaitState,
+    idle_state: IdleWaitState | None = None,
+) -> Ending:
+    """The end of a run whose writes all went through, decided by how its wait ended (a wave's
+    convergence, the single drain's, or the idle wait after it): the journal's state, the exit
+    code from the one table, the summary."""
+    record.enter(run_state)
+    code = exit_code_for(
+        refused=False,
+        failed=0,
+        interrupted_during_writes=False,
+        restorations=[],
+        wait_state=wait_state,
+        stored_ok=None,
+        idle_state=idle_state,
+    )
+    return Ending(summary, code)
+
+
+def _drain_of(obj: dict[str, Any]) -> bool:
+    return bool(((obj.get("spec") or {}).get("trafficPolicy") or {}).get("drain"))
