@@ -5,7 +5,8 @@
 #   scripts/kind-host-setup.sh --check   only report what is missing; exit 1 when something is
 #
 # Steps (each is skipped when already done):
-#   1. packages: podman, debootstrap, gcc, libseccomp-dev (Debian/Ubuntu apt). Docker's
+#   1. packages: podman, runc, debootstrap, gcc, libseccomp-dev (Debian/Ubuntu apt; runc is only a
+#      recommendation of Debian's podman, and step 2 makes it podman's runtime). Docker's
 #      `--privileged` needs every capability; where processes lack one (CAP_SYS_RESOURCE on
 #      some VMs), Docker cannot start kind nodes and podman can.
 #   2. podman settings for privileged nodes, in /etc/containers/containers.conf.d/50-agn-kind.conf:
@@ -46,6 +47,7 @@ runtime = \"runc\""
 
 pkgs=()
 command -v podman >/dev/null || pkgs+=(podman)
+command -v runc >/dev/null || pkgs+=(runc)
 command -v debootstrap >/dev/null || pkgs+=(debootstrap)
 command -v gcc >/dev/null || pkgs+=(gcc)
 [[ -e /usr/include/seccomp.h ]] || pkgs+=(libseccomp-dev)
