@@ -1,4 +1,4 @@
-"""The chaos soak (scripts/chaos.py), CI-sized: a fixed seed for about three minutes on a whole
+"""The chaos soak (tests/harness/chaos.py), CI-sized: a fixed seed for about three minutes on a whole
 example environment (local runtime), real drains, faults and traffic; no invariant violated, and
 faults of several kinds really happened."""
 
@@ -21,7 +21,7 @@ def test_a_seeded_soak_violates_no_invariant(tmp_path):
     run = subprocess.run(
         [
             sys.executable,
-            "scripts/chaos.py",
+            "tests/harness/chaos.py",
             "--seed",
             str(SEED),
             "--duration",

@@ -234,7 +234,7 @@ def test_up_that_cannot_get_ready_names_the_stopped_gateway(cli):
 
 
 def test_up_restarts_a_kube_apiserver_that_runs_but_does_not_answer(cli):
-    """Found by scripts/chaos.py (seed 21): a kube-apiserver still shutting down after SIGTERM
+    """Found by tests/harness/chaos.py (seed 21): a kube-apiserver still shutting down after SIGTERM
     (alive, not answering) was kept by `env up`, which then failed with a traceback on the next
     step. A paused one is the same case, held still: up restarts it on the same address."""
     port = apiserver_port(cli)

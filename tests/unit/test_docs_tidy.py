@@ -9,7 +9,8 @@ The docs are README.md, manifests/README.md and every Markdown file under docs/.
   ``:LINE`` suffix, ``*`` globs and ``<placeholder>`` parts are allowed;
 - **flags**: ``--flag`` anywhere in backticks or code blocks must be a flag some program of the
   repo takes (the CLI's click tree, the operator's, gateway's and fake provider's parsers, the
-  scripts' argparse and shell options: any ``"--flag"`` string literal in the repo's code), or
+  scripts' and test harnesses' argparse and shell options: any ``"--flag"`` string literal in
+  the repo's code), or
   a flag of a tool the docs show (kubectl, pytest, kind, docker, podman, pip, go, curl, prometheus),
   listed below;
 - **exit codes**: a table row ``| N | meaning |`` under an "Exit codes" heading and every
@@ -171,7 +172,7 @@ def test_every_path_a_doc_names_exists():
 
 def _repo_flags() -> set[str]:
     flags: set[str] = set()
-    for folder in ("xtask", "agn", "scripts", ".ci"):
+    for folder in ("xtask", "agn", "scripts", "tests/harness", ".ci"):
         for path in (REPO / folder).rglob("*"):
             if path.suffix in (".py", ".sh") or (path.parent.name == ".ci" and path.is_file()):
                 flags.update(re.findall(r"(--[a-z][a-z0-9-]*)", path.read_text(errors="replace")))

@@ -99,7 +99,7 @@ def test_a_failing_exec_plugin_is_an_error_not_an_anonymous_request(tmp_path, ce
 
 
 def test_discovery_that_cannot_reach_the_server_is_unreachable_not_a_raw_urllib3_error(tmp_path, certs):
-    """``env up`` once printed a urllib3 traceback here (found by scripts/chaos.py, seed 21: a
+    """``env up`` once printed a urllib3 traceback here (found by tests/harness/chaos.py, seed 21: a
     kube-apiserver shutting down after SIGTERM answered the discovery client's start, then refused
     the lookup ``apply`` makes next, which was outside the translation every other call has)."""
     import urllib3

@@ -20,7 +20,7 @@ from xtask.drain.context import RunContext
 from xtask.drain.core.amounts import Amount, split_waves
 from xtask.drain.core.budget import group_budgets
 from xtask.drain.core.changes import Change, GroupCount, plan_changes
-from xtask.drain.core.guard import target_refusals
+from xtask.drain.core.guard import Targets, target_refusals
 from xtask.drain.core.holds import holder_name, holds_of
 from xtask.drain.core.progress import DryRunChecked, Planned
 from xtask.drain.core.selection import Selector, select
@@ -28,7 +28,7 @@ from xtask.drain.core.states import WriteOutcome
 from xtask.drain.core.waves import resume_problems
 from xtask.drain.edges import fanout
 from xtask.drain.edges.planfile import DEFAULT_MAX_AGE, PlanInputs, build_plan, plan_differences, write_plan
-from xtask.drain.edges.targets import OverlayReader, Targets, read_targets
+from xtask.drain.edges.targets import OverlayReader, read_targets
 from xtask.drain.gates import wave_gates
 from xtask.drain.gates.base import Gate, GateSetup
 from xtask.drain.report import Ending, RunResults, WaveResult

@@ -29,6 +29,7 @@ from agn.names import label_problem
 from agn.yamltext import show
 from xtask.drain.context import RunContext
 from xtask.drain.core.changes import Change
+from xtask.drain.core.guard import Targets
 from xtask.drain.core.journal_records import JournalHeader
 from xtask.drain.core.progress import GateRead, Progress, Said, Soaking, WaitBegun, WaveChanged
 from xtask.drain.core.request import FIELD_MANAGER, DrainRequest, actor
@@ -37,7 +38,6 @@ from xtask.drain.core.waves import describe_reading
 from xtask.drain.edges.fanout import FanOut
 from xtask.drain.edges.journal import Journal, new_operation_id, read_journal
 from xtask.drain.edges.kube_events import DRAINED, UNDRAINED, DrainEvents, Fact, outcome_facts
-from xtask.drain.edges.targets import Targets
 from xtask.drain.edges.waiter import ConvergenceWaiter, WaitResult
 from xtask.drain.finish import end_after_wait, note_still_held, read_back, wait_idle
 from xtask.drain.gates.base import Gate, GateReading

@@ -9,8 +9,9 @@ the decision is tested with plain data; nothing here talks to the cluster itself
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from agn.model import Overlay, group_admitted_counts
 from agn.objects import consumer_view, network_view, provider_view
@@ -19,8 +20,15 @@ from xtask.drain.core.changes import Change, GroupCount, group_counts, violation
 from xtask.drain.core.converge import incomplete_reason, targets_problems
 from xtask.drain.core.request import DrainRequest
 
-if TYPE_CHECKING:
-    from xtask.drain.edges.targets import Targets
+
+@dataclasses.dataclass(frozen=True)
+class Targets:
+    """What the checks read of the targets, once, while the providers are listed."""
+
+    network: dict | None
+    consumers: dict[str, dict]
+    indexes: dict[str, dict[str, Any]]  # overlay index specs (or inline overlays) by consumer name
+    heartbeat: float | None = None  # the probes heartbeat (agn.operator.heartbeat), unix seconds
 
 
 class OverlaySource(Protocol):

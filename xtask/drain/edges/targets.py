@@ -6,24 +6,14 @@ decisions are :func:`xtask.drain.core.guard.target_refusals`.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, Kube, NotFound
 from agn.objects import name_of
 from agn.operator.heartbeat import read_heartbeat
 from agn.overlays import ShardCache, read_overlay, read_partial_retrying
+from xtask.drain.core.guard import Targets
 from xtask.drain.core.request import DrainRequest
-
-
-@dataclasses.dataclass(frozen=True)
-class Targets:
-    """What the checks read of the targets, once, while the providers are listed."""
-
-    network: dict | None
-    consumers: dict[str, dict]
-    indexes: dict[str, dict[str, Any]]  # overlay index specs (or inline overlays) by consumer name
-    heartbeat: float | None = None  # the probes heartbeat (agn.operator.heartbeat), unix seconds
 
 
 def read_targets(kube: Kube, namespace: str, req: DrainRequest) -> Targets:

@@ -44,8 +44,8 @@ The schedule of step N is drawn from ``random.Random(f"{seed}:{N}")``, so ``--se
 the same steps whatever happened before; a violation prints the seed and the step. Exit 0
 when no invariant was violated, 1 otherwise.
 
-    .venv/bin/python scripts/chaos.py --seed 7 --duration 600
-    .venv/bin/python scripts/chaos.py --seed 7 --max-ops 12 --report chaos.json
+    .venv/bin/python tests/harness/chaos.py --seed 7 --duration 600
+    .venv/bin/python tests/harness/chaos.py --seed 7 --max-ops 12 --report chaos.json
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ENV = "example"
 CTX = "local-example"
 NS = "agn-example"
@@ -372,7 +372,7 @@ class Soak:
         self.violations.append(v)
         print(
             f"VIOLATION {invariant} at step {self.step}: {detail}\n"
-            f"  replay: scripts/chaos.py --seed {self.seed} --max-ops {self.step}",
+            f"  replay: tests/harness/chaos.py --seed {self.seed} --max-ops {self.step}",
             flush=True,
         )
 

@@ -20,8 +20,8 @@ are read or written, huge and deeply nested files, YAML alias bombs, duplicate k
 of range, servers that never answer or answer wrongly. ``tests/security/`` holds one test per
 kind; this sweep is the wider net, run by hand:
 
-    .venv/bin/python scripts/hostile_inputs.py            # every row, a table at the end
-    .venv/bin/python scripts/hostile_inputs.py -k fifo    # rows whose id contains "fifo"
+    .venv/bin/python tests/harness/hostile_inputs.py            # every row, a table at the end
+    .venv/bin/python tests/harness/hostile_inputs.py -k fifo    # rows whose id contains "fifo"
 
 It exits 1 when any row fails one of the five checks, and names each such row and why.
 """
@@ -49,7 +49,7 @@ from typing import Any
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Kube, KubeError  # noqa: E402
