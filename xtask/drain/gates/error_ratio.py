@@ -115,27 +115,17 @@ def _fmt(value: float) -> str:
     return f"{value:.4g}"
 
 
-class ErrorRatioGate:
-    """The error ratio of the named consumers' gateways over a soak, held if at most ``max_ratio``."""
-
-    name = "error-ratio"
+class SoakCounters:
+    """The named consumers' gateway request counters over one soak: a snapshot at its start
+    (:meth:`begin`), and at its end each consumer's increase per counted outcome (:meth:`end`),
+    or why it is not known (a gateway that did not answer, or restarted)."""
 
     def __init__(
-        self,
-        urls: Mapping[str, str],
-        *,
-        max_ratio: float,
-        timeout: float = SCRAPE_TIMEOUT,
-        read: Callable[[str], Counts] | None = None,
+        self, urls: Mapping[str, str], *, timeout: float = SCRAPE_TIMEOUT, read: Callable[[str], Counts] | None = None
     ) -> None:
         self.urls = dict(sorted(urls.items()))  # consumer -> its gateway's /metrics
-        self.max_ratio = max_ratio
         self._read = read or (lambda url: scrape(url, timeout=timeout))
         self._start: dict[str, Counts | str] = {}
-
-    @property
-    def threshold(self) -> str:
-        return f"<= {self.max_ratio:g}"
 
     def _take(self) -> dict[str, Counts | str]:
         out: dict[str, Counts | str] = {}
@@ -149,11 +139,11 @@ class ErrorRatioGate:
     def begin(self) -> None:
         self._start = self._take()
 
-    def read(self, window_seconds: float) -> GateReading:
+    def end(self) -> tuple[dict[str, dict[str, float]], list[str]]:
+        """Per consumer, each counted outcome's increase since :meth:`begin`; and the problems."""
         end = self._take()
+        deltas: dict[str, dict[str, float]] = {}
         problems: list[str] = []
-        errors = total = 0.0
-        parts = []
         for consumer in self.urls:
             before, after = self._start.get(consumer, "not read at the soak's start"), end[consumer]
             if isinstance(before, str) or isinstance(after, str):
@@ -163,7 +153,41 @@ class ErrorRatioGate:
             if reset:
                 problems.append(f"gateway of {consumer}: {reset}; its counts over the soak are not known")
                 continue
-            delta = {o: after.by_outcome.get(o, 0.0) - before.by_outcome.get(o, 0.0) for o in COUNTED}
+            deltas[consumer] = {o: after.by_outcome.get(o, 0.0) - before.by_outcome.get(o, 0.0) for o in COUNTED}
+        return deltas, problems
+
+
+class ErrorRatioGate:
+    """The error ratio of the named consumers' gateways over a soak, held if at most ``max_ratio``."""
+
+    name = "error-ratio"
+
+    def __init__(
+        self,
+        urls: Mapping[str, str],
+        *,
+        max_ratio: float,
+        timeout: float = SCRAPE_TIMEOUT,
+        read: Callable[[str], Counts] | None = None,
+    ) -> None:
+        self.counters = SoakCounters(urls, timeout=timeout, read=read)
+        self.urls = self.counters.urls
+        self.max_ratio = max_ratio
+
+    @property
+    def threshold(self) -> str:
+        return f"<= {self.max_ratio:g}"
+
+    def begin(self) -> None:
+        self.counters.begin()
+
+    def read(self, window_seconds: float) -> GateReading:
+        deltas, problems = self.counters.end()
+        if problems:
+            return GateReading(self.name, False, None, self.threshold, "; ".join(problems))
+        errors = total = 0.0
+        parts = []
+        for consumer, delta in deltas.items():
             e = sum(delta[o] for o in ERROR_OUTCOMES)
             n = sum(delta.values())
             errors, total = errors + e, total + n
@@ -173,8 +197,6 @@ class ErrorRatioGate:
                 + ")"
             )
         window = f"over {window_seconds:.1f}s"
-        if problems:
-            return GateReading(self.name, False, None, self.threshold, "; ".join(problems))
         if total <= 0:
             return GateReading(
                 self.name,
