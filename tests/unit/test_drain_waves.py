@@ -361,3 +361,31 @@ def test_resume_refuses_a_restored_or_waveless_journal(tmp_path):
     )
     plain.close()
     assert "not of a drain in waves" in resume_problems(read_journal(plain.path), [], namespace="ns", drain=True)[0]
+
+
+def test_min_requests_gate_holds_on_enough_traffic_over_the_window_only():
+    from xtask.drain.gates.min_requests import MinRequestsGate
+
+    a, b = Gateway(), Gateway()
+    a.count(ROUTED, 500)  # before the soak: not counted
+
+    def read(url: str):
+        return parse_counts({"c-a": a, "c-b": b}[url].text())
+
+    gate = MinRequestsGate({"c-a": "c-a", "c-b": "c-b"}, minimum=10, read=read)
+    gate.begin()
+    a.count(ROUTED, 4)
+    b.count(NO_ROUTE, 3)
+    b.count(BAD_REQUEST, 50)  # a client's bad request is not traffic the ratio is judged on
+    thin = gate.read(5.0)
+    assert (thin.gate, thin.held, thin.value, thin.threshold) == ("min-requests", False, 7, ">= 10")
+    assert "c-a: 4; c-b: 3" in thin.detail
+    gate.begin()
+    a.count(UPSTREAM_ERROR, 10)
+    assert gate.read(5.0).held
+
+
+def test_min_requests_is_a_gate_flag_of_a_drain_in_waves_only():
+    with pytest.raises(UsageError, match="--min-requests applies to a drain in waves"):
+        request(gate_options={"min_requests": 5})
+    assert request(wave_size=Amount(1), gate_options={"min_requests": 5}).gate_options == {"min_requests": 5}

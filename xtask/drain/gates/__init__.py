@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from xtask.drain.gates import error_ratio, promql
+from xtask.drain.gates import error_ratio, min_requests, promql
 from xtask.drain.gates.base import Gate, GateFlag, GateModule, GateSetup
 
 
@@ -23,7 +23,7 @@ def _gate(module: GateModule) -> GateModule:
 
 
 # Every gate, in the order a wave reads them.
-GATES: tuple[GateModule, ...] = (_gate(error_ratio), _gate(promql))
+GATES: tuple[GateModule, ...] = (_gate(error_ratio), _gate(min_requests), _gate(promql))
 
 
 def gate_flags() -> list[GateFlag]:
