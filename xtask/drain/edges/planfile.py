@@ -15,11 +15,14 @@ decide; the run reads the cluster and calls them. Nothing here talks to the API 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from jsonschema import Draft202012Validator, ValidationError
 
 from agn.inputfile import YAML_INPUT_LIMIT, read_regular
 from agn.objects import parse_time, rfc3339
@@ -32,6 +35,7 @@ from xtask.drain.core.plandoc import LoadedPlan, planned_arguments
 from xtask.drain.core.request import DrainRequest
 from xtask.errors import RefusedError, UsageError
 from xtask.reports import API_VERSION, PROVIDER_DRAIN_PLAN
+from xtask.state import REPO_ROOT
 
 KIND = PROVIDER_DRAIN_PLAN
 DEFAULT_MAX_AGE = 3600.0
@@ -167,129 +171,74 @@ def load_plan(path: Path) -> LoadedPlan:
     return LoadedPlan(path, doc)
 
 
-# The plan's shape, as its JSON Schema states it, checked without a schema library (the CLI
-# does not depend on one); tests check that both refuse the same documents.
-Check = Callable[[Any, str], list[str]]
+# -- the plan's shape: schemas/provider-drain-plan.schema.json ---------------------------------------
+SCHEMA_FILE = REPO_ROOT / "schemas" / "provider-drain-plan.schema.json"
+_TYPE_WORDS = {
+    "string": "a string",
+    "integer": "an integer",
+    "boolean": "a boolean",
+    "null": "null",
+    "array": "a list",
+    "object": "a mapping",
+}
 
 
-def _type(*types: type, nullable: bool = False) -> Check:
-    def check(value: Any, where: str) -> list[str]:
-        if value is None and nullable:
-            return []
-        if isinstance(value, bool) and bool not in types:
-            return [f"{where} must be {_names(types, nullable)}, got {show(value)}"]
-        if not isinstance(value, types):
-            return [f"{where} must be {_names(types, nullable)}, got {show(value)}"]
-        return []
-
-    return check
+@functools.cache
+def _validator() -> Draft202012Validator:
+    return Draft202012Validator(json.loads(SCHEMA_FILE.read_text()))
 
 
-def _names(types: tuple[type, ...], nullable: bool) -> str:
-    words = {str: "a string", int: "an integer", bool: "true or false", list: "a list", dict: "a mapping"}
-    return " or ".join([words[t] for t in types] + (["null"] if nullable else []))
+def _where(path: Sequence[str | int]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
 
 
-def _one_of(*values: Any) -> Check:
-    def check(value: Any, where: str) -> list[str]:
-        return [] if value in values else [f"{where} must be one of {', '.join(map(str, values))}, got {show(value)}"]
-
-    return check
-
-
-def _amount(value: Any, where: str) -> list[str]:
-    if not isinstance(value, str):
-        return [f"{where} must be a string N or P%, got {show(value)}"]
-    try:
-        Amount.parse(value)
-    except ValueError as exc:
-        return [f"{where}: {exc}"]
-    return []
-
-
-def _time(value: Any, where: str) -> list[str]:
-    if not isinstance(value, str) or parse_time(value) is None:
-        return [f"{where} must be an RFC 3339 time, got {show(value)}"]
-    return []
-
-
-def _obj(fields: Mapping[str, Check], *, nullable: bool = False, open_: bool = False) -> Check:
-    def check(value: Any, where: str) -> list[str]:
-        if value is None and nullable:
-            return []
-        if not isinstance(value, dict):
-            return [f"{where or '(top level)'} must be a mapping, got {show(value)}"]
-        out = []
-        for key, sub in fields.items():
-            if key not in value:
-                out.append(f"{where + '.' if where else ''}{key} is required")
-            else:
-                out += sub(value[key], f"{where + '.' if where else ''}{key}")
-        if not open_:
-            out += [f"{where + '.' if where else ''}{k}: unknown field" for k in value if k not in fields]
-        return out
-
-    return check
-
-
-def _list(item: Check) -> Check:
-    def check(value: Any, where: str) -> list[str]:
-        if not isinstance(value, list):
-            return [f"{where} must be a list, got {show(value)}"]
-        return [p for i, v in enumerate(value) for p in item(v, f"{where}[{i}]")]
-
-    return check
-
-
-_STR, _INT, _BOOL = _type(str), _type(int), _type(bool)
-_OPT_STR = _type(str, nullable=True)
-_SHAPE = _obj(
-    {
-        "apiVersion": _one_of(API_VERSION),
-        "kind": _one_of(KIND),
-        "metadata": _obj(
-            {
-                "createdAt": _time,
-                "createdBy": _STR,
-                "context": _OPT_STR,
-                "cluster": _STR,
-                "namespace": _STR,
-                "arguments": _list(_STR),
-                "digest": _STR,
-            }
-        ),
-        "spec": _obj(
-            {
-                "selector": _obj({"provider": _OPT_STR, "gateway": _OPT_STR}),
-                "operation": _obj({"request": _one_of("drain", "undrain"), "reason": _OPT_STR, "force": _BOOL}),
-                "selection": _list(
-                    _obj(
-                        {
-                            "name": _STR,
-                            "uid": _STR,
-                            "resourceVersion": _STR,
-                            "generation": _INT,
-                            "drain": _type(bool, nullable=True),
-                            "holders": _list(_type(dict)),
-                        }
-                    )
-                ),
-                "changes": _list(_STR),
-                "targets": _obj({"network": _OPT_STR, "consumers": _list(_STR)}),
-                "groups": _list(_obj({"consumer": _STR, "group": _STR, "admittedBefore": _INT, "admittedAfter": _INT})),
-                "budget": _obj({"maxUnavailable": _amount, "groups": _list(_type(dict))}, nullable=True),
-                "waves": _obj({"size": lambda v, w: [] if v is None else _amount(v, w), "waves": _list(_list(_STR))}),
-            }
-        ),
-    }
-)
+def _worded(error: ValidationError) -> list[tuple[int, str]]:
+    """One schema error as (rank, message naming the field): what is missing first, unknown
+    fields last, as the file is read."""
+    path = list(error.absolute_path)
+    where = _where(path) or "(top level)"
+    kind, value = error.validator, error.instance
+    if kind == "required":
+        return [(0, f"{_where([*path, key])} is required") for key in error.validator_value if key not in value]
+    if kind == "additionalProperties":
+        known = set(error.schema.get("properties", {}))
+        return [(2, f"{_where([*path, key])}: unknown field") for key in value if key not in known]
+    if kind in ("const", "enum"):
+        allowed = [error.validator_value] if kind == "const" else list(error.validator_value)
+        return [(1, f"{where} must be one of {', '.join(map(str, allowed))}, got {show(value)}")]
+    if kind == "type":
+        types = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        words = " or ".join(_TYPE_WORDS.get(str(t), str(t)) for t in types)
+        return [(1, f"{where} must be {words}, got {show(value)}")]
+    must = error.schema.get("x-must")
+    return [(1, f"{where} must {must}, got {show(value)}" if must else f"{where}: {error.message}")]
 
 
 def plan_problems(doc: Any) -> list[str]:
-    """What makes ``doc`` not a plan (empty: it is one), each naming the field."""
-    problems = _SHAPE(doc, "")
-    if problems:
-        return problems
+    """What makes ``doc`` not a plan (empty: it is one), each naming the field: its JSON Schema,
+    then what the schema cannot say (times and amounts that parse, exactly one selector)."""
+    found = sorted(
+        (rank, index, message)
+        for index, error in enumerate(_validator().iter_errors(doc))
+        for rank, message in _worded(error)
+    )
+    if found:
+        return [message for _, _, message in found]
+    problems = []
+    if parse_time(doc["metadata"]["createdAt"]) is None:
+        problems.append(f"metadata.createdAt must be an RFC 3339 time, got {show(doc['metadata']['createdAt'])}")
+    for where, amount in (
+        ("spec.waves.size", doc["spec"]["waves"]["size"]),
+        ("spec.budget.maxUnavailable", (doc["spec"]["budget"] or {}).get("maxUnavailable")),
+    ):
+        try:
+            if amount is not None:
+                Amount.parse(amount)
+        except ValueError as exc:
+            problems.append(f"{where}: {exc}")
     selector = doc["spec"]["selector"]
     if (selector["provider"] is None) == (selector["gateway"] is None):
         problems.append("spec.selector must name exactly one of provider and gateway")
