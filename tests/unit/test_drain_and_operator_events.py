@@ -12,6 +12,7 @@ from agn.events import NOTE_LIMIT, Regarding, clip, event_body, event_name, micr
 from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Exclusion, Overlay, ProviderView
 from agn.operator.diffing import admission_changes, published_note
 from agn.operator.events import HardFailures, Transition, failure_detail, observed
+from xtask.drain.core.states import Outcome, Restoration, RestoreOutcome, WriteOutcome
 from xtask.drain.edges.kube_events import (
     DRAIN_FAILED,
     DRAINED,
@@ -84,10 +85,10 @@ def test_event_body_has_what_the_api_server_requires():
 # -- what a drain records ---------------------------------------------------------------------------
 def test_only_changed_and_failed_writes_are_recorded():
     outcomes = [
-        {"provider": "a", "outcome": "changed"},
-        {"provider": "b", "outcome": "unchanged"},
-        {"provider": "c", "outcome": "failed", "error": "denied by policy"},
-        {"provider": "d", "outcome": "not-attempted"},
+        Outcome("a", WriteOutcome.CHANGED),
+        Outcome("b", WriteOutcome.UNCHANGED),
+        Outcome("c", WriteOutcome.FAILED, error="denied by policy"),
+        Outcome("d", WriteOutcome.NOT_ATTEMPTED),
     ]
     assert outcome_facts(outcomes, drain=True) == [
         Fact("a", DRAINED, "Drain", "Normal"),
@@ -98,13 +99,13 @@ def test_only_changed_and_failed_writes_are_recorded():
 
 def test_restorations_record_what_was_put_back_and_what_could_not_be():
     restorations = [
-        {"provider": "a", "outcome": "restored"},
-        {"provider": "b", "outcome": "restored"},
-        {"provider": "c", "outcome": "already-at-previous-value"},
-        {"provider": "d", "outcome": "changed-by-another-writer"},
-        {"provider": "e", "outcome": "failed", "error": "HTTP 500"},
-        {"provider": "f", "outcome": "provider-deleted"},
-        {"provider": "g", "outcome": "would-restore"},
+        Restoration("a", RestoreOutcome.RESTORED),
+        Restoration("b", RestoreOutcome.RESTORED),
+        Restoration("c", RestoreOutcome.ALREADY),
+        Restoration("d", RestoreOutcome.OTHER_WRITER),
+        Restoration("e", RestoreOutcome.FAILED, error="HTTP 500"),
+        Restoration("f", RestoreOutcome.GONE),
+        Restoration("g", RestoreOutcome.WOULD_RESTORE),
     ]
     facts = restoration_facts(restorations, previous={"a": None, "b": False})
     assert [(f.provider, f.reason, f.type) for f in facts] == [

@@ -74,7 +74,7 @@ def restore_written(
     )
     record.restored(r.outcome for r in results)
     previous = {change.provider: change.previous for change, _ in written}
-    return Restored(results, restoration_facts([r.to_dict() for r in results], previous=previous))
+    return Restored(results, restoration_facts(results, previous=previous))
 
 
 @dataclasses.dataclass

@@ -287,7 +287,7 @@ class _DrainRun:
         ).write(changes, stop=latch.interrupted)
         self.results.outcomes += outcomes  # in waves: every wave's
         self.results.add_time("applySeconds", time.monotonic() - started)
-        facts = self._hold_details(outcome_facts([o.to_dict() for o in outcomes], drain=req.drain), changes)
+        facts = self._hold_details(outcome_facts(outcomes, drain=req.drain), changes)
         written_at = time.time()
         failed = [o for o in outcomes if o.outcome == WriteOutcome.FAILED]
         # A signal that lands while this run has written anything counts as "during the fan-out".

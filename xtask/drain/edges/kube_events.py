@@ -34,7 +34,7 @@ from typing import Any
 
 from agn.events import NORMAL, WARNING, Regarding, event_body, event_name
 from agn.kube import PROVIDERS, Conflict, Kube, NotFound
-from xtask.drain.core.states import RestoreOutcome, WriteOutcome
+from xtask.drain.core.states import Outcome, Restoration, RestoreOutcome, WriteOutcome
 
 CONTROLLER = "agn.dev/provider-drain"
 DRAINED = "ProviderDrained"
@@ -58,7 +58,7 @@ class Fact:
     detail: str = ""  # what went wrong, or what the provider was put back to
 
 
-def outcome_facts(outcomes: Iterable[Mapping[str, Any]], *, drain: bool) -> list[Fact]:
+def outcome_facts(outcomes: Iterable[Outcome], *, drain: bool) -> list[Fact]:
     """The Events a fan-out's outcomes call for: one per provider written or refused.
 
     Providers already in the requested state, and writes never attempted, changed nothing.
@@ -66,16 +66,14 @@ def outcome_facts(outcomes: Iterable[Mapping[str, Any]], *, drain: bool) -> list
     action = "Drain" if drain else "Undrain"
     out = []
     for o in outcomes:
-        if o["outcome"] == WriteOutcome.CHANGED:
-            out.append(Fact(o["provider"], DRAINED if drain else UNDRAINED, action, NORMAL))
-        elif o["outcome"] == WriteOutcome.FAILED:
-            out.append(
-                Fact(o["provider"], DRAIN_FAILED if drain else UNDRAIN_FAILED, action, WARNING, o.get("error") or "")
-            )
+        if o.outcome == WriteOutcome.CHANGED:
+            out.append(Fact(o.provider, DRAINED if drain else UNDRAINED, action, NORMAL))
+        elif o.outcome == WriteOutcome.FAILED:
+            out.append(Fact(o.provider, DRAIN_FAILED if drain else UNDRAIN_FAILED, action, WARNING, o.error or ""))
     return out
 
 
-def restoration_facts(restorations: Iterable[Mapping[str, Any]], *, previous: Mapping[str, bool | None]) -> list[Fact]:
+def restoration_facts(restorations: Iterable[Restoration], *, previous: Mapping[str, bool | None]) -> list[Fact]:
     """The Events restorations call for: put back, or could not be put back.
 
     ``already-at-previous-value`` (the write never landed) and ``provider-deleted`` changed
@@ -83,13 +81,13 @@ def restoration_facts(restorations: Iterable[Mapping[str, Any]], *, previous: Ma
     """
     out = []
     for r in restorations:
-        name, outcome = r["provider"], r["outcome"]
+        name, outcome = r.provider, r.outcome
         if outcome == RestoreOutcome.RESTORED:
             value = previous.get(name)
             shown = "omitted" if value is None else str(value).lower()
             out.append(Fact(name, RESTORED, "Restore", NORMAL, f"spec.trafficPolicy.drain back to {shown}"))
         elif outcome in (RestoreOutcome.OTHER_WRITER, RestoreOutcome.FAILED):
-            detail = r.get("error") or "changed by another writer since; not restored"
+            detail = r.error or "changed by another writer since; not restored"
             out.append(Fact(name, RESTORE_FAILED, "Restore", WARNING, detail))
     return out
 
