@@ -29,9 +29,9 @@ from xtask.cli.env.status import render_table
 from xtask.crds import crd_documents
 from xtask.envdef import ENVS_DIR, load_env
 from xtask.errors import CommandFailed, RuntimeUnavailable, XtaskError
-from xtask.image import ImageBuilder
+from xtask.images.agn_image import ImageBuilder
+from xtask.images.nodeimage import KUBEADM_PATCH_LABEL, NodeImageBuilder
 from xtask.manifests import deployment_names, render
-from xtask.nodeimage import KUBEADM_PATCH_LABEL, NodeImageBuilder
 from xtask.reports import ENV_STATUS, envelope
 from xtask.runtime import kind as kind_module
 from xtask.runtime.deployments import DEPLOYMENTS

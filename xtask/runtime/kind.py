@@ -10,7 +10,7 @@ it on to every kind call. On Podman it also checks the host settings privileged 
 
 1. the node image: the env file's ``kind.nodeImage`` or ``KIND_NODE_IMAGE``; else kind's own
    default where the engine has it or a registry answers; else the one
-   :mod:`xtask.nodeimage` builds with no registry (cached, loaded into the engine);
+   :mod:`xtask.images.nodeimage` builds with no registry (cached, loaded into the engine);
 2. the cluster, from ``envs/kind-<env>.yaml`` plus what the node image needs (rendered into
    the env's state folder as ``kind-config.yaml``), or the existing one reused;
 3. the ``kind-<env>`` context; the ``agn:dev`` image built on the engine and loaded into the
@@ -371,7 +371,7 @@ class KindEnv:
         if any(r.endswith(KIND_DEFAULT_IMAGE_PREFIX) for r in listed) or self._registry_probe():
             return None, {}
         from xtask.engine import Engine
-        from xtask.nodeimage import NodeImageBuilder
+        from xtask.images.nodeimage import NodeImageBuilder
 
         builder = NodeImageBuilder(Engine.from_environ(cli, self._environ, runner=self.runner), runner=self.runner)
         before = self._image_ids()
@@ -390,7 +390,7 @@ class KindEnv:
         return labels if isinstance(labels, dict) else {}
 
     def _create_cluster(self, ctx: UpContext) -> None:
-        from xtask.nodeimage import KUBEADM_PATCH_LABEL
+        from xtask.images.nodeimage import KUBEADM_PATCH_LABEL
 
         self._save_state(engine=self.engine())
         if not self._engine_has("network", KIND_NETWORK):
@@ -435,7 +435,7 @@ class KindEnv:
 
     def _build_image(self, ctx: UpContext) -> None:
         from xtask.engine import Engine
-        from xtask.image import ImageBuilder
+        from xtask.images.agn_image import ImageBuilder
 
         cli = self.engine()
         before = self._image_ids()
