@@ -5,6 +5,7 @@ import yaml
 
 from xtask.envdef import load_env, parse_env
 from xtask.errors import EnvDefinitionError
+from xtask.runtime.kind import pinned
 
 
 def test_example_env_matches_the_seed():
@@ -227,13 +228,18 @@ def test_overlay_shards_default_and_setting():
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 
 
+def pins(env) -> tuple:
+    """The kind runtime's pins, as it reads them from its section."""
+    return pinned(env, "engine"), pinned(env, "nodeImage")
+
+
 def test_no_kind_section_pins_nothing():
     env = parse_env(example(), source=Path("envs/example.yaml"))
-    assert (env.kind_engine, env.kind_node_image) == (None, None)
+    assert pins(env) == (None, None)
     data = example()
     data["kind"] = {}
     env = parse_env(data, source=Path("envs/example.yaml"))
-    assert (env.kind_engine, env.kind_node_image) == (None, None)
+    assert pins(env) == (None, None)
 
 
 @pytest.mark.parametrize(
@@ -255,7 +261,7 @@ def test_kind_pins_are_parsed(section, engine, image):
     data = example()
     data["kind"] = section
     env = parse_env(data, source=Path("envs/example.yaml"))
-    assert (env.kind_engine, env.kind_node_image) == (engine, image)
+    assert pins(env) == (engine, image)
 
 
 def test_kind_pins_are_read_from_the_env_file(tmp_path):
@@ -263,7 +269,7 @@ def test_kind_pins_are_read_from_the_env_file(tmp_path):
     data["kind"] = {"engine": "podman", "nodeImage": "kindest/node:v1.35.0"}
     (tmp_path / "example.yaml").write_text(yaml.safe_dump(data))
     env = load_env("example", envs_dir=tmp_path)
-    assert (env.kind_engine, env.kind_node_image) == ("podman", "kindest/node:v1.35.0")
+    assert pins(env) == ("podman", "kindest/node:v1.35.0")
 
 
 @pytest.mark.parametrize(

@@ -34,15 +34,11 @@ from xtask.images.nodeimage import KUBEADM_PATCH_LABEL, NodeImageBuilder
 from xtask.manifests import deployment_names, render
 from xtask.reports import ENV_STATUS, envelope
 from xtask.runtime import kind as kind_module
+from xtask.runtime import kind_host
 from xtask.runtime.deployments import DEPLOYMENTS
-from xtask.runtime.kind import (
-    KindEnv,
-    host_cgroup_v1,
-    kind_problems,
-    pod_row,
-    podman_host_problems,
-    render_kind_config,
-)
+from xtask.runtime.kind import KindEnv
+from xtask.runtime.kind_host import host_cgroup_v1, kind_problems, pod_row, podman_host_problems, render_kind_config
+from xtask.runtime.local import LocalEnv
 from xtask.runtime.steps import UpContext
 from xtask.state import EnvRecord, env_dir
 
@@ -303,7 +299,7 @@ def home(tmp_path, monkeypatch):
     monkeypatch.setenv("CONTAINERS_CONF", str(conf))
     (tmp_path / "modules").mkdir()
     monkeypatch.setattr(
-        kind_module, "podman_host_problems", functools.partial(podman_host_problems, modules=tmp_path / "modules")
+        kind_host, "podman_host_problems", functools.partial(podman_host_problems, modules=tmp_path / "modules")
     )
     monkeypatch.setattr(kind_module, "host_cgroup_v1", lambda: False)
     monkeypatch.setattr(ImageBuilder, "debootstrap_problems", lambda self: ["no debootstrap here (a unit test)"])
@@ -565,7 +561,7 @@ def test_the_node_image_is_built_when_no_registry_answers(home, envdef, monkeypa
 def test_a_chosen_node_image_is_used_as_it_is(home, envdef, where):
     chosen = "localhost/my/node:v1"
     if where == "env file":
-        envdef = dataclasses.replace(envdef, kind_node_image=chosen)
+        envdef = dataclasses.replace(envdef, sections={"kind": {"nodeImage": chosen}})
         environ = {"KIND_NODE_IMAGE": "not/this:one"}  # the env file wins
     else:
         environ = {"KIND_NODE_IMAGE": chosen}
@@ -636,7 +632,7 @@ def test_a_docker_cli_without_a_daemon_means_podman(home, envdef):
 
 
 def test_the_env_files_engine_is_used_without_asking_others(home, envdef):
-    envdef = dataclasses.replace(envdef, kind_engine="podman")
+    envdef = dataclasses.replace(envdef, sections={"kind": {"engine": "podman"}})
     s = make(envdef, cli="podman", tools=("docker", "podman", "kind", "kubectl"))
     up(s, envdef)
     assert not any(argv[0] == "docker" for argv in s.runner.calls)
@@ -773,7 +769,7 @@ def test_unreachable_docker_engine_is_a_clear_error(home, envdef):
 
 
 def test_a_pinned_engine_not_on_path_is_named(home, envdef):
-    envdef = dataclasses.replace(envdef, kind_engine="podman")
+    envdef = dataclasses.replace(envdef, sections={"kind": {"engine": "podman"}})
     s = make(envdef, cli="docker")
     with pytest.raises(RuntimeUnavailable, match=r"the env file pins kind.engine podman, and `podman` is not on PATH"):
         up(s, envdef)
@@ -782,7 +778,7 @@ def test_a_pinned_engine_not_on_path_is_named(home, envdef):
 
 def test_podman_host_problems_stop_up_before_anything_is_made(home, envdef, monkeypatch):
     monkeypatch.setattr(
-        kind_module, "podman_host_problems", functools.partial(podman_host_problems, modules=home / "no-modules")
+        kind_host, "podman_host_problems", functools.partial(podman_host_problems, modules=home / "no-modules")
     )
     s = make(envdef, cli="podman")
     with pytest.raises(RuntimeUnavailable, match=r"no-modules does not exist \(kind mounts it into every node"):
@@ -1265,12 +1261,15 @@ def test_env_status_of_a_runtime_without_describe_has_no_cluster(home, envdef, m
     from xtask.cli.env import status as status_command
     from xtask.runtime import registry
 
-    class Plain:
+    class Plain(LocalEnv):  # a runtime that describes nothing beyond its components
         def status(self):
             return []
 
+        def prometheus(self):
+            return {"url": None, "running": False, "detail": "none here"}
+
     EnvRecord(ENV, "local", "local-example", str(home / "kubeconfig"), envdef.namespace).save()
-    monkeypatch.setattr(registry, "recorded", lambda env, runtime: Plain())
+    monkeypatch.setattr(registry, "recorded", lambda env, runtime: Plain(ENV))
     data = status_command.collect(ENV)
     assert "cluster" not in data
     check_report(envelope(ENV_STATUS, data))

@@ -44,10 +44,8 @@ def collect(env_name: str) -> dict:
         }
     runtime = registry.recorded(env_name, record.runtime)
     components = runtime.status()
-    # A runtime may describe itself beyond the components (kind: engine, node image, pods).
-    describe = getattr(runtime, "describe", None)
-    detail = describe() if callable(describe) else None
-    prometheus = prometheus_of(runtime, record.runtime)
+    detail = runtime.describe()  # beyond the components (kind: engine, node image, pods)
+    prometheus = runtime.prometheus()
     objects, error = None, None
     try:
         from agn.kube import Kube, KubeError
@@ -78,15 +76,6 @@ def collect(env_name: str) -> dict:
         **({"runtimeDetail": detail} if detail else {}),
         **({"error": error} if error else {}),
     }
-
-
-def prometheus_of(runtime: object, name: str) -> dict:
-    """Where the env's Prometheus answers, or why there is none: a runtime that starts one (local)
-    says so through its ``prometheus()``; the others do not start one."""
-    report = getattr(runtime, "prometheus", None)
-    if callable(report):
-        return report()
-    return {"url": None, "running": False, "detail": f"the {name} runtime does not start Prometheus"}
 
 
 @click.command()
