@@ -104,6 +104,16 @@ def render_table(data: dict, con: Console) -> None:
         f"context={e(data['context'])}  namespace={e(data['namespace'])}"
     )
     con.print(f"kubeconfig: {e(data['kubeconfig'])}")
+    _render_components(data, con)
+    if data.get("error"):
+        con.print(f"[red]cannot read AGN objects:[/red] {e(data['error'])}")
+        return
+    _render_objects(data["objects"], con)
+
+
+def _render_components(data: dict, con: Console) -> None:
+    """The runtime's components, its Prometheus and what it says beyond them."""
+    e = markup_safe
     comps = Table(title="components", title_justify="left")
     for col in ("name", "pid", "running", "healthy", "address", "metrics", "detail"):
         comps.add_column(col)
@@ -132,10 +142,11 @@ def render_table(data: dict, con: Console) -> None:
             for p in detail["pods"]:
                 pods.add_row(e(p["name"]), e(p["ready"]), e(p["phase"]), e(p["restarts"]), e(p.get("node") or "-"))
             con.print(pods)
-    if data.get("error"):
-        con.print(f"[red]cannot read AGN objects:[/red] {e(data['error'])}")
-        return
-    objs = data["objects"]
+
+
+def _render_objects(objs: dict, con: Console) -> None:
+    """The env's providers and, per consumer, its overlays and each provider's admission state."""
+    e = markup_safe
     provs = Table(title="providers", title_justify="left")
     for col in ("name", "gateway", "drain", "available", "group", "rank", "endpoint"):
         provs.add_column(col)
