@@ -1282,16 +1282,3 @@ def test_a_bad_kind_node_image_is_refused_before_anything_is_made(home, envdef, 
         up(s, envdef)
     assert not any(argv[:2] == ["kind", "create"] for argv in s.runner.calls)
     assert not env_dir(ENV).exists()
-
-
-def test_node_image_flag_wins_over_the_env_file_and_is_the_kind_runtimes_own(envdef):
-    from xtask.errors import UsageError
-    from xtask.runtime import registry
-    from xtask.runtime.base import Options
-
-    envdef = dataclasses.replace(envdef, sections={"kind": {"nodeImage": "kindest/node:v1.35.0"}})
-    options = Options(node_image="localhost/agn/kind-node:v1")
-    kind = registry.choose(ENV, "kind", recorded=None, options=options)
-    assert kind._chosen_node_image(envdef) == "localhost/agn/kind-node:v1"
-    with pytest.raises(UsageError, match="--node-image: not an option of the local runtime"):
-        registry.choose(ENV, "local", recorded=None, options=options)

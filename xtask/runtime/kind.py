@@ -89,13 +89,6 @@ SECTION = Section(
 )
 
 
-NODE_IMAGE_FLAG = Flag(
-    "--node-image",
-    metavar="IMAGE",
-    help="The node image of a new kind cluster (default: the env file's kind.nodeImage, else KIND_NODE_IMAGE).",
-)
-
-
 def pinned(envdef: EnvDef, key: str) -> str | None:
     """What the env file's ``kind:`` section pins (``engine``, ``nodeImage``); None: nothing."""
     return envdef.section(SECTION.key).get(key)
@@ -106,7 +99,7 @@ class KindEnv(Runtime):
 
     name: ClassVar[str] = RUNTIME
     auto: ClassVar[bool] = True
-    flags: ClassVar[tuple[Flag, ...]] = (IMAGE_FLAG, NODE_IMAGE_FLAG)
+    flags: ClassVar[tuple[Flag, ...]] = (IMAGE_FLAG,)
     section: ClassVar[Section | None] = SECTION
 
     def __init__(
@@ -117,7 +110,6 @@ class KindEnv(Runtime):
         kube_factory: KubeFactory = _connect,
         which: Callable[[str], str | None] = shutil.which,
         image: str | None = None,
-        node_image: str | None = None,
         environ: Mapping[str, str] = os.environ,
         registry_probe: Callable[[], bool] = registry_reachable,
     ) -> None:
@@ -127,14 +119,13 @@ class KindEnv(Runtime):
         self._kube_factory = kube_factory
         self._which = which
         self._requested_image = image
-        self._node_image = node_image
         self._environ = environ
         self._registry_probe = registry_probe
         self._engine: str | None = None
 
     @classmethod
     def create(cls, env: str, options: Options) -> KindEnv:
-        return cls(env, image=options.text(IMAGE_FLAG), node_image=options.text(NODE_IMAGE_FLAG))
+        return cls(env, image=options.text(IMAGE_FLAG))
 
     # -- the engine ---------------------------------------------------------------------------
     def _pinned_engine(self, envdef: EnvDef | None = None) -> str | None:
@@ -269,7 +260,7 @@ class KindEnv(Runtime):
 
     def _chosen_node_image(self, envdef: EnvDef) -> str | None:
         """The node image the env file or ``KIND_NODE_IMAGE`` names (checked: an image reference)."""
-        chosen = self._node_image or pinned(envdef, "nodeImage") or self._environ.get("KIND_NODE_IMAGE") or None
+        chosen = pinned(envdef, "nodeImage") or self._environ.get("KIND_NODE_IMAGE") or None
         if chosen is not None and not IMAGE_REF.fullmatch(chosen):
             raise XtaskError(
                 f"KIND_NODE_IMAGE is not an image reference: {chosen!r}",
