@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -205,7 +206,7 @@ def _rule_problems(data: dict, bad: set[envschema.Path_], *, expected_name: str 
     for key in ("networks", "consumers", "providers"):
         items = _listed(data, key)
         listed = [m["name"] for i, m in enumerate(items) if isinstance(m, dict) and "name" in m and ok(key, i, "name")]
-        problems += [f"{key}: duplicate name {n!r}" for n in sorted({n for n in listed if listed.count(n) > 1})]
+        problems += [f"{key}: duplicate name {n!r}" for n, count in sorted(Counter(listed).items()) if count > 1]
         names[key] = listed
     for i, net in enumerate(_listed(data, "networks")):
         if isinstance(net, dict) and "probeIntervalSeconds" in net and ok("networks", i, "probeIntervalSeconds"):
