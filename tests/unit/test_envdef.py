@@ -318,3 +318,59 @@ def test_every_kind_problem_is_reported_together():
         "  kind.engine: must be one of docker, podman, got 'lxc'",
         "  kind.nodeImage: must be an image reference, got 'bad image'",
     ]
+
+
+# -- the schema (schemas/env.schema.json) ----------------------------------------------------------
+def test_the_schema_is_a_valid_json_schema_and_agrees_with_the_code():
+    from jsonschema import Draft202012Validator
+
+    from agn.shards import DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT
+    from xtask import envschema
+
+    schema = envschema.file_schema()
+    Draft202012Validator.check_schema(schema)
+    shards = schema["properties"]["overlayShards"]
+    assert (shards["default"], shards["maximum"]) == (DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT)
+    assert set(envschema.FORMATS) >= {"dns1123-label", "image-reference", "http-url"}
+
+
+def test_the_probe_interval_rule_uses_the_crds_default_max_age():
+    import yaml as _yaml
+
+    from xtask.crds import CRD_DIR
+    from xtask.envdef import default_metrics_max_age
+
+    crd = _yaml.safe_load((CRD_DIR / "inferencenetworks.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    assert default_metrics_max_age() == spec["metricsMaxAgeSeconds"]["default"]
+    data = example()
+    del data["networks"][0]["metricsMaxAgeSeconds"]
+    data["networks"][0]["probeIntervalSeconds"] = default_metrics_max_age()
+    assert problems(data) == [
+        f"  networks[0].probeIntervalSeconds: must be at most half of metricsMaxAgeSeconds "
+        f"({default_metrics_max_age()}), got {default_metrics_max_age()}"
+    ]
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (lambda d: d.update(overlayShards=4.0), "overlayShards: must be an integer from 1 to 100, got 4.0"),
+        (
+            lambda d: d["networks"][0].update(probeIntervalSeconds=float("nan")),
+            "networks[0].probeIntervalSeconds: must be a number >= 0.1, got nan",
+        ),
+        (
+            lambda d: d["networks"][0].update(probeIntervalSeconds=float("inf")),
+            "networks[0].probeIntervalSeconds: must be a number >= 0.1, got inf",
+        ),
+        (lambda d: d["providers"].append(dict(d["providers"][0])), "providers: duplicate name 'provider-one'"),
+        (lambda d: d.update(name="other"), "name: is 'other' but the file is for environment 'example'"),
+    ],
+)
+def test_what_json_alone_would_let_through_is_refused(change, expected):
+    data = example()
+    change(data)
+    with pytest.raises(EnvDefinitionError) as exc:
+        parse_env(data, source=Path("envs/bad.yaml"), expected_name="example")
+    assert str(exc.value).split("\n")[1:] == [f"  {expected}"]
