@@ -33,7 +33,6 @@ from xtask.runtime import registry
 from xtask.state import REPO_ROOT
 
 ENVS_DIR = Path(os.environ.get("AGN_XTASK_ENVS_DIR") or (REPO_ROOT / "envs"))
-CORE_KEYS = ("name", "namespace", "networks", "consumers", "providers", "overlayShards")
 
 
 @dataclasses.dataclass(frozen=True)
