@@ -5,7 +5,6 @@ import yaml
 
 from xtask.envdef import load_env, parse_env
 from xtask.errors import EnvDefinitionError
-from xtask.runtime.kind import pinned
 
 
 def test_example_env_matches_the_seed():
@@ -222,102 +221,6 @@ def test_overlay_shards_default_and_setting():
     data = example()
     data["overlayShards"] = 4
     assert parse_env(data, source=Path("envs/example.yaml")).overlay_shards == 4
-
-
-# -- the kind runtime's pins (`kind:`) ----------------------------------------------------------
-DIGEST = "sha256:" + "0123456789abcdef" * 4
-
-
-def pins(env) -> tuple:
-    """The kind runtime's pins, as it reads them from its section."""
-    return pinned(env, "engine"), pinned(env, "nodeImage")
-
-
-def test_no_kind_section_pins_nothing():
-    env = parse_env(example(), source=Path("envs/example.yaml"))
-    assert pins(env) == (None, None)
-    data = example()
-    data["kind"] = {}
-    env = parse_env(data, source=Path("envs/example.yaml"))
-    assert pins(env) == (None, None)
-
-
-@pytest.mark.parametrize(
-    "section, engine, image",
-    [
-        ({"engine": "podman"}, "podman", None),
-        ({"engine": "docker"}, "docker", None),
-        ({"nodeImage": "kindest/node:v1.35.0"}, None, "kindest/node:v1.35.0"),
-        (
-            {"engine": "podman", "nodeImage": "localhost/agn/kind-node:v1.37.2-0123456789ab"},
-            "podman",
-            "localhost/agn/kind-node:v1.37.2-0123456789ab",
-        ),
-        ({"nodeImage": f"kindest/node:v1.35.0@{DIGEST}"}, None, f"kindest/node:v1.35.0@{DIGEST}"),
-        ({"nodeImage": "127.0.0.1:5000/node"}, None, "127.0.0.1:5000/node"),
-    ],
-)
-def test_kind_pins_are_parsed(section, engine, image):
-    data = example()
-    data["kind"] = section
-    env = parse_env(data, source=Path("envs/example.yaml"))
-    assert pins(env) == (engine, image)
-
-
-def test_kind_pins_are_read_from_the_env_file(tmp_path):
-    data = example()
-    data["kind"] = {"engine": "podman", "nodeImage": "kindest/node:v1.35.0"}
-    (tmp_path / "example.yaml").write_text(yaml.safe_dump(data))
-    env = load_env("example", envs_dir=tmp_path)
-    assert pins(env) == ("podman", "kindest/node:v1.35.0")
-
-
-@pytest.mark.parametrize(
-    "section, expected",
-    [
-        ({"engine": "containerd"}, "kind.engine: must be one of docker, podman, got 'containerd'"),
-        ({"engine": "Podman"}, "kind.engine: must be one of docker, podman, got 'Podman'"),
-        ({"engine": None}, "kind.engine: must be one of docker, podman, got nothing (null)"),
-        ({"engine": ["docker"]}, "kind.engine: must be one of docker, podman, got list ['docker']"),
-        ({"nodeImage": ""}, "kind.nodeImage: must be an image reference, got ''"),
-        (
-            {"nodeImage": "kindest/node:v1 --retain"},
-            "kind.nodeImage: must be an image reference, got 'kindest/node:v1 --retain'",
-        ),
-        ({"nodeImage": "-x"}, "kind.nodeImage: must be an image reference, got '-x'"),
-        ({"nodeImage": "Kindest/node"}, "kind.nodeImage: must be an image reference, got 'Kindest/node'"),
-        ({"nodeImage": 7}, "kind.nodeImage: must be an image reference, got 7"),
-        ({"nodeImage": "node@sha256:abc"}, "kind.nodeImage: must be an image reference, got 'node@sha256:abc'"),
-        ({"registry": "localhost:5000"}, "kind.registry: unknown field (allowed: engine, nodeImage)"),
-    ],
-)
-def test_a_bad_kind_section_names_the_field_and_value(section, expected):
-    data = example()
-    data["kind"] = section
-    assert problems(data) == [f"  {expected}"]
-
-
-def test_a_kind_section_that_is_not_a_mapping_is_named():
-    data = example()
-    data["kind"] = "podman"
-    assert problems(data) == ["  kind: must be a mapping, got 'podman'"]
-
-
-def test_a_too_long_node_image_is_refused():
-    data = example()
-    data["kind"] = {"nodeImage": "a" * 256}
-    [problem] = problems(data)
-    assert problem.startswith("  kind.nodeImage: must be an image reference, got 'aaaa")
-
-
-def test_every_kind_problem_is_reported_together():
-    data = example()
-    data["kind"] = {"engine": "lxc", "nodeImage": "bad image", "extra": 1}
-    assert problems(data) == [
-        "  kind.extra: unknown field (allowed: engine, nodeImage)",
-        "  kind.engine: must be one of docker, podman, got 'lxc'",
-        "  kind.nodeImage: must be an image reference, got 'bad image'",
-    ]
 
 
 # -- the schema (schemas/env.schema.json) ----------------------------------------------------------

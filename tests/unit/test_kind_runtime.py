@@ -27,8 +27,8 @@ from fakes import FakeCmdRunner
 from reportschema import check_report
 from xtask.cli.env.status import render_table
 from xtask.crds import crd_documents
-from xtask.envdef import ENVS_DIR, load_env
-from xtask.errors import CommandFailed, RuntimeUnavailable, XtaskError
+from xtask.envdef import ENVS_DIR, load_env, parse_env
+from xtask.errors import CommandFailed, EnvDefinitionError, RuntimeUnavailable, XtaskError
 from xtask.images.agn_image import ImageBuilder
 from xtask.images.nodeimage import KUBEADM_PATCH_LABEL, NodeImageBuilder
 from xtask.manifests import deployment_names, render
@@ -36,7 +36,7 @@ from xtask.reports import ENV_STATUS, envelope
 from xtask.runtime import kind as kind_module
 from xtask.runtime import kind_host
 from xtask.runtime.deployments import DEPLOYMENTS
-from xtask.runtime.kind import KindEnv
+from xtask.runtime.kind import KindEnv, pinned
 from xtask.runtime.kind_host import host_cgroup_v1, kind_problems, pod_row, podman_host_problems, render_kind_config
 from xtask.runtime.local import LocalEnv
 from xtask.runtime.steps import UpContext
@@ -1282,3 +1282,109 @@ def test_a_bad_kind_node_image_is_refused_before_anything_is_made(home, envdef, 
         up(s, envdef)
     assert not any(argv[:2] == ["kind", "create"] for argv in s.runner.calls)
     assert not env_dir(ENV).exists()
+
+
+# -- the env file's `kind:` section (the runtime's declared SECTION) ----------------------------------------------------------
+def example_env() -> dict:
+    return yaml.safe_load((ENVS_DIR / "example.yaml").read_text())
+
+
+def section_problems(data) -> list[str]:
+    with pytest.raises(EnvDefinitionError) as exc:
+        parse_env(data, source=Path("envs/bad.yaml"))
+    return str(exc.value).split("\n")[1:]
+
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+def pins(env) -> tuple:
+    """The kind runtime's pins, as it reads them from its section."""
+    return pinned(env, "engine"), pinned(env, "nodeImage")
+
+
+def test_no_kind_section_pins_nothing():
+    env = parse_env(example_env(), source=Path("envs/example.yaml"))
+    assert pins(env) == (None, None)
+    data = example_env()
+    data["kind"] = {}
+    env = parse_env(data, source=Path("envs/example.yaml"))
+    assert pins(env) == (None, None)
+
+
+@pytest.mark.parametrize(
+    "section, engine, image",
+    [
+        ({"engine": "podman"}, "podman", None),
+        ({"engine": "docker"}, "docker", None),
+        ({"nodeImage": "kindest/node:v1.35.0"}, None, "kindest/node:v1.35.0"),
+        (
+            {"engine": "podman", "nodeImage": "localhost/agn/kind-node:v1.37.2-0123456789ab"},
+            "podman",
+            "localhost/agn/kind-node:v1.37.2-0123456789ab",
+        ),
+        ({"nodeImage": f"kindest/node:v1.35.0@{DIGEST}"}, None, f"kindest/node:v1.35.0@{DIGEST}"),
+        ({"nodeImage": "127.0.0.1:5000/node"}, None, "127.0.0.1:5000/node"),
+    ],
+)
+def test_kind_pins_are_parsed(section, engine, image):
+    data = example_env()
+    data["kind"] = section
+    env = parse_env(data, source=Path("envs/example.yaml"))
+    assert pins(env) == (engine, image)
+
+
+def test_kind_pins_are_read_from_the_env_file(tmp_path):
+    data = example_env()
+    data["kind"] = {"engine": "podman", "nodeImage": "kindest/node:v1.35.0"}
+    (tmp_path / "example.yaml").write_text(yaml.safe_dump(data))
+    env = load_env("example", envs_dir=tmp_path)
+    assert pins(env) == ("podman", "kindest/node:v1.35.0")
+
+
+@pytest.mark.parametrize(
+    "section, expected",
+    [
+        ({"engine": "containerd"}, "kind.engine: must be one of docker, podman, got 'containerd'"),
+        ({"engine": "Podman"}, "kind.engine: must be one of docker, podman, got 'Podman'"),
+        ({"engine": None}, "kind.engine: must be one of docker, podman, got nothing (null)"),
+        ({"engine": ["docker"]}, "kind.engine: must be one of docker, podman, got list ['docker']"),
+        ({"nodeImage": ""}, "kind.nodeImage: must be an image reference, got ''"),
+        (
+            {"nodeImage": "kindest/node:v1 --retain"},
+            "kind.nodeImage: must be an image reference, got 'kindest/node:v1 --retain'",
+        ),
+        ({"nodeImage": "-x"}, "kind.nodeImage: must be an image reference, got '-x'"),
+        ({"nodeImage": "Kindest/node"}, "kind.nodeImage: must be an image reference, got 'Kindest/node'"),
+        ({"nodeImage": 7}, "kind.nodeImage: must be an image reference, got 7"),
+        ({"nodeImage": "node@sha256:abc"}, "kind.nodeImage: must be an image reference, got 'node@sha256:abc'"),
+        ({"registry": "localhost:5000"}, "kind.registry: unknown field (allowed: engine, nodeImage)"),
+    ],
+)
+def test_a_bad_kind_section_names_the_field_and_value(section, expected):
+    data = example_env()
+    data["kind"] = section
+    assert section_problems(data) == [f"  {expected}"]
+
+
+def test_a_kind_section_that_is_not_a_mapping_is_named():
+    data = example_env()
+    data["kind"] = "podman"
+    assert section_problems(data) == ["  kind: must be a mapping, got 'podman'"]
+
+
+def test_a_too_long_node_image_is_refused():
+    data = example_env()
+    data["kind"] = {"nodeImage": "a" * 256}
+    [problem] = section_problems(data)
+    assert problem.startswith("  kind.nodeImage: must be an image reference, got 'aaaa")
+
+
+def test_every_kind_problem_is_reported_together():
+    data = example_env()
+    data["kind"] = {"engine": "lxc", "nodeImage": "bad image", "extra": 1}
+    assert section_problems(data) == [
+        "  kind.extra: unknown field (allowed: engine, nodeImage)",
+        "  kind.engine: must be one of docker, podman, got 'lxc'",
+        "  kind.nodeImage: must be an image reference, got 'bad image'",
+    ]
