@@ -13,4 +13,4 @@ cd "$repo"
 if [[ ! -x .venv/bin/python ]]; then
   scripts/setup.sh
 fi
-exec .venv/bin/python -m xtask.image "$@"
+exec .venv/bin/python -m xtask.images.agn_image "$@"

@@ -15,4 +15,4 @@ cd "$repo"
 if [[ ! -x .venv/bin/python ]]; then
   scripts/setup.sh >&2
 fi
-exec .venv/bin/python -m xtask.nodeimage "$@"
+exec .venv/bin/python -m xtask.images.nodeimage "$@"

@@ -21,7 +21,8 @@ import shutil
 import time
 from pathlib import Path
 
-from xtask.image import Docker, mounts_below
+from xtask.images.agn_image import Docker
+from xtask.images.recipes import mounts_below
 from xtask.procs import CommandResult, Supervisor, is_alive, log_tail
 
 DOCKERD_CANDIDATES = ("dockerd", "/usr/sbin/dockerd", "/usr/bin/dockerd")

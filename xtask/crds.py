@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -37,3 +38,15 @@ def install_crds(kube: Kube, *, timeout: float = 60.0) -> list[str]:
             raise XtaskError(f"CRDs not Established after {timeout:.0f}s: {', '.join(pending)}")
         time.sleep(0.1)
     return names
+
+
+def spec_default(kind: str, field: str, *, folder: Path = CRD_DIR) -> Any:
+    """The default the CRD of ``kind`` gives ``spec.<field>`` in its storage version (None: none),
+    for checks made before the API server would fill it in."""
+    for doc in crd_documents(folder):
+        if doc["spec"]["names"]["kind"] != kind:
+            continue
+        version = next(v for v in doc["spec"]["versions"] if v.get("storage"))
+        spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        return spec["properties"].get(field, {}).get("default")
+    raise XtaskError(f"no CRD of kind {kind} in {folder}")

@@ -262,22 +262,6 @@ class _PodSpec:
         scrape: bool = False,
     ) -> Obj:
         """One Deployment of one container; ``probes`` = (readiness, liveness) for a component serving HTTP on PORT."""
-        container: Obj = {
-            "name": component,
-            "image": self.image,
-            "imagePullPolicy": "IfNotPresent",
-            "command": ["python", "-m"],
-            "args": args,
-            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
-            "securityContext": {
-                "allowPrivilegeEscalation": False,
-                "readOnlyRootFilesystem": True,
-                "capabilities": {"drop": ["ALL"]},
-            },
-        }
-        if probes:
-            container["ports"] = [{"name": "http", "containerPort": PORT, "protocol": "TCP"}]
-            container["readinessProbe"], container["livenessProbe"] = probes
         template_meta: Obj = {
             "labels": {
                 "app.kubernetes.io/name": name,
@@ -299,7 +283,7 @@ class _PodSpec:
                 "seccompProfile": {"type": "RuntimeDefault"},
             },
             "terminationGracePeriodSeconds": 10,
-            "containers": [container],
+            "containers": [self._container(component, args, probes)],
         }
         if service_account:
             pod["serviceAccountName"] = service_account
@@ -313,3 +297,23 @@ class _PodSpec:
                 "template": {"metadata": template_meta, "spec": pod},
             },
         }
+
+    def _container(self, component: str, args: list[str], probes: tuple[Obj, Obj] | None) -> Obj:
+        """The one container of a component's pod: non-root, read-only, no capabilities."""
+        container: Obj = {
+            "name": component,
+            "image": self.image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["python", "-m"],
+            "args": args,
+            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+            "securityContext": {
+                "allowPrivilegeEscalation": False,
+                "readOnlyRootFilesystem": True,
+                "capabilities": {"drop": ["ALL"]},
+            },
+        }
+        if probes:
+            container["ports"] = [{"name": "http", "containerPort": PORT, "protocol": "TCP"}]
+            container["readinessProbe"], container["livenessProbe"] = probes
+        return container

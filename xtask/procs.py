@@ -233,6 +233,18 @@ class RealCmdRunner:
         if proc.returncode != 0:
             raise CommandFailed(list(argv), proc.returncode, "see the output above")
 
+    def run_output(self, argv: Sequence[str], *, timeout: float | None = None) -> str:
+        """Run a long command whose progress (its stderr) the user should see; returns its stdout."""
+        try:
+            proc = subprocess.run(list(argv), stdout=subprocess.PIPE, stderr=sys.stderr, text=True, timeout=timeout)
+        except FileNotFoundError as exc:
+            raise CommandFailed(list(argv), 127, f"{argv[0]}: not found") from exc
+        except subprocess.TimeoutExpired as exc:
+            raise CommandFailed(list(argv), 124, f"timed out after {timeout}s") from exc
+        if proc.returncode != 0:
+            raise CommandFailed(list(argv), proc.returncode, "see the output above")
+        return proc.stdout
+
     def run(
         self,
         argv: Sequence[str],

@@ -106,43 +106,13 @@ def wait_ready(
 ) -> Readiness:
     """Read the env's objects until :func:`evaluate_readiness` says ready; on timeout raise,
     naming every lagging object and whatever ``diagnose`` (the runtime) can tell about why."""
-    from agn.kube import CONSUMERS, NETWORKS, PROVIDERS, KubeError
-    from agn.objects import consumer_revisions, consumer_view, name_of, network_view, provider_view
-    from agn.operator.heartbeat import read_heartbeat
-    from agn.overlays import list_overlays
+    from agn.kube import KubeError
 
-    ns = envdef.namespace
-    names = {c.name for c in envdef.consumers}
     deadline = time.monotonic() + timeout
     last: list[str] = ["nothing read yet"]
     while True:
         try:
-            heartbeat = read_heartbeat(kube, ns)
-            provider_objs = kube.list(PROVIDERS, ns)[0]
-            providers = [provider_view(o, heartbeat) for o in provider_objs]
-            probe_errors = {
-                name_of(o): str(error)
-                for o in provider_objs
-                if (error := (((o.get("status") or {}).get("probe") or {}).get("healthError")))
-            }
-            networks = {name_of(o): network_view(o) for o in kube.list(NETWORKS, ns)[0]}
-            consumer_objs = [o for o in kube.list(CONSUMERS, ns)[0] if name_of(o) in names]
-            overlays: dict[str, Overlay | Incomplete | None] = {
-                name: spec if isinstance(spec, Incomplete) else Overlay.from_spec(spec)
-                for name, spec in list_overlays(kube, ns).items()
-            }
-            result = evaluate_readiness(
-                providers=providers,
-                networks=networks,
-                consumers=[consumer_view(o) for o in consumer_objs],
-                revisions={name_of(o): consumer_revisions(o) for o in consumer_objs},
-                overlays=overlays,
-                now=time.time(),
-                must_be_healthy=must_be_healthy,
-                probe_errors=probe_errors,
-            )
-            missing = sorted(names - {name_of(o) for o in consumer_objs})
-            last = [f"consumer {n}: does not exist" for n in missing] + list(result.problems)
+            last, result = _read_readiness(kube, envdef, must_be_healthy=must_be_healthy)
             if not last:
                 return result
         except KubeError as exc:
@@ -156,3 +126,38 @@ def wait_ready(
                 hint="; ".join(causes) if causes else "run `python -m xtask env status` to see every component",
             )
         time.sleep(interval)
+
+
+def _read_readiness(kube, envdef, *, must_be_healthy: frozenset[str]) -> tuple[list[str], Readiness]:
+    """One read of the env's objects: what still lags (empty: ready) and the readiness found."""
+    from agn.kube import CONSUMERS, NETWORKS, PROVIDERS
+    from agn.objects import consumer_revisions, consumer_view, name_of, network_view, provider_view
+    from agn.operator.heartbeat import read_heartbeat
+    from agn.overlays import list_overlays
+
+    ns = envdef.namespace
+    names = {c.name for c in envdef.consumers}
+    heartbeat = read_heartbeat(kube, ns)
+    provider_objs = kube.list(PROVIDERS, ns)[0]
+    probe_errors = {
+        name_of(o): str(error)
+        for o in provider_objs
+        if (error := (((o.get("status") or {}).get("probe") or {}).get("healthError")))
+    }
+    consumer_objs = [o for o in kube.list(CONSUMERS, ns)[0] if name_of(o) in names]
+    overlays: dict[str, Overlay | Incomplete | None] = {
+        name: spec if isinstance(spec, Incomplete) else Overlay.from_spec(spec)
+        for name, spec in list_overlays(kube, ns).items()
+    }
+    result = evaluate_readiness(
+        providers=[provider_view(o, heartbeat) for o in provider_objs],
+        networks={name_of(o): network_view(o) for o in kube.list(NETWORKS, ns)[0]},
+        consumers=[consumer_view(o) for o in consumer_objs],
+        revisions={name_of(o): consumer_revisions(o) for o in consumer_objs},
+        overlays=overlays,
+        now=time.time(),
+        must_be_healthy=must_be_healthy,
+        probe_errors=probe_errors,
+    )
+    missing = sorted(names - {name_of(o) for o in consumer_objs})
+    return [f"consumer {n}: does not exist" for n in missing] + list(result.problems), result

@@ -1,7 +1,7 @@
 """Session fixtures of the container suite: a Docker engine and the agn:dev image built in it.
 
 The engine is the one already running or a dockerd of the suite's own (:mod:`dockerengine`);
-the image is built the offline way (:mod:`xtask.image`), which needs no registry. Where no
+the image is built the offline way (:mod:`xtask.images.agn_image`), which needs no registry. Where no
 engine can run, or the base image cannot be made here (no debootstrap, not root), every test
 of the suite skips with the reason.
 """
@@ -14,7 +14,7 @@ import pytest
 
 from dockerengine import DockerEngine, EngineUnavailable
 from xtask.errors import RuntimeUnavailable
-from xtask.image import BuildResult, ImageBuilder
+from xtask.images.agn_image import BuildResult, ImageBuilder
 from xtask.manifests import IMAGE
 
 

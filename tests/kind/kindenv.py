@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from xtask.runtime.kind import kind_problems
+from xtask.runtime.kind_host import kind_problems
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENV = "example"

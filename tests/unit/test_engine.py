@@ -10,7 +10,7 @@ import pytest
 from fakes import FakeCmdRunner
 from xtask.engine import Engine, detect_engine, kind_environ, qualified
 from xtask.errors import CommandFailed
-from xtask.image import Docker
+from xtask.images.agn_image import Docker
 
 ON_PATH = {"docker": "/usr/bin/docker", "podman": "/usr/bin/podman"}
 

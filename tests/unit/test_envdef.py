@@ -223,92 +223,57 @@ def test_overlay_shards_default_and_setting():
     assert parse_env(data, source=Path("envs/example.yaml")).overlay_shards == 4
 
 
-# -- the kind runtime's pins (`kind:`) ----------------------------------------------------------
-DIGEST = "sha256:" + "0123456789abcdef" * 4
+# -- the schema (schemas/env.schema.json) ----------------------------------------------------------
+def test_the_schema_is_a_valid_json_schema_and_agrees_with_the_code():
+    from jsonschema import Draft202012Validator
+
+    from agn.shards import DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT
+    from xtask import envschema
+
+    schema = envschema.file_schema()
+    Draft202012Validator.check_schema(schema)
+    shards = schema["properties"]["overlayShards"]
+    assert (shards["default"], shards["maximum"]) == (DEFAULT_SHARD_COUNT, MAX_SHARD_COUNT)
+    assert set(envschema.FORMATS) >= {"dns1123-label", "image-reference", "http-url"}
 
 
-def test_no_kind_section_pins_nothing():
-    env = parse_env(example(), source=Path("envs/example.yaml"))
-    assert (env.kind_engine, env.kind_node_image) == (None, None)
+def test_the_probe_interval_rule_uses_the_crds_default_max_age():
+    import yaml as _yaml
+
+    from xtask.crds import CRD_DIR
+    from xtask.envdef import default_metrics_max_age
+
+    crd = _yaml.safe_load((CRD_DIR / "inferencenetworks.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    assert default_metrics_max_age() == spec["metricsMaxAgeSeconds"]["default"]
     data = example()
-    data["kind"] = {}
-    env = parse_env(data, source=Path("envs/example.yaml"))
-    assert (env.kind_engine, env.kind_node_image) == (None, None)
-
-
-@pytest.mark.parametrize(
-    "section, engine, image",
-    [
-        ({"engine": "podman"}, "podman", None),
-        ({"engine": "docker"}, "docker", None),
-        ({"nodeImage": "kindest/node:v1.35.0"}, None, "kindest/node:v1.35.0"),
-        (
-            {"engine": "podman", "nodeImage": "localhost/agn/kind-node:v1.37.2-0123456789ab"},
-            "podman",
-            "localhost/agn/kind-node:v1.37.2-0123456789ab",
-        ),
-        ({"nodeImage": f"kindest/node:v1.35.0@{DIGEST}"}, None, f"kindest/node:v1.35.0@{DIGEST}"),
-        ({"nodeImage": "127.0.0.1:5000/node"}, None, "127.0.0.1:5000/node"),
-    ],
-)
-def test_kind_pins_are_parsed(section, engine, image):
-    data = example()
-    data["kind"] = section
-    env = parse_env(data, source=Path("envs/example.yaml"))
-    assert (env.kind_engine, env.kind_node_image) == (engine, image)
-
-
-def test_kind_pins_are_read_from_the_env_file(tmp_path):
-    data = example()
-    data["kind"] = {"engine": "podman", "nodeImage": "kindest/node:v1.35.0"}
-    (tmp_path / "example.yaml").write_text(yaml.safe_dump(data))
-    env = load_env("example", envs_dir=tmp_path)
-    assert (env.kind_engine, env.kind_node_image) == ("podman", "kindest/node:v1.35.0")
-
-
-@pytest.mark.parametrize(
-    "section, expected",
-    [
-        ({"engine": "containerd"}, "kind.engine: must be one of docker, podman, got 'containerd'"),
-        ({"engine": "Podman"}, "kind.engine: must be one of docker, podman, got 'Podman'"),
-        ({"engine": None}, "kind.engine: must be one of docker, podman, got nothing (null)"),
-        ({"engine": ["docker"]}, "kind.engine: must be one of docker, podman, got list ['docker']"),
-        ({"nodeImage": ""}, "kind.nodeImage: must be an image reference, got ''"),
-        (
-            {"nodeImage": "kindest/node:v1 --retain"},
-            "kind.nodeImage: must be an image reference, got 'kindest/node:v1 --retain'",
-        ),
-        ({"nodeImage": "-x"}, "kind.nodeImage: must be an image reference, got '-x'"),
-        ({"nodeImage": "Kindest/node"}, "kind.nodeImage: must be an image reference, got 'Kindest/node'"),
-        ({"nodeImage": 7}, "kind.nodeImage: must be an image reference, got 7"),
-        ({"nodeImage": "node@sha256:abc"}, "kind.nodeImage: must be an image reference, got 'node@sha256:abc'"),
-        ({"registry": "localhost:5000"}, "kind.registry: unknown field (allowed: engine, nodeImage)"),
-    ],
-)
-def test_a_bad_kind_section_names_the_field_and_value(section, expected):
-    data = example()
-    data["kind"] = section
-    assert problems(data) == [f"  {expected}"]
-
-
-def test_a_kind_section_that_is_not_a_mapping_is_named():
-    data = example()
-    data["kind"] = "podman"
-    assert problems(data) == ["  kind: must be a mapping, got 'podman'"]
-
-
-def test_a_too_long_node_image_is_refused():
-    data = example()
-    data["kind"] = {"nodeImage": "a" * 256}
-    [problem] = problems(data)
-    assert problem.startswith("  kind.nodeImage: must be an image reference, got 'aaaa")
-
-
-def test_every_kind_problem_is_reported_together():
-    data = example()
-    data["kind"] = {"engine": "lxc", "nodeImage": "bad image", "extra": 1}
+    del data["networks"][0]["metricsMaxAgeSeconds"]
+    data["networks"][0]["probeIntervalSeconds"] = default_metrics_max_age()
     assert problems(data) == [
-        "  kind.extra: unknown field (allowed: engine, nodeImage)",
-        "  kind.engine: must be one of docker, podman, got 'lxc'",
-        "  kind.nodeImage: must be an image reference, got 'bad image'",
+        f"  networks[0].probeIntervalSeconds: must be at most half of metricsMaxAgeSeconds "
+        f"({default_metrics_max_age()}), got {default_metrics_max_age()}"
     ]
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (lambda d: d.update(overlayShards=4.0), "overlayShards: must be an integer from 1 to 100, got 4.0"),
+        (
+            lambda d: d["networks"][0].update(probeIntervalSeconds=float("nan")),
+            "networks[0].probeIntervalSeconds: must be a number >= 0.1, got nan",
+        ),
+        (
+            lambda d: d["networks"][0].update(probeIntervalSeconds=float("inf")),
+            "networks[0].probeIntervalSeconds: must be a number >= 0.1, got inf",
+        ),
+        (lambda d: d["providers"].append(dict(d["providers"][0])), "providers: duplicate name 'provider-one'"),
+        (lambda d: d.update(name="other"), "name: is 'other' but the file is for environment 'example'"),
+    ],
+)
+def test_what_json_alone_would_let_through_is_refused(change, expected):
+    data = example()
+    change(data)
+    with pytest.raises(EnvDefinitionError) as exc:
+        parse_env(data, source=Path("envs/bad.yaml"), expected_name="example")
+    assert str(exc.value).split("\n")[1:] == [f"  {expected}"]

@@ -1,4 +1,4 @@
-"""The offline image build's recipes, digests and decisions (xtask.image), with the fake runner: no Docker."""
+"""The offline image build's recipes, digests and decisions (xtask.images), with the fake runner: no Docker."""
 
 from __future__ import annotations
 
@@ -12,16 +12,9 @@ import pytest
 
 from fakes import FakeCmdRunner
 from xtask.errors import RuntimeUnavailable
-from xtask.image import (
-    BaseRecipe,
-    Docker,
-    ImageBuilder,
-    WheelRecipe,
-    docker_build_argv,
-    mounts_below,
-    read_requirements,
-)
-from xtask.image import main as image_main
+from xtask.images.agn_image import Docker, ImageBuilder
+from xtask.images.agn_image import main as image_main
+from xtask.images.recipes import BaseRecipe, WheelRecipe, docker_build_argv, mounts_below, read_requirements
 from xtask.state import REPO_ROOT
 
 
@@ -346,7 +339,7 @@ def test_the_script_builds_in_the_engine_kind_would_use_or_says_why_there_is_non
 def test_a_build_with_the_same_inputs_is_skipped_and_a_changed_source_rebuilds(tmp_path):
     """The image carries a digest of its base, wheels, sources and Dockerfile as a label: a second
     build with the same inputs runs no build; one changed source file builds again."""
-    from xtask.image import INPUTS_LABEL
+    from xtask.images.recipes import INPUTS_LABEL
 
     repo = tmp_path / "repo"
     shutil.copytree(REPO_ROOT, repo, ignore=shutil.ignore_patterns(".git", ".venv", "tests", "__pycache__", "docs"))

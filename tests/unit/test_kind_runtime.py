@@ -27,22 +27,18 @@ from fakes import FakeCmdRunner
 from reportschema import check_report
 from xtask.cli.env.status import render_table
 from xtask.crds import crd_documents
-from xtask.envdef import ENVS_DIR, load_env
-from xtask.errors import CommandFailed, RuntimeUnavailable, XtaskError
-from xtask.image import ImageBuilder
+from xtask.envdef import ENVS_DIR, load_env, parse_env
+from xtask.errors import CommandFailed, EnvDefinitionError, RuntimeUnavailable, XtaskError
+from xtask.images.agn_image import ImageBuilder
+from xtask.images.nodeimage import KUBEADM_PATCH_LABEL, NodeImageBuilder
 from xtask.manifests import deployment_names, render
-from xtask.nodeimage import KUBEADM_PATCH_LABEL, NodeImageBuilder
 from xtask.reports import ENV_STATUS, envelope
 from xtask.runtime import kind as kind_module
+from xtask.runtime import kind_host
 from xtask.runtime.deployments import DEPLOYMENTS
-from xtask.runtime.kind import (
-    KindEnv,
-    host_cgroup_v1,
-    kind_problems,
-    pod_row,
-    podman_host_problems,
-    render_kind_config,
-)
+from xtask.runtime.kind import KindEnv, pinned
+from xtask.runtime.kind_host import host_cgroup_v1, kind_problems, pod_row, podman_host_problems, render_kind_config
+from xtask.runtime.local import LocalEnv
 from xtask.runtime.steps import UpContext
 from xtask.state import EnvRecord, env_dir
 
@@ -303,7 +299,7 @@ def home(tmp_path, monkeypatch):
     monkeypatch.setenv("CONTAINERS_CONF", str(conf))
     (tmp_path / "modules").mkdir()
     monkeypatch.setattr(
-        kind_module, "podman_host_problems", functools.partial(podman_host_problems, modules=tmp_path / "modules")
+        kind_host, "podman_host_problems", functools.partial(podman_host_problems, modules=tmp_path / "modules")
     )
     monkeypatch.setattr(kind_module, "host_cgroup_v1", lambda: False)
     monkeypatch.setattr(ImageBuilder, "debootstrap_problems", lambda self: ["no debootstrap here (a unit test)"])
@@ -565,7 +561,7 @@ def test_the_node_image_is_built_when_no_registry_answers(home, envdef, monkeypa
 def test_a_chosen_node_image_is_used_as_it_is(home, envdef, where):
     chosen = "localhost/my/node:v1"
     if where == "env file":
-        envdef = dataclasses.replace(envdef, kind_node_image=chosen)
+        envdef = dataclasses.replace(envdef, sections={"kind": {"nodeImage": chosen}})
         environ = {"KIND_NODE_IMAGE": "not/this:one"}  # the env file wins
     else:
         environ = {"KIND_NODE_IMAGE": chosen}
@@ -636,7 +632,7 @@ def test_a_docker_cli_without_a_daemon_means_podman(home, envdef):
 
 
 def test_the_env_files_engine_is_used_without_asking_others(home, envdef):
-    envdef = dataclasses.replace(envdef, kind_engine="podman")
+    envdef = dataclasses.replace(envdef, sections={"kind": {"engine": "podman"}})
     s = make(envdef, cli="podman", tools=("docker", "podman", "kind", "kubectl"))
     up(s, envdef)
     assert not any(argv[0] == "docker" for argv in s.runner.calls)
@@ -773,7 +769,7 @@ def test_unreachable_docker_engine_is_a_clear_error(home, envdef):
 
 
 def test_a_pinned_engine_not_on_path_is_named(home, envdef):
-    envdef = dataclasses.replace(envdef, kind_engine="podman")
+    envdef = dataclasses.replace(envdef, sections={"kind": {"engine": "podman"}})
     s = make(envdef, cli="docker")
     with pytest.raises(RuntimeUnavailable, match=r"the env file pins kind.engine podman, and `podman` is not on PATH"):
         up(s, envdef)
@@ -782,7 +778,7 @@ def test_a_pinned_engine_not_on_path_is_named(home, envdef):
 
 def test_podman_host_problems_stop_up_before_anything_is_made(home, envdef, monkeypatch):
     monkeypatch.setattr(
-        kind_module, "podman_host_problems", functools.partial(podman_host_problems, modules=home / "no-modules")
+        kind_host, "podman_host_problems", functools.partial(podman_host_problems, modules=home / "no-modules")
     )
     s = make(envdef, cli="podman")
     with pytest.raises(RuntimeUnavailable, match=r"no-modules does not exist \(kind mounts it into every node"):
@@ -1265,12 +1261,15 @@ def test_env_status_of_a_runtime_without_describe_has_no_cluster(home, envdef, m
     from xtask.cli.env import status as status_command
     from xtask.runtime import registry
 
-    class Plain:
+    class Plain(LocalEnv):  # a runtime that describes nothing beyond its components
         def status(self):
             return []
 
+        def prometheus(self):
+            return {"url": None, "running": False, "detail": "none here"}
+
     EnvRecord(ENV, "local", "local-example", str(home / "kubeconfig"), envdef.namespace).save()
-    monkeypatch.setattr(registry, "recorded", lambda env, runtime: Plain())
+    monkeypatch.setattr(registry, "recorded", lambda env, runtime: Plain(ENV))
     data = status_command.collect(ENV)
     assert "cluster" not in data
     check_report(envelope(ENV_STATUS, data))
@@ -1283,3 +1282,109 @@ def test_a_bad_kind_node_image_is_refused_before_anything_is_made(home, envdef, 
         up(s, envdef)
     assert not any(argv[:2] == ["kind", "create"] for argv in s.runner.calls)
     assert not env_dir(ENV).exists()
+
+
+# -- the env file's `kind:` section (the runtime's declared SECTION) ----------------------------------------------------------
+def example_env() -> dict:
+    return yaml.safe_load((ENVS_DIR / "example.yaml").read_text())
+
+
+def section_problems(data) -> list[str]:
+    with pytest.raises(EnvDefinitionError) as exc:
+        parse_env(data, source=Path("envs/bad.yaml"))
+    return str(exc.value).split("\n")[1:]
+
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+def pins(env) -> tuple:
+    """The kind runtime's pins, as it reads them from its section."""
+    return pinned(env, "engine"), pinned(env, "nodeImage")
+
+
+def test_no_kind_section_pins_nothing():
+    env = parse_env(example_env(), source=Path("envs/example.yaml"))
+    assert pins(env) == (None, None)
+    data = example_env()
+    data["kind"] = {}
+    env = parse_env(data, source=Path("envs/example.yaml"))
+    assert pins(env) == (None, None)
+
+
+@pytest.mark.parametrize(
+    "section, engine, image",
+    [
+        ({"engine": "podman"}, "podman", None),
+        ({"engine": "docker"}, "docker", None),
+        ({"nodeImage": "kindest/node:v1.35.0"}, None, "kindest/node:v1.35.0"),
+        (
+            {"engine": "podman", "nodeImage": "localhost/agn/kind-node:v1.37.2-0123456789ab"},
+            "podman",
+            "localhost/agn/kind-node:v1.37.2-0123456789ab",
+        ),
+        ({"nodeImage": f"kindest/node:v1.35.0@{DIGEST}"}, None, f"kindest/node:v1.35.0@{DIGEST}"),
+        ({"nodeImage": "127.0.0.1:5000/node"}, None, "127.0.0.1:5000/node"),
+    ],
+)
+def test_kind_pins_are_parsed(section, engine, image):
+    data = example_env()
+    data["kind"] = section
+    env = parse_env(data, source=Path("envs/example.yaml"))
+    assert pins(env) == (engine, image)
+
+
+def test_kind_pins_are_read_from_the_env_file(tmp_path):
+    data = example_env()
+    data["kind"] = {"engine": "podman", "nodeImage": "kindest/node:v1.35.0"}
+    (tmp_path / "example.yaml").write_text(yaml.safe_dump(data))
+    env = load_env("example", envs_dir=tmp_path)
+    assert pins(env) == ("podman", "kindest/node:v1.35.0")
+
+
+@pytest.mark.parametrize(
+    "section, expected",
+    [
+        ({"engine": "containerd"}, "kind.engine: must be one of docker, podman, got 'containerd'"),
+        ({"engine": "Podman"}, "kind.engine: must be one of docker, podman, got 'Podman'"),
+        ({"engine": None}, "kind.engine: must be one of docker, podman, got nothing (null)"),
+        ({"engine": ["docker"]}, "kind.engine: must be one of docker, podman, got list ['docker']"),
+        ({"nodeImage": ""}, "kind.nodeImage: must be an image reference, got ''"),
+        (
+            {"nodeImage": "kindest/node:v1 --retain"},
+            "kind.nodeImage: must be an image reference, got 'kindest/node:v1 --retain'",
+        ),
+        ({"nodeImage": "-x"}, "kind.nodeImage: must be an image reference, got '-x'"),
+        ({"nodeImage": "Kindest/node"}, "kind.nodeImage: must be an image reference, got 'Kindest/node'"),
+        ({"nodeImage": 7}, "kind.nodeImage: must be an image reference, got 7"),
+        ({"nodeImage": "node@sha256:abc"}, "kind.nodeImage: must be an image reference, got 'node@sha256:abc'"),
+        ({"registry": "localhost:5000"}, "kind.registry: unknown field (allowed: engine, nodeImage)"),
+    ],
+)
+def test_a_bad_kind_section_names_the_field_and_value(section, expected):
+    data = example_env()
+    data["kind"] = section
+    assert section_problems(data) == [f"  {expected}"]
+
+
+def test_a_kind_section_that_is_not_a_mapping_is_named():
+    data = example_env()
+    data["kind"] = "podman"
+    assert section_problems(data) == ["  kind: must be a mapping, got 'podman'"]
+
+
+def test_a_too_long_node_image_is_refused():
+    data = example_env()
+    data["kind"] = {"nodeImage": "a" * 256}
+    [problem] = section_problems(data)
+    assert problem.startswith("  kind.nodeImage: must be an image reference, got 'aaaa")
+
+
+def test_every_kind_problem_is_reported_together():
+    data = example_env()
+    data["kind"] = {"engine": "lxc", "nodeImage": "bad image", "extra": 1}
+    assert section_problems(data) == [
+        "  kind.extra: unknown field (allowed: engine, nodeImage)",
+        "  kind.engine: must be one of docker, podman, got 'lxc'",
+        "  kind.nodeImage: must be an image reference, got 'bad image'",
+    ]

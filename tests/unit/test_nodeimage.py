@@ -1,4 +1,4 @@
-"""The kind node image made without a registry (xtask/nodeimage.py), in its pure parts: the
+"""The kind node image made without a registry (xtask/images/nodeimage.py, xtask/images/archive.py), in its pure parts: the
 control-plane image names kubeadm expects, the kubeadm patch, ``@NAME@`` filling, the recipe
 digest (what makes a new image and what does not), and the archives (``docker save`` layout,
 reproducible layers). Nothing is built and no engine is used."""
@@ -19,11 +19,10 @@ import yaml
 from fakes import FakeCmdRunner
 from xtask.engine import Engine
 from xtask.errors import XtaskError
-from xtask.nodeimage import (
-    EPOCH,
+from xtask.images.archive import EPOCH, Layer, RunConfig, write_archive
+from xtask.images.nodeimage import (
     KUBEADM_PATCH_LABEL,
     REPOSITORY,
-    Layer,
     NodeImageBuilder,
     component_images,
     etcd_tag,
@@ -32,7 +31,6 @@ from xtask.nodeimage import (
     node_recipe,
     read_versions,
     rootfs_files,
-    write_archive,
 )
 from xtask.state import REPO_ROOT
 
@@ -305,10 +303,12 @@ def _archive(folder: Path, *, touch: bool = False) -> tuple[Path, str]:
         out,
         layers=[base, top],
         repo_tags=["localhost/agn/kind-node:v1.37.2-abc"],
-        entrypoint=("/usr/local/bin/entrypoint", "/sbin/init"),
-        env=("PATH=/usr/bin", "container=docker"),
-        labels={KUBEADM_PATCH_LABEL: kubeadm_patch(VERSIONS)},
-        stop_signal="SIGRTMIN+3",
+        run=RunConfig(
+            entrypoint=("/usr/local/bin/entrypoint", "/sbin/init"),
+            env=("PATH=/usr/bin", "container=docker"),
+            labels={KUBEADM_PATCH_LABEL: kubeadm_patch(VERSIONS)},
+            stop_signal="SIGRTMIN+3",
+        ),
     )
     return out, image_id
 
@@ -345,7 +345,9 @@ def test_an_archive_has_the_docker_save_layout(tmp_path):
 def test_an_archive_without_entrypoint_or_labels_says_nothing_of_them(tmp_path):
     layer = _layer(tmp_path / "l.tar", {"pause": b"\0"})
     out = tmp_path / "pause.tar"
-    write_archive(out, layers=[layer], repo_tags=["registry.k8s.io/pause:3.10.2"], env=("PATH=/",), cmd=("/pause",))
+    write_archive(
+        out, layers=[layer], repo_tags=["registry.k8s.io/pause:3.10.2"], run=RunConfig(env=("PATH=/",), cmd=("/pause",))
+    )
     with tarfile.open(out) as tar:
         manifest = json.loads(tar.extractfile("manifest.json").read())
         config = json.loads(tar.extractfile(manifest[0]["Config"]).read())

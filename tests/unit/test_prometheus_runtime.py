@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from xtask.cli.env.status import prometheus_of
 from xtask.runtime import prometheus
 from xtask.runtime.local import LocalEnv
 
@@ -75,7 +74,9 @@ def test_not_installed_env_up_says_so_and_status_says_why(tmp_path: Path, monkey
 
 
 def test_runtimes_without_prometheus_say_they_do_not_start_one():
-    assert prometheus_of(object(), "kind") == {
+    from xtask.runtime.kind import KindEnv
+
+    assert KindEnv("example").prometheus() == {
         "url": None,
         "running": False,
         "detail": "the kind runtime does not start Prometheus",

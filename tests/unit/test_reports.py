@@ -61,7 +61,9 @@ def test_schema_fields_are_camel_case(kind):
 
 
 def test_every_schema_file_belongs_to_a_kind():
-    assert sorted(p.name for p in SCHEMAS.glob("*.schema.json")) == sorted(SCHEMA_FILES.values())
+    # env.schema.json is the env files' schema (xtask/envschema.py reads it), not a report's.
+    inputs = ["env.schema.json"]
+    assert sorted(p.name for p in SCHEMAS.glob("*.schema.json")) == sorted([*SCHEMA_FILES.values(), *inputs])
 
 
 @pytest.mark.parametrize("kind", sorted(k for k in SCHEMA_FILES if "exit" in schema(k)["properties"]))

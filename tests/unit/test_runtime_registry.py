@@ -13,7 +13,7 @@ from xtask.envdef import load_env
 from xtask.errors import UsageError
 from xtask.manifests import render
 from xtask.runtime import registry
-from xtask.runtime.base import Options
+from xtask.runtime.base import Flag, Options, Runtime
 from xtask.runtime.cluster import KINDS, ClusterEnv, labelled, selector
 from xtask.runtime.kind import KindEnv
 from xtask.runtime.local import LocalEnv
@@ -32,11 +32,30 @@ def home(tmp_path, monkeypatch):
 def test_every_registered_runtime_implements_the_protocol_under_its_own_name(name):
     cls = registry.runtime_class(name)
     assert cls.name == name
-    assert set(cls.accepts) <= set(Options.FLAGS)
+    assert issubclass(cls, Runtime)
+    assert all(isinstance(flag, Flag) for flag in cls.flags)
     runtime = cls.create("example", Options())
-    for method in ("problems", "up", "down", "status"):
-        assert callable(getattr(runtime, method))
     assert runtime.status() == []  # no record: nothing to report, and nothing touched
+    assert set(runtime.prometheus()) == {"url", "running", "detail"}
+
+
+def test_up_has_one_option_per_declared_flag_saying_who_takes_it():
+    options = {p.name: p for p in up_command.params}
+    for flag in registry.flags():
+        option = options[flag.key]
+        assert option.opts == [flag.name] and option.is_flag == (flag.type is bool)
+        assert option.help == f"{flag.help} [{', '.join(registry.takers(flag))}]"
+    assert {"--image", "--context", "--kubeconfig", "--dry-run", "--no-wait"} <= {f.name for f in registry.flags()}
+
+
+def test_a_flag_declared_differently_by_two_runtimes_is_refused(monkeypatch):
+    monkeypatch.setattr(LocalEnv, "flags", (Flag("--image", help="another image"),))
+    with pytest.raises(AssertionError, match="--image is declared differently by two runtimes"):
+        registry.flags()
+
+
+def test_the_runtimes_sections_are_the_env_files_extra_keys():
+    assert [s.key for s in registry.sections()] == ["kind"]
 
 
 def test_runtime_choices_come_from_the_registry():
@@ -71,7 +90,7 @@ def test_a_flag_the_runtime_does_not_take_is_a_usage_error_naming_who_takes_it()
     assert str(err.value) == "--context, --dry-run: not an option of the local runtime"
     assert err.value.hint == "runtimes that take it: cluster"
     with pytest.raises(UsageError, match="--no-wait: not an option of the kind runtime"):
-        registry.choose("example", "kind", recorded=None, options=Options(wait=False))
+        registry.choose("example", "kind", recorded=None, options=Options(no_wait=True))
 
 
 def test_recorded_env_goes_to_its_runtime_and_an_unrecorded_folder_to_the_process_runtime():

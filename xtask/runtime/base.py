@@ -1,19 +1,26 @@
-"""What every runtime is: the :class:`Runtime` protocol, the :class:`Options` a command line
-gives it, and the few rules all runtimes share (one field manager, one context naming, one
-guard against bringing an env up on a second runtime).
+"""What every runtime is: the :class:`Runtime` base class, the :class:`Flag` and
+:class:`Section` declarations a runtime makes, the :class:`Options` a command line gives it,
+and the few rules all runtimes share (one field manager, one context naming, one guard
+against bringing an env up on a second runtime).
 
-A runtime is one module implementing :class:`Runtime` plus one line in
-:mod:`xtask.runtime.registry`; the CLI only ever talks to the registry and this protocol
-(kind's ``providers.Provider``, hatch's ``EnvironmentInterface``). Bring-up is an ordered list
-of :class:`xtask.runtime.steps.Step` over one :class:`xtask.runtime.steps.UpContext`.
+A runtime is one module with a :class:`Runtime` subclass plus one line in
+:mod:`xtask.runtime.registry` (kind's ``providers.Provider``, hatch's environment plugins). It
+declares in its class the ``env up`` flags it takes (:attr:`Runtime.flags`) and the env-file
+section it reads (:attr:`Runtime.section`); the CLI builds its options and the env-file check
+from those declarations, so neither the CLI nor :mod:`xtask.envdef` names a runtime's flags or
+keys. Bring-up is an ordered list of :class:`xtask.runtime.steps.Step` over one
+:class:`xtask.runtime.steps.UpContext`.
 
-Nothing here does I/O except :func:`refuse_other_runtime`, which reads ``env.json``.
+Nothing here does I/O except :func:`refuse_other_runtime`, which reads ``env.json``; nothing
+here knows a particular runtime.
 """
 
 from __future__ import annotations
 
+import abc
 import dataclasses
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from xtask.errors import XtaskError
 from xtask.state import EnvRecord
@@ -27,67 +34,100 @@ FIELD_MANAGER = "agn-xtask-env"
 
 
 @dataclasses.dataclass(frozen=True)
+class Flag:
+    """One ``env up`` flag a runtime takes, beyond ``--env``, ``--retain`` and ``--timeout``
+    (which every runtime takes). Declared once, in :attr:`Runtime.flags`; ``env up`` makes its
+    click option from it. Two runtimes that take the same flag declare the same :class:`Flag`
+    (one object, imported), so it means one thing."""
+
+    name: str  # as typed: "--dry-run"
+    help: str
+    type: type[str] | type[bool] = str  # bool: a switch, off unless given
+    default: str | None = None  # a value flag's value when it is not given
+    metavar: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The flag's key in :class:`Options` (and click's parameter name): ``dry_run``."""
+        return self.name.removeprefix("--").replace("-", "_")
+
+
+@dataclasses.dataclass(frozen=True)
+class Section:
+    """The env-file section a runtime reads (``kind:``): its top-level key and the JSON Schema
+    of its value. :mod:`xtask.envdef` checks it with the rest of the file (schemas/env.schema.json
+    names no runtime's section); the runtime reads it back with :meth:`xtask.envdef.EnvDef.section`."""
+
+    key: str
+    schema: Mapping[str, Any]
+
+
 class Options:
-    """What the command line says about where and how, beyond ``--env``, ``--retain`` and
-    ``--timeout`` (which every runtime takes). A runtime names the fields it uses in
-    :attr:`Runtime.accepts`; giving it another one is a usage error (:func:`unaccepted`)."""
+    """The runtime flags given to ``env up``, by :attr:`Flag.key`. A flag not given (a value flag
+    left ``None``, a switch left off) is not in it: :meth:`given` lists only what the user typed,
+    and giving a runtime one it does not declare is a usage error (:func:`xtask.runtime.registry.choose`)."""
 
-    context: str | None = None  # an existing kube context to deploy into
-    kubeconfig: str | None = None  # the kubeconfig file holding it (default: as kubectl finds it)
-    image: str | None = None  # the image the Deployments run
-    dry_run: bool = False  # validate with server-side dry runs, change nothing
-    wait: bool = True  # wait for rollouts and first overlays
-
-    FLAGS: ClassVar[dict[str, str]] = {
-        "context": "--context",
-        "kubeconfig": "--kubeconfig",
-        "image": "--image",
-        "dry_run": "--dry-run",
-        "wait": "--no-wait",
-    }
+    def __init__(self, **values: str | bool | None) -> None:
+        self._given: dict[str, str | bool] = {k: v for k, v in values.items() if v is not None and v is not False}
 
     def given(self) -> list[str]:
-        """The fields set away from their defaults, in declaration order."""
-        return [f.name for f in dataclasses.fields(self) if getattr(self, f.name) != f.default]
+        """The keys of the flags given, in the order given."""
+        return list(self._given)
+
+    def text(self, flag: Flag) -> str | None:
+        """A value flag's value (its declared default when not given)."""
+        value = self._given.get(flag.key)
+        return value if isinstance(value, str) else flag.default
+
+    def switch(self, flag: Flag) -> bool:
+        """Whether a switch was given."""
+        return self._given.get(flag.key) is True
 
 
-class Runtime(Protocol):
+class Runtime(abc.ABC):
     """One environment on one runtime. Made by :meth:`create`; the CLI calls the rest.
 
-    Optional, looked up by ``env status``: ``describe()`` (what the runtime says beyond its
-    components) and ``prometheus()`` (the env's Prometheus: ``url``, ``running``, ``detail``;
-    a runtime without it starts none)."""
+    A subclass sets ``name`` and ``auto``, and may declare ``flags`` and ``section``; it
+    implements the abstract methods, and overrides :meth:`describe` and :meth:`prometheus`
+    when it has more to say than their defaults."""
 
     name: ClassVar[str]  # what --runtime and env.json call it
     auto: ClassVar[bool]  # whether `--runtime auto` may choose it (in registry order)
-    accepts: ClassVar[frozenset[str]]  # the Options fields it uses
+    flags: ClassVar[tuple[Flag, ...]] = ()  # the `env up` flags it takes
+    section: ClassVar[Section | None] = None  # the env-file section it reads
 
     @classmethod
+    @abc.abstractmethod
     def create(cls, env: str, options: Options) -> Runtime: ...
 
+    @abc.abstractmethod
     def problems(self) -> list[str]:
         """Why this runtime cannot bring ``env`` up here (missing tools, no context); empty when it can."""
-        ...
 
+    @abc.abstractmethod
     def up(self, envdef: EnvDef, *, progress: Progress, retain: bool = False, wait_timeout: float = 60.0) -> dict:
         """Bring the env up or repair it. Returns ``started``, ``context``, ``kubeconfig``,
         ``served`` and ``excluded`` (:meth:`xtask.runtime.steps.UpContext.summary`)."""
-        ...
 
+    @abc.abstractmethod
     def down(self, *, progress: Progress) -> dict:
         """Remove what the env's ``up`` made; idempotent. Returns ``stopped``, ``errors`` (every
         one collected, none raised) and ``was_up``."""
-        ...
 
+    @abc.abstractmethod
     def status(self) -> list[dict]:
         """One entry per component: ``name``, ``pid``, ``running``, ``healthy`` and optionally
         ``address``, ``metricsUrl``, ``replicas``, ``detail`` (schemas/env-status)."""
-        ...
 
+    def describe(self) -> dict | None:
+        """What the runtime says about the env beyond its components (``env status``'s
+        ``runtimeDetail``); None: nothing."""
+        return None
 
-def unaccepted(runtime: type[Runtime], options: Options) -> list[str]:
-    """The flags of ``options`` that ``runtime`` does not take."""
-    return [Options.FLAGS[name] for name in options.given() if name not in runtime.accepts]
+    def prometheus(self) -> dict:
+        """The env's Prometheus for ``env status``: ``url``, ``running``, ``detail``. By default the
+        runtime starts none."""
+        return {"url": None, "running": False, "detail": f"the {self.name} runtime does not start Prometheus"}
 
 
 def context_name(runtime: str, env: str) -> str:

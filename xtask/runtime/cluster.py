@@ -32,8 +32,8 @@ from xtask.crds import crd_documents, install_crds
 from xtask.envdef import EnvDef
 from xtask.errors import RuntimeUnavailable, XtaskError
 from xtask.manifests import IMAGE, deployment_names, render
-from xtask.runtime.base import FIELD_MANAGER, Options, refuse_other_runtime
-from xtask.runtime.deployments import DEPLOYMENTS, component, wait_rolled_out
+from xtask.runtime.base import FIELD_MANAGER, Flag, Options, Runtime, refuse_other_runtime
+from xtask.runtime.deployments import DEPLOYMENTS, IMAGE_FLAG, component, wait_rolled_out
 from xtask.runtime.steps import Progress, Step, UpContext, readiness_step, run_steps
 from xtask.state import EnvRecord, remove_env_dir
 
@@ -73,12 +73,20 @@ def _ref(obj: Obj) -> str:
     return f"{obj['kind']} {ns}/{name_of(obj)}" if ns else f"{obj['kind']} {name_of(obj)}"
 
 
-class ClusterEnv:
+CONTEXT = Flag("--context", metavar="CONTEXT", help="The kube context of an existing cluster to deploy into.")
+KUBECONFIG = Flag(
+    "--kubeconfig", metavar="FILE", help="The kubeconfig file holding --context (default: as kubectl finds it)."
+)
+DRY_RUN = Flag("--dry-run", type=bool, help="Send every object as a server-side dry run; change nothing.")
+NO_WAIT = Flag("--no-wait", type=bool, help="Return once applied; do not wait for rollouts or overlays.")
+
+
+class ClusterEnv(Runtime):
     """One environment in an existing cluster."""
 
     name: ClassVar[str] = RUNTIME
     auto: ClassVar[bool] = False  # it deploys into somebody's cluster: only when asked by name
-    accepts: ClassVar[frozenset[str]] = frozenset({"context", "kubeconfig", "image", "dry_run", "wait"})
+    flags: ClassVar[tuple[Flag, ...]] = (CONTEXT, KUBECONFIG, IMAGE_FLAG, DRY_RUN, NO_WAIT)
 
     def __init__(
         self,
@@ -104,11 +112,11 @@ class ClusterEnv:
     def create(cls, env: str, options: Options) -> ClusterEnv:
         return cls(
             env,
-            context=options.context,
-            kubeconfig=options.kubeconfig,
-            image=options.image or IMAGE,
-            dry_run=options.dry_run,
-            wait=options.wait,
+            context=options.text(CONTEXT),
+            kubeconfig=options.text(KUBECONFIG),
+            image=options.text(IMAGE_FLAG) or IMAGE,
+            dry_run=options.switch(DRY_RUN),
+            wait=not options.switch(NO_WAIT),
         )
 
     def _connect(self) -> Kube:

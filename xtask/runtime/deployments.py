@@ -16,10 +16,14 @@ from typing import TYPE_CHECKING
 from agn.kube import Gone, Resource
 from agn.objects import Obj, name_of
 from xtask.errors import XtaskError
-from xtask.manifests import OPERATOR, metrics_url
+from xtask.manifests import IMAGE, OPERATOR, metrics_url
+from xtask.runtime.base import Flag
 
 if TYPE_CHECKING:
     from agn.kube import Kube
+
+# The flag of every runtime that runs the env's components as Deployments of an image.
+IMAGE_FLAG = Flag("--image", metavar="IMAGE", help=f"The image the Deployments run (default: {IMAGE}).")
 
 # Read through the same generic path as the AGN objects (/apis/apps/v1/...).
 DEPLOYMENTS = Resource("Deployment", "deployments", group="apps", version="v1")

@@ -4,13 +4,14 @@ kind runs its nodes on Docker or Podman and chooses between them itself
 (``KIND_EXPERIMENTAL_PROVIDER``, else whichever answers); this runtime makes the same choice
 (:func:`xtask.engine.detect_engine`), unless the env file pins one (``kind.engine``), and passes
 it on to every kind call. On Podman it also checks the host settings privileged nodes need
-(:func:`podman_host_problems`; ``scripts/kind-host-setup.sh`` makes them).
+(:func:`xtask.runtime.kind_host.podman_host_problems`; ``scripts/kind-host-setup.sh``
+makes them).
 
 ``up`` is an ordered list of steps (:mod:`xtask.runtime.steps`):
 
 1. the node image: the env file's ``kind.nodeImage`` or ``KIND_NODE_IMAGE``; else kind's own
    default where the engine has it or a registry answers; else the one
-   :mod:`xtask.nodeimage` builds with no registry (cached, loaded into the engine);
+   :mod:`xtask.images.nodeimage` builds with no registry (cached, loaded into the engine);
 2. the cluster, from ``envs/kind-<env>.yaml`` plus what the node image needs (rendered into
    the env's state folder as ``kind-config.yaml``), or the existing one reused;
 3. the ``kind-<env>`` context; the ``agn:dev`` image built on the engine and loaded into the
@@ -32,7 +33,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -43,152 +43,64 @@ from agn.kube import Kube, KubeError, kubeconfig_path
 from agn.kubeconfig import read_for_update, set_context_namespace
 from agn.objects import name_of
 from agn.outputfile import write_atomic
-from xtask.engine import detect_engine, qualified
-from xtask.envdef import ENVS_DIR, IMAGE_REF, EnvDef, load_env
+from xtask.engine import ENGINES, detect_engine, qualified
+from xtask.envdef import EnvDef, load_env
+from xtask.envschema import IMAGE_REF
 from xtask.errors import CommandFailed, EnvDefinitionError, RuntimeUnavailable, XtaskError
 from xtask.manifests import IMAGE, deployment_names, render
 from xtask.procs import CmdRunner, RealCmdRunner
-from xtask.runtime.base import FIELD_MANAGER, Options, context_name, refuse_other_runtime
-from xtask.runtime.deployments import DEPLOYMENTS, component, wait_rolled_out
+from xtask.runtime.base import FIELD_MANAGER, Flag, Options, Runtime, Section, context_name, refuse_other_runtime
+from xtask.runtime.deployments import DEPLOYMENTS, IMAGE_FLAG, component, wait_rolled_out
+from xtask.runtime.kind_host import (
+    SETUP_HINT,
+    host_cgroup_v1,
+    kind_config_path,
+    kind_problems,
+    pod_row,
+    registry_reachable,
+    remove_images,
+    render_kind_config,
+)
 from xtask.runtime.steps import Progress, Step, UpContext, install_crds_step, readiness_step, run_steps
 from xtask.state import REPO_ROOT, EnvRecord, claim_env_dir, env_dir, remove_env_dir
 
 RUNTIME = "kind"
 KIND_NETWORK = "kind"  # the engine network kind attaches every node to (and never deletes)
 KIND_DEFAULT_IMAGE_PREFIX = "kindest/node"
-REGISTRY_PROBE = "https://registry-1.docker.io/v2/"  # where kind's default node image comes from
-SETUP_HINT = "scripts/kind-host-setup.sh"
 STATE_FILE = "kind.json"
 KubeFactory = Callable[[str, str], Kube]
-
-
-def kind_problems(
-    runner: CmdRunner | None = None,
-    *,
-    which: Callable[[str], str | None] = shutil.which,
-    environ: Mapping[str, str] = os.environ,
-    engine: str | None = None,
-) -> list[str]:
-    """What keeps the kind runtime from working here (empty when it can be used)."""
-    runner = runner or RealCmdRunner()
-    problems = [f"`{tool}` is not on PATH" for tool in ("kind", "kubectl") if which(tool) is None]
-    cli, reasons = (engine, []) if engine else detect_engine(environ=environ, which=which, runner=runner)
-    if cli is None:
-        problems.append("no container engine for kind: " + "; ".join(reasons))
-    elif engine and which(engine) is None:
-        problems.append(f"the env file pins kind.engine {engine}, and `{engine}` is not on PATH")
-    elif cli == "podman":
-        problems.extend(podman_host_problems(runner, environ=environ))
-    return problems
-
-
-def _containers_conf_files(environ: Mapping[str, str]) -> list[Path]:
-    """containers.conf files podman reads, in its order (the last setting wins)."""
-    if environ.get("CONTAINERS_CONF"):
-        return [Path(environ["CONTAINERS_CONF"])]
-    files = [Path("/usr/share/containers/containers.conf"), Path("/etc/containers/containers.conf")]
-    dropins = Path("/etc/containers/containers.conf.d")
-    if dropins.is_dir():
-        files += sorted(dropins.glob("*.conf"))
-    return files
-
-
-def _sets_nofile(files: list[Path]) -> bool:
-    """Whether a containers.conf podman reads sets ``default_ulimits`` with a nofile entry
-    (comments do not count: podman's own file carries a commented-out example)."""
-    import tomllib
-
-    for path in files:
-        try:
-            data = tomllib.loads(path.read_text(errors="replace"))
-        except (OSError, tomllib.TOMLDecodeError):
-            continue
-        ulimits = (data.get("containers") or {}).get("default_ulimits") or []
-        if isinstance(ulimits, list) and any(isinstance(u, str) and u.startswith("nofile=") for u in ulimits):
-            return True
-    return False
-
-
-def podman_host_problems(
-    runner: CmdRunner, *, environ: Mapping[str, str] = os.environ, modules: Path = Path("/lib/modules")
-) -> list[str]:
-    """Host settings privileged kind nodes need on podman, each named with its fix."""
-    problems = []
-    if not modules.is_dir():
-        problems.append(f"{modules} does not exist (kind mounts it into every node; run {SETUP_HINT})")
-    import resource
-
-    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    if hard != resource.RLIM_INFINITY and hard < 1048576 and not _sets_nofile(_containers_conf_files(environ)):
-        problems.append(
-            f"podman asks for 1048576 open files per container and this host allows {hard}: no containers.conf "
-            f"sets default_ulimits nofile (run {SETUP_HINT})"
-        )
-    try:
-        info = json.loads(runner.run(["podman", "info", "--format", "json"], timeout=30).stdout or "{}")
-    except CommandFailed as exc:
-        problems.append(f"`podman info` fails: {exc.output.strip()[-300:] or exc}")
-        return problems
-    except ValueError as exc:
-        problems.append(f"`podman info` fails: {exc}")
-        return problems
-    host = info.get("host") or {}
-    runtime = (host.get("ociRuntime") or {}).get("name")
-    if host.get("cgroupVersion") == "v1" and runtime == "crun":
-        problems.append(f"podman runs crun, which refuses cgroup v1 hosts: set runtime runc (run {SETUP_HINT})")
-    return problems
-
-
-def kind_config_path(env: str, *, envs_dir: Path = ENVS_DIR) -> Path:
-    return envs_dir / f"kind-{env}.yaml"
-
-
-def host_cgroup_v1(root: Path = Path("/sys/fs/cgroup")) -> bool:
-    return not (root / "cgroup.controllers").exists()
-
-
-def render_kind_config(
-    base: Mapping[str, Any] | None, *, kubeadm_patches: list[str], own_node_image: bool, cgroup_v1: bool
-) -> dict:
-    """The env's kind configuration plus what the node image and the host need:
-
-    - our node image has no kindnetd: kind's default CNI is disabled (the image networks pods);
-    - its kubeadm patch (etcd image tag) from the image's label;
-    - on cgroup v1 hosts, ``failCgroupV1: false`` (kubelets since 1.35 refuse v1 otherwise).
-    """
-    config: dict[str, Any] = dict(base or {"kind": "Cluster", "apiVersion": "kind.x-k8s.io/v1alpha4"})
-    patches = list(config.get("kubeadmConfigPatches") or [])
-    if own_node_image:
-        config["networking"] = {**(config.get("networking") or {}), "disableDefaultCNI": True}
-        patches += kubeadm_patches
-    if cgroup_v1:
-        patches.append("kind: KubeletConfiguration\nfailCgroupV1: false\n")
-    if patches:
-        config["kubeadmConfigPatches"] = patches
-    return config
 
 
 def _connect(kubeconfig: str, context: str) -> Kube:
     return Kube.from_kubeconfig(kubeconfig=kubeconfig, context=context, field_manager=FIELD_MANAGER)
 
 
-def registry_reachable(url: str = REGISTRY_PROBE, timeout: float = 5.0) -> bool:
-    """Whether the registry kind's default node image comes from answers at all (any HTTP status)."""
-    try:
-        urllib.request.urlopen(url, timeout=timeout)  # noqa: S310 - a fixed https URL
-    except urllib.error.HTTPError:
-        return True  # 401 from a registry is an answer
-    except (OSError, ValueError):
-        return False
-    return True
+# The env file's `kind:` section: pins of the container engine and the node image (docs/kind.md).
+SECTION = Section(
+    "kind",
+    {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "engine": {"enum": list(ENGINES), "x-must": f"must be one of {', '.join(ENGINES)}"},
+            "nodeImage": {"type": "string", "format": "image-reference", "x-must": "must be an image reference"},
+        },
+    },
+)
 
 
-class KindEnv:
+def pinned(envdef: EnvDef, key: str) -> str | None:
+    """What the env file's ``kind:`` section pins (``engine``, ``nodeImage``); None: nothing."""
+    return envdef.section(SECTION.key).get(key)
+
+
+class KindEnv(Runtime):
     """One environment on the kind runtime."""
 
     name: ClassVar[str] = RUNTIME
     auto: ClassVar[bool] = True
-    accepts: ClassVar[frozenset[str]] = frozenset({"image"})
+    flags: ClassVar[tuple[Flag, ...]] = (IMAGE_FLAG,)
+    section: ClassVar[Section | None] = SECTION
 
     def __init__(
         self,
@@ -197,8 +109,6 @@ class KindEnv:
         runner: CmdRunner | None = None,
         kube_factory: KubeFactory = _connect,
         which: Callable[[str], str | None] = shutil.which,
-        envs_dir: Path = ENVS_DIR,
-        build_context: Path = REPO_ROOT,
         image: str | None = None,
         environ: Mapping[str, str] = os.environ,
         registry_probe: Callable[[], bool] = registry_reachable,
@@ -208,8 +118,6 @@ class KindEnv:
         self.runner = runner or RealCmdRunner()
         self._kube_factory = kube_factory
         self._which = which
-        self._envs_dir = envs_dir
-        self._build_context = build_context
         self._requested_image = image
         self._environ = environ
         self._registry_probe = registry_probe
@@ -217,16 +125,16 @@ class KindEnv:
 
     @classmethod
     def create(cls, env: str, options: Options) -> KindEnv:
-        return cls(env, image=options.image)
+        return cls(env, image=options.text(IMAGE_FLAG))
 
     # -- the engine ---------------------------------------------------------------------------
     def _pinned_engine(self, envdef: EnvDef | None = None) -> str | None:
         if envdef is None:
             try:
-                envdef = load_env(self.env, envs_dir=self._envs_dir)
+                envdef = load_env(self.env)
             except (EnvDefinitionError, OSError):
                 return None  # up() reports a bad env file itself
-        return envdef.kind_engine
+        return pinned(envdef, "engine")
 
     def engine(self, envdef: EnvDef | None = None) -> str:
         """The container engine kind runs this env's nodes on (recorded once the env is up)."""
@@ -298,9 +206,10 @@ class KindEnv:
         """Bring the environment up (or repair it). Returns what was created."""
         record = refuse_other_runtime(self.env, RUNTIME)
         self._chosen_node_image(envdef)  # a bad KIND_NODE_IMAGE is refused before anything else
-        if self._engine is None and envdef.kind_engine and not self._state().get("engine"):
-            self._engine = envdef.kind_engine
-        problems = kind_problems(self.runner, which=self._which, environ=self._environ, engine=envdef.kind_engine)
+        engine = pinned(envdef, "engine")
+        if self._engine is None and engine and not self._state().get("engine"):
+            self._engine = engine
+        problems = kind_problems(self.runner, which=self._which, environ=self._environ, engine=engine)
         if problems:
             raise RuntimeUnavailable(
                 "the kind runtime cannot be used here: " + "; ".join(problems),
@@ -351,7 +260,7 @@ class KindEnv:
 
     def _chosen_node_image(self, envdef: EnvDef) -> str | None:
         """The node image the env file or ``KIND_NODE_IMAGE`` names (checked: an image reference)."""
-        chosen = envdef.kind_node_image or self._environ.get("KIND_NODE_IMAGE") or None
+        chosen = pinned(envdef, "nodeImage") or self._environ.get("KIND_NODE_IMAGE") or None
         if chosen is not None and not IMAGE_REF.fullmatch(chosen):
             raise XtaskError(
                 f"KIND_NODE_IMAGE is not an image reference: {chosen!r}",
@@ -371,7 +280,7 @@ class KindEnv:
         if any(r.endswith(KIND_DEFAULT_IMAGE_PREFIX) for r in listed) or self._registry_probe():
             return None, {}
         from xtask.engine import Engine
-        from xtask.nodeimage import NodeImageBuilder
+        from xtask.images.nodeimage import NodeImageBuilder
 
         builder = NodeImageBuilder(Engine.from_environ(cli, self._environ, runner=self.runner), runner=self.runner)
         before = self._image_ids()
@@ -390,13 +299,13 @@ class KindEnv:
         return labels if isinstance(labels, dict) else {}
 
     def _create_cluster(self, ctx: UpContext) -> None:
-        from xtask.nodeimage import KUBEADM_PATCH_LABEL
+        from xtask.images.nodeimage import KUBEADM_PATCH_LABEL
 
         self._save_state(engine=self.engine())
         if not self._engine_has("network", KIND_NETWORK):
             self._save_state(createdNetwork=True)
         image, labels = self.node_image(ctx.envdef)
-        base_path = kind_config_path(self.env, envs_dir=self._envs_dir)
+        base_path = kind_config_path(self.env)
         base = yaml.safe_load(base_path.read_text()) if base_path.exists() else None
         patch = labels.get(KUBEADM_PATCH_LABEL)
         config = render_kind_config(
@@ -435,15 +344,15 @@ class KindEnv:
 
     def _build_image(self, ctx: UpContext) -> None:
         from xtask.engine import Engine
-        from xtask.image import ImageBuilder
+        from xtask.images.agn_image import ImageBuilder
 
         cli = self.engine()
         before = self._image_ids()
         engine = Engine.from_environ(cli, self._environ, runner=self.runner)
-        builder = ImageBuilder(engine, runner=self.runner, repo=self._build_context, which=self._which)
+        builder = ImageBuilder(engine, runner=self.runner, repo=REPO_ROOT, which=self._which)
         if builder.debootstrap_problems():
             # Where a registry works: the Dockerfile's own base image.
-            self.runner.run([cli, "build", "-t", self.image, str(self._build_context)], timeout=1800)
+            self.runner.run([cli, "build", "-t", self.image, str(REPO_ROOT)], timeout=1800)
         else:
             builder.build(self.image)
         self._record_new_images(before)
@@ -511,25 +420,8 @@ class KindEnv:
                 removed.append(f"{cli} network {KIND_NETWORK}")
             elif self._engine_has("network", KIND_NETWORK):
                 errors.append(f"{cli} network rm {KIND_NETWORK}: {(res.stderr or res.stdout).strip()[-300:]}")
-        # Newest first would be ideal; an image another one still needs fails and is retried
-        # once the others are gone. Images in use elsewhere (another cluster) are kept.
-        left = [i for i in state.get("createdImages") or [] if isinstance(i, str)]
-        gone = 0
-        for _ in range(3):
-            kept = []
-            for image in left:
-                res = self.runner.run([cli, "image", "rm", image], check=False, timeout=120)
-                if res.returncode == 0:
-                    gone += 1
-                elif self.runner.run([cli, "image", "inspect", image], check=False, timeout=60).returncode == 0:
-                    kept.append(image)
-            if len(kept) == len(left):
-                break
-            left = kept
-        if gone:
-            removed.append(f"{gone} {cli} image{'s' if gone > 1 else ''} this env built or loaded")
-        for image in left:  # another cluster or container uses it: kept, and said
-            removed.append(f"kept {cli} image {image[:19]} (in use; `{cli} image rm {image}` once it is not)")
+        images = [i for i in state.get("createdImages") or [] if isinstance(i, str)]
+        removed.extend(remove_images(self.runner, cli, images))
         return removed
 
     def down(self, *, progress: Progress) -> dict:
@@ -604,16 +496,3 @@ class KindEnv:
             return out
         out["pods"] = [pod_row(p) for p in sorted(pods, key=name_of)]
         return out
-
-
-def pod_row(pod: dict) -> dict:
-    """A pod as ``kubectl get pods`` shows it: ready containers, phase, restarts."""
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    ready = sum(1 for s in statuses if s.get("ready"))
-    return {
-        "name": name_of(pod),
-        "ready": f"{ready}/{len((pod.get('spec') or {}).get('containers') or statuses)}",
-        "phase": (pod.get("status") or {}).get("phase", "Unknown"),
-        "restarts": sum(int(s.get("restartCount") or 0) for s in statuses),
-        "node": (pod.get("spec") or {}).get("nodeName"),
-    }

@@ -37,7 +37,7 @@ from xtask.errors import ComponentFailed, RefusedError, XtaskError
 from xtask.procs import ProcessRecord, Supervisor, log_tail
 from xtask.runtime import prometheus
 from xtask.runtime.assets import ensure_assets, find_assets
-from xtask.runtime.base import FIELD_MANAGER, Options, context_name, refuse_other_runtime
+from xtask.runtime.base import FIELD_MANAGER, Options, Runtime, context_name, refuse_other_runtime
 from xtask.runtime.certs import CertPaths, private_dir
 from xtask.runtime.controlplane import ControlPlane, free_port, port_free
 from xtask.runtime.health import component_health, component_problem, http_ok
@@ -82,12 +82,11 @@ def pooled(envdef: EnvDef) -> bool:
     return sum(1 for p in envdef.providers if not p.endpoint) > POOL_THRESHOLD
 
 
-class LocalEnv:
+class LocalEnv(Runtime):
     """One environment on the local runtime."""
 
     name: ClassVar[str] = RUNTIME
     auto: ClassVar[bool] = True  # after kind: what `auto` falls back to
-    accepts: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def create(cls, env: str, options: Options) -> LocalEnv:

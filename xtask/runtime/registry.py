@@ -1,9 +1,10 @@
 """The runtimes this tool knows, by name: the one place the CLI asks for a runtime.
 
-Adding a runtime is one module implementing :class:`xtask.runtime.base.Runtime` and one line
+Adding a runtime is one module with a :class:`xtask.runtime.base.Runtime` subclass and one line
 in :data:`RUNTIMES`. ``--runtime``'s choices, what ``auto`` picks, which runtime ``env down``
-and ``env status`` use for a recorded env, and which flags each runtime takes all come from
-here and from the classes' own ``name``/``auto``/``accepts``.
+and ``env status`` use for a recorded env, ``env up``'s runtime flags (:func:`flags`) and the
+env-file sections (:func:`sections`) all come from here and from the classes' own
+``name``/``auto``/``flags``/``section``.
 
 Modules are imported only when a runtime is asked for (the CLI must stay fast to start).
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import importlib
 
 from xtask.errors import UsageError, XtaskError
-from xtask.runtime.base import Options, Runtime, unaccepted
+from xtask.runtime.base import Flag, Options, Runtime, Section
 
 # name: "module:class". The order is the order `auto` tries them in.
 RUNTIMES: dict[str, str] = {
@@ -57,19 +58,35 @@ def choose(env: str, requested: str, *, recorded: str | None, options: Options) 
     else:
         candidates = [runtime_class(name) for name in auto_candidates()]
         chosen = next((cls for cls in candidates[:-1] if not cls.create(env, options).problems()), candidates[-1])
-    refused = unaccepted(chosen, options)
+    refused = [key for key in options.given() if key not in {f.key for f in chosen.flags}]
     if refused:
-        takers = [n for n in RUNTIMES if set(runtime_class(n).accepts) >= _fields(refused)]
+        by_key = {flag.key: flag for flag in flags()}
+        takers = [n for n in RUNTIMES if set(refused) <= {f.key for f in runtime_class(n).flags}]
         raise UsageError(
-            f"{', '.join(refused)}: not an option of the {chosen.name} runtime",
+            f"{', '.join(by_key[key].name for key in refused)}: not an option of the {chosen.name} runtime",
             hint=f"runtimes that take it: {', '.join(takers)}" if takers else None,
         )
     return chosen.create(env, options)
 
 
-def _fields(flags: list[str]) -> set[str]:
-    by_flag = {flag: name for name, flag in Options.FLAGS.items()}
-    return {by_flag[flag] for flag in flags}
+def flags() -> list[Flag]:
+    """Every runtime's ``env up`` flags, each once, in registry order."""
+    out: dict[str, Flag] = {}
+    for name in RUNTIMES:
+        for flag in runtime_class(name).flags:
+            if out.setdefault(flag.key, flag) != flag:
+                raise AssertionError(f"{flag.name} is declared differently by two runtimes: declare it once, import it")
+    return list(out.values())
+
+
+def takers(flag: Flag) -> list[str]:
+    """The runtimes that take ``flag``, in registry order."""
+    return [name for name in RUNTIMES if flag in runtime_class(name).flags]
+
+
+def sections() -> list[Section]:
+    """The env-file sections the runtimes read, in registry order."""
+    return [s for s in (runtime_class(name).section for name in RUNTIMES) if s is not None]
 
 
 def recorded(env: str, runtime: str | None) -> Runtime:

@@ -44,10 +44,8 @@ def collect(env_name: str) -> dict:
         }
     runtime = registry.recorded(env_name, record.runtime)
     components = runtime.status()
-    # A runtime may describe itself beyond the components (kind: engine, node image, pods).
-    describe = getattr(runtime, "describe", None)
-    detail = describe() if callable(describe) else None
-    prometheus = prometheus_of(runtime, record.runtime)
+    detail = runtime.describe()  # beyond the components (kind: engine, node image, pods)
+    prometheus = runtime.prometheus()
     objects, error = None, None
     try:
         from agn.kube import Kube, KubeError
@@ -80,15 +78,6 @@ def collect(env_name: str) -> dict:
     }
 
 
-def prometheus_of(runtime: object, name: str) -> dict:
-    """Where the env's Prometheus answers, or why there is none: a runtime that starts one (local)
-    says so through its ``prometheus()``; the others do not start one."""
-    report = getattr(runtime, "prometheus", None)
-    if callable(report):
-        return report()
-    return {"url": None, "running": False, "detail": f"the {name} runtime does not start Prometheus"}
-
-
 @click.command()
 @env_option
 @output_option
@@ -115,6 +104,16 @@ def render_table(data: dict, con: Console) -> None:
         f"context={e(data['context'])}  namespace={e(data['namespace'])}"
     )
     con.print(f"kubeconfig: {e(data['kubeconfig'])}")
+    _render_components(data, con)
+    if data.get("error"):
+        con.print(f"[red]cannot read AGN objects:[/red] {e(data['error'])}")
+        return
+    _render_objects(data["objects"], con)
+
+
+def _render_components(data: dict, con: Console) -> None:
+    """The runtime's components, its Prometheus and what it says beyond them."""
+    e = markup_safe
     comps = Table(title="components", title_justify="left")
     for col in ("name", "pid", "running", "healthy", "address", "metrics", "detail"):
         comps.add_column(col)
@@ -143,10 +142,11 @@ def render_table(data: dict, con: Console) -> None:
             for p in detail["pods"]:
                 pods.add_row(e(p["name"]), e(p["ready"]), e(p["phase"]), e(p["restarts"]), e(p.get("node") or "-"))
             con.print(pods)
-    if data.get("error"):
-        con.print(f"[red]cannot read AGN objects:[/red] {e(data['error'])}")
-        return
-    objs = data["objects"]
+
+
+def _render_objects(objs: dict, con: Console) -> None:
+    """The env's providers and, per consumer, its overlays and each provider's admission state."""
+    e = markup_safe
     provs = Table(title="providers", title_justify="left")
     for col in ("name", "gateway", "drain", "available", "group", "rank", "endpoint"):
         provs.add_column(col)

@@ -1,6 +1,13 @@
-"""``xtask env up``."""
+"""``xtask env up``: parse, one :meth:`xtask.runtime.base.Runtime.up` call, render.
+
+The runtime flags are not written here: each runtime declares the ones it takes, and
+:func:`runtime_flags` makes the options from the declarations (docs/runtimes.md).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -12,6 +19,23 @@ from xtask.reports import ENV_UP, envelope
 from xtask.runtime import registry
 from xtask.runtime.base import Options
 from xtask.state import EnvRecord, require_own_env_dir
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def runtime_flags(command: F) -> F:
+    """The click options of every runtime's declared flags (:attr:`xtask.runtime.base.Runtime.flags`),
+    each saying which runtimes take it; ``up`` receives them as ``**flags``."""
+    for flag in reversed(registry.flags()):
+        command = click.option(
+            flag.name,
+            flag.key,
+            is_flag=flag.type is bool,
+            default=False if flag.type is bool else None,
+            metavar=flag.metavar,
+            help=f"{flag.help} [{', '.join(registry.takers(flag))}]",
+        )(command)
+    return command
 
 
 @click.command()
@@ -34,31 +58,14 @@ from xtask.state import EnvRecord, require_own_env_dir
     show_default=True,
     help="Seconds to wait for rollouts and for consumers to serve their first overlays.",
 )
-@click.option("--context", metavar="CONTEXT", help="The kube context of an existing cluster to deploy into.")
-@click.option(
-    "--kubeconfig", metavar="FILE", help="The kubeconfig file holding --context (default: as kubectl finds it)."
-)
-@click.option("--image", metavar="IMAGE", help="The image the Deployments run (default: agn:dev).")
-@click.option("--dry-run", is_flag=True, help="Send every object as a server-side dry run; change nothing.")
-@click.option("--no-wait", "no_wait", is_flag=True, help="Return once applied; do not wait for rollouts or overlays.")
+@runtime_flags
 @output_option
-def up(
-    env_name: str,
-    runtime: str,
-    retain: bool,
-    timeout: float,
-    context: str | None,
-    kubeconfig: str | None,
-    image: str | None,
-    dry_run: bool,
-    no_wait: bool,
-    output: str,
-) -> None:
+def up(env_name: str, runtime: str, retain: bool, timeout: float, output: str, **flags: str | bool | None) -> None:
     """Bring up an environment (idempotent: repairs dead parts, starts nothing twice)."""
     envdef = load_env(env_name)
     require_own_env_dir(env_name)  # a folder in its place that is not the env's own: refused, left alone
     record = EnvRecord.load(env_name)
-    options = Options(context=context, kubeconfig=kubeconfig, image=image, dry_run=dry_run, wait=not no_wait)
+    options = Options(**flags)
     chosen = registry.choose(env_name, runtime, recorded=record.runtime if record else None, options=options)
     result = chosen.up(envdef, progress=progress, retain=retain, wait_timeout=timeout)
     result = {"env": env_name, "runtime": chosen.name, "namespace": envdef.namespace, **result}

@@ -11,7 +11,7 @@ and a Debian mirror:
    proxy; pause compiled from the release's C source. Cached by their versions.
 2. **Root filesystem**: ``debootstrap`` of Debian with systemd and the tools the kubelet and
    kube-proxy call (iptables, nftables, conntrack, mount, ...) — :data:`NODE_PACKAGES`,
-   cached like the app image's base (:class:`xtask.image.BaseRecipe`).
+   cached like the app image's base (:class:`xtask.images.recipes.BaseRecipe`).
 3. **Control-plane images**: one small image per component (the binary, on the node's root
    filesystem for kube-proxy, which needs iptables), written as image archives under
    ``/kind/images`` and imported into the node's containerd at boot by
@@ -35,23 +35,20 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
-import io
 import json
 import os
 import re
 import shutil
-import subprocess
 import sys
-import tarfile
 import tempfile
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from xtask.engine import Engine
 from xtask.errors import CommandFailed, RuntimeUnavailable, XtaskError
-from xtask.image import DEFAULT_MIRROR, BaseRecipe, ImageBuilder, _dpkg_arch
+from xtask.images.agn_image import ImageBuilder, dpkg_arch
+from xtask.images.archive import DEFAULT_PATH, Layer, RunConfig, file_sha256, sha256_hex, write_archive
+from xtask.images.recipes import DEFAULT_MIRROR, BaseRecipe
 from xtask.procs import CmdRunner, RealCmdRunner
 from xtask.runtime.assets import cache_root
 from xtask.state import REPO_ROOT
@@ -123,8 +120,7 @@ MASKED_UNITS = (
     "e2scrub_all.timer",
     "fstrim.timer",
 )
-ENV = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "container=docker")
-EPOCH = 315532800  # 1980-01-01: every file's mtime, so equal recipes give equal layers
+ENV = (DEFAULT_PATH, "container=docker")
 
 Progress = Callable[[str], None]
 
@@ -139,18 +135,6 @@ def read_versions(paths: Iterable[Path] = VERSION_FILES) -> dict[str, str]:
                 key, value = line.split("=", 1)
                 out[key.strip()] = value.strip()
     return out
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,7 +215,7 @@ class NodeRecipe:
 
     @property
     def digest(self) -> str:
-        return _sha256(json.dumps(dataclasses.asdict(self), sort_keys=True).encode())
+        return sha256_hex(json.dumps(dataclasses.asdict(self), sort_keys=True).encode())
 
     @property
     def tag(self) -> str:
@@ -252,115 +236,10 @@ def node_recipe(arch: str, *, repo: Path = REPO_ROOT) -> NodeRecipe:
     return NodeRecipe(
         versions=tuple(sorted(versions.items())),
         base_digest=base_recipe(arch, versions["DEBIAN_SUITE"]).digest,
-        files=tuple((str(p.relative_to(root)), _file_sha256(p), p.stat().st_mode & 0o7777) for p in rootfs_files(root)),
-        binaries_script=_file_sha256(repo / "scripts/kindnode/build-binaries.sh"),
-        go_sum=_file_sha256(repo / "scripts/controlplane/kubernetes/go.sum"),
+        files=tuple((str(p.relative_to(root)), file_sha256(p), p.stat().st_mode & 0o7777) for p in rootfs_files(root)),
+        binaries_script=file_sha256(repo / "scripts/kindnode/build-binaries.sh"),
+        go_sum=file_sha256(repo / "scripts/controlplane/kubernetes/go.sum"),
     )
-
-
-# -- archives ------------------------------------------------------------------------------------
-
-
-class Layer:
-    """A layer tarball written entry by entry: owned by root, fixed timestamps, parents first."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._tar = tarfile.open(path, "w", format=tarfile.PAX_FORMAT)
-        self._dirs: set[str] = set()
-
-    def _info(self, name: str, kind: bytes, mode: int) -> tarfile.TarInfo:
-        info = tarfile.TarInfo(name)
-        info.type = kind
-        info.mode = mode
-        info.mtime = EPOCH
-        info.uid = info.gid = 0
-        info.uname = info.gname = "root"
-        return info
-
-    def _parents(self, name: str) -> None:
-        parts = name.split("/")[:-1]
-        for i in range(1, len(parts) + 1):
-            d = "/".join(parts[:i])
-            if d not in self._dirs:
-                self._dirs.add(d)
-                self._tar.addfile(self._info(d, tarfile.DIRTYPE, 0o755))
-
-    def add_bytes(self, name: str, data: bytes, mode: int = 0o644) -> None:
-        self._parents(name)
-        info = self._info(name, tarfile.REGTYPE, mode)
-        info.size = len(data)
-        self._tar.addfile(info, io.BytesIO(data))
-
-    def add_file(self, name: str, src: Path, mode: int | None = None) -> None:
-        self._parents(name)
-        info = self._info(name, tarfile.REGTYPE, mode if mode is not None else (src.stat().st_mode & 0o7777))
-        info.size = src.stat().st_size
-        with src.open("rb") as f:
-            self._tar.addfile(info, f)
-
-    def add_symlink(self, name: str, target: str) -> None:
-        self._parents(name)
-        info = self._info(name, tarfile.SYMTYPE, 0o777)
-        info.linkname = target
-        self._tar.addfile(info)
-
-    def close(self) -> None:
-        self._tar.close()
-
-
-def write_archive(
-    out: Path,
-    *,
-    layers: Sequence[Path],
-    repo_tags: Sequence[str],
-    entrypoint: Sequence[str] = (),
-    cmd: Sequence[str] = (),
-    env: Sequence[str] = ENV,
-    labels: Mapping[str, str] | None = None,
-    stop_signal: str | None = None,
-    arch: str = "amd64",
-) -> str:
-    """An image archive in the ``docker save`` layout, which ``docker load``, ``podman load``,
-    ``kind load image-archive`` and ``ctr images import`` all read. Returns the image id."""
-    diff_ids = [_file_sha256(layer) for layer in layers]
-    container_config: dict[str, object] = {"Env": list(env)}
-    if entrypoint:
-        container_config["Entrypoint"] = list(entrypoint)
-    if cmd:
-        container_config["Cmd"] = list(cmd)
-    if labels:
-        container_config["Labels"] = dict(labels)
-    if stop_signal:
-        container_config["StopSignal"] = stop_signal
-    config = {
-        "architecture": arch,
-        "os": "linux",
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(EPOCH)),
-        "config": container_config,
-        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{d}" for d in diff_ids]},
-        "history": [{"created_by": "xtask.nodeimage"} for _ in layers],
-    }
-    config_bytes = json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
-    config_id = _sha256(config_bytes)
-    manifest = [
-        {"Config": f"{config_id}.json", "RepoTags": list(repo_tags), "Layers": [f"{d}/layer.tar" for d in diff_ids]}
-    ]
-    with tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as tar:
-
-        def add(name: str, data: bytes) -> None:
-            info = tarfile.TarInfo(name)
-            info.size, info.mtime, info.mode = len(data), EPOCH, 0o644
-            tar.addfile(info, io.BytesIO(data))
-
-        add(f"{config_id}.json", config_bytes)
-        for layer, digest in zip(layers, diff_ids, strict=True):
-            info = tar.gettarinfo(str(layer), arcname=f"{digest}/layer.tar")
-            info.mtime, info.uid, info.gid, info.uname, info.gname, info.mode = EPOCH, 0, 0, "", "", 0o644
-            with layer.open("rb") as f:
-                tar.addfile(info, f)
-        add("manifest.json", json.dumps(manifest).encode())
-    return f"sha256:{config_id}"
 
 
 # -- the build -----------------------------------------------------------------------------------
@@ -392,17 +271,14 @@ class NodeImageBuilder:
         self.progress = progress
 
     def recipe(self) -> NodeRecipe:
-        return node_recipe(_dpkg_arch(self.runner), repo=self.repo)
+        return node_recipe(dpkg_arch(self.runner), repo=self.repo)
 
     def binaries(self) -> Path:
         """The folder of built binaries (built now when the cache lacks one)."""
         script = self.repo / "scripts/kindnode/build-binaries.sh"
         self.progress("binaries: scripts/kindnode/build-binaries.sh (cached by version)")
         # Its progress goes to our stderr; its last line of output names the folder.
-        proc = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, text=True, timeout=7200)
-        out = proc.stdout
-        if proc.returncode != 0:
-            raise CommandFailed(["bash", str(script)], proc.returncode, "see the output above")
+        out = RealCmdRunner().run_output(["bash", str(script)], timeout=7200)
         lines = out.strip().splitlines()
         if not lines or not Path(lines[-1]).is_dir():
             raise XtaskError(f"{script} did not print its binaries folder (output ended {out[-200:]!r})")
@@ -410,7 +286,7 @@ class NodeImageBuilder:
 
     def base(self, recipe: NodeRecipe) -> Path:
         versions = dict(recipe.versions)
-        base = base_recipe(_dpkg_arch(self.runner), versions["DEBIAN_SUITE"])
+        base = base_recipe(dpkg_arch(self.runner), versions["DEBIAN_SUITE"])
         maker = ImageBuilder(self.engine, runner=self.runner, mirror=self.mirror, progress=self.progress)
         tarball = maker.cache / base.tarball_name
         if tarball.exists():
@@ -447,8 +323,7 @@ class NodeImageBuilder:
                     archive,
                     layers=[base, layer.path] if comp.on_rootfs else [layer.path],
                     repo_tags=[comp.ref],
-                    entrypoint=comp.entrypoint,
-                    env=ENV[:1],
+                    run=RunConfig(entrypoint=comp.entrypoint, env=ENV[:1]),
                 )
                 node_layer.add_file(f"kind/images/{comp.archive_name}", archive, 0o644)
                 archive.unlink()
@@ -473,9 +348,11 @@ class NodeImageBuilder:
                 part,
                 layers=[base, node_layer.path],
                 repo_tags=[recipe.tag],
-                entrypoint=("/usr/local/bin/entrypoint", "/sbin/init"),
-                labels={KUBEADM_PATCH_LABEL: kubeadm_patch(versions)},
-                stop_signal="SIGRTMIN+3",
+                run=RunConfig(
+                    entrypoint=("/usr/local/bin/entrypoint", "/sbin/init"),
+                    labels={KUBEADM_PATCH_LABEL: kubeadm_patch(versions)},
+                    stop_signal="SIGRTMIN+3",
+                ),
             )
             os.replace(part, out)
         self.progress(f"node image archive: {out} ({out.stat().st_size / 2**20:.0f} MiB)")
