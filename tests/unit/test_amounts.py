@@ -1,8 +1,8 @@
 import click
 import pytest
 
-from xtask.cli.params import AmountType
 from xtask.drain.core.amounts import Amount, split_waves
+from xtask.params import AmountType
 
 
 @pytest.mark.parametrize(

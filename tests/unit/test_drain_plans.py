@@ -17,7 +17,6 @@ from jsonschema import Draft202012Validator
 
 from agn.model import Candidate
 from reportschema import SCHEMAS
-from xtask.cli.params import DurationType
 from xtask.drain.core.amounts import Amount, parse_duration
 from xtask.drain.core.budget import group_budgets
 from xtask.drain.core.changes import GroupCount, group_counts, violations_of
@@ -36,6 +35,7 @@ from xtask.drain.edges.planfile import (
     write_plan,
 )
 from xtask.errors import UsageError
+from xtask.params import DurationType
 
 T0 = 1_800_000_000.0  # the plans' clock: a fixed instant, so no test reads the wall clock
 CLUSTER = "https://127.0.0.1:6443"

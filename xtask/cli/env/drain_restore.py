@@ -12,10 +12,10 @@ from pathlib import Path
 import click
 
 from xtask.cli.output import emit_json, printable
-from xtask.cli.params import NonEmptyPath
 from xtask.drain.core.request import MAX_CONCURRENCY, RestoreRequest
 from xtask.drain.restore import RestoreReport, restore_journal
 from xtask.errors import ExitCode
+from xtask.params import NonEmptyPath
 
 
 @click.command(name="drain-restore")

@@ -14,9 +14,9 @@ from rich.table import Table
 
 from xtask.cli.env.options import namespace_type, output_option
 from xtask.cli.output import emit_json, markup_safe, out_console
-from xtask.cli.params import NonEmptyPath
 from xtask.drain.core.holds import drain_entries, rfc3339
 from xtask.errors import XtaskError
+from xtask.params import NonEmptyPath
 from xtask.reports import ENV_DRAINS, envelope
 
 

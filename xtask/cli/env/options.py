@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from xtask.cli.params import KubeName
+from xtask.params import KubeName
 
 env_option = click.option(
     "--env",

@@ -17,7 +17,6 @@ import click
 from xtask.cli.env.drain_view import PlainReporter, plain_final
 from xtask.cli.env.options import namespace_type, object_name_type
 from xtask.cli.output import emit_json, fancy, out_console, printable
-from xtask.cli.params import AmountType, CheckedText, DurationType, FiniteFloat, NonEmptyPath
 from xtask.drain.core.holds import MAX_EXPIRES_SECONDS, holder_problem, ticket_problem
 from xtask.drain.core.plandoc import PLANNED_FLAGS
 from xtask.drain.core.request import (
@@ -36,6 +35,7 @@ from xtask.drain.gates.base import GateFlag
 from xtask.drain.report import Report
 from xtask.drain.run import run_drain
 from xtask.errors import ExitCode, RefusedError, UsageError, exit_codes_epilog
+from xtask.params import AmountType, CheckedText, DurationType, FiniteFloat, NonEmptyPath
 
 EPILOG = exit_codes_epilog()
 

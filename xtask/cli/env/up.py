@@ -13,8 +13,8 @@ import click
 
 from xtask.cli.env.options import env_option, output_option
 from xtask.cli.output import emit_json, markup_safe, out_console, progress
-from xtask.cli.params import FiniteFloat
 from xtask.envdef import load_env
+from xtask.params import FiniteFloat
 from xtask.reports import ENV_UP, envelope
 from xtask.runtime import registry
 from xtask.runtime.base import Options

@@ -32,9 +32,9 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from agn.gateway.metrics import BAD_REQUEST, NO_ROUTE, ROUTED, UPSTREAM_ERROR
-from xtask.cli.params import FiniteFloat
 from xtask.drain.gates.base import Gate, GateFlag, GateReading, GateSetup
 from xtask.errors import UsageError
+from xtask.params import FiniteFloat
 
 ERROR_OUTCOMES = (NO_ROUTE, UPSTREAM_ERROR)
 COUNTED = (ROUTED, *ERROR_OUTCOMES)

@@ -1,4 +1,5 @@
-"""Click parameter types shared by the commands: finite numbers, Kubernetes names, non-empty paths."""
+"""Click parameter types shared by the commands and by what declares flags for them (a wave
+gate, a runtime): finite numbers, Kubernetes names, non-empty paths. Knows no command."""
 
 from __future__ import annotations
 
