@@ -42,7 +42,7 @@ from agn.operator.lease import AlwaysLeader, Leadership, new_identity
 from agn.operator.memory import TermMemory
 from agn.operator.metrics import OperatorMetrics
 from agn.operator.ownership import Verdict, verdict
-from agn.operator.prober import Prober
+from agn.operator.prober import Prober, ProbeStores
 from agn.operator.reconcile import Planned, replan
 from agn.operator.settings import Settings
 from agn.operator.storage import OverlayStorage, ShardWork, shard_work
@@ -109,17 +109,9 @@ class Operator:
         self.prober = Prober(
             self.writes,
             namespace,
+            settings=settings,
             leadership=self.leadership,
-            providers=caches.providers.store,
-            networks=caches.networks.store,
-            interval=settings.probe_interval,
-            timeout=settings.probe_timeout,
-            failure_threshold=settings.probe_failure_threshold,
-            fast_interval=settings.probe_fast_interval,
-            down_interval=settings.probe_down_interval,
-            concurrency=settings.probe_concurrency,
-            jitter=settings.probe_jitter,
-            refresh_writes=settings.status_refresh,
+            stores=ProbeStores(providers=caches.providers.store, networks=caches.networks.store),
             log=log,
             stop=stop,
             metrics=self.metrics,
