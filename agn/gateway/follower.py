@@ -65,7 +65,7 @@ from agn.logs import JsonLog
 from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Overlay
 from agn.objects import rfc3339
 from agn.shards import Incomplete, is_sharded
-from agn.watching import WatchHealth, capped_backoff, follow_resource
+from agn.watching import FollowOptions, WatchHealth, capped_backoff, follow_resource
 
 INITIAL_BACKOFF = 0.5
 MAX_BACKOFF = 10.0
@@ -166,14 +166,16 @@ class OverlayFollower:
             self._kube,
             OVERLAYS,
             self._namespace,
-            field_selector=by_name,
-            watch_timeout=self._watch_timeout,
             on_snapshot=self._snapshot,
             on_event=self._event,
             stop=self._stop,
-            backoff=capped_backoff(INITIAL_BACKOFF, MAX_BACKOFF),
-            on_error=self._log_error,
-            health=self.health,
+            options=FollowOptions(
+                field_selector=by_name,
+                watch_timeout=self._watch_timeout,
+                backoff=capped_backoff(INITIAL_BACKOFF, MAX_BACKOFF),
+                on_error=self._log_error,
+                health=self.health,
+            ),
         )
 
     def _log_error(self, exc: Exception, delay: float) -> None:
