@@ -99,12 +99,6 @@ class Operator:
             log=log,
         )
         self.metrics = metrics or OperatorMetrics()
-        self.metrics.watch_state(
-            queue_depth=lambda: len(self.queue.pending()),
-            leader=self.leadership.is_leader,
-            overlays=caches.overlays.store.peek_all,  # read at scrape time: no copies of a fleet
-            providers=caches.providers.store.peek_all,
-        )
         self.events = EventSink(self.writes, instance=self.leadership.identity, log=log, stop=stop)
         self.prober = Prober(
             self.writes,
@@ -116,7 +110,7 @@ class Operator:
             stop=stop,
             metrics=self.metrics,
         )
-        self.metrics.watch_probes(lambda: self.prober.load(time.monotonic()))
+        self._watch_metrics()
         self.memory = TermMemory()
         # provider name -> (the store's view, the heartbeat it was judged at, the view as of it)
         self._views: dict[str, tuple[ProviderView, float | None, ProviderView]] = {}
@@ -126,6 +120,17 @@ class Operator:
             concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="reconcile") if workers > 1 else None
         )
         self._worker = threading.Thread(target=self._work, name="reconcile", daemon=True)
+
+    def _watch_metrics(self) -> None:
+        """Let ``/metrics`` read the queue, leadership, overlays, providers and probe load at scrape time."""
+        caches = self.caches
+        self.metrics.watch_state(
+            queue_depth=lambda: len(self.queue.pending()),
+            leader=self.leadership.is_leader,
+            overlays=caches.overlays.store.peek_all,  # read at scrape time: no copies of a fleet
+            providers=caches.providers.store.peek_all,
+        )
+        self.metrics.watch_probes(lambda: self.prober.load(time.monotonic()))
 
     # -- lifecycle -----------------------------------------------------------------------
     def healthy(self) -> tuple[bool, str]:
