@@ -10,16 +10,25 @@ It holds no connection and makes no request; it must not import ``kubernetes`` (
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agn.kubeerrors import ConfigError
 
-if TYPE_CHECKING:
-    from kubernetes import client
+
+class _RestClient(Protocol):
+    request: Callable[..., Any]
 
 
-def default_timeout(api_client: client.ApiClient, timeout: tuple[float, float]) -> None:
+class _ApiClient(Protocol):
+    """What :func:`default_timeout` uses of a ``kubernetes.client.ApiClient`` (not imported here)."""
+
+    @property
+    def rest_client(self) -> _RestClient: ...
+
+
+def default_timeout(api_client: _ApiClient, timeout: tuple[float, float]) -> None:
     """Make ``timeout`` the (connect, read) timeout of every request of ``api_client`` that names
     none: the generated client sends requests without any by default, which wait forever."""
     rest = api_client.rest_client
