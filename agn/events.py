@@ -64,6 +64,15 @@ class Regarding:
         return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Reporter:
+    """Who records an Event: ``reportingController`` (``agn.dev/operator``, ...) and
+    ``reportingInstance`` (which process or person of it; clipped to the API's limit)."""
+
+    controller: str
+    instance: str
+
+
 def micro_time(ts: float) -> str:
     """``eventTime`` is a MicroTime: RFC 3339 with exactly six fractional digits."""
     return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -97,8 +106,7 @@ def event_body(
     action: str,
     note: str,
     type_: str,
-    controller: str,
-    instance: str,
+    reporter: Reporter,
     at: float,
 ) -> dict[str, Any]:
     """One ``events.k8s.io/v1`` Event in the namespace of the object it is about."""
@@ -109,8 +117,8 @@ def event_body(
         "kind": "Event",
         "metadata": {"name": name, "namespace": regarding.namespace},
         "eventTime": micro_time(at),
-        "reportingController": controller,
-        "reportingInstance": clip(instance, FIELD_LIMIT),
+        "reportingController": reporter.controller,
+        "reportingInstance": clip(reporter.instance, FIELD_LIMIT),
         "action": clip(action, FIELD_LIMIT),
         "reason": clip(reason, FIELD_LIMIT),
         "type": type_,

@@ -1,148 +1,84 @@
 """The Kubernetes boundary: the only module that imports the ``kubernetes`` client.
 
-Everything else talks to the API through :class:`Kube` and sees the project's own error
-types (:class:`KubeError` and subclasses), which keep the client's exception as their cause.
-Objects cross this boundary as plain dicts. This module holds no policy: no retries beyond
-what a caller asks for, no decisions about what to write.
+Everything else talks to the API through :class:`Kube` and sees the project's own error types
+(:class:`KubeError` and subclasses, from :mod:`agn.kubeerrors`), which keep the client's
+exception as their cause. Objects cross this boundary as plain dicts. This module holds no
+policy: no retries beyond what a caller asks for, no decisions about what to write.
+
+Callers import every name from here (the error types and :mod:`agn.resources`' names are
+re-exported). The plain-Python helpers it uses (:mod:`agn.kubeerrors`, :mod:`agn.resources`,
+:mod:`agn.kubeconnect`, :mod:`agn.kubetls`) must not import ``kubernetes``; nothing else may.
 
 Importing this module does not import ``kubernetes``: the client package costs about half a
 second of CPU to import (its kubeconfig loader pulls in requests, oauthlib and pydantic), and
-``--help``, usage errors and ``render`` must not pay for it. The error types and resource
-names below are plain Python; the client is imported on the first call that needs it, and
-only the API classes a command uses are constructed.
+``--help``, usage errors and ``render`` must not pay for it. The client is imported on the
+first call that needs it, and only the API classes a command uses are constructed.
 """
 
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
 import functools
-import json
-import logging
 import os
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agn import GROUP, VERSION
+from agn.kubeconnect import (
+    SERVICE_ACCOUNT_NAMESPACE,
+    ExecFailures,
+    default_timeout,
+    quiet_insecure_warnings,
+    service_account_namespace,
+)
+from agn.kubeerrors import (
+    ConfigError,
+    Conflict,
+    Forbidden,
+    Gone,
+    Invalid,
+    KubeError,
+    NotFound,
+    Unreachable,
+    from_api_exception,
+    unreachable_message,
+    watch_error,
+)
 from agn.objects import Obj
+from agn.resources import AGN_RESOURCES, CONSUMERS, EVENTS, LEASES, NETWORKS, OVERLAYS, PROVIDERS, SHARDS, Resource
+
+__all__ = [
+    "AGN_RESOURCES",
+    "CONNECT_TIMEOUT",
+    "CONSUMERS",
+    "EVENTS",
+    "LEASES",
+    "NETWORKS",
+    "OVERLAYS",
+    "PROVIDERS",
+    "READ_TIMEOUT",
+    "SERVICE_ACCOUNT_NAMESPACE",
+    "SHARDS",
+    "WATCH_READ_MARGIN",
+    "ConfigError",
+    "Conflict",
+    "Forbidden",
+    "Gone",
+    "Invalid",
+    "Kube",
+    "KubeError",
+    "NotFound",
+    "Resource",
+    "Unreachable",
+    "kubeconfig_path",
+]
 
 if TYPE_CHECKING:
     from kubernetes import client
 
     from agn.kubetls import TlsMaterial
-
-
-@dataclasses.dataclass(frozen=True)
-class Resource:
-    kind: str
-    plural: str
-    group: str = GROUP
-    version: str = VERSION
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}"
-
-
-PROVIDERS = Resource("InferenceProvider", "inferenceproviders")
-NETWORKS = Resource("InferenceNetwork", "inferencenetworks")
-CONSUMERS = Resource("InferenceConsumer", "inferenceconsumers")
-OVERLAYS = Resource("RoutingOverlay", "routingoverlays")
-# A sharded overlay's candidates (agn.shards): RoutingOverlay is then the index.
-SHARDS = Resource("RoutingOverlayShard", "routingoverlayshards")
-AGN_RESOURCES = (PROVIDERS, NETWORKS, CONSUMERS, OVERLAYS, SHARDS)
-# Not an AGN resource, but its REST paths have the same shape, so the generic object methods
-# below (get/create/replace, conditional on resourceVersion) serve the operator's leader election.
-LEASES = Resource("Lease", "leases", group="coordination.k8s.io", version="v1")
-# Events (events.k8s.io/v1) go the same generic way, as plain dicts. The generated
-# EventsV1Api would first validate the dict into its pydantic model and send ``eventTime``
-# back through ``datetime.isoformat()``, which drops the fraction when the microseconds are
-# zero — a MicroTime the API server then rejects — and its models cost ~0.15 s to load.
-EVENTS = Resource("Event", "events", group="events.k8s.io", version="v1")
-
-
-class KubeError(Exception):
-    """An API call failed. ``status`` is the HTTP status (0 when none was received)."""
-
-    def __init__(self, message: str, *, status: int = 0, reason: str = "") -> None:
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
-
-
-class NotFound(KubeError):
-    pass
-
-
-class Conflict(KubeError):
-    pass
-
-
-class Gone(KubeError):
-    """A watch's resourceVersion is too old (410); the caller must re-list."""
-
-
-class Forbidden(KubeError):
-    pass
-
-
-class Invalid(KubeError):
-    """422 or 400: the API server rejected the object (validation, admission, strict decoding)."""
-
-
-class Unreachable(KubeError):
-    """No HTTP answer at all: connection refused, timeout, TLS failure."""
-
-
-class ConfigError(KubeError):
-    """The kubeconfig or context cannot be used, or a kubeconfig cannot be written; names the
-    file. The one error of :mod:`agn.kubeconfig`; ``hint`` says what the user can do."""
-
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.hint = hint
-
-
-_BY_STATUS: dict[int, type[KubeError]] = {
-    400: Invalid,
-    404: NotFound,
-    409: Conflict,
-    410: Gone,
-    403: Forbidden,
-    422: Invalid,
-}
-
-
-def _convert(exc: Any, *, server: str = "", context: str | None = None) -> KubeError:
-    """A client ``ApiException`` as the project's error type (the cause is kept).
-
-    Answers that are about the connection rather than an object name the server and context:
-    401 (the credentials were rejected) and a plain-HTTP 400 from an HTTPS server."""
-    message = exc.reason or ""
-    reason = ""
-    status = exc.status or 0
-    json_body = False
-    try:
-        body = json.loads(exc.body or "{}")
-        json_body = isinstance(body, dict)
-        message = body.get("message") or message
-        reason = body.get("reason") or ""
-    except (ValueError, TypeError, AttributeError):
-        pass
-    where = f"API server {server}" + (f" (context {context!r})" if context else "")
-    if status == 401:
-        message = f"{where} rejected the credentials: 401 Unauthorized"
-    elif status == 400 and server.startswith("http://") and not json_body:
-        message = (
-            f"{where} answered 400 Bad Request to plain HTTP; it probably expects "
-            f"https://{server.removeprefix('http://')}"
-        )
-    cls = _BY_STATUS.get(status, KubeError)
-    err = cls(message or f"HTTP {exc.status}", status=status, reason=reason)
-    err.__cause__ = exc
-    return err
 
 
 # Every request has a connect and a read timeout (seconds): an API server that accepts the
@@ -175,33 +111,12 @@ class _Converting:
         from kubernetes.client.rest import ApiException
 
         if isinstance(exc, ApiException):
-            raise _convert(exc, server=self.server, context=self.context) from exc
+            raise from_api_exception(exc, server=self.server, context=self.context) from exc
         if isinstance(exc, (urllib3.exceptions.HTTPError, OSError)):
-            raise Unreachable(self._unreachable(exc)) from exc
+            raise Unreachable(
+                unreachable_message(exc, server=self.server, context=self.context, connect=self.connect, read=self.read)
+            ) from exc
         return False
-
-    def _where(self) -> str:
-        where = f"API server {self.server}" if self.server else "API server"
-        return f"{where} (context {self.context!r})" if self.context else where
-
-    def _unreachable(self, exc: BaseException) -> str:
-        from urllib3.exceptions import (
-            ConnectTimeoutError,
-            MaxRetryError,
-            NewConnectionError,
-            ReadTimeoutError,
-            SSLError,
-        )
-
-        cause = exc.reason if isinstance(exc, MaxRetryError) and exc.reason is not None else exc
-        refused = isinstance(cause, NewConnectionError)  # a subclass of ConnectTimeoutError, but not a timeout
-        if isinstance(cause, ReadTimeoutError):
-            return f"{self._where()} did not answer within {self.read:g} s"
-        if isinstance(cause, (ConnectTimeoutError, TimeoutError)) and not refused:
-            return f"{self._where()}: no connection within {self.connect:g} s"
-        if isinstance(cause, SSLError):
-            return f"{self._where()}: TLS failed: {' '.join(str(cause).split())}"
-        return f"API server unreachable: {' '.join(str(exc).split())}" + (f" ({self._where()})" if self.server else "")
 
 
 _api_errors = _Converting()  # for callers without a Kube (tests' raw API calls)
@@ -240,53 +155,6 @@ def kubeconfig_path(explicit: str | None = None) -> str:
     return kc.write_target(kc.kubeconfig_files(explicit))
 
 
-def _default_timeout(api_client: client.ApiClient, timeout: tuple[float, float]) -> None:
-    """Make ``timeout`` the (connect, read) timeout of every request of ``api_client`` that names
-    none: the generated client sends requests without any by default, which wait forever."""
-    rest = api_client.rest_client
-    request = rest.request
-
-    def with_timeout(*args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
-        return request(*args, _request_timeout=_request_timeout or timeout, **kwargs)
-
-    rest.request = with_timeout
-
-
-class _ExecFailures(logging.Handler):
-    """While loading a kubeconfig, catch what the client logs when an ``exec`` credential plugin
-    fails (it logs the error and carries on without credentials); ``failure`` is the first line."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.ERROR)
-        self.failure = ""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if not self.failure:
-            self.failure = " ".join(record.getMessage().split())
-
-    def __enter__(self) -> _ExecFailures:
-        logging.getLogger().addHandler(self)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        logging.getLogger().removeHandler(self)
-
-
-def _quiet_insecure_warnings() -> None:
-    """``insecure-skip-tls-verify: true`` was chosen in the kubeconfig (kubectl says nothing
-    about it either): urllib3's InsecureRequestWarning on every request becomes one log record,
-    shown with ``-v``."""
-    import warnings
-
-    import urllib3
-
-    warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
-    logging.getLogger(__name__).warning("TLS verification of the API server is off (insecure-skip-tls-verify)")
-
-
-SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-
 class Kube:
     """A connection to one cluster. Thread-safe; share one per process."""
 
@@ -307,7 +175,7 @@ class Kube:
         self.namespace = namespace  # the context's namespace (in a pod: the service account's), as kubectl uses it
         # (connect, read) seconds for every request that does not name its own (see READ_TIMEOUT).
         self.request_timeout = request_timeout or (CONNECT_TIMEOUT, READ_TIMEOUT)
-        _default_timeout(api_client, self.request_timeout)
+        default_timeout(api_client, self.request_timeout)
         self._dynamic: Any = None
         self._dynamic_lock = threading.Lock()
 
@@ -357,33 +225,21 @@ class Kube:
                 # Inside a pod with no kubeconfig: use the pod's service account, as kubectl does.
                 return cls.in_cluster(field_manager=field_manager, pool_size=pool_size, request_timeout=request_timeout)
             raise
-        name, body = kc.select_context(loaded.config, context, where=loaded.describe())
-        # Problems the client would only report on the first request, as a bare "Bad Request" or
-        # "SSLError", or not at all: each named with its field and context here.
-        problem = kc.connection_problem(loaded.config, name, where=loaded.describe())
-        if problem:
-            raise ConfigError(problem)
+        name, body = kc.usable_context(loaded, context)
 
         from kubernetes import client
         from kubernetes.config.config_exception import ConfigException
 
         cfg = client.Configuration()
         try:
-            with _ExecFailures() as plugin:
+            with ExecFailures() as plugin:
                 tls = _load_tls_in_memory(loaded.config, name, cfg)
         except (ConfigException, OSError, TypeError, ValueError, KeyError, AttributeError) as exc:
             detail = " ".join(str(exc).split()) or type(exc).__name__
             raise ConfigError(f"cannot use context {name!r} from {loaded.describe()}: {detail}") from exc
-        if plugin.failure and kc.exec_command(loaded.config, name) is not None:
-            # The client logs a failed exec credential plugin and goes on without credentials:
-            # every request would then go out anonymously.
-            command = kc.exec_command(loaded.config, name)
-            raise ConfigError(
-                f"the exec credential plugin {command!r} of context {name!r} failed: {plugin.failure}"
-                f" ({loaded.describe()})"
-            )
+        plugin.check(kc.exec_command(loaded.config, name), context=name, where=loaded.describe())
         if not cfg.verify_ssl:
-            _quiet_insecure_warnings()
+            quiet_insecure_warnings()
         cfg.connection_pool_maxsize = pool_size
         cfg.retries = False
         api = client.ApiClient(cfg)
@@ -412,12 +268,11 @@ class Kube:
             raise ConfigError(f"cannot use the in-cluster service account: {exc}") from exc
         cfg.connection_pool_maxsize = pool_size
         cfg.retries = False
-        try:
-            namespace = Path(SERVICE_ACCOUNT_NAMESPACE).read_text().strip() or "default"
-        except OSError:
-            namespace = "default"
         return cls(
-            client.ApiClient(cfg), field_manager=field_manager, namespace=namespace, request_timeout=request_timeout
+            client.ApiClient(cfg),
+            field_manager=field_manager,
+            namespace=service_account_namespace(),
+            request_timeout=request_timeout,
         )
 
     @property
@@ -523,12 +378,8 @@ class Kube:
         from the last resourceVersion it saw (BOOKMARK events carry one too).
         """
         read = timeout_seconds + WATCH_READ_MARGIN
-        kwargs: dict[str, Any] = {
-            "resource_version": resource_version,
-            "timeout_seconds": timeout_seconds,
-            "allow_watch_bookmarks": True,
-            "_request_timeout": (self.request_timeout[0], read),
-        }
+        kwargs: dict[str, Any] = dict(resource_version=resource_version, timeout_seconds=timeout_seconds)
+        kwargs.update(allow_watch_bookmarks=True, _request_timeout=(self.request_timeout[0], read))
         if field_selector:
             kwargs["field_selector"] = field_selector
         from kubernetes import watch
@@ -541,10 +392,7 @@ class Kube:
                 kind = event.get("type", "")
                 obj = event.get("object") or {}
                 if kind == "ERROR":
-                    code = obj.get("code", 0)
-                    if code == 410:
-                        raise Gone(obj.get("message", "resource version too old"), status=410, reason="Expired")
-                    raise KubeError(obj.get("message", "watch error"), status=code, reason=obj.get("reason", ""))
+                    raise watch_error(obj)
                 yield kind, obj
 
     # -- Events (events.k8s.io/v1) ------------------------------------------------------------
@@ -553,63 +401,39 @@ class Kube:
         return self.create(EVENTS, namespace, body, timeout=timeout)
 
     # -- core and CRDs ----------------------------------------------------------------------
+    # A 404 or 409 that a method expects is caught as the error it was converted to
+    # (NotFound, Conflict), outside the converting block.
     def ensure_namespace(self, name: str) -> None:
-        from kubernetes.client.rest import ApiException
-
-        with self._errors():
-            try:
-                self.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise
+        with contextlib.suppress(Conflict), self._errors():
+            self.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
     def namespace_exists(self, name: str) -> bool:
         """Whether the namespace exists (a GET; :class:`Forbidden` when the caller may not read it)."""
-        from kubernetes.client.rest import ApiException
-
-        with self._errors():
-            try:
+        try:
+            with self._errors():
                 self.core.read_namespace(name)
-            except ApiException as exc:
-                if exc.status == 404:
-                    return False
-                raise
+        except NotFound:
+            return False
         return True
 
     def delete_namespace(self, name: str) -> None:
-        from kubernetes.client.rest import ApiException
-
-        with self._errors():
-            try:
-                self.core.delete_namespace(name)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
+        with contextlib.suppress(NotFound), self._errors():
+            self.core.delete_namespace(name)
 
     def crd_established(self, name: str) -> bool:
-        from kubernetes.client.rest import ApiException
-
-        with self._errors():
-            try:
+        try:
+            with self._errors():
                 crd = self.ext.read_custom_resource_definition(name)
-            except ApiException as exc:
-                if exc.status == 404:
-                    return False
-                raise
+        except NotFound:
+            return False
         conditions = (crd.status.conditions if crd.status else None) or []
         return any(c.type == "Established" and c.status == "True" for c in conditions)
 
     def delete_cluster_object(self, api_version: str, kind: str, name: str) -> None:
         """Delete any cluster-scoped object by kind; a missing one is fine."""
-        from kubernetes.client.rest import ApiException
-
         resource = self._resource_for(api_version, kind)
-        with self._errors():
-            try:
-                resource.delete(name=name)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
+        with contextlib.suppress(NotFound), self._errors():
+            resource.delete(name=name)
 
     def list_objects(
         self, api_version: str, kind: str, *, namespace: str | None = None, label_selector: str | None = None
@@ -625,17 +449,13 @@ class Kube:
 
     def delete_object(self, api_version: str, kind: str, name: str, *, namespace: str | None = None) -> bool:
         """Delete one object of any kind, its dependents in the background; False when it was already gone."""
-        from kubernetes.client.rest import ApiException
-
         resource = self._resource_for(api_version, kind)
         kwargs: dict[str, Any] = {"namespace": namespace} if resource.namespaced else {}
-        with self._errors():
-            try:
+        try:
+            with self._errors():
                 resource.delete(name=name, body={"propagationPolicy": "Background"}, **kwargs)
-            except ApiException as exc:
-                if exc.status == 404:
-                    return False
-                raise
+        except NotFound:
+            return False
         return True
 
     def apply(self, body: Obj, *, namespace: str | None = None, dry_run: bool = False) -> Obj:

@@ -1,7 +1,7 @@
 """The one list+watch loop that every AGN watcher runs (the operator's informers, the gateway's
 overlay follower, the xtask's convergence and idle waiters), and the one way they wire it to a
 resource: :func:`follow_resource` in the calling thread, :func:`start_follower` on a thread of
-its own.
+its own, both as a :class:`FollowOptions` says.
 
 List, then watch from the list's resourceVersion; when the server ends a watch, resume from
 the last resourceVersion seen (BOOKMARK events carry one too); on ``410 Gone`` re-list at
@@ -12,6 +12,7 @@ object means and never writes: callers get whole snapshots and single watch even
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -120,6 +121,23 @@ def follow(
                 return
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FollowOptions:
+    """How :func:`follow_resource` and :func:`start_follower` list, watch and recover; every
+    field has a default.
+
+    ``field_selector`` (``metadata.name=X``) narrows both the list and the watch: a watcher
+    whose RBAC names only ``X`` can follow it, and one object among thousands costs one
+    object's traffic. ``watch_timeout`` is the server-side end of each watch (seconds; the loop
+    resumes it). ``backoff``, ``on_error`` and ``health`` are :func:`follow`'s."""
+
+    field_selector: str | None = None
+    watch_timeout: int = WATCH_TIMEOUT_SECONDS
+    backoff: Callable[[int], float] = DEFAULT_BACKOFF
+    on_error: Callable[[Exception, float], None] | None = None
+    health: WatchHealth | None = None
+
+
 def follow_resource(
     kube: Kube,
     resource: Resource,
@@ -128,31 +146,26 @@ def follow_resource(
     on_snapshot: Callable[[list[Obj]], None],
     on_event: Callable[[str, Obj], None],
     stop: threading.Event,
-    field_selector: str | None = None,
-    watch_timeout: int = WATCH_TIMEOUT_SECONDS,
-    backoff: Callable[[int], float] = DEFAULT_BACKOFF,
-    on_error: Callable[[Exception, float], None] | None = None,
-    health: WatchHealth | None = None,
+    options: FollowOptions = FollowOptions(),
 ) -> None:
     """:func:`follow` one resource of ``namespace`` through ``kube`` until ``stop`` is set, in
-    the calling thread. ``field_selector`` (``metadata.name=X``) narrows both the list and the
-    watch: a watcher whose RBAC names only ``X`` can follow it, and one object among thousands
-    costs one object's traffic."""
+    the calling thread, as ``options`` say."""
+    field_selector = options.field_selector
     follow(
         list_fn=lambda: kube.list(resource, namespace, field_selector=field_selector),
         watch_fn=lambda version: kube.watch(
             resource,
             namespace,
             resource_version=version,
-            timeout_seconds=watch_timeout,
+            timeout_seconds=options.watch_timeout,
             field_selector=field_selector,
         ),
         on_snapshot=on_snapshot,
         on_event=on_event,
         stop=stop,
-        backoff=backoff,
-        on_error=on_error,
-        health=health,
+        backoff=options.backoff,
+        on_error=options.on_error,
+        health=options.health,
     )
 
 
@@ -165,11 +178,7 @@ def start_follower(
     on_snapshot: Callable[[list[Obj]], None],
     on_event: Callable[[str, Obj], None],
     stop: threading.Event,
-    field_selector: str | None = None,
-    watch_timeout: int = WATCH_TIMEOUT_SECONDS,
-    backoff: Callable[[int], float] = DEFAULT_BACKOFF,
-    on_error: Callable[[Exception, float], None] | None = None,
-    health: WatchHealth | None = None,
+    options: FollowOptions = FollowOptions(),
 ) -> threading.Thread:
     """:func:`follow_resource` on a daemon thread called ``name``, started; the thread is returned.
 
@@ -178,16 +187,7 @@ def start_follower(
     thread = threading.Thread(
         target=follow_resource,
         args=(kube, resource, namespace),
-        kwargs=dict(
-            on_snapshot=on_snapshot,
-            on_event=on_event,
-            stop=stop,
-            field_selector=field_selector,
-            watch_timeout=watch_timeout,
-            backoff=backoff,
-            on_error=on_error,
-            health=health,
-        ),
+        kwargs=dict(on_snapshot=on_snapshot, on_event=on_event, stop=stop, options=options),
         name=name,
         daemon=True,
     )

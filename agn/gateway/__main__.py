@@ -16,6 +16,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from http.server import ThreadingHTTPServer
 
 from agn.gateway.follower import OverlayFollower
 from agn.gateway.metrics import GatewayMetrics
@@ -47,43 +48,69 @@ def main(argv: list[str] | None = None) -> int:
         log.error("start_failed", error=str(exc))
         return EXIT_START_FAILED
     log.fields["namespace"] = namespace
-
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: object) -> None:  # only sets a flag; shutdown happens in finally
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-
+    stop = _stop_on_signals()
     table = RoutingTable()
     status = StatusWriter(kube, namespace=namespace, consumer=settings.consumer, log=log)
     follower = OverlayFollower(
         kube, namespace=namespace, consumer=settings.consumer, table=table, status=status, log=log, stop=stop
     )
+    try:
+        server = _listen(settings, table, follower, log=log)
+    except OSError as exc:
+        log.error("start_failed", error=f"cannot listen on {settings.host}:{settings.port}: {exc}")
+        kube.close()
+        return EXIT_START_FAILED
+    address = f"http://{settings.host}:{server.server_address[1]}"
+    _run(server, status, follower, address=address, kube=kube, log=log, stop=stop)
+    return EXIT_OK
+
+
+def _stop_on_signals() -> threading.Event:
+    """An event SIGTERM and SIGINT set; the handlers do nothing else (shutdown happens in ``_run``'s finally)."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return stop
+
+
+def _listen(
+    settings: GatewaySettings, table: RoutingTable, follower: OverlayFollower, *, log: JsonLog
+) -> ThreadingHTTPServer:
+    """The gateway's HTTP server, bound (``OSError`` when it cannot listen), with its metrics."""
     metrics = GatewayMetrics(
         accepted=lambda: follower.latest_revision,
         serving=lambda: overlay.revision if (overlay := table.serving) else None,
         pending=lambda: follower.pending_revision,
         shard_gets=lambda: follower.shard_gets,
     )
-    try:
-        server = serve(
-            table,
-            consumer=settings.consumer,
-            log=log,
-            port=settings.port,
-            upstream_timeout=settings.upstream_timeout,
-            host=settings.host,
-            health=follower.health_report,
-            metrics=metrics,
-        )
-    except OSError as exc:
-        log.error("start_failed", error=f"cannot listen on {settings.host}:{settings.port}: {exc}")
-        kube.close()
-        return EXIT_START_FAILED
-    address = f"http://{settings.host}:{server.server_address[1]}"
+    return serve(
+        table,
+        consumer=settings.consumer,
+        log=log,
+        port=settings.port,
+        upstream_timeout=settings.upstream_timeout,
+        host=settings.host,
+        health=follower.health_report,
+        metrics=metrics,
+    )
 
+
+def _run(
+    server: ThreadingHTTPServer,
+    status: StatusWriter,
+    follower: OverlayFollower,
+    *,
+    address: str,
+    kube: Kube,
+    log: JsonLog,
+    stop: threading.Event,
+) -> None:
+    """Serve (at ``address``, as reported in the status), write status and follow the overlay
+    until ``stop``; then stop all of it."""
     threads = [
         threading.Thread(target=server.serve_forever, name="http", daemon=True),
         threading.Thread(target=status.run, name="status", daemon=True),
@@ -106,7 +133,6 @@ def main(argv: list[str] | None = None) -> int:
             thread.join(timeout=5)
         kube.close()
         log.info("stopped")
-    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ watched is the overlay's *index* (see :mod:`agn.shards`): either an inline overl
 carries its candidates itself, or an index naming the ``RoutingOverlayShard`` objects that
 hold them. For a sharded index the follower first gets every shard it names: a shard already
 held at the digest the index gives it is reused, any other is fetched by name (a GET by name
-stays within RBAC that lists only this consumer's shard names). Until every shard is in hand at
+stays within RBAC that lists only this consumer's shard names; :mod:`agn.gateway.shard_fetch`). Until every shard is in hand at
 the index's digest (the operator writes shards first and the index last, so this is a short
 race), the index is *pending*: nothing is accepted, the current table keeps serving,
 ``overlay_shards_pending`` is logged and a retry thread tries again with capped backoff (0.1 s
@@ -48,42 +48,32 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from agn.gateway.shard_fetch import Fetched, HeldShard, fetch_shards, holds, not_in_hand
 from agn.gateway.status_writer import StatusWriter
 from agn.gateway.table import RoutingTable
 from agn.gateway.validation import (
     InvalidOverlay,
     ShardedIndex,
-    ShardEntry,
     assemble_overlay,
     digest_matches,
-    parse_shard,
     validate_index,
     validate_overlay,
 )
-from agn.kube import OVERLAYS, SHARDS, Forbidden, Gone, Kube, KubeError, NotFound
+from agn.kube import OVERLAYS, Forbidden, Gone, Kube, KubeError
 from agn.logs import JsonLog
-from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Overlay
+from agn.model import ADMITTED, EXISTING_ONLY, Overlay
 from agn.objects import rfc3339
 from agn.shards import Incomplete, is_sharded
-from agn.watching import WatchHealth, capped_backoff, follow_resource
+from agn.watching import FollowOptions, WatchHealth, capped_backoff, follow_resource
 
 INITIAL_BACKOFF = 0.5
 MAX_BACKOFF = 10.0
 SHARD_RETRY_INITIAL = 0.1
 SHARD_RETRY_MAX = 2.0
-SHARD_GET_TIMEOUT = 10.0  # one shard GET; a dead connection must not stall the retries
+
 PENDING_REPORT_AFTER = 3.0  # seconds an index may wait for its shards before status.message says so
 ABSENT = object()  # the overlay does not exist
 STATE = operator.attrgetter("admission_state")
-
-
-@dataclasses.dataclass(frozen=True)
-class _HeldShard:
-    """A shard in hand: validated and parsed once, for its digest under ``shard_count``."""
-
-    digest: str
-    shard_count: int
-    candidates: tuple[Candidate, ...]
 
 
 @dataclasses.dataclass
@@ -99,18 +89,23 @@ class _Pending:
     reported: Any = None  # what was last put in status.message
 
 
-@dataclasses.dataclass
-class _Fetched:
-    """What one try's shard GETs found, by shard name (gathered outside the lock)."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FollowerTimings:
+    """The follower's time bounds (seconds); the defaults are the gateway's, tests shorten them.
 
-    entries: list[ShardEntry]  # the shards fetched
-    parsed: dict[str, _HeldShard | None] = dataclasses.field(default_factory=dict)  # None: not found
-    mismatched: set[str] = dataclasses.field(default_factory=set)  # found at another digest or consumer
-    invalid: dict[str, InvalidOverlay] = dataclasses.field(default_factory=dict)
-    errors: dict[str, KubeError] = dataclasses.field(default_factory=dict)
+    ``watch_timeout_seconds``: the server-side end of each overlay watch (the loop resumes it);
+    ``accept_write_timeout``: how long serving a new overlay waits for its ``acceptedRevision``
+    write (it is served anyway after it); ``pending_report_after``: how long an index may wait
+    for its shards before ``status.message`` says so."""
+
+    watch_timeout_seconds: int = 30
+    accept_write_timeout: float = 5.0
+    pending_report_after: float = PENDING_REPORT_AFTER
 
 
 class OverlayFollower:
+    """Follows one consumer's overlay (index and shards) and serves each valid revision; see the module."""
+
     def __init__(
         self,
         kube: Kube,
@@ -121,9 +116,7 @@ class OverlayFollower:
         status: StatusWriter,
         log: JsonLog,
         stop: threading.Event,
-        watch_timeout_seconds: int = 30,
-        accept_write_timeout: float = 5.0,
-        pending_report_after: float = PENDING_REPORT_AFTER,
+        timings: FollowerTimings = FollowerTimings(),
     ) -> None:
         self._kube = kube
         self._namespace = namespace
@@ -132,18 +125,18 @@ class OverlayFollower:
         self._status = status
         self._log = log
         self._stop = stop
-        self._watch_timeout = watch_timeout_seconds
-        self._accept_write_timeout = accept_write_timeout
+        self._watch_timeout = timings.watch_timeout_seconds
+        self._accept_write_timeout = timings.accept_write_timeout
         self._last_seen: Any = None  # canonical form of the last spec handled (or ABSENT)
         self.health = WatchHealth("routingoverlays")
         self.latest_revision: int | None = None  # the newest valid overlay revision seen
-        self._pending_report_after = pending_report_after
+        self._pending_report_after = timings.pending_report_after
         # One lock orders everything that decides what is served: the watch thread's new
         # indexes and the retry thread's attempts (never held during a shard GET).
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._pending: _Pending | None = None
-        self._held: dict[str, _HeldShard] = {}  # parsed shards of the last index(es), by name
+        self._held: dict[str, HeldShard] = {}  # parsed shards of the last index(es), by name
         self.shard_gets = 0  # shard GETs made (for metrics: a drain should cost one)
         self.shard_parses = 0  # shards validated and parsed (a drain should cost one)
 
@@ -166,14 +159,16 @@ class OverlayFollower:
             self._kube,
             OVERLAYS,
             self._namespace,
-            field_selector=by_name,
-            watch_timeout=self._watch_timeout,
             on_snapshot=self._snapshot,
             on_event=self._event,
             stop=self._stop,
-            backoff=capped_backoff(INITIAL_BACKOFF, MAX_BACKOFF),
-            on_error=self._log_error,
-            health=self.health,
+            options=FollowOptions(
+                field_selector=by_name,
+                watch_timeout=self._watch_timeout,
+                backoff=capped_backoff(INITIAL_BACKOFF, MAX_BACKOFF),
+                on_error=self._log_error,
+                health=self.health,
+            ),
         )
 
     def _log_error(self, exc: Exception, delay: float) -> None:
@@ -260,8 +255,15 @@ class OverlayFollower:
         index = pending.checked
         with self._lock:
             held = dict(self._held)
-        fetch = [e for e in index.shards if not self._holds(held.get(e.name), e, index.shard_count)]
-        fetched = self._fetch_shards(fetch, index.shard_count)
+        fetch = [e for e in index.shards if not holds(held.get(e.name), e, index.shard_count)]
+        fetched = fetch_shards(
+            self._kube,
+            self._namespace,
+            consumer=self._consumer,
+            entries=fetch,
+            shard_count=index.shard_count,
+            stop=self._stop,
+        )
         if fetched is None:
             return True  # stopping
         with self._lock:
@@ -273,46 +275,14 @@ class OverlayFollower:
                 problems = [p for name in sorted(fetched.invalid) for p in fetched.invalid[name].problems]
                 self._reject(pending.index, InvalidOverlay(problems))
                 return True
-            incomplete = self._not_in_hand(index, fetched)
+            incomplete = not_in_hand(index, fetched, self._held)
             if incomplete is not None:
                 self._still_pending(pending, incomplete, fetched.errors)
                 return False
             self._assemble_and_serve(pending, fetched)
             return True
 
-    def _fetch_shards(self, entries: list[ShardEntry], shard_count: int) -> _Fetched | None:
-        """GET each of ``entries`` by name, and validate and parse each one found at the digest
-        the index gives it. Outside the lock. None when the follower stops meanwhile."""
-        fetched = _Fetched(entries)
-        for entry in entries:
-            if self._stop.is_set():
-                return None
-            try:
-                spec = self._kube.get(SHARDS, self._namespace, entry.name, timeout=SHARD_GET_TIMEOUT).get("spec")
-            except NotFound:
-                fetched.parsed[entry.name] = None
-                continue
-            except KubeError as exc:
-                fetched.errors[entry.name] = exc
-                continue
-            if not self._at_index_digest(spec, entry):
-                fetched.mismatched.add(entry.name)  # not yet (or no longer) what the index names
-                continue
-            try:
-                cands = parse_shard(spec, entry=entry, shard_count=shard_count)
-            except InvalidOverlay as exc:
-                fetched.invalid[entry.name] = exc
-                continue
-            fetched.parsed[entry.name] = _HeldShard(entry.digest, shard_count, cands)
-        return fetched
-
-    def _at_index_digest(self, spec: Any, entry: ShardEntry) -> bool:
-        """Whether a fetched shard spec is this consumer's shard at the digest the index gives it."""
-        return (
-            isinstance(spec, Mapping) and spec.get("digest") == entry.digest and spec.get("consumer") == self._consumer
-        )
-
-    def _keep(self, fetched: _Fetched) -> None:
+    def _keep(self, fetched: Fetched) -> None:
         """Count one try's GETs and parses, hold what it parsed and drop what it found gone.
         Under the lock."""
         self.shard_gets += len(fetched.entries)
@@ -323,21 +293,7 @@ class OverlayFollower:
             else:
                 self._held[name] = shard
 
-    def _not_in_hand(self, index: ShardedIndex, fetched: _Fetched) -> Incomplete | None:
-        """What keeps ``index`` pending: its shards not held at its digest (missing, or held or
-        fetched at another digest) or unreadable this try; None when every one is in hand.
-        Under the lock."""
-        missing: list[str] = []
-        stale: list[str] = []
-        for e in index.shards:
-            if e.name in fetched.errors or self._holds(self._held.get(e.name), e, index.shard_count):
-                continue
-            (stale if e.name in fetched.mismatched or e.name in self._held else missing).append(e.name)
-        if fetched.errors or missing or stale:
-            return Incomplete(index.revision, missing, stale)
-        return None
-
-    def _assemble_and_serve(self, pending: _Pending, fetched: _Fetched) -> None:
+    def _assemble_and_serve(self, pending: _Pending, fetched: Fetched) -> None:
         """Join the held shards of ``pending`` (every one in hand) and serve the whole; an
         assembled overlay that is invalid is rejected. Under the lock."""
         index = pending.checked
@@ -359,12 +315,6 @@ class OverlayFollower:
             attempts=pending.attempts + 1,
         )
         self._serve(overlay)
-
-    @staticmethod
-    def _holds(shard: _HeldShard | None, entry: ShardEntry, shard_count: int) -> bool:
-        """Whether ``shard`` is ``entry``'s shard at the digest the index gives it, parsed for
-        the index's shard count (placement depends on it)."""
-        return shard is not None and shard.digest == entry.digest and shard.shard_count == shard_count
 
     def _still_pending(self, pending: _Pending, exc: Incomplete, errors: Mapping[str, KubeError]) -> None:
         """Log (when what is missing changed) and, once it has lasted, say so in the status.

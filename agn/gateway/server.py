@@ -21,14 +21,15 @@ never talk to the Kubernetes API.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from agn.gateway.metrics import BAD_REQUEST, NO_ROUTE, ROUTED, UPSTREAM_ERROR, GatewayMetrics
-from agn.gateway.routing import AFFINITY
+from agn.gateway.routing import AFFINITY, Decision
 from agn.gateway.table import RoutingTable
 from agn.gateway.upstream import UpstreamError, post_completion
 from agn.httpserve import LOOPBACK, QuietHandler, threaded_server
@@ -44,112 +45,129 @@ REVISION_HEADER = "x-agn-overlay-revision"  # the overlay revision the request w
 Health = Callable[[], tuple[bool, dict[str, Any]]]
 
 
-def make_handler(
-    table: RoutingTable,
-    *,
-    consumer: str,
-    log: JsonLog,
-    upstream_timeout: float,
-    health: Health | None = None,
-    metrics: GatewayMetrics | None = None,
-) -> type[BaseHTTPRequestHandler]:
-    def count(outcome: str, admission_state: str | None = None, *, sticky: bool = False) -> None:
-        if metrics is not None:
-            metrics.request(outcome, admission_state, sticky=sticky)
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GatewayApp:
+    """What the handler serves from: the routing table, this consumer's name, the upstream
+    timeout, and where ``/healthz`` and ``/metrics`` come from (None: a plain ok, no metrics)."""
 
-    class Handler(QuietHandler):  # no access log: structured logs only
-        server_version = "agn-gateway/0.1"
-        protocol_version = "HTTP/1.1"
+    table: RoutingTable
+    consumer: str
+    log: JsonLog
+    upstream_timeout: float
+    health: Health | None = None
+    metrics: GatewayMetrics | None = None
 
-        def do_GET(self) -> None:
-            path = urlsplit(self.path).path
-            if path == "/healthz":
-                ok, report = health() if health is not None else (True, {"status": "ok"})
-                self.send_json(200 if ok else 503, report)
-            elif path == "/readyz":
-                serving = table.serving
-                self.send_json(200 if serving else 503, {"servingRevision": serving.revision if serving else None})
-            elif path == "/routes":
-                self.send_json(200, {"consumer": consumer, **table.snapshot()})
-            elif path == "/metrics" and metrics is not None:
-                self.send_metrics(metrics.registry)
-            else:
-                self.send_json(404, {"error": "not found"})
+    def count(self, outcome: str, admission_state: str | None = None, *, sticky: bool = False) -> None:
+        if self.metrics is not None:
+            self.metrics.request(outcome, admission_state, sticky=sticky)
 
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_BODY_BYTES:
-                self.close_connection = True
-                count(BAD_REQUEST)
-                self.send_json(413, {"error": "request body too large"})
-                return
-            body = self.rfile.read(length) if length else b"{}"
-            if urlsplit(self.path).path != "/v1/completions":
-                self.send_json(404, {"error": "not found"})
-                return
-            try:
-                json.loads(body)
-            except ValueError:
-                count(BAD_REQUEST)
-                self.send_json(400, {"error": "request body is not JSON", "routedBy": consumer})
-                return
-            self._complete(body)
 
-        def _complete(self, body: bytes) -> None:
-            session = self.headers.get(SESSION_HEADER) or None
-            group = self.headers.get(GROUP_HEADER) or None
-            # The revision comes with the decision, under the table's lock: reading
-            # ``table.serving`` afterwards could name a newer overlay than the one routed by.
-            decision, revision = table.route_by(session, selection_group=group)
-            routed_by = {REVISION_HEADER: str(revision)} if revision is not None else {}
-            if decision.candidate is None:
-                log.warning("no_route", session=session, selection_group=group, serving_revision=revision)
-                count(NO_ROUTE)
-                self.send_json(
-                    503,
-                    {
-                        "error": "no admitted candidate",
-                        "routedBy": consumer,
-                        "reason": decision.reason,
-                        "servingRevision": revision,
-                        "selectionGroup": group,
-                    },
-                    headers=routed_by,
-                )
-                return
-            cand = decision.candidate
-            log.debug(
-                "routed",
-                session=session,
-                provider=cand.provider,
-                candidate_id=cand.id,
-                reason=decision.reason,
-                previous_provider=decision.previous_provider,
-            )
-            sticky = decision.reason == AFFINITY
-            try:
-                reply = post_completion(cand.endpoint, body, session=session, timeout=upstream_timeout)
-            except UpstreamError as exc:
-                log.warning("upstream_failed", provider=cand.provider, candidate_id=cand.id, error=str(exc))
-                count(UPSTREAM_ERROR, cand.admission_state, sticky=sticky)
-                self.send_json(
-                    502,
-                    {"error": str(exc), "routedBy": consumer, "provider": cand.provider, "candidateId": cand.id},
-                    headers={PROVIDER_HEADER: cand.provider, **routed_by},
-                )
-                return
-            reply.update(
+class GatewayHandler(QuietHandler):  # no access log: structured logs only
+    """The gateway's requests, answered from :attr:`app` (a subclass per server sets it:
+    :func:`make_handler`)."""
+
+    server_version = "agn-gateway/0.1"
+    protocol_version = "HTTP/1.1"
+    app: ClassVar[GatewayApp]
+
+    def do_GET(self) -> None:
+        app, path = self.app, urlsplit(self.path).path
+        if path == "/healthz":
+            ok, report = app.health() if app.health is not None else (True, {"status": "ok"})
+            self.send_json(200 if ok else 503, report)
+        elif path == "/readyz":
+            serving = app.table.serving
+            self.send_json(200 if serving else 503, {"servingRevision": serving.revision if serving else None})
+        elif path == "/routes":
+            self.send_json(200, {"consumer": app.consumer, **app.table.snapshot()})
+        elif path == "/metrics" and app.metrics is not None:
+            self.send_metrics(app.metrics.registry)
+        else:
+            self.send_json(404, {"error": "not found"})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY_BYTES:
+            self.close_connection = True
+            self.app.count(BAD_REQUEST)
+            self.send_json(413, {"error": "request body too large"})
+            return
+        body = self.rfile.read(length) if length else b"{}"
+        if urlsplit(self.path).path != "/v1/completions":
+            self.send_json(404, {"error": "not found"})
+            return
+        try:
+            json.loads(body)
+        except ValueError:
+            self.app.count(BAD_REQUEST)
+            self.send_json(400, {"error": "request body is not JSON", "routedBy": self.app.consumer})
+            return
+        self._complete(body)
+
+    def _complete(self, body: bytes) -> None:
+        app = self.app
+        session = self.headers.get(SESSION_HEADER) or None
+        group = self.headers.get(GROUP_HEADER) or None
+        # The revision comes with the decision, under the table's lock: reading
+        # ``table.serving`` afterwards could name a newer overlay than the one routed by.
+        decision, revision = app.table.route_by(session, selection_group=group)
+        routed_by = {REVISION_HEADER: str(revision)} if revision is not None else {}
+        if decision.candidate is None:
+            app.log.warning("no_route", session=session, selection_group=group, serving_revision=revision)
+            app.count(NO_ROUTE)
+            self.send_json(
+                503,
                 {
-                    "routedBy": consumer,
-                    "candidateId": cand.id,
-                    "admission_state": cand.admission_state,
-                    "routing": decision.reason,
-                }
+                    "error": "no admitted candidate",
+                    "routedBy": app.consumer,
+                    "reason": decision.reason,
+                    "servingRevision": revision,
+                    "selectionGroup": group,
+                },
+                headers=routed_by,
             )
-            count(ROUTED, cand.admission_state, sticky=sticky)
-            self.send_json(200, reply, headers={PROVIDER_HEADER: cand.provider, **routed_by})
+            return
+        self._proxy(body, decision, session=session, routed_by=routed_by)
 
-    return Handler
+    def _proxy(self, body: bytes, decision: Decision, *, session: str | None, routed_by: dict[str, str]) -> None:
+        """Send the request to the chosen candidate's provider and its answer back (502 when it fails)."""
+        app, cand = self.app, decision.candidate
+        assert cand is not None, "only a decision with a candidate is proxied"
+        app.log.debug(
+            "routed",
+            session=session,
+            provider=cand.provider,
+            candidate_id=cand.id,
+            reason=decision.reason,
+            previous_provider=decision.previous_provider,
+        )
+        sticky = decision.reason == AFFINITY
+        try:
+            reply = post_completion(cand.endpoint, body, session=session, timeout=app.upstream_timeout)
+        except UpstreamError as exc:
+            app.log.warning("upstream_failed", provider=cand.provider, candidate_id=cand.id, error=str(exc))
+            app.count(UPSTREAM_ERROR, cand.admission_state, sticky=sticky)
+            self.send_json(
+                502,
+                {"error": str(exc), "routedBy": app.consumer, "provider": cand.provider, "candidateId": cand.id},
+                headers={PROVIDER_HEADER: cand.provider, **routed_by},
+            )
+            return
+        reply.update(
+            {
+                "routedBy": app.consumer,
+                "candidateId": cand.id,
+                "admission_state": cand.admission_state,
+                "routing": decision.reason,
+            }
+        )
+        app.count(ROUTED, cand.admission_state, sticky=sticky)
+        self.send_json(200, reply, headers={PROVIDER_HEADER: cand.provider, **routed_by})
+
+
+def make_handler(app: GatewayApp) -> type[BaseHTTPRequestHandler]:
+    """A handler class serving ``app`` (one per server, so two servers in a process never share one)."""
+    return type("Handler", (GatewayHandler,), {"app": app})
 
 
 def serve(
@@ -164,7 +182,8 @@ def serve(
     metrics: GatewayMetrics | None = None,
 ) -> ThreadingHTTPServer:
     """Bind ``host``:``port`` (loopback unless told otherwise; 0 picks a port). The caller runs ``serve_forever``."""
-    handler = make_handler(
-        table, consumer=consumer, log=log, upstream_timeout=upstream_timeout, health=health, metrics=metrics
+    app = GatewayApp(
+        table=table, consumer=consumer, log=log, upstream_timeout=upstream_timeout, health=health, metrics=metrics
     )
+    handler = make_handler(app)
     return threaded_server(handler, host=host, port=port)

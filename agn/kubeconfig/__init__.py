@@ -6,7 +6,7 @@ that knows the format; the operator, the gateway and xtask all use it.
 * :mod:`.write` — an env's entries added and removed under client-go's lock, written atomically
   through symlinks, removed only while they are still the ones it wrote (:class:`Written`).
 
-One document type, :data:`Config`; one error type, :class:`agn.kube.ConfigError` (xtask maps it
+One document type, :data:`Config`; one error type, :class:`agn.kubeerrors.ConfigError` (xtask maps it
 to exit 1). Callers use this package (``from agn import kubeconfig``). The
 ``kubernetes`` package is never imported here.
 """
@@ -29,6 +29,7 @@ from agn.kubeconfig.read import (
     select_context,
     server_problem,
     shape_problems,
+    usable_context,
     write_target,
 )
 from agn.kubeconfig.write import (
@@ -72,6 +73,7 @@ __all__ = [
     "select_context",
     "server_problem",
     "shape_problems",
+    "usable_context",
     "with_entries",
     "without_entries",
     "write_target",

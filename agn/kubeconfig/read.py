@@ -14,7 +14,7 @@ writing them is :mod:`.write`'s.
   ``$KUBECONFIG`` file, or the first of the list that exists, or the last one; else
   ``~/.kube/config`` (kubectl's ``GetDefaultFilename``).
 
-Errors are :class:`agn.kube.ConfigError` and name the file and the field. Everything is pure
+Errors are :class:`agn.kubeerrors.ConfigError` and name the file and the field. Everything is pure
 except :func:`load`, which reads the files, and :func:`connection_problem`, which reads the
 certificate and key files a context names (to say which field is wrong before any request).
 The ``kubernetes`` package is never imported here: the client gets the merged dict
@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agn.inputfile import YAML_INPUT_LIMIT, read_regular
-from agn.kube import ConfigError
+from agn.kubeerrors import ConfigError
 from agn.yamltext import YamlProblem, parse_yaml, show
 
 Config = dict[str, Any]  # a kubeconfig document, as parsed from YAML
@@ -322,6 +322,18 @@ def connection_problem(config: Mapping[str, Any], context: str, *, where: str) -
     if cert and key and cert[0].public_key().public_bytes(*_spki()) != key.public_key().public_bytes(*_spki()):
         return f"{where}: client-key does not belong to client-certificate (their public keys differ)"
     return None
+
+
+def usable_context(loaded: Loaded, context: str | None) -> tuple[str, Mapping[str, Any]]:
+    """The context to connect with and its body (:func:`select_context`), once the problems the
+    client would only report on the first request, as a bare "Bad Request" or "SSLError", or not
+    at all, are ruled out (:func:`connection_problem`): each raises :class:`ConfigError`
+    naming its field and context."""
+    name, body = select_context(loaded.config, context, where=loaded.describe())
+    problem = connection_problem(loaded.config, name, where=loaded.describe())
+    if problem:
+        raise ConfigError(problem)
+    return name, body
 
 
 class _BadTls(ValueError):

@@ -21,7 +21,7 @@ ones it wrote: its cluster entry must have the env's server and CA (:class:`Writ
 env of the same name under another ``AGN_XTASK_HOME`` writes another server and CA.
 
 A file that is not a kubeconfig is an error naming it, never silently replaced. Every error
-is :class:`agn.kube.ConfigError` (the reader's too), naming the file.
+is :class:`agn.kubeerrors.ConfigError` (the reader's too), naming the file.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from pathlib import Path
 import yaml
 
 from agn.inputfile import YAML_INPUT_LIMIT, InputFileError, kind_of, read_regular
-from agn.kube import ConfigError
 from agn.kubeconfig.read import SECTIONS, Config, parse
+from agn.kubeerrors import ConfigError
 from agn.outputfile import write_atomic
 
 LOCK_WAIT_SECONDS = 2.0  # kubectl holds the lock for milliseconds; longer means one was left behind

@@ -42,7 +42,7 @@ from agn.operator.lease import AlwaysLeader, Leadership, new_identity
 from agn.operator.memory import TermMemory
 from agn.operator.metrics import OperatorMetrics
 from agn.operator.ownership import Verdict, verdict
-from agn.operator.prober import Prober
+from agn.operator.prober import Prober, ProbeStores
 from agn.operator.reconcile import Planned, replan
 from agn.operator.settings import Settings
 from agn.operator.storage import OverlayStorage, ShardWork, shard_work
@@ -99,32 +99,18 @@ class Operator:
             log=log,
         )
         self.metrics = metrics or OperatorMetrics()
-        self.metrics.watch_state(
-            queue_depth=lambda: len(self.queue.pending()),
-            leader=self.leadership.is_leader,
-            overlays=caches.overlays.store.peek_all,  # read at scrape time: no copies of a fleet
-            providers=caches.providers.store.peek_all,
-        )
         self.events = EventSink(self.writes, instance=self.leadership.identity, log=log, stop=stop)
         self.prober = Prober(
             self.writes,
             namespace,
+            settings=settings,
             leadership=self.leadership,
-            providers=caches.providers.store,
-            networks=caches.networks.store,
-            interval=settings.probe_interval,
-            timeout=settings.probe_timeout,
-            failure_threshold=settings.probe_failure_threshold,
-            fast_interval=settings.probe_fast_interval,
-            down_interval=settings.probe_down_interval,
-            concurrency=settings.probe_concurrency,
-            jitter=settings.probe_jitter,
-            refresh_writes=settings.status_refresh,
+            stores=ProbeStores(providers=caches.providers.store, networks=caches.networks.store),
             log=log,
             stop=stop,
             metrics=self.metrics,
         )
-        self.metrics.watch_probes(lambda: self.prober.load(time.monotonic()))
+        self._watch_metrics()
         self.memory = TermMemory()
         # provider name -> (the store's view, the heartbeat it was judged at, the view as of it)
         self._views: dict[str, tuple[ProviderView, float | None, ProviderView]] = {}
@@ -134,6 +120,17 @@ class Operator:
             concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="reconcile") if workers > 1 else None
         )
         self._worker = threading.Thread(target=self._work, name="reconcile", daemon=True)
+
+    def _watch_metrics(self) -> None:
+        """Let ``/metrics`` read the queue, leadership, overlays, providers and probe load at scrape time."""
+        caches = self.caches
+        self.metrics.watch_state(
+            queue_depth=lambda: len(self.queue.pending()),
+            leader=self.leadership.is_leader,
+            overlays=caches.overlays.store.peek_all,  # read at scrape time: no copies of a fleet
+            providers=caches.providers.store.peek_all,
+        )
+        self.metrics.watch_probes(lambda: self.prober.load(time.monotonic()))
 
     # -- lifecycle -----------------------------------------------------------------------
     def healthy(self) -> tuple[bool, str]:

@@ -9,6 +9,7 @@ calls ``release``.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -31,6 +32,15 @@ from agn.operator.lease import (
 )
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Clocks:
+    """The elector's two clocks (tests pass fakes): ``monotonic`` times renewals and the renew
+    deadline; ``wall`` is what the Lease records (``acquireTime``, ``renewTime``)."""
+
+    monotonic: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
+
+
 class LeaderElector:
     """Runs the lease loop on a daemon thread (``start``); ``release`` on a clean stop."""
 
@@ -44,8 +54,7 @@ class LeaderElector:
         timings: LeaseTimings,
         log: JsonLog,
         stop: threading.Event,
-        clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], float] = time.time,
+        clocks: Clocks = Clocks(),
     ) -> None:
         self.kube = kube
         self.namespace = namespace
@@ -54,8 +63,8 @@ class LeaderElector:
         self.timings = timings
         self._log = log
         self._stop = stop
-        self._clock = clock
-        self._wall = wall
+        self._clock = clocks.monotonic
+        self._wall = clocks.wall
         self._lock = threading.Lock()
         self._observed: Observation | None = None
         self._renewed_at: float | None = None
@@ -133,31 +142,7 @@ class LeaderElector:
         spec = lease_spec(record, step, me=self.identity, duration=self.timings.duration, wall=self._wall())
         started = self._clock()  # before the request: the holder's deadline counts from here
         try:
-            if step is Step.CREATE:
-                written = self.kube.create(
-                    LEASES,
-                    self.namespace,
-                    {
-                        "apiVersion": "coordination.k8s.io/v1",
-                        "kind": "Lease",
-                        "metadata": {"name": self.name},
-                        "spec": spec,
-                    },
-                    timeout=self._timeout,
-                )
-            else:
-                written = self.kube.replace(
-                    LEASES,
-                    self.namespace,
-                    self.name,
-                    {
-                        "apiVersion": "coordination.k8s.io/v1",
-                        "kind": "Lease",
-                        "metadata": {"name": self.name, "resourceVersion": record.resource_version if record else None},
-                        "spec": spec,
-                    },
-                    timeout=self._timeout,
-                )
+            written = self._write(step, spec, record.resource_version if record else None)
         except Conflict:
             self._log.debug("lease changed under us", lease=self.name, step=step.value)
             self._note_leadership()
@@ -166,6 +151,24 @@ class LeaderElector:
             self._log.warning("lease write failed", lease=self.name, step=step.value, error=str(exc), status=exc.status)
             self._note_leadership()
             return retry
+        return self._wrote(written, started)
+
+    @staticmethod
+    def _body(spec: dict[str, Any], metadata: dict[str, Any]) -> Obj:
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": spec}
+
+    def _write(self, step: Step, spec: dict[str, Any], resource_version: str | None) -> Obj:
+        """Create the Lease, or replace it on condition that it is still at ``resource_version``."""
+        if step is Step.CREATE:
+            return self.kube.create(
+                LEASES, self.namespace, self._body(spec, {"name": self.name}), timeout=self._timeout
+            )
+        body = self._body(spec, {"name": self.name, "resourceVersion": resource_version})
+        return self.kube.replace(LEASES, self.namespace, self.name, body, timeout=self._timeout)
+
+    def _wrote(self, written: Obj, started: float) -> float:
+        """Take the Lease as written by a request begun at ``started`` (monotonic): lead from then
+        on, in a new term unless leading went on without a gap. The seconds until the next round."""
         with self._lock:
             self._observed = observe(None, record_of(written), started)
             if self._released:
@@ -218,12 +221,10 @@ class LeaderElector:
                 LEASES,
                 self.namespace,
                 self.name,
-                {
-                    "apiVersion": "coordination.k8s.io/v1",
-                    "kind": "Lease",
-                    "metadata": {"name": self.name, "resourceVersion": record.resource_version},
-                    "spec": released_spec(record, wall=self._wall()),
-                },
+                self._body(
+                    released_spec(record, wall=self._wall()),
+                    {"name": self.name, "resourceVersion": record.resource_version},
+                ),
                 timeout=self._timeout,
             )
             self._log.info("lease released", lease=self.name, identity=self.identity)

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agn.events import NORMAL, WARNING, Regarding, event_body, event_name
+from agn.events import NORMAL, WARNING, Regarding, Reporter, event_body, event_name
 from agn.kube import KubeError
 from agn.logs import JsonLog
 from agn.model import Exclusion, ProviderView, endpoint_valid
@@ -170,8 +170,7 @@ class EventSink:
             action=action,
             note=note,
             type_=type_,
-            controller=CONTROLLER,
-            instance=self._instance,
+            reporter=Reporter(CONTROLLER, self._instance),
             at=now,
         )
         try:

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from agn.kube import Gone, Kube, KubeError, Resource
 from agn.logs import JsonLog
 from agn.objects import Obj
-from agn.watching import WatchHealth, capped_backoff, start_follower
+from agn.watching import FollowOptions, WatchHealth, capped_backoff, start_follower
 
 T = TypeVar("T")
 OnChange = Callable[[str, Obj | None], None]  # (event type, object or None for a re-list)
@@ -173,10 +173,12 @@ class Informer:
             on_snapshot=self._snapshot,
             on_event=self._event,
             stop=self._stop,
-            watch_timeout=self._watch_timeout,
-            backoff=capped_backoff(INITIAL_BACKOFF, MAX_BACKOFF),
-            on_error=self._log_error,
-            health=self.health,
+            options=FollowOptions(
+                watch_timeout=self._watch_timeout,
+                backoff=capped_backoff(INITIAL_BACKOFF, MAX_BACKOFF),
+                on_error=self._log_error,
+                health=self.health,
+            ),
         )
 
     def join(self, timeout: float) -> None:

@@ -1,24 +1,21 @@
-"""Probing providers and writing their status: the only writer of InferenceProvider status.
+"""Probing providers and keeping their status: the prober, the only writer of InferenceProvider status.
 
-One thread runs an event loop: each scheduler pass starts the due probes as tasks; *when* each provider is due,
-how many probes run at once and what the backlog is are decided by :mod:`.schedule` (a
-stable per-provider phase plus jitter, ``--probe-concurrency`` slots, never two probes at once
-for one provider, the longest-waiting due probe first). The interval is the operator's
-``--probe-interval`` unless a network selecting the provider asks for a smaller
+One thread runs an event loop: each scheduler pass starts the due probes as tasks; *when* each
+provider is due, how many probes run at once and what the backlog is are decided by
+:mod:`.schedule` (a stable per-provider phase plus jitter, ``--probe-concurrency`` slots, never
+two probes at once for one provider, the longest-waiting due probe first). The interval is the
+operator's ``--probe-interval`` unless a network selecting the provider asks for a smaller
 ``spec.probeIntervalSeconds``. Probes that are due but find no free slot are the backlog; it
 is reported on ``/metrics`` (``agn_probe_backlog``, ``agn_probe_lag_seconds``) and ``/healthz``
-(``probes``) instead of silently ageing load readings. A probe GETs ``{endpoint}/healthz`` and
-``{endpoint}/metrics`` with a timeout, exactly at the endpoint as given: no redirects, no
-proxies, and an invalid endpoint is not dialled at all. Its HTTP client (aiohttp) keeps
-connections alive: one host:port (a pool of fake providers, or a provider's own) is probed
-over a few reused connections (at most ``MAX_CONNECTIONS_PER_HOST``) instead of two new ones
-per probe. A status
-write blocks on the API server, so it runs in a small thread pool while its probe's slot stays
-taken. The result becomes a status (see
-:mod:`.provider_status`) that is kept here and written with a merge patch on the status
-subresource only when its meaning changed (and, for a drained provider, on each new load
-reading); the probes heartbeat (:mod:`.heartbeat`), renewed while every status is current,
-vouches for the unchanged ones (docs/operator.md, "Status writes at fleet size").
+(``probes``) instead of silently ageing load readings. One probe is two GETs over a shared
+keep-alive client (:mod:`.probe_http`). Every tunable is read from the operator's
+:class:`.settings.Settings` when it is used: a new probe setting is a field there, nothing more.
+
+The result becomes a status (see :mod:`.provider_status`) that is kept here and written
+(:mod:`.probe_writes`, in a small thread pool while its probe's slot stays taken) only when its
+meaning changed (and, for a drained provider, on each new load reading); the probes heartbeat
+(:mod:`.heartbeat`), renewed while every status is current, vouches for the unchanged ones
+(docs/operator.md, "Status writes at fleet size").
 
 Only the leader probes and writes (see :mod:`.lease`): while this process does not lead, the
 scheduler keeps nothing due, and every write goes through :class:`.writes.LeaderWrites`,
@@ -32,35 +29,31 @@ This module must never write provider spec, and never decides overlay membership
 from __future__ import annotations
 
 import asyncio
-import copy
 import dataclasses
-import os
-import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import aiohttp
 
-from agn.kube import LEASES, PROVIDERS, Conflict, KubeError, NotFound
 from agn.logs import JsonLog
-from agn.model import endpoint_valid
-from agn.objects import Obj, drain_of, network_view, parse_time
-from agn.operator.heartbeat import HEARTBEAT_LEASE, HEARTBEAT_SECONDS, heartbeat_body
+from agn.model import NetworkView
+from agn.objects import Obj, drain_of, network_view
+from agn.operator.heartbeat import HEARTBEAT_SECONDS
 from agn.operator.informer import Store
 from agn.operator.lease import Leadership
 from agn.operator.metrics import OperatorMetrics
-from agn.operator.prometheus import MetricsParseError, load_reading
+from agn.operator.probe_http import probe_endpoint_async, probe_session
+from agn.operator.probe_writes import ProbeWrites
 from agn.operator.provider_status import (
     ProbeOutcome,
-    merge_patch,
+    ProviderMemory,
     metrics_max_age,
     next_status,
     published,
     refresh_seconds,
     selecting_networks,
-    semantic_key,
     should_write,
     tolerated,
 )
@@ -74,144 +67,23 @@ from agn.operator.schedule import (
     fast_recheck,
     probe_interval,
 )
-from agn.operator.writes import LeaderWrites, NotLeader
+from agn.operator.settings import Settings
+from agn.operator.writes import LeaderWrites
 
-MAX_BODY_BYTES = 1 << 20
 SCHEDULER_TICK = 0.05
 
-
-# Connections to one host:port are kept alive and shared by the probes of every provider
-# behind it (a fake pool: thousands of providers on one port): at most this many to one
-# host:port (and never more than ``--probe-concurrency`` in all; a probe uses one at a time),
-# idle ones closed after KEEPALIVE_SECONDS. A probe that finds every connection to its host busy
-# waits for one; that wait is the operator's own queue, so no probe timeout runs during it.
-MAX_CONNECTIONS_PER_HOST = 64
-KEEPALIVE_SECONDS = 15.0
-# The socket timeouts (``--probe-timeout``) bound connecting and each wait for the provider's
-# bytes; not a resolver that never answers, nor the wait for a connection of our own pool. So
-# no request can hold its provider's probe slot for ever (the schedule never starts a second
-# probe of a provider while one runs), each GET also ends after this many seconds at most.
-REQUEST_DEADLINE_SECONDS = 30.0
 # Status writes block on the API server, so they run on threads, at most this many at once
 # (more would only queue at the API server: docs/operator.md).
 STATUS_WRITERS = 16
 
 
-def probe_session(*, concurrency: int) -> aiohttp.ClientSession:
-    """The HTTP client of the probes (call it inside the event loop that uses it).
+@dataclasses.dataclass(frozen=True)
+class ProbeStores:
+    """The informer stores the prober reads: the providers it probes (its own status writes
+    are stored there at once) and the networks, which may ask for shorter intervals."""
 
-    Keep-alive connections (see ``MAX_CONNECTIONS_PER_HOST``); no proxies from the environment
-    (``trust_env=False``), no cookies kept between probes. Redirects are refused per request
-    (:func:`http_get`)."""
-    connector = aiohttp.TCPConnector(
-        limit=concurrency,
-        limit_per_host=min(concurrency, MAX_CONNECTIONS_PER_HOST),
-        keepalive_timeout=KEEPALIVE_SECONDS,
-        use_dns_cache=True,
-    )
-    return aiohttp.ClientSession(connector=connector, trust_env=False, cookie_jar=aiohttp.DummyCookieJar())
-
-
-async def http_get(session: aiohttp.ClientSession, url: str, *, timeout: float) -> tuple[int, bytes]:
-    """(status, body) of a GET; raises ``aiohttp.ClientError``, ``OSError``-family or
-    ``ValueError`` errors when there is no HTTP answer.
-
-    ``timeout`` bounds connecting and each wait for the server's bytes (as a socket timeout
-    does), not the wait for a free connection of our own pool. A redirect is an answer, not an
-    instruction: its status comes back. A kept-alive connection the server closed while idle is
-    retried once on a new one, as any HTTP client does for an idempotent request; a second
-    failure is the answer. Whatever the socket timeouts do not bound ends at
-    ``REQUEST_DEADLINE_SECONDS`` (``TimeoutError``)."""
-    limits = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=timeout, sock_read=timeout)
-    for attempt in (1, 2):
-        try:
-            async with (
-                asyncio.timeout(max(REQUEST_DEADLINE_SECONDS, 4 * timeout)),
-                session.get(url, allow_redirects=False, timeout=limits, compress=None) as resp,
-            ):
-                if not 200 <= resp.status < 300:
-                    return resp.status, b""
-                body = bytearray()
-                while len(body) < MAX_BODY_BYTES:
-                    chunk = await resp.content.read(MAX_BODY_BYTES - len(body))
-                    if not chunk:
-                        break
-                    body += chunk
-                return resp.status, bytes(body)
-        except aiohttp.ServerDisconnectedError:
-            if attempt == 2:
-                raise
-    raise AssertionError("unreachable")
-
-
-def _error_text(exc: BaseException) -> str:
-    if isinstance(exc, TimeoutError):
-        return "timed out"
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        err = exc.os_error
-        if isinstance(err, socket.gaierror):
-            # A resolver error's errno is an EAI_* code (negative), which os.strerror does not
-            # know ("Unknown error -3"); its own text says what failed.
-            return err.strerror or str(err)
-        return os.strerror(err.errno) if err.errno else (str(err) or type(err).__name__)
-    if isinstance(exc, OSError) and exc.errno and not isinstance(exc, aiohttp.ClientError):
-        return os.strerror(exc.errno)
-    return str(exc) or type(exc).__name__
-
-
-async def probe_endpoint_async(
-    session: aiohttp.ClientSession, endpoint: str, *, timeout: float, now: float
-) -> ProbeOutcome:
-    """One probe round against ``endpoint`` over ``session``; never raises (but may be cancelled)."""
-    if not endpoint_valid(endpoint):
-        return ProbeOutcome(
-            observed_at=now,
-            probed=False,
-            health_error="endpoint is invalid; not probed",
-            metrics_error="endpoint is invalid; not scraped",
-        )
-    base = endpoint.rstrip("/")
-    try:
-        code, _ = await http_get(session, f"{base}/healthz", timeout=timeout)
-        healthy, health_error = 200 <= code < 300, (None if 200 <= code < 300 else f"GET /healthz: HTTP {code}")
-    except (aiohttp.ClientError, OSError, ValueError) as exc:
-        healthy, health_error = False, f"GET /healthz: {_error_text(exc)}"
-    try:
-        code, body = await http_get(session, f"{base}/metrics", timeout=timeout)
-        if not 200 <= code < 300:
-            return ProbeOutcome(now, True, healthy, health_error, metrics_error=f"GET /metrics: HTTP {code}")
-        reading = load_reading(body.decode("utf-8", errors="replace"))
-        return ProbeOutcome(now, True, healthy, health_error, metrics_ok=True, load=reading)
-    except MetricsParseError as exc:
-        return ProbeOutcome(now, True, healthy, health_error, metrics_error=f"GET /metrics: {exc}")
-    except (aiohttp.ClientError, OSError, ValueError) as exc:
-        return ProbeOutcome(now, True, healthy, health_error, metrics_error=f"GET /metrics: {_error_text(exc)}")
-
-
-def probe_endpoint(endpoint: str, *, timeout: float, now: float) -> ProbeOutcome:
-    """One probe round against ``endpoint`` on a client of its own (one-off callers and tests);
-    never raises. The prober itself shares one client between all of its probes."""
-
-    async def once() -> ProbeOutcome:
-        async with probe_session(concurrency=1) as session:
-            return await probe_endpoint_async(session, endpoint, timeout=timeout, now=now)
-
-    return asyncio.run(once())
-
-
-@dataclasses.dataclass
-class _Memory:
-    """What the prober knows about one provider between probes: its last written status, and
-    the status after its last probe (``current``: kept here, written only when its meaning
-    changed)."""
-
-    uid: str
-    status: Obj
-    written_at: float | None  # unix seconds of the last write (or its best guess after a restart)
-    failures: int = 0  # consecutive failed health probes
-    current: Obj | None = None  # None: not probed in this term yet (``status`` is the truth then)
-    probed_at: float | None = None  # unix seconds the last probe of this term started
-    recheck_in: float | None = None  # seconds: its last probe failed, but not yet enough to exclude it
+    providers: Store
+    networks: Store
 
 
 class Prober:
@@ -226,34 +98,19 @@ class Prober:
         writes: LeaderWrites,
         namespace: str,
         *,
+        settings: Settings,
         leadership: Leadership,
-        providers: Store,
-        networks: Store,
-        interval: float,
-        timeout: float,
+        stores: ProbeStores,
         log: JsonLog,
         stop: threading.Event,
-        concurrency: int = 16,
-        jitter: float = 0.0,
-        failure_threshold: int = 3,
-        fast_interval: float = 0.5,
-        down_interval: float = 1.0,
         metrics: OperatorMetrics | None = None,
-        refresh_writes: bool = False,
     ) -> None:
-        self.writes = writes
-        # True: the old behaviour (rewrite an unchanged status every min(10 s, maxAge/3)), kept
-        # only so a benchmark can compare; the default writes changes and renews the heartbeat.
-        self.refresh_writes = refresh_writes
+        # Every tunable is read from here when it is used (the --probe-* flags, --status-refresh),
+        # so a new probe setting is a field of Settings and nothing in between.
+        self.settings = settings
         self.leadership = leadership
-        self.namespace = namespace
-        self.providers = providers
-        self.networks = networks
-        self.interval = interval
-        self.timeout = timeout
-        self.failure_threshold = failure_threshold
-        self.fast_interval = fast_interval
-        self.down_interval = down_interval
+        self.providers = stores.providers
+        self.networks = stores.networks
         self.metrics = metrics or OperatorMetrics()
         self._log = log
         self._stop = stop
@@ -261,14 +118,15 @@ class Prober:
         # schedule has slots, so a due probe waits in the schedule (where it is counted as
         # backlog). A status write blocks on the API server, so it runs in this pool (a write
         # holds its probe's slot, never the loop).
+        concurrency = settings.probe_concurrency
         self._pool = ThreadPoolExecutor(max_workers=min(concurrency, STATUS_WRITERS), thread_name_prefix="probe-write")
         self._tasks: set[asyncio.Task[None]] = set()
         self._session: aiohttp.ClientSession | None = None  # the probes' client, while the loop runs
         self._slot_freed: asyncio.Event | None = None  # set when a probe ends, to start the next at once
         self._lock = threading.Lock()
-        self.schedule = ProbeSchedule(concurrency=concurrency, jitter=jitter)
+        self.schedule = ProbeSchedule(concurrency=concurrency, jitter=settings.probe_jitter)
         self._finished = RateWindow()  # probes finished per second, for /healthz
-        self._memory: dict[str, _Memory] = {}
+        self._memory: dict[str, ProviderMemory] = {}
         self._down: set[str] = set()  # providers whose last probe found them unavailable (down re-checks)
         # Set once every provider known at the start of a term has been probed (and its status
         # written if needed), so the first reconcile of a term does not act on statuses that went
@@ -283,19 +141,21 @@ class Prober:
         self._seen_version: int | None = None
         self._schedule_version: int | None = None
         self.membership_syncs = 0  # ticks that followed a membership change (tests, benchmarks)
-        # The probes heartbeat (agn.operator.heartbeat): the unix time of this process's last
-        # successful renewal, the Lease as last written, and the providers whose last status
-        # write failed (no renewal while one is unwritten: the heartbeat would vouch for it).
-        self.heartbeat_at: float | None = None
-        self._lease: Obj | None = None
-        self._unwritten: set[str] = set()
+        # Status writes and the probes heartbeat (agn.operator.heartbeat), renewed under
+        # _beat_lock, never while a status write has failed: it would vouch for that status.
+        self._writes = ProbeWrites(writes, namespace, providers=self.providers, log=log)
         self._beat_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="prober", daemon=True)
         self._beater = threading.Thread(target=self._beat_loop, name="probes-heartbeat", daemon=True)
 
+    @property
+    def heartbeat_at(self) -> float | None:
+        """The unix time of this process's last successful heartbeat renewal (None: none yet)."""
+        return self._writes.heartbeat_at
+
     def start(self) -> None:
         self._thread.start()
-        if not self.refresh_writes:
+        if not self.settings.status_refresh:
             self._beater.start()
 
     def _beat_loop(self) -> None:
@@ -311,9 +171,9 @@ class Prober:
             return "not leading"
         if not self.first_round.is_set():
             return "first probe round of this term not finished"
-        with self._lock:
-            if self._unwritten:
-                return f"{len(self._unwritten)} provider status write(s) failed"
+        unwritten = self._writes.unwritten()
+        if unwritten:
+            return f"{unwritten} provider status write(s) failed"
         return None
 
     def watermark(self, now: float) -> float:
@@ -327,7 +187,7 @@ class Prober:
     def beat(self) -> bool:
         """Renew the probes heartbeat if this process may vouch for every status now; its time
         is :meth:`watermark`, not the clock."""
-        if self.refresh_writes:
+        if self.settings.status_refresh:
             return False
         with self._beat_lock:
             why = self.vouching(time.monotonic())
@@ -337,39 +197,14 @@ class Prober:
             now = self.watermark(time.time())
             if self.heartbeat_at is not None and now <= self.heartbeat_at:
                 return False  # nothing newer to vouch for (the least recent probe has not moved)
-            identity = self.leadership.identity
-            try:
-                for _ in range(2):
-                    try:
-                        if self._lease is None:
-                            try:
-                                self._lease = self.writes.read(LEASES, self.namespace, HEARTBEAT_LEASE)
-                            except NotFound:
-                                self._lease = self.writes.create(LEASES, self.namespace, heartbeat_body(identity, now))
-                                break
-                        self._lease = self.writes.replace(
-                            LEASES, self.namespace, HEARTBEAT_LEASE, heartbeat_body(identity, now, current=self._lease)
-                        )
-                        break
-                    except (Conflict, NotFound):
-                        self._lease = None  # someone else wrote it (an earlier leader): read it again
-                else:
-                    return False
-            except NotLeader:
-                return False
-            except KubeError as exc:
-                self._lease = None
-                self._log.warning("probes heartbeat write failed", error=str(exc), status=exc.status)
-                return False
-            self.heartbeat_at = now
-            return True
+            return self._writes.heartbeat(self.leadership.identity, now)
 
     def begin_term(self, term: int) -> None:
         """Probe for leadership term ``term``: forget the last term's memory, start a new first round."""
         with self._lock:
             self._term = term
             self._memory.clear()
-            self._unwritten.clear()
+            self._writes.keep_only(())
             self.schedule.clear()
             self._schedule_version = None
             self.first_round.clear()
@@ -434,7 +269,7 @@ class Prober:
                     self.membership_syncs += 1
                     prune(self._memory, names)
                     self._down &= names
-                    self._unwritten &= names
+                    self._writes.keep_only(names)
                     self.metrics.forget_providers(names)
                     self._note_first_round_locked(set(self._first_round_left or ()) - names)
                 if active and version != self._schedule_version:
@@ -452,7 +287,7 @@ class Prober:
                     networks = [network_view(n) for n in self.networks.peek_all()]
                 obj = self.providers.peek(name)  # read only
                 labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
-                return probe_interval(labels, networks, default=self.interval)
+                return probe_interval(labels, networks, default=self.settings.probe_interval)
 
             started = self.schedule.take(now=now, interval_of=interval_of)
         for probe in started:
@@ -477,11 +312,13 @@ class Prober:
             backlog, in_flight = self.schedule.backlog(), self.schedule.in_flight_count()
             finished = self._finished.rate(now)
         lag = backlog.lag(now)
-        behind = lag > self.interval
+        behind = lag > self.settings.probe_interval
         providers = self.providers.peek_all()
         networks = [network_view(n) for n in self.networks.peek_all()]
         asked = asked_rate(
-            probe_interval((p.get("metadata") or {}).get("labels") or {}, networks, default=self.interval)
+            probe_interval(
+                (p.get("metadata") or {}).get("labels") or {}, networks, default=self.settings.probe_interval
+            )
             for p in providers
         )
         fits = round(len(providers) / finished, 1) if behind and finished else None
@@ -528,16 +365,12 @@ class Prober:
             if self._slot_freed is not None:
                 self._slot_freed.set()
 
-    def _remembered(self, obj: Obj) -> _Memory:
+    def _remembered(self, obj: Obj) -> ProviderMemory:
         meta = obj["metadata"]
         with self._lock:
             mem = self._memory.get(meta["name"])
             if mem is None or mem.uid != meta.get("uid"):
-                # After a restart the cached status is our predecessor's last write; its probe time
-                # is the best guess of when that write happened.
-                status = copy.deepcopy(obj.get("status") or {})  # ``obj`` is the store's own
-                written = parse_time((status.get("probe") or {}).get("healthObservedAt"))
-                mem = _Memory(uid=meta.get("uid", ""), status=status, written_at=written)
+                mem = ProviderMemory.of(obj)
                 if meta["name"] in self.providers:
                     # Not for a provider deleted meanwhile: ticks forget only on membership changes.
                     self._memory[meta["name"]] = mem
@@ -546,7 +379,7 @@ class Prober:
     async def _probe_and_record(self, session: aiohttp.ClientSession, obj: Obj) -> None:
         endpoint = str((obj.get("spec") or {}).get("endpoint", ""))
         started = time.perf_counter()
-        outcome = await probe_endpoint_async(session, endpoint, timeout=self.timeout, now=time.time())
+        outcome = await probe_endpoint_async(session, endpoint, timeout=self.settings.probe_timeout, now=time.time())
         write = self._record(obj, endpoint, outcome, seconds=time.perf_counter() - started)
         if write is not None:
             await asyncio.get_running_loop().run_in_executor(self._pool, write)
@@ -556,7 +389,8 @@ class Prober:
         (to run off the event loop), or None when the status is to stay as written."""
         meta = obj["metadata"]
         name = meta["name"]
-        networks = selecting_networks(meta.get("labels") or {}, [network_view(n) for n in self.networks.peek_all()])
+        labels = meta.get("labels") or {}
+        networks = selecting_networks(labels, [network_view(n) for n in self.networks.peek_all()])
         self.metrics.probed(
             name,
             seconds=seconds,
@@ -568,39 +402,13 @@ class Prober:
         previous = mem.current if mem.current is not None else mem.status
         mem.failures = 0 if outcome.healthy is not False else mem.failures + 1
         was_healthy = (previous.get("probe") or {}).get("healthy") is True
-        # Failed, but not yet failure_threshold times in a row: probed again soon, so a provider
-        # that stopped answering is out within (threshold - 1) fast intervals of its first failed
-        # probe (HAProxy's fastinter), while a healthy fleet is probed no more often than before.
-        suspect = outcome.healthy is False and was_healthy and mem.failures < self.failure_threshold
-        # Failed and counted unavailable (or never healthy): probed again after the down interval
-        # (HAProxy's downinter), so one that answers again is re-admitted within about that,
-        # not up to a whole interval later; all down providers' re-checks share a bounded part
-        # of the slots (agn.operator.schedule.down_recheck).
-        down = outcome.healthy is False and not suspect
-        with self._lock:
-            if down and name in self.providers:
-                self._down.add(name)
-            else:
-                self._down.discard(name)
-            providers_down = len(self._down)
-        mem.recheck_in = None
-        if suspect or down:
-            every = probe_interval(meta.get("labels") or {}, networks, default=self.interval)
-            mem.recheck_in = (
-                fast_recheck(every, fast=self.fast_interval)
-                if suspect
-                else down_recheck(
-                    every,
-                    down=self.down_interval,
-                    providers_down=providers_down,
-                    concurrency=self.schedule.concurrency,
-                    timeout=self.timeout,
-                )
-            )
+        mem.recheck_in = self._recheck_in(
+            name, labels, networks, outcome, failures=mem.failures, was_healthy=was_healthy
+        )
         outcome = tolerated(
             outcome,
             failures=mem.failures,
-            threshold=self.failure_threshold,
+            threshold=self.settings.probe_failure_threshold,
             previously_healthy=was_healthy,
         )
         # Only a drained provider's load is published: it is what `provider-drain --wait-idle`
@@ -614,47 +422,62 @@ class Prober:
             networks=networks,
         )
         mem.current = desired
-        desired = published(desired, load=self.refresh_writes or drain_of(obj))
+        refresh = self.settings.status_refresh
+        desired = published(desired, load=refresh or drain_of(obj))
         now = time.time()
         if not should_write(
             mem.status,
             desired,
             last_write_at=mem.written_at,
             now=now,
-            refresh=refresh_seconds(metrics_max_age(networks)) if self.refresh_writes else None,
+            refresh=refresh_seconds(metrics_max_age(networks)) if refresh else None,
         ):
             return None
         return lambda: self._write(name, mem, desired, now)
 
-    def _write(self, name: str, mem: _Memory, desired: Obj, now: float) -> None:
-        changed = semantic_key(mem.status) != semantic_key(desired)
-        try:
-            written = self.writes.merge_patch_status(
-                PROVIDERS, self.namespace, name, {"status": merge_patch(mem.status, desired)}
-            )
-        except NotLeader:
-            return  # leadership ended during the probe; the next leader probes again
-        except NotFound:
-            return  # deleted meanwhile; the informer will drop it
-        except KubeError as exc:
-            self._log.warning("provider status write failed", provider=name, error=str(exc), status=exc.status)
-            with self._lock:
-                self._unwritten.add(name)
-            return
+    def _recheck_in(
+        self,
+        name: str,
+        labels: Mapping[str, str],
+        networks: Sequence[NetworkView],
+        outcome: ProbeOutcome,
+        *,
+        failures: int,
+        was_healthy: bool,
+    ) -> float | None:
+        """In how many seconds a provider whose probe failed is probed again (None: at its
+        interval, as usual); keeps the set of down providers, whose re-checks share the slots."""
+        settings = self.settings
+        # Failed, but not yet failure_threshold times in a row: probed again soon, so a provider
+        # that stopped answering is out within (threshold - 1) fast intervals of its first failed
+        # probe (HAProxy's fastinter), while a healthy fleet is probed no more often than before.
+        suspect = outcome.healthy is False and was_healthy and failures < settings.probe_failure_threshold
+        # Failed and counted unavailable (or never healthy): probed again after the down interval
+        # (HAProxy's downinter), so one that answers again is re-admitted within about that,
+        # not up to a whole interval later; all down providers' re-checks share a bounded part
+        # of the slots (agn.operator.schedule.down_recheck).
+        down = outcome.healthy is False and not suspect
         with self._lock:
-            self._unwritten.discard(name)
-        mem.status = dict(written.get("status") or desired)
-        mem.written_at = now
-        # The watch will deliver this too; storing it now lets a reconcile see it without waiting.
-        self.providers.upsert(written)
-        if changed:
-            probe = desired["probe"]
-            self._log.info(
-                "provider status changed",
-                provider=name,
-                healthy=probe.get("healthy"),
-                health_error=probe.get("healthError"),
-                metrics_error=probe.get("metricsError"),
-                load=desired.get("load"),
-                conditions={c["type"]: c["status"] for c in desired["conditions"]},
-            )
+            if down and name in self.providers:
+                self._down.add(name)
+            else:
+                self._down.discard(name)
+            providers_down = len(self._down)
+        if not (suspect or down):
+            return None
+        every = probe_interval(labels, networks, default=settings.probe_interval)
+        if suspect:
+            return fast_recheck(every, fast=settings.probe_fast_interval)
+        return down_recheck(
+            every,
+            down=settings.probe_down_interval,
+            providers_down=providers_down,
+            concurrency=self.schedule.concurrency,
+            timeout=settings.probe_timeout,
+        )
+
+    def _write(self, name: str, mem: ProviderMemory, desired: Obj, now: float) -> None:
+        written = self._writes.status(name, mem.status, desired)
+        if written is not None:
+            mem.status = written
+            mem.written_at = now

@@ -1,13 +1,15 @@
 """Provider status from probe outcomes: the status document, its conditions, and when to write it.
 
 Pure: no I/O, no clock (callers pass times). The prober owns the writes; this module only
-says what the status should be and whether writing it is worth an API call. The overlay
+says what the status should be and whether writing it is worth an API call, and holds what
+the prober remembers of one provider between probes (:class:`ProviderMemory`). The overlay
 model reads ``probe.healthy`` and ``probe.metricsObservedAt``; the conditions are for humans
 and tools (``kubectl get`` shows ``Available``).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -20,7 +22,7 @@ from agn.model import (
     endpoint_valid,
     selects,
 )
-from agn.objects import parse_time, rfc3339
+from agn.objects import Obj, parse_time, rfc3339
 from agn.operator.prometheus import LoadReading
 
 VALID = "Valid"
@@ -275,3 +277,27 @@ def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any
         if key not in new:
             patch[key] = None
     return patch
+
+
+@dataclasses.dataclass
+class ProviderMemory:
+    """What the prober knows about one provider between probes: its last written status, and
+    the status after its last probe (``current``: kept here, written only when its meaning
+    changed)."""
+
+    uid: str
+    status: Obj
+    written_at: float | None  # unix seconds of the last write (or its best guess after a restart)
+    failures: int = 0  # consecutive failed health probes
+    current: Obj | None = None  # None: not probed in this term yet (``status`` is the truth then)
+    probed_at: float | None = None  # unix seconds the last probe of this term started
+    recheck_in: float | None = None  # seconds: its last probe failed, but not yet enough to exclude it
+
+    @classmethod
+    def of(cls, obj: Obj) -> ProviderMemory:
+        """The memory of a provider not probed yet (in this term): after a restart its cached
+        status is our predecessor's last write, and that status's probe time is the best guess
+        of when it was written."""
+        status = copy.deepcopy(obj.get("status") or {})  # ``obj`` is a store's own
+        written = parse_time((status.get("probe") or {}).get("healthObservedAt"))
+        return cls(uid=obj["metadata"].get("uid", ""), status=status, written_at=written)

@@ -176,24 +176,32 @@ def advance(plan: Plan | None, consumer: ConsumerView, judged: NetworkVerdict, s
     return _moved(plan, consumer, judged, changed)
 
 
-def _moved(plan: Plan, consumer: ConsumerView, judged: NetworkVerdict, changed: Iterable[str]) -> Plan:
-    """``plan`` with each provider in ``changed`` given its candidate under ``judged``.
+@dataclasses.dataclass
+class _Delta:
+    """What :func:`_moved` changes of a plan, gathered per changed provider: the shards touched
+    (their members, sorted), the counts, and for a consumer that excludes providers its own
+    sorted candidates and map (None: it has the network's)."""
 
-    A consumer that excludes nothing has the network's candidates, so it takes the verdict's
-    sorted tuple, map and digest as they are; only its shards are its own."""
-    count, excluded = plan.shard_count, consumer.excluded_providers
-    own: dict[str, Candidate] | None = None if not excluded else dict(plan.by_provider)
-    ordered = None if not excluded else list(plan.candidates)
-    touched: dict[int, list[Candidate]] = {}
-    states = dict(plan.states)
-    groups = dict(plan.groups)
+    plan: Plan
+    own: dict[str, Candidate] | None
+    ordered: list[Candidate] | None
+    states: dict[str, int]
+    groups: dict[str, tuple[int, int]]
+    touched: dict[int, list[Candidate]] = dataclasses.field(default_factory=dict)
 
-    def shard(n: int) -> list[Candidate]:
-        if n not in touched:
-            touched[n] = list(plan.members.get(n, ()))
-        return touched[n]
+    @classmethod
+    def of(cls, plan: Plan, *, excludes: bool) -> _Delta:
+        own = dict(plan.by_provider) if excludes else None
+        ordered = list(plan.candidates) if excludes else None
+        return cls(plan, own, ordered, dict(plan.states), dict(plan.groups))
 
-    def tally(c: Candidate, sign: int) -> None:
+    def shard(self, n: int) -> list[Candidate]:
+        if n not in self.touched:
+            self.touched[n] = list(self.plan.members.get(n, ()))
+        return self.touched[n]
+
+    def tally(self, c: Candidate, sign: int) -> None:
+        states, groups = self.states, self.groups
         states[c.admission_state] = states.get(c.admission_state, 0) + sign
         total, admitted = groups.get(c.selection_group, (0, 0))
         total, admitted = total + sign, admitted + sign * (c.admission_state == ADMITTED)
@@ -204,57 +212,78 @@ def _moved(plan: Plan, consumer: ConsumerView, judged: NetworkVerdict, changed: 
         if not states[c.admission_state] and c.admission_state not in (ADMITTED, EXISTING_ONLY):
             del states[c.admission_state]  # as agn.shards.admission_counts counts them
 
+    def replace(self, name: str, old: Candidate | None, new: Candidate | None) -> None:
+        """Provider ``name``'s candidate ``old`` (None: it had none) becomes ``new`` (None: gone)."""
+        count = self.plan.shard_count
+        if old is not None:
+            members = self.shard(_shard(old.id, count))
+            del members[bisect.bisect_left(members, _key(old), key=_key)]
+            if self.ordered is not None and self.own is not None:
+                del self.ordered[bisect.bisect_left(self.ordered, _key(old), key=_key)]
+                del self.own[name]
+            self.tally(old, -1)
+        if new is not None:
+            bisect.insort(self.shard(_shard(new.id, count)), new, key=_key)
+            if self.ordered is not None and self.own is not None:
+                bisect.insort(self.ordered, new, key=_key)
+                self.own[name] = new
+            self.tally(new, +1)
+
+    def candidates(self, judged: NetworkVerdict) -> tuple[tuple[Candidate, ...], str]:
+        """The consumer's sorted candidates and their digest after the change."""
+        if self.ordered is None:
+            return judged.candidates, judged.digest
+        if self.touched:
+            candidates = tuple(self.ordered)
+            return candidates, digest_of_rows([c.row for c in candidates])
+        return self.plan.candidates, self.plan.digest
+
+    def reshard(
+        self, consumer: ConsumerView
+    ) -> tuple[dict[int, tuple[Candidate, ...]], dict[str, dict[str, Any]], dict[int, dict[str, Any]]]:
+        """The plan's members, shard specs and index entries with the touched shards rebuilt."""
+        plan = self.plan
+        members, specs, entries = dict(plan.members), dict(plan.specs), dict(plan.entries)
+        for n, cands in self.touched.items():
+            name = shard_name(consumer.name, n)
+            if cands:
+                members[n] = tuple(cands)
+                specs[name], entries[n] = _shard_spec(consumer, plan.network, n, plan.shard_count, members[n])
+            else:
+                members.pop(n, None)
+                specs.pop(name, None)
+                entries.pop(n, None)
+        return members, specs, entries
+
+
+def _moved(plan: Plan, consumer: ConsumerView, judged: NetworkVerdict, changed: Iterable[str]) -> Plan:
+    """``plan`` with each provider in ``changed`` given its candidate under ``judged``.
+
+    A consumer that excludes nothing has the network's candidates, so it takes the verdict's
+    sorted tuple, map and digest as they are; only its shards are its own."""
+    excluded = consumer.excluded_providers
+    delta = _Delta.of(plan, excludes=bool(excluded))
     for name in sorted(changed):
         old = plan.by_provider.get(name)
         new = None if name in excluded else judged.by_provider.get(name)
-        if old == new:
-            continue
-        if old is not None:
-            members = shard(_shard(old.id, count))
-            del members[bisect.bisect_left(members, _key(old), key=_key)]
-            if ordered is not None and own is not None:
-                del ordered[bisect.bisect_left(ordered, _key(old), key=_key)]
-                del own[name]
-            tally(old, -1)
-        if new is not None:
-            bisect.insort(shard(_shard(new.id, count)), new, key=_key)
-            if ordered is not None and own is not None:
-                bisect.insort(ordered, new, key=_key)
-                own[name] = new
-            tally(new, +1)
-    members_now = dict(plan.members)
-    specs = dict(plan.specs)
-    entries = dict(plan.entries)
-    for n, cands in touched.items():
-        name = shard_name(consumer.name, n)
-        if cands:
-            members_now[n] = tuple(cands)
-            specs[name], entries[n] = _shard_spec(consumer, plan.network, n, count, members_now[n])
-        else:
-            members_now.pop(n, None)
-            specs.pop(name, None)
-            entries.pop(n, None)
-    if ordered is None:
-        candidates, digest = judged.candidates, judged.digest
-    elif touched:
-        candidates = tuple(ordered)
-        digest = digest_of_rows([c.row for c in candidates])
-    else:
-        candidates, digest = plan.candidates, plan.digest
+        if old != new:
+            delta.replace(name, old, new)
+    members, specs, entries = delta.reshard(consumer)
+    candidates, digest = delta.candidates(judged)
     return Plan(
         consumer=consumer,
         network=plan.network,
         version=judged.version,
-        shard_count=count,
+        shard_count=plan.shard_count,
         candidates=candidates,
         digest=digest,
-        by_provider=judged.by_provider if own is None else own,
-        members={n: members_now[n] for n in sorted(members_now)},
+        by_provider=judged.by_provider if delta.own is None else delta.own,
+        members={n: members[n] for n in sorted(members)},
         specs={name: specs[name] for name in sorted(specs)},
         entries=entries,
-        states=states,
-        groups=groups,
-        rebuilt=frozenset(shard_name(consumer.name, n) for n in touched if touched[n]),
+        states=delta.states,
+        groups=delta.groups,
+        rebuilt=frozenset(shard_name(consumer.name, n) for n, cands in delta.touched.items() if cands),
         full=False,
     )
 

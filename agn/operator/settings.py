@@ -5,8 +5,10 @@ its default, help and type here give ``--help``, the parser, the command lines t
 start it with (:mod:`xtask.components`) and the table in ``docs/settings.md``. To add a flag,
 add a field here (and use it); nothing else lists the flags.
 
-:mod:`agn.operator.__main__` parses it; the controller and the prober read the tunables (the
-prober through the controller). It holds no state and does no I/O.
+:mod:`agn.operator.__main__` parses it; the controller and the prober read the tunables from
+this one object (the controller hands it to the prober whole), so a new ``--probe-*`` flag is
+a field here that :mod:`agn.operator.prober` reads, and nothing in between. It holds no state
+and does no I/O.
 """
 
 from __future__ import annotations

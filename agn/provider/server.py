@@ -38,7 +38,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 
 from aiohttp import web
 
@@ -189,85 +189,93 @@ def target(root: ProviderState, pool: ProviderPool, raw_path: str) -> tuple[Prov
     return state, next((r for r in ROUTES if path == r or path.endswith(r)), path)
 
 
-def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
-    root = state
-    pool = ProviderPool(root)
+class ProviderHandler(QuietHandler):
+    """The fake provider's API on the standard library's server, for the provider :attr:`root`
+    and its :attr:`pool` (a subclass per server sets both: :func:`make_handler`)."""
 
-    class Handler(QuietHandler):
-        server_version = SERVER_NAME
-        protocol_version = "HTTP/1.1"
-        # A kept-alive connection (the prober's) gets the headers and the body as two writes;
-        # with Nagle's algorithm on, the body waits for the client's delayed ACK (~40 ms).
-        disable_nagle_algorithm = True
+    server_version = SERVER_NAME
+    protocol_version = "HTTP/1.1"
+    # A kept-alive connection (the prober's) gets the headers and the body as two writes;
+    # with Nagle's algorithm on, the body waits for the client's delayed ACK (~40 ms).
+    disable_nagle_algorithm = True
+    root: ClassVar[ProviderState]
+    pool: ClassVar[ProviderPool]
 
-        def _body(self) -> Any:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            return json.loads(raw) if raw else {}
+    def _body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        return json.loads(raw) if raw else {}
 
-        def _target(self) -> tuple[ProviderState, str]:
-            return target(root, pool, self.path)
+    def _target(self) -> tuple[ProviderState, str]:
+        return target(self.root, self.pool, self.path)
 
-        def do_GET(self) -> None:
-            state, route = self._target()
-            if route in ("/healthz", "/metrics"):
-                delay = state.snapshot()["delaySeconds"]
-                if delay:
-                    time.sleep(delay)  # a slow provider, on purpose
-            if route == "/healthz":
-                with state.lock:
-                    state.health_checks += 1
-                healthy = state.snapshot()["healthy"]
-                self.send_body(200 if healthy else 503, b"ok\n" if healthy else b"unhealthy\n")
-            elif route == "/metrics":
-                if state.snapshot()["metrics"]:
-                    self.send_body(200, state.metrics_text().encode(), content_type=METRICS_TYPE)
-                else:
-                    self.send_body(404, b"metrics export disabled\n")
-            elif route == "/admin/state":
-                self._admin_get(state)
+    def _loopback(self) -> bool:
+        """Whether the client is on loopback; answers 403 when it is not (admin is loopback-only)."""
+        if self.client_address[0] != "127.0.0.1":
+            self.send_body(403, b"admin is loopback-only\n")
+            return False
+        return True
+
+    def do_GET(self) -> None:
+        state, route = self._target()
+        if route in ("/healthz", "/metrics"):
+            delay = state.snapshot()["delaySeconds"]
+            if delay:
+                time.sleep(delay)  # a slow provider, on purpose
+        if route == "/healthz":
+            with state.lock:
+                state.health_checks += 1
+            healthy = state.snapshot()["healthy"]
+            self.send_body(200 if healthy else 503, b"ok\n" if healthy else b"unhealthy\n")
+        elif route == "/metrics":
+            if state.snapshot()["metrics"]:
+                self.send_body(200, state.metrics_text().encode(), content_type=METRICS_TYPE)
             else:
-                self.send_body(404, b"not found\n")
+                self.send_body(404, b"metrics export disabled\n")
+        elif route == "/admin/state":
+            if self._loopback():
+                self.send_json(200, state.snapshot())
+        else:
+            self.send_body(404, b"not found\n")
 
-        def _admin_get(self, state: ProviderState) -> None:
-            if self.client_address[0] != "127.0.0.1":
-                self.send_body(403, b"admin is loopback-only\n")
+    def do_POST(self) -> None:
+        state, route = self._target()
+        try:
+            body = self._body()
+        except ValueError:
+            self.send_json(400, {"error": "body is not JSON"})
+            return
+        if route == "/admin/state":
+            if not self._loopback():
+                return
+            try:
+                state.update(body if isinstance(body, dict) else {})
+            except ValueError as exc:
+                self.send_json(400, {"error": str(exc)})
                 return
             self.send_json(200, state.snapshot())
+        elif route == "/v1/completions":
+            self._complete(state, body)
+        else:
+            self.send_body(404, b"not found\n")
 
-        def do_POST(self) -> None:
-            state, route = self._target()
-            try:
-                body = self._body()
-            except ValueError:
-                self.send_json(400, {"error": "body is not JSON"})
-                return
-            if route == "/admin/state":
-                if self.client_address[0] != "127.0.0.1":
-                    self.send_body(403, b"admin is loopback-only\n")
-                    return
-                try:
-                    state.update(body if isinstance(body, dict) else {})
-                except ValueError as exc:
-                    self.send_json(400, {"error": str(exc)})
-                    return
-                self.send_json(200, state.snapshot())
-            elif route == "/v1/completions":
-                refusal = state.refused_completion()
-                if refusal is not None:
-                    self.send_json(500, refusal)
-                    return
-                try:
-                    if state.completion_started():
-                        state.wait_released()  # held: in flight until released
-                    reply = state.completion_reply(body, self.headers.get("x-session-id"))
-                finally:
-                    state.completion_finished()
-                self.send_json(200, reply)
-            else:
-                self.send_body(404, b"not found\n")
+    def _complete(self, state: ProviderState, body: Any) -> None:
+        refusal = state.refused_completion()
+        if refusal is not None:
+            self.send_json(500, refusal)
+            return
+        try:
+            if state.completion_started():
+                state.wait_released()  # held: in flight until released
+            reply = state.completion_reply(body, self.headers.get("x-session-id"))
+        finally:
+            state.completion_finished()
+        self.send_json(200, reply)
 
-    return Handler
+
+def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
+    """A handler class answering for ``state`` and a pool of its own (one per server)."""
+    return type("Handler", (ProviderHandler,), {"root": state, "pool": ProviderPool(state)})
 
 
 # One process answers for a whole pool of providers, so connections arrive in bursts (the
@@ -290,40 +298,23 @@ def _json(code: int, data: Any) -> web.Response:
     return _response(code, json.dumps(data).encode(), JSON)
 
 
-def make_app(state: ProviderState) -> web.Application:
-    """The same API as :func:`make_handler`, answered by aiohttp on one event loop.
+class _AsyncProvider:
+    """The same API as :class:`ProviderHandler`, answered by aiohttp on one event loop, for the
+    provider ``root`` and its pool.
 
     Nothing here blocks the loop: a slow provider's delay is an ``asyncio.sleep``, and a held
     completion waits for its release on a thread of its own (``holdCompletions`` is a
     :class:`threading.Condition`, shared with whoever flips it)."""
-    root = state
-    pool = ProviderPool(root)
-    holders = ThreadPoolExecutor(max_workers=256, thread_name_prefix="held-completion")
 
-    def loopback(request: web.Request) -> bool:
-        return request.remote == "127.0.0.1"
+    def __init__(self, root: ProviderState) -> None:
+        self.root = root
+        self.pool = ProviderPool(root)
+        self.holders = ThreadPoolExecutor(max_workers=256, thread_name_prefix="held-completion")
 
-    async def handle(request: web.Request) -> web.StreamResponse:
-        state, route = target(root, pool, request.raw_path)
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        state, route = target(self.root, self.pool, request.raw_path)
         if request.method == "GET":
-            if route in ("/healthz", "/metrics"):
-                delay = state.snapshot()["delaySeconds"]
-                if delay:
-                    await asyncio.sleep(delay)  # a slow provider, on purpose
-            if route == "/healthz":
-                with state.lock:
-                    state.health_checks += 1
-                    healthy = state.healthy
-                return _response(200 if healthy else 503, b"ok\n" if healthy else b"unhealthy\n")
-            if route == "/metrics":
-                if state.snapshot()["metrics"]:
-                    return _response(200, state.metrics_text().encode(), METRICS_TYPE)
-                return _response(404, b"metrics export disabled\n")
-            if route == "/admin/state":
-                if not loopback(request):
-                    return _response(403, b"admin is loopback-only\n")
-                return _json(200, state.snapshot())
-            return _response(404, b"not found\n")
+            return await self._get(request, state, route)
         if request.method != "POST":
             return _response(501, b"unsupported method\n")
         raw = await request.read()
@@ -332,7 +323,7 @@ def make_app(state: ProviderState) -> web.Application:
         except ValueError:
             return _json(400, {"error": "body is not JSON"})
         if route == "/admin/state":
-            if not loopback(request):
+            if request.remote != "127.0.0.1":
                 return _response(403, b"admin is loopback-only\n")
             try:
                 state.update(body if isinstance(body, dict) else {})
@@ -340,24 +331,51 @@ def make_app(state: ProviderState) -> web.Application:
                 return _json(400, {"error": str(exc)})
             return _json(200, state.snapshot())
         if route == "/v1/completions":
-            refusal = state.refused_completion()
-            if refusal is not None:
-                return _json(500, refusal)
-            try:
-                if state.completion_started():  # held: in flight until released, on a thread of its own
-                    await asyncio.get_running_loop().run_in_executor(holders, state.wait_released)
-                reply = state.completion_reply(body, request.headers.get("x-session-id"))
-            finally:
-                state.completion_finished()
-            return _json(200, reply)
+            return await self._complete(request, state, body)
         return _response(404, b"not found\n")
 
-    async def close_holders(app: web.Application) -> None:
-        holders.shutdown(wait=False, cancel_futures=True)
+    async def _get(self, request: web.Request, state: ProviderState, route: str) -> web.StreamResponse:
+        if route in ("/healthz", "/metrics"):
+            delay = state.snapshot()["delaySeconds"]
+            if delay:
+                await asyncio.sleep(delay)  # a slow provider, on purpose
+        if route == "/healthz":
+            with state.lock:
+                state.health_checks += 1
+                healthy = state.healthy
+            return _response(200 if healthy else 503, b"ok\n" if healthy else b"unhealthy\n")
+        if route == "/metrics":
+            if state.snapshot()["metrics"]:
+                return _response(200, state.metrics_text().encode(), METRICS_TYPE)
+            return _response(404, b"metrics export disabled\n")
+        if route == "/admin/state":
+            if request.remote != "127.0.0.1":
+                return _response(403, b"admin is loopback-only\n")
+            return _json(200, state.snapshot())
+        return _response(404, b"not found\n")
 
+    async def _complete(self, request: web.Request, state: ProviderState, body: Any) -> web.StreamResponse:
+        refusal = state.refused_completion()
+        if refusal is not None:
+            return _json(500, refusal)
+        try:
+            if state.completion_started():  # held: in flight until released, on a thread of its own
+                await asyncio.get_running_loop().run_in_executor(self.holders, state.wait_released)
+            reply = state.completion_reply(body, request.headers.get("x-session-id"))
+        finally:
+            state.completion_finished()
+        return _json(200, reply)
+
+    async def close_holders(self, app: web.Application) -> None:
+        self.holders.shutdown(wait=False, cancel_futures=True)
+
+
+def make_app(state: ProviderState) -> web.Application:
+    """The same API as :func:`make_handler`, answered by aiohttp on one event loop (:class:`_AsyncProvider`)."""
+    provider = _AsyncProvider(state)
     app = web.Application(client_max_size=1 << 20)
-    app.router.add_route("*", "/{tail:.*}", handle)
-    app.on_cleanup.append(close_holders)
+    app.router.add_route("*", "/{tail:.*}", provider.handle)
+    app.on_cleanup.append(provider.close_holders)
     return app
 
 

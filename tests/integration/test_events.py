@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from agn.events import Regarding, event_body, event_name, micro_time
+from agn.events import Regarding, Reporter, event_body, event_name, micro_time
 from agn.kube import CONSUMERS, PROVIDERS
 from agnprocs import sample, scrape, wait_for
 from drainenv import CONSUMER_NAMES, DrainEnv
@@ -49,8 +49,7 @@ def test_an_event_at_a_whole_second_is_stored_with_its_microseconds(kube, namesp
         action="Drain",
         note="n",
         type_="Normal",
-        controller="agn.dev/provider-drain",
-        instance="test",
+        reporter=Reporter("agn.dev/provider-drain", "test"),
         at=at,
     )
     kube.create_event(namespace, body)

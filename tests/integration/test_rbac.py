@@ -17,7 +17,7 @@ import dataclasses
 
 import pytest
 
-from agn.events import Regarding, event_body
+from agn.events import Regarding, Reporter, event_body
 from agn.kube import CONSUMERS, EVENTS, LEASES, OVERLAYS, PROVIDERS, SHARDS, Conflict, Forbidden, NotFound
 from agn.operator.lease import DEFAULT_LEASE_NAME
 from agn.shards import DEFAULT_SHARD_COUNT, shard_name, shard_names
@@ -299,8 +299,7 @@ def test_provider_drain_creates_events_but_cannot_read_change_or_delete_them(as_
         action="Drain",
         note="rbac test",
         type_="Normal",
-        controller="agn.dev/provider-drain",
-        instance="test",
+        reporter=Reporter("agn.dev/provider-drain", "test"),
         at=1_700_000_000.0,
     )
     drain.create_event(namespace, body)

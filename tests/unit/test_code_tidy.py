@@ -144,3 +144,52 @@ def test_the_import_graph_sees_relative_function_and_type_checking_imports():
     graph = import_graph()
     assert "xtask.drain.core.changes" in graph["xtask.drain.core.guard"]  # a top-level absolute import
     assert "xtask.drain.gates" in graph["xtask.drain.core.request"]  # an import inside a function
+
+
+def importers_of(root: str) -> set[str]:
+    """The modules of xtask/ and agn/ that import the package ``root`` (top level or in a function)."""
+    found = set()
+    for path in sources():
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            if any(n == root or n.startswith(root + ".") for n in names):
+                found.add(module_name(path))
+    return found
+
+
+def test_only_agn_kube_imports_kubernetes():
+    assert importers_of("kubernetes") == {"agn.kube"}
+
+
+def test_only_xtask_procs_imports_subprocess():
+    assert importers_of("subprocess") == {"xtask.procs"}
+
+
+def test_nothing_below_the_cli_imports_it():
+    """The library never reaches up into the click commands (only the entry point starts them)."""
+    outside = {m for m in importers_of("xtask.cli") if not m.startswith("xtask.cli")}
+    assert outside == {"xtask.__main__"}
+
+
+def test_agn_imports_nothing_of_xtask():
+    assert {m for m in importers_of("xtask") if m.startswith("agn")} == set()
+
+
+def test_the_drain_core_imports_no_edge_and_no_conductor():
+    """xtask/drain/core/ is pure: it never imports what talks to the cluster or conducts a run."""
+    graph = import_graph()
+    core = [m for m in graph if m.startswith("xtask.drain.core")]
+    reaching = {
+        m: sorted(
+            d
+            for d in graph[m]
+            if d.startswith("xtask.drain.") and not d.startswith(("xtask.drain.core", "xtask.drain.gates"))
+        )
+        for m in core
+    }
+    assert {m: d for m, d in reaching.items() if d} == {}
+    assert not any("agn.kube" in graph[m] for m in core), "the core never imports the Kubernetes client's module"

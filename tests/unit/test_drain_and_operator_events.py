@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from agn.events import NOTE_LIMIT, Regarding, clip, event_body, event_name, micro_time
+from agn.events import NOTE_LIMIT, Regarding, Reporter, clip, event_body, event_name, micro_time
 from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Exclusion, Overlay, ProviderView
 from agn.operator.diffing import admission_changes, published_note
 from agn.operator.events import HardFailures, Transition, failure_detail, observed
@@ -54,8 +54,7 @@ def test_event_body_has_what_the_api_server_requires():
         action="Drain",
         note="n" * 5000,
         type_="Normal",
-        controller="agn.dev/provider-drain",
-        instance="i" * 300,
+        reporter=Reporter("agn.dev/provider-drain", "i" * 300),
         at=1_700_000_000.5,
     )
     assert body["apiVersion"] == "events.k8s.io/v1" and body["metadata"] == {"name": "p-one.x", "namespace": "ns"}
@@ -76,8 +75,7 @@ def test_event_body_has_what_the_api_server_requires():
             action="a",
             note="",
             type_="Info",
-            controller="c/d",
-            instance="i",
+            reporter=Reporter("c/d", "i"),
             at=0,
         )
 

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from agn.gateway.follower import OverlayFollower
+from agn.gateway.follower import FollowerTimings, OverlayFollower
 from agn.gateway.status_writer import StatusWriter
 from agn.gateway.table import RoutingTable
 from agn.kube import CONSUMERS, SHARDS, Forbidden, NotFound, Unreachable
@@ -64,7 +64,7 @@ def rig():
             status=status,
             log=log,
             stop=threading.Event(),
-            **settings,
+            timings=FollowerTimings(**settings),
         )
         made.append((status, thread))
         return kube, status, follower

@@ -13,7 +13,7 @@ import pytest
 
 from agn.kube import Conflict, NotFound, Unreachable
 from agn.logs import JsonLog
-from agn.operator.elector import LeaderElector
+from agn.operator.elector import Clocks, LeaderElector
 from agn.operator.lease import (
     LeaseRecord,
     LeaseTimings,
@@ -180,8 +180,7 @@ def world():
             timings=TIMINGS,
             log=JsonLog(component="t", stream=io.StringIO()),
             stop=threading.Event(),
-            clock=clock,
-            wall=lambda: clock.now,
+            clocks=Clocks(monotonic=clock, wall=lambda: clock.now),
         )
 
     return leases, clock, elector

@@ -7,7 +7,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from agn.operator.prober import probe_endpoint
+from agn.operator.probe_http import probe_endpoint
 from agn.provider.server import ProviderState, serve, serve_async
 
 
@@ -153,9 +153,9 @@ def test_a_provider_trickling_its_answer_is_cut_off_by_the_request_deadline(monk
     import socket
     import time
 
-    from agn.operator import prober
+    from agn.operator import probe_http
 
-    monkeypatch.setattr(prober, "REQUEST_DEADLINE_SECONDS", 0.5)
+    monkeypatch.setattr(probe_http, "REQUEST_DEADLINE_SECONDS", 0.5)
     answer = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n"
     listener = socket.create_server(("127.0.0.1", 0))
     done = threading.Event()

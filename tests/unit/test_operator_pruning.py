@@ -14,7 +14,7 @@ from agn.logs import JsonLog
 from agn.model import Overlay
 from agn.operator.controller import Operator
 from agn.operator.informer import Store
-from agn.operator.prober import Prober
+from agn.operator.prober import Prober, ProbeStores
 from agn.operator.pruning import prune
 from agn.operator.settings import Settings
 from agn.operator.workqueue import CoalescingQueue
@@ -65,14 +65,13 @@ def make_prober(*names: str, **settings) -> tuple[Prober, Store, Leader]:
     p = Prober(
         None,
         "ns",
+        settings=Settings(
+            **{"probe_interval": 1.0, "probe_timeout": 0.1, "probe_jitter": 0.0, "probe_concurrency": 16, **settings}
+        ),
         leadership=leadership,
-        providers=providers,
-        networks=Store(),
-        interval=1.0,
-        timeout=0.1,
+        stores=ProbeStores(providers=providers, networks=Store()),
         log=log(),
         stop=threading.Event(),
-        **settings,
     )
     return p, providers, leadership
 
@@ -208,7 +207,7 @@ def test_a_term_that_ends_leaves_no_per_consumer_memory():
 
 
 def test_prober_reports_its_backlog_while_leading_and_none_while_following():
-    p, _, leadership = make_prober("p1", "p2", "p3", concurrency=1)
+    p, _, leadership = make_prober("p1", "p2", "p3", probe_concurrency=1)
     try:
         p.begin_term(1)
         assert p.tick(100.0) == ["p1"]

@@ -9,8 +9,9 @@ import time
 
 from agn.logs import JsonLog
 from agn.operator.informer import Store
-from agn.operator.prober import Prober
+from agn.operator.prober import Prober, ProbeStores
 from agn.operator.provider_status import ProbeOutcome
+from agn.operator.settings import Settings
 from agn.provider.server import ProviderState, serve
 from agnprocs import http_json, wait_for
 
@@ -46,13 +47,11 @@ def started_prober(writes: Writes, providers: Store, stop: threading.Event, **se
     prober = Prober(
         writes,
         "ns",
+        settings=Settings(**{"probe_concurrency": 4, "probe_jitter": 0.0, **settings}),
         leadership=Leader(),
-        providers=providers,
-        networks=Store(),
+        stores=ProbeStores(providers=providers, networks=Store()),
         log=JsonLog(component="test", stream=io.StringIO()),
         stop=stop,
-        concurrency=4,
-        **settings,
     )
     prober.begin_term(1)
     prober.start()
@@ -130,7 +129,7 @@ def test_probes_of_one_host_share_kept_alive_connections():
         ]
     )
     stop = threading.Event()
-    prober = started_prober(Writes(providers), providers, stop, interval=0.2, timeout=5.0)
+    prober = started_prober(Writes(providers), providers, stop, probe_interval=0.2, probe_timeout=5.0)
     try:
         deadline = time.monotonic() + 60
         while (prober.metrics.registry.get_sample_value("agn_probe_duration_seconds_count") or 0) < 3 * len(names):
@@ -156,7 +155,15 @@ def test_a_failed_probe_of_an_available_provider_is_rechecked_at_the_fast_interv
     server, base, providers = one_pooled_provider()
     writes = RecordingWrites(providers)
     stop = threading.Event()
-    prober = started_prober(writes, providers, stop, interval=4.0, timeout=2.0, fast_interval=0.1, failure_threshold=3)
+    prober = started_prober(
+        writes,
+        providers,
+        stop,
+        probe_interval=4.0,
+        probe_timeout=2.0,
+        probe_fast_interval=0.1,
+        probe_failure_threshold=3,
+    )
     failures = lambda: prober.metrics.registry.get_sample_value(  # noqa: E731
         "agn_probe_failures_total", {"provider": "p", "check": "health"}
     )
@@ -185,17 +192,20 @@ def test_down_providers_are_rechecked_at_the_down_interval_and_many_down_stretch
     prober = Prober(
         Writes(providers),
         "ns",
+        # A quarter of 8 slots: 2; timeout 0.5 s, so 4 providers down fit at 1 s.
+        settings=Settings(
+            probe_concurrency=8,
+            probe_jitter=0.0,
+            probe_interval=5.0,
+            probe_timeout=0.5,
+            probe_fast_interval=0.25,
+            probe_down_interval=1.0,
+            probe_failure_threshold=3,
+        ),
         leadership=Leader(),
-        providers=providers,
-        networks=Store(),
+        stores=ProbeStores(providers=providers, networks=Store()),
         log=JsonLog(component="test", stream=io.StringIO()),
         stop=threading.Event(),
-        concurrency=8,  # a quarter: 2 slots; timeout 0.5 s, so 4 providers down fit at 1 s
-        interval=5.0,
-        timeout=0.5,
-        fast_interval=0.25,
-        down_interval=1.0,
-        failure_threshold=3,
     )
 
     def probed(name: str, healthy: bool) -> float | None:
@@ -237,7 +247,14 @@ def test_a_down_provider_that_answers_again_is_readmitted_within_the_down_interv
     stop = threading.Event()
     # 4 slots, timeout 0.25 s: one provider down holds at most a quarter of the slots at 0.25 s.
     prober = started_prober(
-        writes, providers, stop, interval=4.0, timeout=0.25, fast_interval=0.1, down_interval=0.1, failure_threshold=3
+        writes,
+        providers,
+        stop,
+        probe_interval=4.0,
+        probe_timeout=0.25,
+        probe_fast_interval=0.1,
+        probe_down_interval=0.1,
+        probe_failure_threshold=3,
     )
     try:
         writes.first(False, what="the provider was never written unavailable")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from agn.kube import PROVIDERS, Gone, KubeError
-from agn.watching import capped_backoff, follow, start_follower
+from agn.watching import FollowOptions, capped_backoff, follow, start_follower
 
 
 def test_capped_backoff_doubles_up_to_the_cap():
@@ -80,11 +80,10 @@ def test_a_started_follower_lists_and_watches_one_resource_by_name_on_its_own_th
         PROVIDERS,
         "ns",
         name="watch-test",
-        field_selector="metadata.name=p1",
-        watch_timeout=7,
         on_snapshot=lambda items: seen.append(("snapshot", len(items))),
         on_event=on_event,
         stop=stop,
+        options=FollowOptions(field_selector="metadata.name=p1", watch_timeout=7),
     )
     assert thread.name == "watch-test" and thread.daemon
     assert modified.wait(5)

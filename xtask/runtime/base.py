@@ -26,7 +26,7 @@ from xtask.errors import XtaskError
 from xtask.state import EnvRecord
 
 if TYPE_CHECKING:
-    from xtask.envdef import EnvDef
+    from xtask.envmodel import EnvDef
     from xtask.runtime.steps import Progress
 
 # The server-side apply field manager of everything `env up` writes, on every runtime.

@@ -23,7 +23,7 @@ from xtask.interrupts import interruptible
 
 if TYPE_CHECKING:
     from agn.kube import Kube
-    from xtask.envdef import EnvDef
+    from xtask.envmodel import EnvDef
 
 Progress = Callable[[str], None]
 

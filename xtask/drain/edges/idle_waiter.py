@@ -22,7 +22,7 @@ import time
 
 from agn.kube import PROVIDERS, Kube
 from agn.objects import Obj, name_of
-from agn.watching import start_follower
+from agn.watching import FollowOptions, start_follower
 from xtask.drain.core.idle import IdleTracker, ProviderIdle, all_idle, classify
 from xtask.drain.core.progress import IdleChanged, IdleTick, Progress
 from xtask.drain.core.states import IdleWaitState
@@ -93,10 +93,11 @@ class IdleWaiter:
             PROVIDERS,
             self.namespace,
             name="watch-idle",
-            field_selector=by_name(self.providers),  # one provider among thousands: listed and watched by name
             on_snapshot=self._snapshot,
             on_event=self._event,
             stop=self._stop_watch,
+            # one provider among thousands: listed and watched by name
+            options=FollowOptions(field_selector=by_name(self.providers)),
         )
         shown: dict[str, tuple] = {}
 

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from agn.events import NORMAL, WARNING, Regarding, event_body, event_name
+from agn.events import NORMAL, WARNING, Regarding, Reporter, event_body, event_name
 from agn.kube import PROVIDERS, Conflict, Kube, NotFound
 from xtask.drain.core.states import Outcome, Restoration, RestoreOutcome, WriteOutcome
 
@@ -195,8 +195,7 @@ class DrainEvents:
                     reason=self._reason,
                 ),
                 type_=fact.type,
-                controller=CONTROLLER,
-                instance=self._actor,
+                reporter=Reporter(CONTROLLER, self._actor),
                 at=at,
             )
             try:

@@ -28,7 +28,7 @@ from agn.objects import Obj, consumer_revisions, consumer_view, name_of, network
 from agn.operator.heartbeat import HEARTBEAT_LEASE, heartbeat_time
 from agn.overlays import ShardCache, read_partial
 from agn.shards import Incomplete, is_sharded, shards_holding
-from agn.watching import WatchHealth, start_follower
+from agn.watching import FollowOptions, WatchHealth, start_follower
 from xtask.drain.core.converge import Agreement, Observation, State, Verdict, evaluate
 from xtask.drain.core.progress import ApiServerNotice, Observed, Progress
 from xtask.drain.core.states import WaitState
@@ -163,12 +163,12 @@ class ConvergenceWaiter:
                 res,
                 self.namespace,
                 name=f"watch-{res.plural}",
-                field_selector=self._field_selectors[res.plural],
                 on_snapshot=cache.snapshot,
                 on_event=cache.event,
                 stop=self._stop_watches,
-                on_error=wake,
-                health=self._health[res.plural],
+                options=FollowOptions(
+                    field_selector=self._field_selectors[res.plural], on_error=wake, health=self._health[res.plural]
+                ),
             )
 
     def _observe(self, lookup: Callable[[Resource, str], Obj | None], network_obj: Obj) -> Observation:

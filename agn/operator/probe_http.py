@@ -1,0 +1,141 @@
+"""One probe of one provider over HTTP: ``GET {endpoint}/healthz`` and ``GET {endpoint}/metrics``.
+
+A probe is exactly at the endpoint as given: no redirects, no proxies from the environment,
+no cookies, and an invalid endpoint is not dialled at all. Its result is a
+:class:`.provider_status.ProbeOutcome`; :func:`probe_endpoint_async` never raises (it may be
+cancelled). The HTTP client (aiohttp, :func:`probe_session`) keeps connections alive: one
+host:port (a pool of fake providers, or a provider's own) is probed over a few reused
+connections instead of two new ones per probe.
+
+This module only asks providers: it must not schedule probes, keep state between them or
+touch the API server (that is :mod:`.prober`'s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+
+import aiohttp
+
+from agn.model import endpoint_valid
+from agn.operator.prometheus import MetricsParseError, load_reading
+from agn.operator.provider_status import ProbeOutcome
+
+MAX_BODY_BYTES = 1 << 20
+
+# Connections to one host:port are kept alive and shared by the probes of every provider
+# behind it (a fake pool: thousands of providers on one port): at most this many to one
+# host:port (and never more than ``--probe-concurrency`` in all; a probe uses one at a time),
+# idle ones closed after KEEPALIVE_SECONDS. A probe that finds every connection to its host busy
+# waits for one; that wait is the operator's own queue, so no probe timeout runs during it.
+MAX_CONNECTIONS_PER_HOST = 64
+KEEPALIVE_SECONDS = 15.0
+# The socket timeouts (``--probe-timeout``) bound connecting and each wait for the provider's
+# bytes; not a resolver that never answers, nor the wait for a connection of our own pool. So
+# no request can hold its provider's probe slot for ever (the schedule never starts a second
+# probe of a provider while one runs), each GET also ends after this many seconds at most.
+REQUEST_DEADLINE_SECONDS = 30.0
+
+
+def probe_session(*, concurrency: int) -> aiohttp.ClientSession:
+    """The HTTP client of the probes (call it inside the event loop that uses it).
+
+    Keep-alive connections (see ``MAX_CONNECTIONS_PER_HOST``); no proxies from the environment
+    (``trust_env=False``), no cookies kept between probes. Redirects are refused per request
+    (:func:`http_get`)."""
+    connector = aiohttp.TCPConnector(
+        limit=concurrency,
+        limit_per_host=min(concurrency, MAX_CONNECTIONS_PER_HOST),
+        keepalive_timeout=KEEPALIVE_SECONDS,
+        use_dns_cache=True,
+    )
+    return aiohttp.ClientSession(connector=connector, trust_env=False, cookie_jar=aiohttp.DummyCookieJar())
+
+
+async def http_get(session: aiohttp.ClientSession, url: str, *, timeout: float) -> tuple[int, bytes]:
+    """(status, body) of a GET; raises ``aiohttp.ClientError``, ``OSError``-family or
+    ``ValueError`` errors when there is no HTTP answer.
+
+    ``timeout`` bounds connecting and each wait for the server's bytes (as a socket timeout
+    does), not the wait for a free connection of our own pool. A redirect is an answer, not an
+    instruction: its status comes back. A kept-alive connection the server closed while idle is
+    retried once on a new one, as any HTTP client does for an idempotent request; a second
+    failure is the answer. Whatever the socket timeouts do not bound ends at
+    ``REQUEST_DEADLINE_SECONDS`` (``TimeoutError``)."""
+    limits = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=timeout, sock_read=timeout)
+    for attempt in (1, 2):
+        try:
+            async with (
+                asyncio.timeout(max(REQUEST_DEADLINE_SECONDS, 4 * timeout)),
+                session.get(url, allow_redirects=False, timeout=limits, compress=None) as resp,
+            ):
+                if not 200 <= resp.status < 300:
+                    return resp.status, b""
+                body = bytearray()
+                while len(body) < MAX_BODY_BYTES:
+                    chunk = await resp.content.read(MAX_BODY_BYTES - len(body))
+                    if not chunk:
+                        break
+                    body += chunk
+                return resp.status, bytes(body)
+        except aiohttp.ServerDisconnectedError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        err = exc.os_error
+        if isinstance(err, socket.gaierror):
+            # A resolver error's errno is an EAI_* code (negative), which os.strerror does not
+            # know ("Unknown error -3"); its own text says what failed.
+            return err.strerror or str(err)
+        return os.strerror(err.errno) if err.errno else (str(err) or type(err).__name__)
+    if isinstance(exc, OSError) and exc.errno and not isinstance(exc, aiohttp.ClientError):
+        return os.strerror(exc.errno)
+    return str(exc) or type(exc).__name__
+
+
+async def probe_endpoint_async(
+    session: aiohttp.ClientSession, endpoint: str, *, timeout: float, now: float
+) -> ProbeOutcome:
+    """One probe round against ``endpoint`` over ``session``; never raises (but may be cancelled)."""
+    if not endpoint_valid(endpoint):
+        return ProbeOutcome(
+            observed_at=now,
+            probed=False,
+            health_error="endpoint is invalid; not probed",
+            metrics_error="endpoint is invalid; not scraped",
+        )
+    base = endpoint.rstrip("/")
+    try:
+        code, _ = await http_get(session, f"{base}/healthz", timeout=timeout)
+        healthy, health_error = 200 <= code < 300, (None if 200 <= code < 300 else f"GET /healthz: HTTP {code}")
+    except (aiohttp.ClientError, OSError, ValueError) as exc:
+        healthy, health_error = False, f"GET /healthz: {_error_text(exc)}"
+    try:
+        code, body = await http_get(session, f"{base}/metrics", timeout=timeout)
+        if not 200 <= code < 300:
+            return ProbeOutcome(now, True, healthy, health_error, metrics_error=f"GET /metrics: HTTP {code}")
+        reading = load_reading(body.decode("utf-8", errors="replace"))
+        return ProbeOutcome(now, True, healthy, health_error, metrics_ok=True, load=reading)
+    except MetricsParseError as exc:
+        return ProbeOutcome(now, True, healthy, health_error, metrics_error=f"GET /metrics: {exc}")
+    except (aiohttp.ClientError, OSError, ValueError) as exc:
+        return ProbeOutcome(now, True, healthy, health_error, metrics_error=f"GET /metrics: {_error_text(exc)}")
+
+
+def probe_endpoint(endpoint: str, *, timeout: float, now: float) -> ProbeOutcome:
+    """One probe round against ``endpoint`` on a client of its own (one-off callers and tests);
+    never raises. The prober itself shares one client between all of its probes."""
+
+    async def once() -> ProbeOutcome:
+        async with probe_session(concurrency=1) as session:
+            return await probe_endpoint_async(session, endpoint, timeout=timeout, now=now)
+
+    return asyncio.run(once())
