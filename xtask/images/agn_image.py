@@ -50,7 +50,6 @@ from xtask.images.recipes import (
     SOURCES,
     WHEELS,
     BaseRecipe,
-    Progress,
     WheelRecipe,
     app_wheel_argv,
     digest_of,
@@ -61,6 +60,7 @@ from xtask.images.recipes import (
 )
 from xtask.manifests import IMAGE
 from xtask.procs import CmdRunner, RealCmdRunner
+from xtask.progress import Progress, to_stderr
 from xtask.runtime.assets import cache_root
 from xtask.state import REPO_ROOT
 
@@ -82,8 +82,7 @@ class BuildResult:
     seconds: dict[str, float]
 
 
-def _stderr(message: str) -> None:
-    print(f"build-image: {message}", file=sys.stderr, flush=True)
+_stderr = to_stderr("build-image")
 
 
 def dpkg_arch(runner: CmdRunner) -> str:

@@ -41,7 +41,7 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from xtask.engine import Engine
@@ -50,6 +50,7 @@ from xtask.images.agn_image import ImageBuilder, dpkg_arch
 from xtask.images.archive import DEFAULT_PATH, Layer, RunConfig, file_sha256, sha256_hex, write_archive
 from xtask.images.recipes import DEFAULT_MIRROR, BaseRecipe
 from xtask.procs import CmdRunner, RealCmdRunner
+from xtask.progress import Progress, to_stderr
 from xtask.runtime.assets import cache_root
 from xtask.state import REPO_ROOT
 
@@ -121,8 +122,6 @@ MASKED_UNITS = (
     "fstrim.timer",
 )
 ENV = (DEFAULT_PATH, "container=docker")
-
-Progress = Callable[[str], None]
 
 
 def read_versions(paths: Iterable[Path] = VERSION_FILES) -> dict[str, str]:
@@ -245,8 +244,7 @@ def node_recipe(arch: str, *, repo: Path = REPO_ROOT) -> NodeRecipe:
 # -- the build -----------------------------------------------------------------------------------
 
 
-def _stderr(message: str) -> None:
-    print(f"build-kind-node-image: {message}", file=sys.stderr, flush=True)
+_stderr = to_stderr("build-kind-node-image")
 
 
 class NodeImageBuilder:

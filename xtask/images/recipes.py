@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from xtask.engine import qualified
@@ -35,8 +35,6 @@ WHEELS = "wheels"  # the folder of the staged build context the Dockerfile's WHE
 # Timestamps in the project's wheel (1980-01-01, the earliest a zip file holds).
 SOURCE_DATE_EPOCH = "315532800"
 APP_WHEELS_KEPT = 8  # cached wheels of the project (one per distinct source tree)
-
-Progress = Callable[[str], None]
 
 
 def digest_of(data: object) -> str:

@@ -27,7 +27,7 @@ from xtask.state import EnvRecord
 
 if TYPE_CHECKING:
     from xtask.envmodel import EnvDef
-    from xtask.runtime.steps import Progress
+    from xtask.progress import Progress
 
 # The server-side apply field manager of everything `env up` writes, on every runtime.
 FIELD_MANAGER = "agn-xtask-env"

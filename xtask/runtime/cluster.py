@@ -32,9 +32,10 @@ from xtask.crds import crd_documents, install_crds
 from xtask.envdef import EnvDef
 from xtask.errors import RuntimeUnavailable, XtaskError
 from xtask.manifests import IMAGE, deployment_names, render
+from xtask.progress import Progress
 from xtask.runtime.base import FIELD_MANAGER, Flag, Options, Runtime, refuse_other_runtime
 from xtask.runtime.deployments import DEPLOYMENTS, IMAGE_FLAG, component, wait_rolled_out
-from xtask.runtime.steps import Progress, Step, UpContext, readiness_step, run_steps
+from xtask.runtime.steps import Step, UpContext, readiness_step, run_steps
 from xtask.state import EnvRecord, remove_env_dir
 
 RUNTIME = "cluster"

@@ -49,6 +49,7 @@ from xtask.envschema import IMAGE_REF
 from xtask.errors import CommandFailed, EnvDefinitionError, RuntimeUnavailable, XtaskError
 from xtask.manifests import IMAGE, deployment_names, render
 from xtask.procs import CmdRunner, RealCmdRunner
+from xtask.progress import Progress
 from xtask.runtime.base import FIELD_MANAGER, Flag, Options, Runtime, Section, context_name, refuse_other_runtime
 from xtask.runtime.deployments import DEPLOYMENTS, IMAGE_FLAG, component, wait_rolled_out
 from xtask.runtime.kind_host import (
@@ -61,7 +62,7 @@ from xtask.runtime.kind_host import (
     remove_images,
     render_kind_config,
 )
-from xtask.runtime.steps import Progress, Step, UpContext, install_crds_step, readiness_step, run_steps
+from xtask.runtime.steps import Step, UpContext, install_crds_step, readiness_step, run_steps
 from xtask.state import REPO_ROOT, EnvRecord, claim_env_dir, env_dir, remove_env_dir
 
 RUNTIME = "kind"

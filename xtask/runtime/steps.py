@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xtask.interrupts import interruptible
+from xtask.progress import Progress
 
 if TYPE_CHECKING:
     from agn.kube import Kube
     from xtask.envmodel import EnvDef
-
-Progress = Callable[[str], None]
 
 
 @dataclasses.dataclass
