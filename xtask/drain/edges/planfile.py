@@ -20,9 +20,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-from jsonschema import Draft202012Validator, ValidationError
+from typing import TYPE_CHECKING, Any
 
 from agn.inputfile import YAML_INPUT_LIMIT, read_regular
 from agn.objects import parse_time, rfc3339
@@ -36,6 +34,9 @@ from xtask.drain.core.request import DrainRequest
 from xtask.errors import RefusedError, UsageError
 from xtask.reports import API_VERSION, PROVIDER_DRAIN_PLAN
 from xtask.state import REPO_ROOT
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator, ValidationError
 
 KIND = PROVIDER_DRAIN_PLAN
 DEFAULT_MAX_AGE = 3600.0
@@ -185,6 +186,9 @@ _TYPE_WORDS = {
 
 @functools.cache
 def _validator() -> Draft202012Validator:
+    # jsonschema loads only when a plan is read (a drain without --plan does not pay for it).
+    from jsonschema import Draft202012Validator
+
     return Draft202012Validator(json.loads(SCHEMA_FILE.read_text()))
 
 
