@@ -47,7 +47,7 @@ EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
     ExitCode.NEEDS_INSPECTION: "needs inspection: restoration incomplete (e.g. changed by another writer), or a second signal",
     ExitCode.TIMEOUT: "convergence timeout: stored, not confirmed serving; the lagging targets are named",
     ExitCode.NOT_ELIGIBLE: "undrain stored, but a provider is kept out by a hard failure (not eligible until healthy)",
-    ExitCode.INTERRUPTED: "interrupted (SIGINT/SIGTERM): restored if during writes; applied state kept if during the wait (convergence or idle)",
+    ExitCode.INTERRUPTED: "interrupted (SIGINT/SIGTERM/SIGHUP, or its output went away): restored if during writes; applied state kept if during the wait (convergence or idle)",
     ExitCode.NOT_IDLE: "--wait-idle: drained and serving, not idle before --idle-timeout; each busy or unknown provider is named with its last reading and its age; the drain stays applied",
     ExitCode.GATE_BREACHED: "--wave-size: a wave's gate did not hold over its soak (breached, or no reading); stopped before the next wave; the wave, gate, value and threshold are named; the finished waves kept (--on-breach hold) or restored (--on-breach restore)",
 }

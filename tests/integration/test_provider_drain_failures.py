@@ -121,7 +121,7 @@ def test_concurrent_writer_is_never_clobbered(env: DrainEnv, reject_real_writes)
     assert env.journals()[-1]["state"] == "needs-inspection"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_signal_mid_fan_out_restores_and_exits_interrupted(env: DrainEnv, sig):
     run = env.spawn("--gateway", "gw-big", "--concurrency", "1", "--qps", "2")
     wait_for(
@@ -141,7 +141,7 @@ def test_signal_mid_fan_out_restores_and_exits_interrupted(env: DrainEnv, sig):
     assert all(env.drain_value(n) is None for n in BIG)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_signal_mid_wait_keeps_applied_state_and_names_the_unconfirmed(env: DrainEnv, sig):
     env.agn.stop("gateway-c-b")
     run = env.spawn("--provider", "p1", "--timeout", "120", *env.targets())

@@ -76,6 +76,8 @@ TOOL_FLAGS = {
     "--upgrade",
     "--editable",
     "--privileged",
+    # systemd-run (docs/provider-drain.md, "Long maintenance")
+    "--unit",
     "--ulimit",
     "--systemd",
     "--cgroupns",

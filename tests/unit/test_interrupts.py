@@ -39,3 +39,34 @@ def test_a_signal_in_a_deferred_section_is_raised_when_it_ends():
                 steps.append("recorded")
             steps.append("after")  # never reached
     assert steps == ["spawned", "recorded"]
+
+
+def test_a_drain_is_interrupted_by_sighup_and_by_its_output_going_away():
+    """SIGHUP (a dropped SSH session) interrupts a drain as SIGTERM does; so does a progress
+    stream that can no longer be written, which raises SIGHUP once at the process itself."""
+    import io
+    import time
+
+    from xtask.cli.env.drain_view import PlainReporter
+    from xtask.drain.core.progress import Said
+    from xtask.drain.signals import SignalLatch
+
+    def interrupted(latch: SignalLatch) -> bool:
+        deadline = time.monotonic() + 5
+        while not latch.interrupted.is_set() and time.monotonic() < deadline:
+            latch.interrupted.wait(0.05)  # the handler runs on the main thread between bytecodes
+        return latch.interrupted.is_set()
+
+    with SignalLatch(on_second=lambda signum: None, second_exit_code=5) as latch:
+        os.kill(os.getpid(), signal.SIGHUP)
+        assert interrupted(latch) and latch.name == "SIGHUP"
+
+    closed = io.StringIO()
+    closed.close()
+    reporter = PlainReporter(closed)
+    with SignalLatch(on_second=lambda signum: None, second_exit_code=5) as latch:
+        reporter(Said("selection: p-one"))  # the stream is gone: one SIGHUP, never a traceback
+        assert interrupted(latch) and latch.name == "SIGHUP"
+        reporter(Said("journal: /tmp/x"))  # nothing more is tried (a second signal would exit at once)
+    assert reporter.lost
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL

@@ -1,8 +1,11 @@
 """Signal handling for long operations: handlers only set flags; cleanup runs in the caller.
 
-First SIGINT/SIGTERM: ``interrupted`` is set; the fan-out stops issuing writes, lets
-in-flight ones finish and restores; the waiter stops waiting. A second signal calls the
-``on_second`` callback (which prints what may need inspection) and exits immediately.
+First SIGINT, SIGTERM or SIGHUP (the terminal of an SSH session that dropped): ``interrupted``
+is set; the fan-out stops issuing writes, lets in-flight ones finish and restores; the waiter
+stops waiting. A second signal calls the ``on_second`` callback (which prints what may need
+inspection) and exits immediately. A progress stream that can no longer be written (a closed
+terminal or pipe) raises SIGHUP at the process itself, once (:func:`stream_lost`), so it ends the
+run the same way.
 """
 
 from __future__ import annotations
@@ -12,6 +15,14 @@ import signal
 import threading
 from collections.abc import Callable
 from types import FrameType
+
+# The signals that interrupt a run, handled alike.
+INTERRUPTING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def stream_lost() -> None:
+    """The run's output went away: interrupt the run as a dropped terminal does."""
+    os.kill(os.getpid(), signal.SIGHUP)
 
 
 class SignalLatch:
@@ -32,7 +43,7 @@ class SignalLatch:
         self.interrupted.set()
 
     def __enter__(self) -> SignalLatch:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in INTERRUPTING:
             self._previous[sig] = signal.signal(sig, self._handle)
         return self
 

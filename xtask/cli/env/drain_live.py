@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from xtask.cli.env.drain_view import PlainReporter, api_server_line, idle_line, wave_line
+from xtask.cli.env.drain_view import PlainReporter, api_server_line, idle_line, plain_line, wave_line
 from xtask.cli.output import markup_safe as e
 from xtask.drain.core.progress import (
     ApiServerNotice,
@@ -31,6 +31,7 @@ from xtask.drain.core.progress import (
 )
 from xtask.drain.core.states import Outcome, WriteOutcome
 from xtask.drain.report import Report
+from xtask.drain.signals import stream_lost
 
 
 class RichReporter(PlainReporter):
@@ -47,8 +48,7 @@ class RichReporter(PlainReporter):
         self.planned = 0
 
     def line(self, text: str) -> None:
-        self._stop_progress()
-        self.console.print(e(text))
+        self(Said(text))
 
     def _spinner(self, text: str) -> None:
         """A wait begins: a spinner with the elapsed time, its text updated as the wait goes."""
@@ -73,6 +73,15 @@ class RichReporter(PlainReporter):
             self.progress.update(self.task, description=e(text))
 
     def __call__(self, event: ProgressEvent) -> None:
+        if self.lost:
+            return
+        try:
+            self._show(event)
+        except (OSError, ValueError):  # the terminal went away (EIO, EPIPE)
+            self.lost = True
+            stream_lost()  # interrupts the run as SIGHUP does
+
+    def _show(self, event: ProgressEvent) -> None:
         match event:
             case WaitBegun(text):
                 self._spinner(text)
@@ -92,13 +101,16 @@ class RichReporter(PlainReporter):
                 self._describe("; ".join(idle_line(p) for p in providers)[:200])
             case DryRunChecked() | RestoreFinished():
                 self._stop_progress()
-                super().__call__(event)
+                shown = plain_line(event)
+                if shown is not None:
+                    self.console.print(e(shown))
             case Soaking():
                 self._describe(wave_line(event))
             case WaveChanged() | GateRead():
                 self.console.print(e(wave_line(event)))
-            case Said():
-                super().__call__(event)
+            case Said(text):
+                self._stop_progress()
+                self.console.print(e(text))
 
     def _planned(self, event: Planned) -> None:
         self.planned += 0 if event.already else 1

@@ -26,6 +26,7 @@ from xtask.drain.core.progress import (
 )
 from xtask.drain.core.states import WriteOutcome
 from xtask.drain.report import Report
+from xtask.drain.signals import stream_lost
 
 
 class PlainReporter:
@@ -34,9 +35,16 @@ class PlainReporter:
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
+        self.lost = False  # the stream could not be written: nothing more is tried
 
     def line(self, text: str) -> None:
-        print(printable(text), file=self.stream, flush=True)
+        if self.lost:
+            return
+        try:
+            print(printable(text), file=self.stream, flush=True)
+        except (OSError, ValueError):  # a closed terminal or pipe (EIO, EPIPE), or a closed file
+            self.lost = True
+            stream_lost()  # interrupts the run as SIGHUP does: restored during writes, kept after
 
     def close(self) -> None:
         """Nothing to tear down for plain lines (the live view stops its progress display)."""
