@@ -1035,6 +1035,18 @@ ROWS: dict[str, Row] = {
         "--plan applies the plan's selection and operation: do not give --provider, --undrain with it",
         files={"p.yaml": plan_of()},
     ),
+    "plan-with-release-all": Row(
+        (*DRAIN, "--plan", "{tmp}/p.yaml", "--release-all"),
+        2,
+        "--plan applies the plan's selection and operation: do not give --release-all with it",
+        files={"p.yaml": plan_of()},
+    ),
+    "plan-with-another-holder": Row(
+        (*DRAIN, "--plan", "{tmp}/p.yaml", "--holder", "bob", "--ticket", "CHG-1"),
+        2,
+        "--plan applies the plan's selection and operation: do not give --holder, --ticket with it",
+        files={"p.yaml": plan_of()},
+    ),
     "plan-garbage-yaml": Row(
         (*DRAIN, "--plan", "{tmp}/p.yaml"),
         3,

@@ -159,6 +159,37 @@ def test_write_then_load_round_trips_in_both_formats(tmp_path, suffix):
     assert load_plan(path).request_fields()["wave_size"] == Amount(1)
 
 
+def test_a_plan_records_the_hold_it_writes_and_gives_it_back_to_the_run_applying_it(tmp_path):
+    request = DrainRequest(
+        selector=Selector(provider="p-one"), drain=True, holder="alice", ticket="CHG-7", expires_in=600
+    )
+    doc = a_plan(request=request)
+    assert doc["spec"]["hold"] == {"holder": "alice", "ticket": "CHG-7", "expiresIn": 600, "releaseAll": False}
+    assert doc["metadata"]["arguments"] == [
+        "--provider",
+        "p-one",
+        "--holder",
+        "alice",
+        "--ticket",
+        "CHG-7",
+        "--expires-in",
+        "600",
+    ]
+    assert list(PLAN_SCHEMA.iter_errors(doc)) == [] and plan_problems(doc) == []
+    path = tmp_path / "plan.yaml"
+    write_plan(path, doc)
+    fields = load_plan(path).request_fields()
+    assert (fields["holder"], fields["ticket"], fields["expires_in"], fields["release_all"]) == (
+        "alice",
+        "CHG-7",
+        600,
+        False,
+    )
+    # Without --holder the plan names who made it, so the hold applied is the one reviewed.
+    unnamed = a_plan(request=DrainRequest(selector=Selector(provider="p-one"), drain=True))
+    assert unnamed["spec"]["hold"]["holder"] and "--holder" not in unnamed["metadata"]["arguments"]
+
+
 def test_writing_replaces_a_symlink_and_never_writes_through_it(tmp_path):
     mine = tmp_path / "mine.txt"
     mine.write_text("keep me")

@@ -47,7 +47,19 @@ PLANNED_FLAGS = (
         lambda s: _amount_or_none(s["budget"] and s["budget"]["maxUnavailable"]),
     ),
     PlannedFlag("wave_size", "--wave-size", None, lambda r: r.wave_size, lambda s: _amount_or_none(s["waves"]["size"])),
+    # The hold a plan writes or releases: who holds it (the planner's user@host unless --holder
+    # named someone), its ticket and expiry, and whether every hold is released.
+    PlannedFlag("holder", "--holder", None, lambda r: r.holder, lambda s: _hold(s).get("holder")),
+    PlannedFlag("ticket", "--ticket", None, lambda r: r.ticket, lambda s: _hold(s).get("ticket")),
+    PlannedFlag("expires_in", "--expires-in", None, lambda r: r.expires_in, lambda s: _hold(s).get("expiresIn")),
+    PlannedFlag(
+        "release_all", "--release-all", False, lambda r: r.release_all, lambda s: _hold(s).get("releaseAll", False)
+    ),
 )
+
+
+def _hold(spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    return spec.get("hold") or {}
 
 
 def planned_arguments(req: Any) -> list[str]:

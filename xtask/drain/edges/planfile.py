@@ -116,6 +116,12 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
                 "size": None if req.wave_size is None else str(req.wave_size),
                 "waves": [list(w) for w in inputs.waves],
             },
+            "hold": {
+                "holder": req.hold_holder,
+                "ticket": req.ticket,
+                "expiresIn": req.expires_in,
+                "releaseAll": req.release_all,
+            },
         },
     }
     doc["metadata"]["digest"] = plan_digest(doc)
