@@ -99,10 +99,29 @@ def test_a_plan_made_stale_by_one_provider_change_is_refused_naming_it(env: Drai
     code, report = env.run_json("--plan", str(path))
     assert code == 3, report
     assert report["refused"] == [
-        f"provider p-two changed since the plan was made (its metadata or status: resourceVersion {old_rv} -> "
+        f"provider p-two changed since the plan was made (its labels: resourceVersion {old_rv} -> "
         f"{env.provider('p-two')['metadata']['resourceVersion']})"
     ]
     assert written(env) == before and env.journal_paths() == []
+
+
+def test_an_undrain_plan_applies_after_the_operator_rewrote_every_providers_status(env: DrainEnv):
+    """The operator publishes each drained provider's load readings in its status: the
+    resourceVersion moves every probe, the spec and the holds do not, and the plan applies."""
+    assert env.run("--gateway", "gw-a").returncode == 0
+    path = env.tmp / "undrain.yaml"
+    make_plan(env, path, "--gateway", "gw-a", "--undrain")
+    planned = {e["name"]: e for e in yaml.safe_load(path.read_text())["spec"]["selection"]}
+    wait_for(
+        lambda: all(env.provider(n)["metadata"]["resourceVersion"] != e["resourceVersion"] for n, e in planned.items()),
+        timeout=60,
+        what="the operator to write every drained provider's status after the plan was made",
+    )
+    assert all(env.provider(n)["metadata"]["generation"] == e["generation"] for n, e in planned.items())
+    code, report = env.run_json("--plan", str(path))
+    assert code == 0, report
+    assert report["refused"] == [] and sorted(report["selection"]) == sorted(planned)
+    assert all(not env.drain_value(n) for n in planned)
 
 
 def test_a_provider_that_joined_or_left_the_selection_is_refused_naming_it(env: DrainEnv):

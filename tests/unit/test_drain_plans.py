@@ -102,6 +102,7 @@ def test_a_plan_matches_its_schema_and_its_own_shape_check():
         "generation": 1,
         "drain": False,
         "holders": [],
+        "labels": {"net": "yes"},
     }
     assert doc["metadata"]["createdAt"].startswith("2027-01-15T08:00:00")
 
@@ -240,14 +241,31 @@ def test_each_difference_is_named():
     ]
 
 
-def test_a_status_only_change_and_a_recreated_provider_are_changes_too():
+def test_a_recreated_provider_and_its_holds_or_labels_changing_are_changes():
     doc = a_plan()
     recreated = provider("p-one")
     recreated["metadata"]["uid"] = "uid-new"
-    assert check(doc, [recreated, provider("p-two", rv="8")]) == [
+    relabelled = provider("p-two", rv="8", labels={"rack": "r7"})
+    assert check(doc, [recreated, relabelled]) == [
         "provider p-one was deleted and created again since the plan was made (uid uid-p-one)",
-        "provider p-two changed since the plan was made (its metadata or status: resourceVersion 7 -> 8)",
+        "provider p-two changed since the plan was made (its labels: resourceVersion 7 -> 8)",
     ]
+    held = provider("p-two", rv="8")
+    held["metadata"]["annotations"] = {
+        HOLD_PREFIX
+        + "bob": '{"holder":"bob","reason":null,"ticket":null,"since":"2027-01-15T08:00:00Z","expiresAt":null,"operation":"op"}'
+    }
+    assert check(doc, [provider("p-one"), held]) == [
+        "provider p-two changed since the plan was made (its drain holds: resourceVersion 7 -> 8)"
+    ]
+
+
+def test_a_status_only_change_never_makes_a_plan_stale():
+    """The operator rewrites a drained provider's status with each load reading: an undrain plan
+    must still apply seconds later. Only the resourceVersion moved."""
+    doc = a_plan()
+    reread = provider("p-two", rv="8", load={"running": 0, "waiting": 0, "observedAt": "2027-01-15T08:00:05Z"})
+    assert check(doc, [provider("p-one"), reread]) == []
 
 
 def test_the_age_is_measured_on_the_given_clock():

@@ -67,6 +67,7 @@ def selection_entry(obj: Mapping[str, Any]) -> dict[str, Any]:
         "generation": int(meta.get("generation") or 0),
         "drain": raw_drain(obj),
         "holders": holds_of(obj),
+        "labels": dict(meta.get("labels") or {}),
     }
 
 
@@ -292,13 +293,27 @@ def plan_differences(
         if str(meta_now.get("uid", "")) != was["uid"]:
             out.append(f"provider {name} was deleted and created again since the plan was made (uid {was['uid']})")
         elif str(meta_now.get("resourceVersion", "")) != was["resourceVersion"]:
-            gen = int(meta_now.get("generation") or 0)
-            what = "its spec" if gen != was["generation"] else "its metadata or status"
-            out.append(
-                f"provider {name} changed since the plan was made ({what}: resourceVersion "
-                f"{was['resourceVersion']} -> {meta_now.get('resourceVersion')})"
-            )
+            what = _what_changed(was, current[name])
+            if what is not None:
+                out.append(
+                    f"provider {name} changed since the plan was made ({what}: resourceVersion "
+                    f"{was['resourceVersion']} -> {meta_now.get('resourceVersion')})"
+                )
     return out
+
+
+def _what_changed(was: Mapping[str, Any], obj: Mapping[str, Any]) -> str | None:
+    """What of a provider a plan depends on changed since it was read (None: only its status, or
+    metadata the plan does not depend on — the operator's load readings never make a plan
+    stale): its spec (the generation), its drain holds, or its labels (which networks select it)."""
+    meta = obj.get("metadata") or {}
+    if int(meta.get("generation") or 0) != was["generation"]:
+        return "its spec"
+    if holds_of(obj) != was["holders"]:
+        return "its drain holds"
+    if "labels" in was and dict(meta.get("labels") or {}) != was["labels"]:
+        return "its labels"
+    return None
 
 
 def _seconds(value: float) -> str:
