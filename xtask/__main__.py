@@ -44,15 +44,19 @@ def prog_name() -> str:
     return "xtask" if os.path.basename(sys.argv[0]) == "xtask" else "python -m xtask"
 
 
-def main(argv: list[str] | None = None) -> int:
-    from xtask.cli import cli
+def main(argv: list[str] | None = None, *, command: click.Command | None = None, prog: str | None = None) -> int:
+    """Run ``command`` (default: the whole ``xtask`` tree) on ``argv`` as ``prog`` (usage lines)."""
+    if command is None:
+        from xtask.cli import cli
+
+        command = cli
 
     args = sys.argv[1:] if argv is None else argv
     verbose = "-v" in args or "--verbose" in args
     _library_logging(verbose)
     try:
         # Without standalone mode click returns (not raises) the code of a ctx.exit()/Exit.
-        code = cli.main(args=args, prog_name=prog_name(), complete_var=COMPLETE_VAR, standalone_mode=False)
+        code = command.main(args=args, prog_name=prog or prog_name(), complete_var=COMPLETE_VAR, standalone_mode=False)
         return code if isinstance(code, int) else ExitCode.OK
     except click.exceptions.Exit as exc:
         return exc.exit_code
