@@ -10,9 +10,9 @@ import yaml
 
 from agn.kube import Kube
 from xtask.errors import XtaskError
-from xtask.state import REPO_ROOT
+from xtask.resources import data_dir
 
-CRD_DIR = REPO_ROOT / "manifests" / "crds"
+CRD_DIR = data_dir("manifests") / "crds"
 
 
 def crd_documents(folder: Path = CRD_DIR) -> list[dict]:

@@ -27,8 +27,8 @@ from xtask import envschema
 from xtask.crds import spec_default
 from xtask.envmodel import ConsumerDef, EnvDef, NetworkDef, ProviderDef
 from xtask.errors import EnvDefinitionError
+from xtask.resources import data_dir
 from xtask.runtime import registry
-from xtask.state import REPO_ROOT
 
 __all__ = [
     "ENVS_DIR",
@@ -42,7 +42,7 @@ __all__ = [
     "parse_env",
 ]
 
-ENVS_DIR = Path(os.environ.get("AGN_XTASK_ENVS_DIR") or (REPO_ROOT / "envs"))
+ENVS_DIR = Path(os.environ.get("AGN_XTASK_ENVS_DIR") or data_dir("envs"))
 
 
 def available_envs(envs_dir: Path = ENVS_DIR) -> list[str]:

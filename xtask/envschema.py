@@ -24,9 +24,9 @@ from jsonschema import Draft202012Validator, FormatChecker, ValidationError, val
 
 from agn.names import is_label
 from agn.yamltext import show
-from xtask.state import REPO_ROOT
+from xtask.resources import data_dir
 
-SCHEMA_FILE = REPO_ROOT / "schemas" / "env.schema.json"
+SCHEMA_FILE = data_dir("schemas") / "env.schema.json"
 # What an image reference may look like (registry/path:tag or @sha256:digest; no spaces,
 # quotes or control characters).
 IMAGE_REF = re.compile(r"[a-z0-9][A-Za-z0-9._\-/:]{0,254}(@sha256:[0-9a-f]{64})?")

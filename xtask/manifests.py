@@ -28,9 +28,9 @@ from agn.objects import Obj
 from agn.shards import DEFAULT_SHARD_COUNT, check_shard_count, shard_names
 from xtask import components
 from xtask.envdef import EnvDef
-from xtask.state import REPO_ROOT
+from xtask.resources import data_dir
 
-RBAC_DIR = REPO_ROOT / "manifests" / "rbac"
+RBAC_DIR = data_dir("manifests") / "rbac"
 SHARDS_PLACEHOLDER = "{consumer_shards}"  # a list item in a Role template: the consumer's shard names
 IMAGE = "agn:dev"
 PORT = 8080

@@ -105,20 +105,42 @@ class CheckedText(click.ParamType):
 
 
 class DurationType(click.ParamType):
-    """A positive duration in whole seconds (:func:`xtask.drain.core.amounts.parse_duration`:
-    ``90``, ``90s``, ``30m``, ``1h30m``, ``1d``), at most ``maximum`` seconds when given."""
+    """A duration (:mod:`xtask.durations`: ``90``, ``90s``, ``500ms``, ``5m``, ``1.5h``, ``1d``; a
+    bare number is seconds), the one type of every time flag. Seconds as a float, or as an int
+    when ``whole`` (a fractional second is then refused). More than 0 (at least 0 with ``zero``),
+    at least ``minimum`` and at most ``maximum`` when given; anything else is a usage error
+    (exit 2) naming the flag and the value."""
 
     name = "DURATION"
 
-    def __init__(self, *, maximum: int | None = None) -> None:
+    def __init__(
+        self, *, minimum: float | None = None, maximum: float | None = None, zero: bool = False, whole: bool = False
+    ) -> None:
+        self.minimum = minimum
         self.maximum = maximum
+        self.zero = zero
+        self.whole = whole
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        from xtask.drain.core.amounts import parse_duration
+        from xtask.durations import describe, parse_seconds
 
-        if isinstance(value, int):
-            return value
-        try:
-            return parse_duration(str(value), maximum=self.maximum)
-        except ValueError as e:
-            self.fail(f"{e}.", param, ctx)
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            seconds = float(value)  # a default, or a value already converted
+            text = str(value)
+        else:
+            text = str(value) if not isinstance(value, str) else value
+            try:
+                seconds = parse_seconds(text)
+            except ValueError as e:
+                self.fail(f"{e}.", param, ctx)
+        if seconds == 0 and not self.zero:
+            self.fail(f"{show(text)} is not a positive duration.", param, ctx)
+        if self.minimum is not None and seconds < self.minimum:
+            self.fail(f"{show(text)} is shorter than {describe(self.minimum)}.", param, ctx)
+        if self.maximum is not None and seconds > self.maximum:
+            self.fail(f"{show(text)} is longer than {describe(self.maximum)}.", param, ctx)
+        if self.whole:
+            if seconds != int(seconds):
+                self.fail(f"{show(text)} is not a whole number of seconds.", param, ctx)
+            return int(seconds)
+        return seconds

@@ -236,5 +236,5 @@ def test_help_documents_the_flags_and_exit_code_9():
     from xtask.cli.env.provider_drain import provider_drain
 
     out = CliRunner().invoke(provider_drain, ["--help"], terminal_width=200).output
-    assert "--wait-idle" in out and "--idle-timeout SECONDS" in out
+    assert "--wait-idle" in out and "--idle-timeout DURATION" in out
     assert "  9  --wait-idle: drained and serving, not idle before --idle-timeout" in out

@@ -355,7 +355,7 @@ def test_durations(text, seconds):
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "0", "-1h", "1.5h", "0s", "h", "1h 30m", "2w", "nan"])
+@pytest.mark.parametrize("text", ["", "0", "-1h", "0s", "h", "1h 30m", "2w", "nan"])
 def test_bad_durations_are_usage_errors(text):
     with pytest.raises(click.BadParameter, match="duration"):
         DurationType().convert(text, None, None)

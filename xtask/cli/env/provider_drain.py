@@ -95,11 +95,11 @@ REQUEST_OPTIONS = (
     ),
     click.option(
         "--timeout",
-        type=FiniteFloat(min=1),
-        metavar="SECONDS",
+        type=DurationType(minimum=1),
+        metavar="DURATION",
         default=120.0,
         show_default=True,
-        help="Seconds to wait for convergence.",
+        help="How long to wait for convergence: seconds, or 90s, 5m, 1.5h (docs/provider-drain.md).",
     ),
     click.option(
         "--wait-idle",
@@ -110,9 +110,9 @@ REQUEST_OPTIONS = (
     ),
     click.option(
         "--idle-timeout",
-        type=FiniteFloat(min=1),
-        metavar="SECONDS",
-        help=f"Seconds to wait for idle with --wait-idle (default: {DEFAULT_IDLE_TIMEOUT:.0f}); then exit 9, drain kept.",
+        type=DurationType(minimum=1),
+        metavar="DURATION",
+        help=f"How long to wait for idle with --wait-idle (default: {DEFAULT_IDLE_TIMEOUT:.0f}); then exit 9, drain kept.",
     ),
     click.option(
         "--reason", metavar="TEXT", help="Why (recorded with who and when as annotations on each drained provider)."
@@ -143,7 +143,8 @@ REQUEST_OPTIONS = (
     ),
     click.option(
         "--max-plan-age",
-        type=DurationType(),
+        type=DurationType(whole=True),
+        metavar="DURATION",
         help="With --plan: refuse a plan older than this (e.g. 90s, 30m, 1h; default 1h).",
     ),
     click.option(
@@ -155,9 +156,9 @@ REQUEST_OPTIONS = (
     # -- waves (docs/provider-drain.md, "Waves") --
     click.option(
         "--soak",
-        type=FiniteFloat(min=0),
-        metavar="SECONDS",
-        help=f"Waves: seconds each converged wave soaks while its gates are read (default: {DEFAULT_SOAK:.0f}; "
+        type=DurationType(zero=True),
+        metavar="DURATION",
+        help=f"Waves: how long each converged wave soaks while its gates are read (default: {DEFAULT_SOAK:.0f}; "
         "0: no soak and no gates, waves paced by convergence alone).",
     ),
     click.option(
@@ -199,7 +200,7 @@ LATER_OPTIONS = (
     ),
     click.option(
         "--expires-in",
-        type=DurationType(maximum=MAX_EXPIRES_SECONDS),
+        type=DurationType(maximum=MAX_EXPIRES_SECONDS, whole=True),
         metavar="DURATION",
         help="When the hold is expected to end: seconds, or 30m, 2h, 1d (drain only). An expired hold is listed "
         "by `env drains --expired`; it still holds the provider.",

@@ -14,7 +14,7 @@ import click
 from xtask.cli.env.options import env_option, output_option
 from xtask.cli.output import emit_json, markup_safe, out_console, progress
 from xtask.envdef import load_env
-from xtask.params import FiniteFloat
+from xtask.params import DurationType
 from xtask.reports import ENV_UP, envelope
 from xtask.runtime import registry
 from xtask.runtime.base import Options
@@ -53,10 +53,11 @@ def runtime_flags(command: F) -> F:
 )
 @click.option(
     "--timeout",
-    type=FiniteFloat(min=1),
+    type=DurationType(minimum=1),
+    metavar="DURATION",
     default=90.0,
     show_default=True,
-    help="Seconds to wait for rollouts and for consumers to serve their first overlays.",
+    help="How long to wait for rollouts and for consumers to serve their first overlays (seconds, or 90s, 5m).",
 )
 @runtime_flags
 @output_option
