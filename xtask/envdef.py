@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from agn.yamltext import YamlProblem, parse_yaml, show
 from xtask import envschema
 from xtask.crds import spec_default
 from xtask.envmodel import ConsumerDef, EnvDef, NetworkDef, ProviderDef
-from xtask.errors import EnvDefinitionError
+from xtask.errors import EnvDefinitionError, ExitCode
 from xtask.resources import data_dir
 from xtask.runtime import registry
 
@@ -41,6 +42,16 @@ __all__ = [
     "load_env",
     "parse_env",
 ]
+
+API_VERSION = "xtask.agn.dev/v1alpha1"
+KIND = "Environment"
+
+
+class EnvVersionError(EnvDefinitionError):
+    """An env file of another apiVersion or kind: a usage error (exit 2)."""
+
+    exit_code = ExitCode.USAGE
+
 
 ENVS_DIR = Path(os.environ.get("AGN_XTASK_ENVS_DIR") or data_dir("envs"))
 
@@ -81,8 +92,10 @@ def parse_env(data: Any, *, source: Path, expected_name: str | None = None) -> E
             f"{source}: the file is empty; it must define name, namespace, networks, consumers "
             "and providers (see envs/example.yaml)"
         )
+    versioned = _check_version(data, source)
     sections = registry.sections()
-    found = envschema.problems(data, envschema.env_schema((s.key, s.schema) for s in sections))
+    schema = envschema.env_schema(((s.key, s.schema) for s in sections), versioned=versioned)
+    found = envschema.problems(data, schema)
     if not isinstance(data, dict):
         path, message = found[0]
         raise EnvDefinitionError(f"{source}: invalid environment definition: {envschema.where(path)}: {message}")
@@ -90,6 +103,7 @@ def parse_env(data: Any, *, source: Path, expected_name: str | None = None) -> E
     problems += _rule_problems(data, {path for path, _ in found}, expected_name=expected_name)
     if problems:
         raise EnvDefinitionError(f"{source}: invalid environment definition:\n  " + "\n  ".join(problems))
+    holder = (data.get("runtimes") or {}) if versioned else data
     return EnvDef(
         data["name"],
         data["namespace"],
@@ -111,7 +125,39 @@ def parse_env(data: Any, *, source: Path, expected_name: str | None = None) -> E
         ),
         source,
         data.get("overlayShards", DEFAULT_SHARD_COUNT),
-        sections={s.key: data[s.key] for s in sections if s.key in data},
+        sections={s.key: holder[s.key] for s in sections if s.key in holder},
+    )
+
+
+def _check_version(data: Any, source: Path) -> bool:
+    """Whether ``data`` is a versioned env file (``apiVersion`` and ``kind: Environment``). A file
+    with neither loads as before, with a one-line deprecation warning on stderr (once per file);
+    a wrong or half-given version is a usage error (exit 2) naming the field and value."""
+    if not isinstance(data, dict):
+        return True
+    version, kind = data.get("apiVersion"), data.get("kind")
+    if "apiVersion" not in data and ("kind" not in data or isinstance(kind, dict)):
+        _warn_unversioned(str(source))
+        return False
+    wrong = [
+        f"{field}: must be {want}, got {show(value) if field in data else '(missing)'}"
+        for field, want, value in (("apiVersion", API_VERSION, version), ("kind", KIND, kind))
+        if value != want
+    ]
+    if wrong:
+        raise EnvVersionError(
+            f"{source}: not an environment definition of this xtask: " + "; ".join(wrong),
+            hint=f"an env file starts with `apiVersion: {API_VERSION}` and `kind: {KIND}` (docs/environments.md)",
+        )
+    return True
+
+
+@functools.cache
+def _warn_unversioned(source: str) -> None:
+    print(
+        f"warning: {source}: no apiVersion/kind; unversioned env files are deprecated: "
+        f"add `apiVersion: {API_VERSION}` and `kind: {KIND}` (runtime sections go under `runtimes:`)",
+        file=sys.stderr,
     )
 
 

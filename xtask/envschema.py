@@ -95,11 +95,19 @@ def file_schema() -> dict[str, Any]:
     return json.loads(SCHEMA_FILE.read_text())
 
 
-def env_schema(sections: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
-    """The file's schema with each runtime's section (key, schema of its value) added."""
+def env_schema(sections: Iterable[tuple[str, Mapping[str, Any]]], *, versioned: bool = True) -> dict[str, Any]:
+    """The file's schema with each runtime's section (key, schema of its value) added: under
+    ``runtimes`` in a versioned file (``apiVersion``/``kind: Environment``), at the top level in
+    an unversioned one, which has no ``apiVersion``, ``kind`` (but the kind runtime's) or ``runtimes``."""
     schema = copy.deepcopy(file_schema())
+    properties = schema["properties"]
+    if versioned:
+        schema["required"] = ["apiVersion", "kind", *schema["required"]]
+    else:
+        for key in ("apiVersion", "kind", "runtimes"):
+            del properties[key]
     for key, section in sections:
-        schema["properties"][key] = dict(section)
+        (properties["runtimes"]["properties"] if versioned else properties)[key] = dict(section)
     # `$ref`s filled in once: resolving them per item costs seconds on a 10,000-provider file.
     return _inlined(schema, schema)
 

@@ -1307,7 +1307,7 @@ def test_no_kind_section_pins_nothing():
     env = parse_env(example_env(), source=Path("envs/example.yaml"))
     assert pins(env) == (None, None)
     data = example_env()
-    data["kind"] = {}
+    data["runtimes"] = {"kind": {}}
     env = parse_env(data, source=Path("envs/example.yaml"))
     assert pins(env) == (None, None)
 
@@ -1329,14 +1329,14 @@ def test_no_kind_section_pins_nothing():
 )
 def test_kind_pins_are_parsed(section, engine, image):
     data = example_env()
-    data["kind"] = section
+    data["runtimes"] = {"kind": section}
     env = parse_env(data, source=Path("envs/example.yaml"))
     assert pins(env) == (engine, image)
 
 
 def test_kind_pins_are_read_from_the_env_file(tmp_path):
     data = example_env()
-    data["kind"] = {"engine": "podman", "nodeImage": "kindest/node:v1.35.0"}
+    data["runtimes"] = {"kind": {"engine": "podman", "nodeImage": "kindest/node:v1.35.0"}}
     (tmp_path / "example.yaml").write_text(yaml.safe_dump(data))
     env = load_env("example", envs_dir=tmp_path)
     assert pins(env) == ("podman", "kindest/node:v1.35.0")
@@ -1345,46 +1345,49 @@ def test_kind_pins_are_read_from_the_env_file(tmp_path):
 @pytest.mark.parametrize(
     "section, expected",
     [
-        ({"engine": "containerd"}, "kind.engine: must be one of docker, podman, got 'containerd'"),
-        ({"engine": "Podman"}, "kind.engine: must be one of docker, podman, got 'Podman'"),
-        ({"engine": None}, "kind.engine: must be one of docker, podman, got nothing (null)"),
-        ({"engine": ["docker"]}, "kind.engine: must be one of docker, podman, got list ['docker']"),
-        ({"nodeImage": ""}, "kind.nodeImage: must be an image reference, got ''"),
+        ({"engine": "containerd"}, "runtimes.kind.engine: must be one of docker, podman, got 'containerd'"),
+        ({"engine": "Podman"}, "runtimes.kind.engine: must be one of docker, podman, got 'Podman'"),
+        ({"engine": None}, "runtimes.kind.engine: must be one of docker, podman, got nothing (null)"),
+        ({"engine": ["docker"]}, "runtimes.kind.engine: must be one of docker, podman, got list ['docker']"),
+        ({"nodeImage": ""}, "runtimes.kind.nodeImage: must be an image reference, got ''"),
         (
             {"nodeImage": "kindest/node:v1 --retain"},
-            "kind.nodeImage: must be an image reference, got 'kindest/node:v1 --retain'",
+            "runtimes.kind.nodeImage: must be an image reference, got 'kindest/node:v1 --retain'",
         ),
-        ({"nodeImage": "-x"}, "kind.nodeImage: must be an image reference, got '-x'"),
-        ({"nodeImage": "Kindest/node"}, "kind.nodeImage: must be an image reference, got 'Kindest/node'"),
-        ({"nodeImage": 7}, "kind.nodeImage: must be an image reference, got 7"),
-        ({"nodeImage": "node@sha256:abc"}, "kind.nodeImage: must be an image reference, got 'node@sha256:abc'"),
-        ({"registry": "localhost:5000"}, "kind.registry: unknown field (allowed: engine, nodeImage)"),
+        ({"nodeImage": "-x"}, "runtimes.kind.nodeImage: must be an image reference, got '-x'"),
+        ({"nodeImage": "Kindest/node"}, "runtimes.kind.nodeImage: must be an image reference, got 'Kindest/node'"),
+        ({"nodeImage": 7}, "runtimes.kind.nodeImage: must be an image reference, got 7"),
+        (
+            {"nodeImage": "node@sha256:abc"},
+            "runtimes.kind.nodeImage: must be an image reference, got 'node@sha256:abc'",
+        ),
+        ({"registry": "localhost:5000"}, "runtimes.kind.registry: unknown field (allowed: engine, nodeImage)"),
     ],
 )
 def test_a_bad_kind_section_names_the_field_and_value(section, expected):
     data = example_env()
-    data["kind"] = section
+    data["runtimes"] = {"kind": section}
     assert section_problems(data) == [f"  {expected}"]
 
 
 def test_a_kind_section_that_is_not_a_mapping_is_named():
     data = example_env()
-    data["kind"] = "podman"
-    assert section_problems(data) == ["  kind: must be a mapping, got 'podman'"]
+    data["runtimes"] = {"kind": "podman"}
+    assert section_problems(data) == ["  runtimes.kind: must be a mapping, got 'podman'"]
 
 
 def test_a_too_long_node_image_is_refused():
     data = example_env()
-    data["kind"] = {"nodeImage": "a" * 256}
+    data["runtimes"] = {"kind": {"nodeImage": "a" * 256}}
     [problem] = section_problems(data)
-    assert problem.startswith("  kind.nodeImage: must be an image reference, got 'aaaa")
+    assert problem.startswith("  runtimes.kind.nodeImage: must be an image reference, got 'aaaa")
 
 
 def test_every_kind_problem_is_reported_together():
     data = example_env()
-    data["kind"] = {"engine": "lxc", "nodeImage": "bad image", "extra": 1}
+    data["runtimes"] = {"kind": {"engine": "lxc", "nodeImage": "bad image", "extra": 1}}
     assert section_problems(data) == [
-        "  kind.extra: unknown field (allowed: engine, nodeImage)",
-        "  kind.engine: must be one of docker, podman, got 'lxc'",
-        "  kind.nodeImage: must be an image reference, got 'bad image'",
+        "  runtimes.kind.extra: unknown field (allowed: engine, nodeImage)",
+        "  runtimes.kind.engine: must be one of docker, podman, got 'lxc'",
+        "  runtimes.kind.nodeImage: must be an image reference, got 'bad image'",
     ]
