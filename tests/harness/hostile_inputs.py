@@ -583,6 +583,36 @@ def rows() -> list[Row]:
                 else ("env", "up", "--runtime", "local", "--env", "sweep")
             )
             out.append(Row(f"envfile-{key}-{cmd}", argv, code, files={"envs/sweep.yaml": content}, env=ENVS))
+    # Env file versions: another apiVersion or kind is a usage error naming it (escaped).
+    for key, change in (
+        ("api-version-escape", lambda d: d.update(apiVersion=f"{ESC}v1")),
+        ("api-version-list", lambda d: d.update(apiVersion=["xtask.agn.dev/v1alpha1"])),
+        ("kind-markup", lambda d: d.update(kind="[/]")),
+        ("kind-newline", lambda d: d.update(kind="Environment\n")),
+    ):
+        for argv in (("env", "render", "--env", "sweep"), ("env", "up", "--runtime", "local", "--env", "sweep")):
+            content = example_env(change)
+            out.append(Row(f"envfile-{key}-{argv[1]}", argv, 2, files={"envs/sweep.yaml": content}, env=ENVS))
+    # Every time flag takes one duration type (xtask/durations.py).
+    for flag, base in (
+        ("--timeout", P1),
+        ("--idle-timeout", P1),
+        ("--soak", P1),
+        ("--max-plan-age", P1),
+        ("--expires-in", P1),
+        ("--timeout", ("env", "up", "--runtime", "local")),
+    ):
+        for key, value in (
+            ("escape", f"{ESC}5s"),
+            ("huge", "9" * 400),
+            ("unit", "5x"),
+            ("negative", "-1s"),
+            ("nan", "nan"),
+            ("overflow", "1e400"),
+            ("empty", ""),
+            ("spaces", "1h 30m"),
+        ):
+            out.append(Row(f"duration-{base[1]}{flag}-{key}", (*base, flag, value), 2, expect=f"'{flag}'"))
     # Journals (drain-restore).
     for key, content, code in (
         ("fifo", fifo, 1),
