@@ -42,7 +42,15 @@ class NotOwnStateFolder(StateFolderError):
 
 
 def state_root() -> Path:
-    return Path(os.environ.get("AGN_XTASK_HOME") or (REPO_ROOT / ".xtask"))
+    """``$AGN_XTASK_HOME``; else ``.xtask`` in a checkout (or an editable install); else, installed
+    from a wheel (no checkout around the package), ``$XDG_STATE_HOME/agn-xtask`` (default
+    ``~/.local/state/agn-xtask``), never a folder inside site-packages."""
+    explicit = os.environ.get("AGN_XTASK_HOME")
+    if explicit:
+        return Path(explicit)
+    if (REPO_ROOT / "pyproject.toml").is_file():
+        return REPO_ROOT / ".xtask"
+    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "agn-xtask"
 
 
 def _check_root() -> Path:

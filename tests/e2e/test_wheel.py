@@ -62,3 +62,13 @@ def test_xtask_env_render_and_kubectl_agn_help_run_outside_the_repo(installed):
     assert "kind: CustomResourceDefinition" in rendered.stdout and "kind: InferenceProvider" in rendered.stdout
     shown = run([bin_dir / "kubectl-agn", "--help"], cwd=cwd, env=env)
     assert shown.returncode == 0 and "Usage: kubectl agn" in shown.stdout, shown.stderr
+
+
+def test_installed_its_state_folder_is_the_users_not_site_packages(installed, tmp_path):
+    bin_dir, env, cwd = installed
+    env = {k: v for k, v in env.items() if k not in ("AGN_XTASK_HOME", "XDG_STATE_HOME")} | {"HOME": str(tmp_path)}
+    proc = run([bin_dir / "python", "-c", "from xtask.state import state_root; print(state_root())"], cwd=cwd, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(tmp_path / ".local" / "state" / "agn-xtask")
+    status = run([bin_dir / "xtask", "env", "status", "--env", "example", "-o", "json"], cwd=cwd, env=env)
+    assert status.returncode == 0 and '"state": "down"' in status.stdout, status.stderr
