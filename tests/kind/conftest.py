@@ -1,4 +1,11 @@
-"""The kind suite's cluster fixture (helpers in tests/kind/kindenv.py)."""
+"""The kind suite's cluster fixture (helpers in tests/kind/kindenv.py).
+
+pytest-kind's own options are honoured: ``--cluster-name NAME`` names the cluster and the env
+(``envs/example.yaml`` and ``envs/kind-example.yaml`` copied under that name into the suite's
+folder, ``AGN_XTASK_ENVS_DIR``; default ``example``), and ``--keep-cluster`` keeps the cluster
+and its env after the suite (no ``env down``; end it with ``xtask env down --env NAME`` and the
+``AGN_XTASK_HOME`` the suite prints).
+"""
 
 from __future__ import annotations
 
@@ -11,12 +18,34 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import kindenv
 import pytest
-from kindenv import ENV, REPO_ROOT, REQUIRED, KindEnv, problems
+import yaml
+from kindenv import REPO_ROOT, REQUIRED, KindEnv, problems
+
+PYTEST_KIND_DEFAULT_NAME = "pytest-kind"  # pytest-kind's --cluster-name default: not given
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The cluster's name from pytest-kind's --cluster-name, before the tests import it."""
+    name = config.getoption("cluster_name", default=None)
+    if name and name != PYTEST_KIND_DEFAULT_NAME:
+        kindenv.use_env_name(name)
+
+
+def env_files_for(name: str, folder: Path) -> None:
+    """envs/example.yaml and envs/kind-example.yaml as the files of env ``name`` in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    data = yaml.safe_load((REPO_ROOT / "envs" / "example.yaml").read_text())
+    data["name"] = name
+    (folder / f"{name}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    shutil.copyfile(REPO_ROOT / "envs" / "kind-example.yaml", folder / f"kind-{name}.yaml")
 
 
 @pytest.fixture(scope="module")
-def kind_env(tmp_path_factory) -> Iterator[KindEnv]:
+def kind_env(tmp_path_factory, pytestconfig) -> Iterator[KindEnv]:
+    ENV = kindenv.ENV
+    keep = bool(pytestconfig.getoption("keep_cluster", default=False))
     found = problems()
     if found:
         message = "the kind suite needs kind, kubectl and a container engine kind can use: " + "; ".join(found)
@@ -47,6 +76,9 @@ def kind_env(tmp_path_factory) -> Iterator[KindEnv]:
         "NO_COLOR": "1",
         "COLUMNS": "200",
     }
+    if ENV != "example":
+        env_files_for(ENV, home / "envs")
+        env["AGN_XTASK_ENVS_DIR"] = str(home / "envs")
     start = time.monotonic()
     up = subprocess.run(
         [
@@ -88,17 +120,25 @@ def kind_env(tmp_path_factory) -> Iterator[KindEnv]:
         cluster.create()  # the cluster exists: pytest-kind only connects to it
         yield KindEnv(env, home, cluster, json.loads(up.stdout), seconds)
     finally:
-        subprocess.run(
-            [sys.executable, "-m", "xtask", "env", "down", "--env", ENV],
-            cwd=REPO_ROOT,
-            env=env,
-            capture_output=True,
-            timeout=600,
-        )
-        still = subprocess.run(["kind", "get", "clusters"], capture_output=True, text=True, timeout=60).stdout.split()
-        if ENV in still:
-            cluster.delete()
+        if keep:
+            print(f"\nkept kind cluster {ENV!r}: AGN_XTASK_HOME={env['AGN_XTASK_HOME']} KUBECONFIG={env['KUBECONFIG']}")
+        else:
+            end(ENV, env, cluster)
         if saved is None:
             os.environ.pop("KIND_EXPERIMENTAL_PROVIDER", None)
         else:
             os.environ["KIND_EXPERIMENTAL_PROVIDER"] = saved
+
+
+def end(name: str, env: dict[str, str], cluster) -> None:
+    """``env down``; then, if the cluster is still there, pytest-kind deletes it."""
+    subprocess.run(
+        [sys.executable, "-m", "xtask", "env", "down", "--env", name],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        timeout=600,
+    )
+    still = subprocess.run(["kind", "get", "clusters"], capture_output=True, text=True, timeout=60).stdout.split()
+    if name in still:
+        cluster.delete()

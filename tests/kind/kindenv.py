@@ -26,8 +26,16 @@ from pathlib import Path
 from xtask.runtime.kind_host import kind_problems
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-ENV = "example"
+ENV = "example"  # the cluster's and env's name; pytest-kind's --cluster-name changes it (conftest)
 CONTEXT = f"kind-{ENV}"
+
+
+def use_env_name(name: str) -> None:
+    """Run the suite on env and cluster ``name`` (before the test modules import ENV and CONTEXT)."""
+    global ENV, CONTEXT
+    ENV, CONTEXT = name, f"kind-{name}"
+
+
 NAMESPACE = "agn-example"
 REQUIRED = os.environ.get("AGN_REQUIRE_KIND") == "1"
 

@@ -40,6 +40,9 @@ TOP_FILES = {"pyproject.toml", "README.md", "ARCHITECTURE.md", "Dockerfile", ".d
 
 # Flags of other tools that the docs show in commands.
 TOOL_FLAGS = {
+    # pytest-kind's, honoured by the kind suite (tests/kind/conftest.py)
+    "--cluster-name",
+    "--keep-cluster",
     # kubectl
     "--context",
     "--kubeconfig",
