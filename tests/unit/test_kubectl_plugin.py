@@ -75,3 +75,9 @@ def test_help_and_unknown_commands_go_to_the_group(capsys):
     assert "Usage: kubectl agn" in out and "provider-drain" in out and "drains" in out
     assert main(["-n", NS, "nonsense"]) == 2
     assert "nonsense" in capsys.readouterr().err
+
+
+def test_verbose_goes_before_the_command_as_with_xtask(capsys):
+    assert plugin_args(["-v", "-n", NS, "drains"]) == ["-v", "drains", "--namespace", NS]
+    assert main(["-v", "drains", "--help"]) == 0
+    assert "Usage: kubectl agn drains" in capsys.readouterr().out

@@ -41,6 +41,13 @@ ENV_CONTEXT_PREFIXES = ("local-", "kind-")  # the contexts `xtask env up` writes
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=exit_codes_epilog(),
 )
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    expose_value=False,
+    help="Show tracebacks and debug detail on errors (as xtask -v).",
+)
 def plugin_group() -> None:
     """AGN environment commands as a kubectl plugin (the same commands as `xtask env`).
 
