@@ -35,9 +35,10 @@ def collect(*, context: str | None, kubeconfig: str | None, namespace: str | Non
                 hint="fix the context's namespace, or pass --namespace",
             )
         objs = kube.list(PROVIDERS, ns)[0]
+        # Expiry is judged on the API server's clock (the Date header of a SelfSubjectReview).
+        now = dt.datetime.fromtimestamp(kube.who_am_i()[1], dt.UTC)
     finally:
         kube.close()
-    now = dt.datetime.now(dt.UTC)
     return {
         "context": context,
         "namespace": ns,
