@@ -6,6 +6,7 @@ release verb (``manifests/rbac/drain-releaser.yaml``) in one namespace."""
 from __future__ import annotations
 
 import copy
+import shutil
 import time
 from pathlib import Path
 
@@ -22,24 +23,37 @@ DRAIN_ROLE = "agn-provider-drain"
 RELEASER_ROLE = "agn-drain-releaser"
 
 
-def user_kubeconfig(control_plane, user: str, folder: Path, *, namespace: str) -> Path:
-    """A kubeconfig (context named ``user``) that authenticates as ``user`` with a client
-    certificate from the control plane's CA."""
+def user_kubeconfig(control_plane, user: str, folder: Path, *, namespace: str, path: Path | None = None) -> Path:
+    """A kubeconfig (context named ``user``; added to ``path`` when given) that authenticates as
+    ``user`` with a client certificate from the control plane's CA."""
     folder.mkdir(parents=True, exist_ok=True)
-    cert, key = folder / f"{user}.crt", folder / f"{user}.key"
-    issue_client_certificate(CertPaths.under(control_plane.state_dir / "certs"), cert, key, user=user)
-    path = folder / f"{user}.kubeconfig"
+    slug = "".join(c if c.isalnum() else "-" for c in user)
+    cert, key = folder / f"{slug}.crt", folder / f"{slug}.key"
+    paths = CertPaths.under(control_plane.state_dir / "certs")
+    issue_client_certificate(paths, cert, key, user=user)
+    path = path or folder / f"{slug}.kubeconfig"
     kubeconfig.add_context(
         path,
         kubeconfig.context_entries(
             name=user,
             server=control_plane.server,
-            ca_cert=CertPaths.under(control_plane.state_dir / "certs").ca_cert,
+            ca_cert=paths.ca_cert,
             client_cert=cert,
             client_key=key,
             namespace=namespace,
         ),
     )
+    return path
+
+
+def users_kubeconfig(control_plane, users: list[str], folder: Path, *, namespace: str) -> Path:
+    """A copy of the control plane's kubeconfig (its admin context) with a context per user
+    (named as the user) added."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "kubeconfig"
+    shutil.copyfile(control_plane.kubeconfig, path)
+    for user in users:
+        user_kubeconfig(control_plane, user, folder, namespace=namespace, path=path)
     return path
 
 
