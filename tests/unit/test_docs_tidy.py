@@ -66,6 +66,9 @@ TOOL_FLAGS = {
     "--all-namespaces",
     "--no-headers",
     "--template",
+    "--clusterrole",
+    "--user",
+    "--as",
     # pytest
     "--lf",
     "--co",
