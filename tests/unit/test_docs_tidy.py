@@ -67,7 +67,6 @@ TOOL_FLAGS = {
     "--no-headers",
     "--template",
     "--clusterrole",
-    "--user",
     "--as",
     # pytest
     "--lf",
