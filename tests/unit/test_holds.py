@@ -347,9 +347,26 @@ class TestDrainsList:
             "namespace": "ns",
             "now": "t",
             "expiredOnly": False,
-            "providers": drain_entries([prov("p", drain=True, holds={hold_key("e"): evil})], now=T0),
+            "providers": drain_entries(
+                [prov("p", drain=True, holds={hold_key("e"): evil, owner_key(hold_key("e")): "[b]eve\x1b[2J"})],
+                now=T0,
+            ),
         }
-        con = Console(record=True, width=200, color_system=None)
+        con = Console(record=True, width=240, color_system=None)
         render_table(data, con)
         text = con.export_text()
         assert "[red]x\\x1b[2J" in text and "\x1b" not in text and "\u202e" not in text and "r\\u202e" in text
+        assert "[b]eve\\x1b[2J" in text  # the owner annotation is data from the cluster too
+
+    def test_table_names_the_owner_or_unknown(self):
+        holds = {KA: hold(A), owner_key(KA): A, KB: hold(B)}  # B's hold written before holds had owners
+        data = {
+            "namespace": "ns",
+            "now": "t",
+            "expiredOnly": False,
+            "providers": drain_entries([prov(drain=True, holds=holds)], now=T0),
+        }
+        con = Console(record=True, width=240, color_system=None)
+        render_table(data, con)
+        rows = [line for line in con.export_text().splitlines() if "host-" in line]
+        assert len(rows) == 2 and A in rows[0] and "unknown" not in rows[0] and "unknown" in rows[1]
