@@ -111,14 +111,7 @@ class Operator:
             stop=stop,
             metrics=self.metrics,
         )
-        self.hold_expiry = HoldExpiry(
-            kube,
-            self.writes,
-            providers=caches.providers.store.peek_all,
-            instance=self.leadership.identity,
-            log=log,
-            stop=stop,
-        )
+        self.hold_expiry = self._hold_expiry()
         self._watch_metrics()
         self.memory = TermMemory()
         # provider name -> (the store's view, the heartbeat it was judged at, the view as of it)
@@ -129,6 +122,17 @@ class Operator:
             concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="reconcile") if workers > 1 else None
         )
         self._worker = threading.Thread(target=self._work, name="reconcile", daemon=True)
+
+    def _hold_expiry(self) -> HoldExpiry:
+        """Reports expired drain holds (:mod:`.hold_expiry`) from the providers' cache."""
+        return HoldExpiry(
+            self.kube,
+            self.writes,
+            providers=self.caches.providers.store.peek_all,
+            instance=self.leadership.identity,
+            log=self.log,
+            stop=self.stop,
+        )
 
     def _watch_metrics(self) -> None:
         """Let ``/metrics`` read the queue, leadership, overlays, providers and probe load at scrape time."""
