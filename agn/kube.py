@@ -9,10 +9,8 @@ Callers import every name from here (the error types and :mod:`agn.resources`' n
 re-exported). The plain-Python helpers it uses (:mod:`agn.kubeerrors`, :mod:`agn.resources`,
 :mod:`agn.kubeconnect`, :mod:`agn.kubetls`) must not import ``kubernetes``; nothing else may.
 
-Importing this module does not import ``kubernetes``: the client package costs about half a
-second of CPU to import (its kubeconfig loader pulls in requests, oauthlib and pydantic), and
-``--help``, usage errors and ``render`` must not pay for it. The client is imported on the
-first call that needs it, and only the API classes a command uses are constructed.
+Importing this module does not import ``kubernetes`` (about half a second of CPU): ``--help``,
+usage errors and ``render`` must not pay for it. It is imported on the first call that needs it.
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ import functools
 import os
 import threading
 from collections.abc import Iterator
+from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from agn.kubeconnect import (
@@ -81,11 +80,9 @@ if TYPE_CHECKING:
     from agn.kubetls import TlsMaterial
 
 
-# Every request has a connect and a read timeout (seconds): an API server that accepts the
-# connection and never answers is an error naming it, not a hang. The read timeout bounds each
-# wait for bytes, not the whole transfer, so a large list that keeps streaming is not cut off.
-# A watch reads with its own server-side timeout plus WATCH_READ_MARGIN (the server ends a
-# watch after timeout_seconds; silence beyond that means the connection is dead).
+# Every request has a connect and a read timeout (seconds): a server that never answers is an
+# error naming it, not a hang. The read timeout bounds each wait for bytes, not the transfer. A
+# watch reads with its server-side timeout plus WATCH_READ_MARGIN (then the connection is dead).
 CONNECT_TIMEOUT = 5.0
 READ_TIMEOUT = 20.0
 WATCH_READ_MARGIN = 15.0
@@ -184,8 +181,7 @@ class Kube:
         connect, default_read = self.request_timeout
         return _Converting(self.host, self.context, connect, read or default_read)
 
-    # The API classes are built on first use: CoreV1Api alone loads ~250 generated modules,
-    # and a drain only ever needs CustomObjectsApi.
+    # API classes are built on first use (CoreV1Api alone loads ~250 generated modules).
     @functools.cached_property
     def custom(self) -> client.CustomObjectsApi:
         from kubernetes.client import CustomObjectsApi
@@ -297,11 +293,8 @@ class Kube:
     def list(
         self, res: Resource, namespace: str, *, label_selector: str | None = None, field_selector: str | None = None
     ) -> tuple[list[Obj], str]:
-        """Items and the list's resourceVersion (to start a watch from).
-
-        ``field_selector="metadata.name=X"`` lets a caller whose RBAC names only ``X``
-        (``resourceNames``) list it: the API server authorizes such a list as one for ``X``.
-        """
+        """Items and the list's resourceVersion (to start a watch from). ``field_selector=
+        "metadata.name=X"`` lets a caller whose RBAC names only ``X`` (``resourceNames``) list it."""
         kwargs = {"label_selector": label_selector} if label_selector else {}
         if field_selector:
             kwargs["field_selector"] = field_selector
@@ -395,10 +388,19 @@ class Kube:
                     raise watch_error(obj)
                 yield kind, obj
 
+    def who_am_i(self) -> tuple[str, float]:
+        """The caller's username as the API server authenticates it (a ``SelfSubjectReview``) and
+        the server's clock as it answered (its ``Date`` header; seconds since the epoch)."""
+        from kubernetes.client import AuthenticationV1Api
+
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        with self._errors():
+            review, _, headers = AuthenticationV1Api(self._api).create_self_subject_review_with_http_info(body)
+        return str(review.status.user_info.username), parsedate_to_datetime(headers["Date"]).timestamp()
+
     # -- Events (events.k8s.io/v1) ------------------------------------------------------------
     def create_event(self, namespace: str, body: Obj, *, timeout: float | None = None) -> Obj:
-        """Create an ``events.k8s.io/v1`` Event (:func:`agn.events.event_body`); see :data:`EVENTS`."""
-        return self.create(EVENTS, namespace, body, timeout=timeout)
+        return self.create(EVENTS, namespace, body, timeout=timeout)  # agn.events.event_body
 
     # -- core and CRDs ----------------------------------------------------------------------
     # A 404 or 409 that a method expects is caught as the error it was converted to

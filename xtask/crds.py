@@ -1,4 +1,5 @@
-"""Installing the AGN CRDs into a cluster and waiting until they are Established."""
+"""Installing the AGN CRDs into a cluster, waiting until they are Established, and the
+admission policy that keeps drain holds to their owners (``manifests/policy/``) beside them."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from xtask.errors import XtaskError
 from xtask.resources import data_dir
 
 CRD_DIR = data_dir("manifests") / "crds"
+POLICY_DIR = data_dir("manifests") / "policy"
 
 
 def crd_documents(folder: Path = CRD_DIR) -> list[dict]:
@@ -22,8 +24,14 @@ def crd_documents(folder: Path = CRD_DIR) -> list[dict]:
     return docs
 
 
+def policy_documents() -> list[dict]:
+    """The ValidatingAdmissionPolicies and their bindings (cluster-scoped, like the CRDs)."""
+    return crd_documents(POLICY_DIR)
+
+
 def install_crds(kube: Kube, *, timeout: float = 60.0) -> list[str]:
-    """Server-side apply every CRD, then wait for each to be Established. Returns their names."""
+    """Server-side apply every CRD, wait for each to be Established, then apply the admission
+    policies and their bindings. Returns the CRDs' names."""
     names = []
     for doc in crd_documents():
         kube.apply(doc)
@@ -37,6 +45,8 @@ def install_crds(kube: Kube, *, timeout: float = 60.0) -> list[str]:
         if time.monotonic() > deadline:
             raise XtaskError(f"CRDs not Established after {timeout:.0f}s: {', '.join(pending)}")
         time.sleep(0.1)
+    for doc in policy_documents():
+        kube.apply(doc)
     return names
 
 

@@ -38,6 +38,7 @@ from agn.operator.caches import Caches
 from agn.operator.diffing import PublicationDiff, change_log, note_for, publication_diff
 from agn.operator.elector import LeaderElector
 from agn.operator.events import EventSink
+from agn.operator.hold_expiry import HoldExpiry
 from agn.operator.lease import AlwaysLeader, Leadership, new_identity
 from agn.operator.memory import TermMemory
 from agn.operator.metrics import OperatorMetrics
@@ -110,6 +111,7 @@ class Operator:
             stop=stop,
             metrics=self.metrics,
         )
+        self.hold_expiry = self._hold_expiry()
         self._watch_metrics()
         self.memory = TermMemory()
         # provider name -> (the store's view, the heartbeat it was judged at, the view as of it)
@@ -121,6 +123,17 @@ class Operator:
         )
         self._worker = threading.Thread(target=self._work, name="reconcile", daemon=True)
 
+    def _hold_expiry(self) -> HoldExpiry:
+        """Reports expired drain holds (:mod:`.hold_expiry`) from the providers' cache."""
+        return HoldExpiry(
+            self.kube,
+            self.writes,
+            providers=self.caches.providers.store.peek_all,
+            instance=self.leadership.identity,
+            log=self.log,
+            stop=self.stop,
+        )
+
     def _watch_metrics(self) -> None:
         """Let ``/metrics`` read the queue, leadership, overlays, providers and probe load at scrape time."""
         caches = self.caches
@@ -131,6 +144,7 @@ class Operator:
             providers=caches.providers.store.peek_all,
         )
         self.metrics.watch_probes(lambda: self.prober.load(time.monotonic()))
+        self.metrics.watch_holds(self.hold_expiry.expired_count)
 
     # -- lifecycle -----------------------------------------------------------------------
     def healthy(self) -> tuple[bool, str]:
@@ -174,6 +188,7 @@ class Operator:
             self.elector.start()
         self.prober.start()
         self.events.start()
+        self.hold_expiry.start()
         self._worker.start()
         try:
             while not self.stop.wait(0.2):
@@ -186,6 +201,7 @@ class Operator:
                 self._pool.shutdown(wait=True, cancel_futures=True)
             self.prober.stop(timeout=self.settings.probe_timeout * 2 + 1.0)
             self.events.join(1.0)
+            self.hold_expiry.join(1.0)
             if self.elector is not None:
                 # After the writers stopped: a successor takes over at once instead of after expiry.
                 self.elector.join(self.elector.timings.request_timeout + 1.0)

@@ -16,6 +16,7 @@
 | ``agn_probe_in_flight`` | gauge | | probes running now |
 | ``agn_probe_concurrency`` | gauge | | probe slots (``--probe-concurrency``) |
 | ``agn_probe_start_delay_seconds`` | histogram | | how late each probe started against its schedule |
+| ``agn_drain_holds_expired`` | gauge | | drain holds whose ``expiresAt`` has passed on the API server's clock (still holding) |
 
 The gauges about objects are read from the informer caches when scraped, so they are never
 stale and nothing has to be deleted when a consumer or provider goes; a provider without a
@@ -155,6 +156,20 @@ class _ProbeCollector:
         )
 
 
+class _HoldCollector:
+    """The expired drain holds, counted when scraped (:mod:`.hold_expiry`)."""
+
+    def __init__(self, expired: Callable[[], int]) -> None:
+        self._expired = expired
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "agn_drain_holds_expired",
+            "Drain holds whose expiresAt has passed on the API server's clock (they still hold).",
+            value=self._expired(),
+        )
+
+
 class OperatorMetrics:
     """The operator's registry and the metrics its parts update as they work."""
 
@@ -190,6 +205,10 @@ class OperatorMetrics:
     def watch_probes(self, load: Callable[[], Mapping[str, Any]]) -> None:
         """Serve the prober's backlog gauges (``load`` is :meth:`.prober.Prober.load` at scrape time)."""
         self.registry.register(_ProbeCollector(load))
+
+    def watch_holds(self, expired: Callable[[], int]) -> None:
+        """Serve ``agn_drain_holds_expired`` (``expired``: :meth:`.hold_expiry.HoldExpiry.expired_count`)."""
+        self.registry.register(_HoldCollector(expired))
 
     def probe_started(self, *, late: float) -> None:
         self.probe_start_delay.observe(late)

@@ -1,6 +1,10 @@
 """Drain holders on the real API server, through the real CLI: two holders on one provider, two
 holders from two terminals at once on a 50-provider gateway, ``--release-all``, restoring a
-holder's run, and ``env drains`` (text, JSON, ``--expired``)."""
+holder's run, and ``env drains`` (text, JSON, ``--expired``).
+
+A hold belongs to the caller's Kubernetes identity, so each holder here is a real identity: a
+client certificate from the control plane's CA (``tests/identities.py``), its username the same
+as its ``--holder``; the admission policy ``agn-drain-holds`` is installed (``install_crds``)."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from identities import grant, users_kubeconfig
 
 from agn.kube import PROVIDERS
 from agnprocs import wait_for
@@ -25,8 +30,9 @@ A, B, C = "ann@host-a", "bob@host-b", "carol@host-c"
 
 
 class Cli:
-    def __init__(self, control_plane, namespace: str, tmp: Path) -> None:
+    def __init__(self, control_plane, namespace: str, tmp: Path, kubeconfig: Path | None = None) -> None:
         self.cp, self.ns, self.journal_dir = control_plane, namespace, tmp / "journal"
+        self.kubeconfig = kubeconfig or control_plane.kubeconfig
 
     def drain_argv(self, holder: str, *args: str) -> list[str]:
         return [
@@ -36,7 +42,7 @@ class Cli:
             "env",
             "provider-drain",
             "--context",
-            self.cp.context,
+            holder if self.kubeconfig != self.cp.kubeconfig else self.cp.context,
             "--namespace",
             self.ns,
             "--journal-dir",
@@ -49,6 +55,7 @@ class Cli:
     def env(self) -> dict[str, str]:
         env = self.cp.env()
         env["NO_COLOR"] = "1"
+        env["KUBECONFIG"] = str(self.kubeconfig)
         return env
 
     def run(self, argv: list[str]) -> subprocess.CompletedProcess:
@@ -69,9 +76,16 @@ class Cli:
         return self.run([sys.executable, "-m", "xtask", "env", "drain-restore", str(journal)])
 
 
+HOLDERS = [A, B, C, "ops"]
+
+
 @pytest.fixture
-def cli(control_plane, namespace, tmp_path) -> Cli:
-    return Cli(control_plane, namespace, tmp_path)
+def cli(control_plane, kube, namespace, tmp_path) -> Cli:
+    """The CLI run as the identity named by the holder (A, B and ops may drain; C may also
+    release any hold); ``drains`` and ``drain-restore`` run as the admin."""
+    path = users_kubeconfig(control_plane, HOLDERS, tmp_path / "identities", namespace=namespace)
+    grant(kube, namespace, drainers=[A, B, "ops"], releasers=[C])
+    return Cli(control_plane, namespace, tmp_path, path)
 
 
 @pytest.fixture
@@ -130,8 +144,11 @@ def test_holder_a_undrain_leaves_it_drained_for_holder_b(cli, kube, namespace, f
     assert f"p000 stays drained: still held by {B}" in proc.stdout
     assert state(kube, namespace, "p000") == (True, [B])
 
-    code, report = cli.drain_json(A, "--provider", "p000", "--undrain")  # A holds nothing now
-    assert code == 0 and report["stillHeld"] == {"p000": [B]} and report["stored"]["ok"] is True
+    # A holds nothing now and B does: refused before writing (exit 3), naming B; still drained.
+    rv = kube.get(PROVIDERS, namespace, "p000")["metadata"]["resourceVersion"]
+    code, report = cli.drain_json(A, "--provider", "p000", "--undrain")
+    assert code == 3 and len(report["refused"]) == 1 and f"held by {B}, not by you" in report["refused"][0]
+    assert kube.get(PROVIDERS, namespace, "p000")["metadata"]["resourceVersion"] == rv
 
     code, report = cli.drain_json(B, "--provider", "p000", "--undrain")
     assert code == 0 and report["stillHeld"] == {}
@@ -228,7 +245,9 @@ def test_restoring_a_holders_run_undoes_only_its_hold(cli, kube, namespace, flee
 
 def test_env_drains_lists_holders_and_expired_holds(cli, kube, namespace, fleet):
     assert cli.drain(A, "--provider", "p003", "--reason", "disk", "--ticket", "T-9").returncode == 0
-    assert cli.drain("[bold]ops[/bold]", "--provider", "p003", "--reason", "x\x1b[2Jy").returncode == 0
+    ops = cli.drain_argv("ops", "--provider", "p003", "--reason", "x\x1b[2Jy")
+    ops[ops.index("--holder") + 1] = "[bold]ops[/bold]"  # identity ops, a hostile display name
+    assert cli.run(ops).returncode == 0
     # A drain by hand (no holds), and a hold someone wrote that expired an hour ago.
     kube.merge_patch(PROVIDERS, namespace, "p004", {"spec": {"trafficPolicy": {"drain": True}}})
     stale = {
@@ -275,4 +294,5 @@ def test_env_drains_lists_holders_and_expired_holds(cli, kube, namespace, fleet)
     # An expired hold still holds: C's hold keeps p005 drained when another holder releases.
     assert cli.drain(A, "--provider", "p005").returncode == 0
     code, report = cli.drain_json(A, "--provider", "p005", "--undrain")
-    assert code == 0 and report["stillHeld"] == {"p005": [C]}
+    # C's hold was written before holds had owners (no owner annotation): reported as such.
+    assert code == 0 and report["stillHeld"] == {"p005": [f"{C} (owner unknown)"]}

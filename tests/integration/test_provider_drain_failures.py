@@ -109,7 +109,11 @@ def test_concurrent_writer_is_never_clobbered(env: DrainEnv, reject_real_writes)
     wait_policy_active(env, "p7")
     run = env.spawn("--gateway", "gw-big", "--concurrency", "1", "--qps", "2")
     wait_for(lambda: any(j["providers"]["p0"]["written"] for j in env.journals()), timeout=30, what="p0 written")
-    env.kube.merge_patch(PROVIDERS, env.ns, "p0", {"spec": {"rank": 42, "trafficPolicy": {"drain": False}}})
+    # The other writer releases every hold as it clears the drain (the admission policy refuses
+    # clearing it while a hold remains; the admin is allowed release-holds).
+    held = [k for k in env.provider("p0")["metadata"].get("annotations") or {} if ".drain.agn.dev/" in k]
+    other = {"metadata": {"annotations": dict.fromkeys(held)}, "spec": {"rank": 42, "trafficPolicy": {"drain": False}}}
+    env.kube.merge_patch(PROVIDERS, env.ns, "p0", other)
     env.kube.merge_patch(PROVIDERS, env.ns, "p6", {"spec": {"rank": 43}})
     code = run.wait(timeout=60)
     assert code == 5, run.output  # restoration incomplete: p0 was changed by another writer

@@ -273,20 +273,23 @@ def test_provider_drain_patches_spec_but_not_status_or_overlays(as_sa, kube, nam
 
 def test_provider_drain_writes_and_lists_drain_holds(as_sa, kube, namespace):
     """Holds (xtask.drain.core.holds) are annotations written by the same conditional merge patch as the
-    flag: the Role's ``patch`` on inferenceproviders covers them, ``list`` serves ``env drains``."""
-    from xtask.drain.core.holds import hold_key, holds_of
+    flag: the Role's ``patch`` on inferenceproviders covers them, ``list`` serves ``env drains``. The
+    admission policy wants the hold's owner annotation to name the writer (its service account)."""
+    from xtask.drain.core.holds import hold_key, holds_of, owner_key
 
     drain = as_sa("agn-provider-drain")
     rv = kube.get(PROVIDERS, namespace, "provider-two")["metadata"]["resourceVersion"]
     value = (
         '{"holder":"ann","reason":null,"ticket":null,"since":"2026-01-01T00:00:00Z","expiresAt":null,"operation":"o"}'
     )
-    patch = {"metadata": {"resourceVersion": rv, "annotations": {hold_key("ann"): value}}}
+    me = sa(namespace, "agn-provider-drain")
+    key = hold_key(me)
+    patch = {"metadata": {"resourceVersion": rv, "annotations": {key: value, owner_key(key): me}}}
     drain.merge_patch(PROVIDERS, namespace, "provider-two", {**patch, "spec": {"trafficPolicy": {"drain": True}}})
     with pytest.raises(Conflict):  # the precondition two holders rely on: a stale read is refused, not overwritten
         drain.merge_patch(PROVIDERS, namespace, "provider-two", patch)
     (listed,) = [p for p in drain.list(PROVIDERS, namespace)[0] if p["metadata"]["name"] == "provider-two"]
-    assert [h["holder"] for h in holds_of(listed)] == ["ann"]
+    assert [(h["holder"], h["owner"]) for h in holds_of(listed)] == [("ann", me)]
 
 
 def test_provider_drain_creates_events_but_cannot_read_change_or_delete_them(as_sa, kube, namespace):

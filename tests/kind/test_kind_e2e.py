@@ -2,7 +2,8 @@
 
 The tests run in file order against one cluster: what `env up` made, the specification's
 command sequence on ``--context kind-example``, traffic through a gateway's Service during a
-drain, pods deleted during a drain's wait, a repeated `env up`, the ``cluster`` runtime on
+drain, pods deleted during a drain's wait, a repeated `env up`, drain holds kept to their owner
+by the admission policy (two ServiceAccounts), the ``cluster`` runtime on
 the same cluster treated as an existing one, and last `env down` leaving nothing behind.
 """
 
@@ -20,6 +21,7 @@ from kindenv import CONTEXT, ENV, NAMESPACE, REPO_ROOT, PortForward
 
 from agn.shards import assemble
 from agnprocs import http_json, wait_for
+from kubetest import cluster_entry
 from reportschema import parse_report
 from xtask.reports import ENV_STATUS, ENV_UP
 
@@ -279,6 +281,60 @@ def test_the_cluster_runtime_on_the_kind_cluster_as_an_existing_cluster(kind_env
         AGN_DEPLOYMENTS
     )
     assert ENV in subprocess.run(["kind", "get", "clusters"], capture_output=True, text=True, timeout=60).stdout.split()
+
+
+def kind_identity(kind_env, account: str) -> dict[str, str]:
+    """The CLI's environment as ServiceAccount ``account`` of the env's namespace, bound to the
+    drain Role ``env up`` applied: a kubeconfig with its real token (``kubectl create token``)."""
+    kind_env.kubectl("-n", NAMESPACE, "create", "serviceaccount", account)
+    kind_env.kubectl(
+        "-n", NAMESPACE, "create", "rolebinding", f"{account}-drain", "--role=agn-provider-drain",
+        f"--serviceaccount={NAMESPACE}:{account}",
+    )  # fmt: skip
+    user = f"system:serviceaccount:{NAMESPACE}:{account}"
+    wait_for(
+        lambda: kind_env.kubectl("auth", "can-i", "patch", "inferenceproviders.agn.dev", "-n", NAMESPACE, "--as", user)
+        .strip() == "yes",
+        what=f"RBAC for {account}",
+    )  # fmt: skip
+    token = kind_env.kubectl("-n", NAMESPACE, "create", "token", account).strip()
+    admin = yaml.safe_load((kind_env.home / "kubeconfig").read_text())
+    cluster = cluster_entry(admin, CONTEXT)
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": CONTEXT, "cluster": cluster}],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": account, "namespace": NAMESPACE}}],
+        "current-context": CONTEXT,
+    }
+    path = kind_env.home / f"{account}.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return {"KUBECONFIG": str(path)}
+
+
+def test_drain_holds_belong_to_their_owner_on_kind(kind_env):
+    """The admission policy ``env up`` installed on kind: bob may not release alice's hold, by
+    the CLI (exit 3, naming her) or by kubectl (denied by the API server, naming her); alice can."""
+    alice, bob = kind_identity(kind_env, "alice"), kind_identity(kind_env, "bob")
+    owner = f"system:serviceaccount:{NAMESPACE}:alice"
+    args = ("env", "provider-drain", "--context", CONTEXT, "--provider", "provider-one")
+    proc = kind_env.run(*args, "--holder", "alice", extra_env=alice, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = kind_env.run(*args, "--undrain", "--holder", "alice", extra_env=bob, timeout=300)
+    assert proc.returncode == 3 and f"held by {owner}" in proc.stdout, proc.stdout + proc.stderr
+    patch = subprocess.run(
+        ["kubectl", "--context", CONTEXT, "-n", NAMESPACE, "patch", "inferenceproviders.agn.dev", "provider-one",
+         "--type", "merge", "-p", json.dumps({"spec": {"trafficPolicy": {"drain": False}}})],
+        env={**kind_env.env, **bob}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert patch.returncode != 0 and "no-undrain-while-held" in patch.stderr and owner in patch.stderr
+    obj = kind_env.kubectl_json("-n", NAMESPACE, "get", "inferenceprovider", "provider-one")
+    assert obj["spec"]["trafficPolicy"]["drain"] is True
+    proc = kind_env.run(*args, "--undrain", extra_env=alice, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    obj = kind_env.kubectl_json("-n", NAMESPACE, "get", "inferenceprovider", "provider-one")
+    assert obj["spec"]["trafficPolicy"]["drain"] is False
 
 
 def test_down_deletes_the_cluster_and_leaves_nothing_it_made(kind_env):

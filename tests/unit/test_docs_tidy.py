@@ -69,6 +69,8 @@ TOOL_FLAGS = {
     "--all-namespaces",
     "--no-headers",
     "--template",
+    "--clusterrole",
+    "--as",
     # pytest
     "--lf",
     "--co",

@@ -345,7 +345,7 @@ def test_holds_are_read_sorted_and_bad_ones_reported():
         }
     }
     assert [h["holder"] for h in holds_of(obj)] == ["alice", "bob", None]
-    assert holds_of(obj)[2] == {"holder": None, "key": HOLD_PREFIX + "z", "invalid": True}
+    assert holds_of(obj)[2] == {"holder": None, "key": HOLD_PREFIX + "z", "owner": None, "invalid": True}
 
 
 @pytest.mark.parametrize(

@@ -33,6 +33,7 @@ from xtask.drain.core.holds import (
     hold_value,
     holder_problem,
     holds_of,
+    owner_key,
     plan_hold,
     ticket_problem,
 )
@@ -92,7 +93,7 @@ class TestKeysAndValues:
         obj["metadata"]["annotations"]["other.example/k"] = "v"
         got = holds_of(obj)
         assert [h["holder"] for h in got] == [A, B, None, None]
-        assert got[2] == {"holder": None, "key": HOLD_PREFIX + "junk", "invalid": True}
+        assert got[2] == {"holder": None, "key": HOLD_PREFIX + "junk", "owner": None, "invalid": True}
         assert got[3]["invalid"] and got[3]["key"] == HOLD_PREFIX + "x"
         assert holds_of({"metadata": {}}) == []
 
@@ -198,7 +199,7 @@ class TestPlanHold:
 
 class TestPatches:
     def patch(self, change, op="op-1"):
-        return drain_patch(change, operation=op, actor="me@h", at="t", reason="why", hold=hold(A, op=op))
+        return drain_patch(change, operation=op, actor="me@h", at="t", reason="why", hold=hold(A, op=op), owner=A)
 
     def test_first_drain_sets_flag_annotations_and_hold_conditionally(self):
         (c,) = plan_changes([prov(rv="42")], requested=True, hold_key=KA)
@@ -212,7 +213,8 @@ class TestPatches:
         (c,) = plan_changes([prov(drain=True, holds={KB: hold(B)})], requested=True, hold_key=KA)
         patch = self.patch(c)
         assert "spec" not in patch
-        assert set(patch["metadata"]["annotations"]) == {KA}
+        assert set(patch["metadata"]["annotations"]) == {KA, owner_key(KA)}
+        assert patch["metadata"]["annotations"][owner_key(KA)] == A
 
     def test_rerun_is_already(self):
         (c,) = plan_changes([prov(drain=True, holds={KA: hold(A)})], requested=True, hold_key=KA)
@@ -222,7 +224,7 @@ class TestPatches:
         (c,) = plan_changes([prov(drain=True, holds={KA: hold(A), KB: hold(B)})], requested=False, hold_key=KA)
         assert c.keep_drain and c.target and not c.already
         patch = self.patch(c)
-        assert "spec" not in patch and patch["metadata"]["annotations"] == {KA: None}
+        assert "spec" not in patch and patch["metadata"]["annotations"] == {KA: None, owner_key(KA): None}
 
     def test_last_undrain_clears(self):
         (c,) = plan_changes([prov(drain=True, holds={KA: hold(A)})], requested=False, hold_key=KA)
@@ -266,13 +268,16 @@ class TestRestore:
         now = prov(drain=True, gen=2, holds={KA: hold(A, op="op-1"), KB: hold(B)}, extra={OPERATION: "op-1"})
         assert self.decide(c, now) is RestoreDecision.RESTORE_HOLDS
         patch = restore_patch(c, resource_version="5", flag=False)
-        assert "spec" not in patch and patch["metadata"]["annotations"] == {KA: None}
+        assert "spec" not in patch and patch["metadata"]["annotations"] == {KA: None, owner_key(KA): None}
 
     def test_hold_only_drain_removes_just_our_hold(self):
         (c,) = plan_changes([prov(drain=True, holds={KB: hold(B)}, extra={BY: "bob"})], requested=True, hold_key=KA)
         now = prov(drain=True, holds={KA: hold(A, op="op-1"), KB: hold(B)}, extra={BY: "bob"})
         assert self.decide(c, now, gen=1) is RestoreDecision.RESTORE_HOLDS
-        assert restore_patch(c, resource_version="5", flag=False)["metadata"]["annotations"] == {KA: None}
+        assert restore_patch(c, resource_version="5", flag=False)["metadata"]["annotations"] == {
+            KA: None,
+            owner_key(KA): None,
+        }
 
     def test_hold_not_landed_is_already(self):
         (c,) = plan_changes([prov(drain=True, holds={KB: hold(B)})], requested=True, hold_key=KA)
@@ -284,10 +289,14 @@ class TestRestore:
         assert self.decide(c, now) is RestoreDecision.OTHER_WRITER
 
     def test_released_hold_put_back_while_still_drained(self):
-        before = {KA: hold(A, op="op-0"), KB: hold(B)}
+        before = {KA: hold(A, op="op-0"), owner_key(KA): A, KB: hold(B)}
         (c,) = plan_changes([prov(drain=True, holds=before)], requested=False, hold_key=KA)
         assert self.decide(c, prov(drain=True, holds={KB: hold(B)})) is RestoreDecision.RESTORE_HOLDS
-        assert restore_patch(c, resource_version="5", flag=False)["metadata"]["annotations"] == {KA: before[KA]}
+        # The hold comes back with its owner annotation.
+        assert restore_patch(c, resource_version="5", flag=False)["metadata"]["annotations"] == {
+            KA: before[KA],
+            owner_key(KA): A,
+        }
         # Everyone released since and the drain is cleared: putting our hold back would not fit.
         assert self.decide(c, prov(drain=False)) is RestoreDecision.OTHER_WRITER
 
@@ -338,9 +347,26 @@ class TestDrainsList:
             "namespace": "ns",
             "now": "t",
             "expiredOnly": False,
-            "providers": drain_entries([prov("p", drain=True, holds={hold_key("e"): evil})], now=T0),
+            "providers": drain_entries(
+                [prov("p", drain=True, holds={hold_key("e"): evil, owner_key(hold_key("e")): "[b]eve\x1b[2J"})],
+                now=T0,
+            ),
         }
-        con = Console(record=True, width=200, color_system=None)
+        con = Console(record=True, width=240, color_system=None)
         render_table(data, con)
         text = con.export_text()
         assert "[red]x\\x1b[2J" in text and "\x1b" not in text and "\u202e" not in text and "r\\u202e" in text
+        assert "[b]eve\\x1b[2J" in text  # the owner annotation is data from the cluster too
+
+    def test_table_names_the_owner_or_unknown(self):
+        holds = {KA: hold(A), owner_key(KA): A, KB: hold(B)}  # B's hold written before holds had owners
+        data = {
+            "namespace": "ns",
+            "now": "t",
+            "expiredOnly": False,
+            "providers": drain_entries([prov(drain=True, holds=holds)], now=T0),
+        }
+        con = Console(record=True, width=240, color_system=None)
+        render_table(data, con)
+        rows = [line for line in con.export_text().splitlines() if "host-" in line]
+        assert len(rows) == 2 and A in rows[0] and "unknown" not in rows[0] and "unknown" in rows[1]

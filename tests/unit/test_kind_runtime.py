@@ -26,7 +26,7 @@ from agn.objects import consumer_view, network_view, provider_view, rfc3339
 from fakes import FakeCmdRunner
 from reportschema import check_report
 from xtask.cli.env.status import render_table
-from xtask.crds import crd_documents
+from xtask.crds import crd_documents, policy_documents
 from xtask.envdef import ENVS_DIR, load_env, parse_env
 from xtask.errors import CommandFailed, EnvDefinitionError, RuntimeUnavailable, XtaskError
 from xtask.images.agn_image import ImageBuilder
@@ -421,9 +421,9 @@ def test_create_runs_the_whole_sequence_and_records_the_env(home, envdef):
     for argv, env in zip(s.runner.calls, s.runner.envs, strict=True):
         if argv[0] == "kind":
             assert env is not None and env["KIND_EXPERIMENTAL_PROVIDER"] == "docker", argv
-    # CRDs first, then exactly the rendered objects, carrying the built image's id.
+    # CRDs and the admission policy first, then exactly the rendered objects, carrying the built image's id.
     image_id = "sha256:" + "a" * 64
-    assert s.kube.applied == crd_documents() + render(envdef, image="agn:dev", image_id=image_id)
+    assert s.kube.applied == crd_documents() + policy_documents() + render(envdef, image="agn:dev", image_id=image_id)
     assert s.kube.closed
     record = EnvRecord.load(ENV)
     assert (record.runtime, record.context, record.namespace) == ("kind", CONTEXT, envdef.namespace)
@@ -665,7 +665,9 @@ def test_repair_recreates_only_the_missing_deployment(home, envdef):
     s = make(envdef, clusters=[ENV], deployments=[d for d in deployments if d != "fake-provider-one"])
     result, _ = up(s, envdef)
     assert result["started"] == ["deployment fake-provider-one"]
-    assert s.kube.applied[len(crd_documents()) :] == render(envdef, image_id="sha256:" + "a" * 64)
+    assert s.kube.applied[len(crd_documents()) + len(policy_documents()) :] == render(
+        envdef, image_id="sha256:" + "a" * 64
+    )
 
 
 def test_recorded_env_whose_cluster_vanished_is_recreated(home, envdef):

@@ -12,7 +12,7 @@ from agn.operator.heartbeat import HEARTBEAT_LEASE
 from agn.operator.lease import DEFAULT_LEASE_NAME
 from agn.shards import DEFAULT_SHARD_COUNT, shard_names
 from xtask.cli.env import env_group
-from xtask.crds import crd_documents
+from xtask.crds import crd_documents, policy_documents
 from xtask.envdef import load_env, parse_env
 from xtask.manifests import deployment_names, provider_endpoint, render
 
@@ -189,8 +189,9 @@ def test_render_command_prints_crds_then_every_object():
     result = CliRunner().invoke(env_group, ["render", "--env", "example", "--image", "agn:test"])
     assert result.exit_code == 0, result.output
     docs = list(yaml.safe_load_all(result.output))
-    crds = crd_documents()
+    crds = crd_documents() + policy_documents()  # the drain-hold admission policy with the CRDs
     assert docs[: len(crds)] == crds
+    assert [d["kind"] for d in policy_documents()] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
     assert docs[len(crds) :] == render(ENVDEF, image="agn:test")
     no_crds = CliRunner().invoke(env_group, ["render", "--no-crds", "--namespace", "other"])
     assert list(yaml.safe_load_all(no_crds.output)) == render(ENVDEF, namespace="other")

@@ -35,7 +35,8 @@ class RunContext:
     events: DrainEvents
     operation: str  # the run's id: new, or the resumed journal's
     actor: str  # user@host
-    started_at: dt.datetime
+    owner: str  # the caller's Kubernetes username (a SelfSubjectReview): it owns the caller's hold
+    started_at: dt.datetime  # on the API server's clock (its Date header when the run began)
     resumed: JournalState | None  # --resume: the journal of the drain in waves to continue
 
     @property
@@ -62,6 +63,7 @@ class RunContext:
             at=self.at_text,
             reason=self.req.reason,
             hold=self.hold,
+            owner=self.owner,
         )
 
     @functools.cached_property
@@ -70,7 +72,8 @@ class RunContext:
 
     @property
     def hold_key(self) -> str:
-        return hold_key(self.holder)
+        """The caller's hold: derived from its identity, never from ``--holder``."""
+        return hold_key(self.owner)
 
     def say(self, text: str) -> None:
         self.progress(Said(text))

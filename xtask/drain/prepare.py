@@ -21,7 +21,7 @@ from xtask.drain.core.amounts import Amount, split_waves
 from xtask.drain.core.budget import group_budgets
 from xtask.drain.core.changes import Change, GroupCount, plan_changes
 from xtask.drain.core.guard import Targets, target_refusals
-from xtask.drain.core.holds import holder_name, holds_of
+from xtask.drain.core.holds import holder_name, holds_of, undrain_refusal
 from xtask.drain.core.progress import DryRunChecked, Planned
 from xtask.drain.core.selection import Selector, select
 from xtask.drain.core.states import WriteOutcome
@@ -61,7 +61,7 @@ def prepare(ctx: RunContext, results: RunResults) -> Prepared:
     changes = _plan(ctx, results, selected)
     prepared = Prepared(changes=changes, targets=targets_read.result() if targets_read else None)
     counts: list[GroupCount] | None = [] if req.plan_out is not None else None
-    refusal = _target_refusals(ctx, prepared, selected, counts)
+    refusal = _hold_refusals(ctx, selected) + _target_refusals(ctx, prepared, selected, counts)
     if req.max_unavailable is not None:
         refusal += _budget(ctx, results, req.max_unavailable, candidates, prepared)
     if not refusal and req.in_waves:
@@ -131,6 +131,15 @@ def _plan(ctx: RunContext, results: RunResults, selected: list[Any]) -> list[Cha
         results.plan.append(planned)
         ctx.progress(planned)
     return changes
+
+
+def _hold_refusals(ctx: RunContext, selected: list[Any]) -> list[str]:
+    """An undrain of a provider the caller holds nothing on while others hold it: refused, per
+    provider, naming the holds' owners (the API server's policy would refuse the write too)."""
+    if ctx.req.drain or ctx.req.release_all:
+        return []
+    found = (undrain_refusal(p, key=ctx.hold_key, name=p["metadata"]["name"]) for p in selected)
+    return [r for r in found if r]
 
 
 def _target_refusals(

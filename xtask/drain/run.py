@@ -99,6 +99,8 @@ def _context(req: DrainRequest, kube: Kube, namespace: str, pool: cf.Executor, p
     resumed = read_journal(req.resume) if req.resume else None
     operation = resumed.operation if resumed is not None else new_operation_id()
     who = actor()
+    # The caller's identity owns its hold; the hold's times are on the API server's clock.
+    owner, server_time = kube.who_am_i()
     events = DrainEvents(
         kube,
         namespace,
@@ -117,7 +119,8 @@ def _context(req: DrainRequest, kube: Kube, namespace: str, pool: cf.Executor, p
         events=events,
         operation=operation,
         actor=who,
-        started_at=dt.datetime.now(dt.UTC),
+        owner=owner,
+        started_at=dt.datetime.fromtimestamp(server_time, dt.UTC),
         resumed=resumed,
     )
 

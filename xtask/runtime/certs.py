@@ -200,3 +200,15 @@ def ensure_certs(folder: Path) -> CertPaths:
     if fresh:
         write_private(paths.ca_cert, ca.cert.public_bytes(pem))
     return paths
+
+
+def issue_client_certificate(
+    paths: CertPaths, cert: Path, key: Path, *, user: str, groups: tuple[str, ...] = ()
+) -> None:
+    """Write a client certificate (and its key) for ``user`` in ``groups``, signed by the env's CA:
+    the API server authenticates it as that user (a second identity for tests and for people
+    who need one on the local runtime; it gets only the rights RBAC binds to ``user``)."""
+    ca = _Authority.load(paths)
+    pair_key, pair_cert = ca.leaf(user, list(groups), [ExtendedKeyUsageOID.CLIENT_AUTH])
+    write_private(key, _pem_key(pair_key))
+    write_private(cert, pair_cert.public_bytes(serialization.Encoding.PEM))

@@ -28,7 +28,7 @@ from typing import ClassVar
 
 from agn.kube import Forbidden, Kube, KubeError, NotFound, kubeconfig_path
 from agn.objects import Obj, name_of
-from xtask.crds import crd_documents, install_crds
+from xtask.crds import crd_documents, install_crds, policy_documents
 from xtask.envdef import EnvDef
 from xtask.errors import RuntimeUnavailable, XtaskError
 from xtask.manifests import IMAGE, deployment_names, render
@@ -212,7 +212,7 @@ class ClusterEnv(Runtime):
     def _crds(self, ctx: UpContext) -> None:
         kube = ctx.connected()
         if ctx.dry_run:
-            for doc in crd_documents():
+            for doc in crd_documents() + policy_documents():
                 kube.apply(doc, dry_run=True)
         else:
             install_crds(kube)

@@ -35,9 +35,10 @@ def collect(*, context: str | None, kubeconfig: str | None, namespace: str | Non
                 hint="fix the context's namespace, or pass --namespace",
             )
         objs = kube.list(PROVIDERS, ns)[0]
+        # Expiry is judged on the API server's clock (the Date header of a SelfSubjectReview).
+        now = dt.datetime.fromtimestamp(kube.who_am_i()[1], dt.UTC)
     finally:
         kube.close()
-    now = dt.datetime.now(dt.UTC)
     return {
         "context": context,
         "namespace": ns,
@@ -64,7 +65,7 @@ def collect(*, context: str | None, kubeconfig: str | None, namespace: str | Non
 @click.option("--expired", is_flag=True, help="Only providers with an expired hold (reported, never removed).")
 @output_option
 def drains(context: str | None, kubeconfig: str | None, namespace: str | None, expired: bool, output: str) -> None:
-    """List every drained provider with its holders: reason, ticket, since and expiry of each hold.
+    """List every drained provider with its holds: owner, holder, reason, ticket, since and expiry of each.
 
     A drained provider without holds is shown as held by nobody known (drained by an older
     xtask, kubectl or a hand edit). Read-only.
@@ -85,7 +86,7 @@ def render_table(data: dict, con: Console) -> None:
         con.print(f"no {what} in namespace {e(data['namespace'])}")
         return
     table = Table(title=f"{what} in namespace {e(data['namespace'])} (now {e(data['now'])})", title_justify="left")
-    for col in ("provider", "gateway", "drain", "holder", "reason", "ticket", "since", "expires"):
+    for col in ("provider", "gateway", "drain", "owner", "holder", "reason", "ticket", "since", "expires"):
         table.add_column(col)
     for p in data["providers"]:
         head = (e(p["provider"]), e(p["providerGateway"] or "-"), "true" if p["drain"] else "[yellow]false[/yellow]")
@@ -93,6 +94,7 @@ def render_table(data: dict, con: Console) -> None:
             by = f" (drained by {p['drainedBy']})" if p["drainedBy"] else ""
             table.add_row(
                 *head,
+                "-",
                 f"[yellow]nobody known[/yellow]{e(by)}",
                 e(p["drainReason"] or "-"),
                 "-",
@@ -101,14 +103,23 @@ def render_table(data: dict, con: Console) -> None:
             )
             continue
         for h in p["holds"]:
+            # The owner (a Kubernetes username) is who may release the hold; unknown: a hold
+            # written before holds had owners (only a user allowed release-holds removes it).
+            owner = e(h["owner"]) if h["owner"] else "[yellow]unknown[/yellow]"
             if h["invalid"]:
-                table.add_row(*head, f"[red]unreadable[/red] {e(h['key'])}", "-", "-", "-", "-")
+                table.add_row(*head, owner, f"[red]unreadable[/red] {e(h['key'])}", "-", "-", "-", "-")
             else:
                 expires = e(h["expiresAt"] or "never")
                 if h["expired"]:
                     expires = f"[red]EXPIRED[/red] {expires}"
                 table.add_row(
-                    *head, e(h["holder"]), e(h["reason"] or "-"), e(h["ticket"] or "-"), e(h["since"] or "-"), expires
+                    *head,
+                    owner,
+                    e(h["holder"]),
+                    e(h["reason"] or "-"),
+                    e(h["ticket"] or "-"),
+                    e(h["since"] or "-"),
+                    expires,
                 )
             head = ("", "", "")
     con.print(table)

@@ -12,7 +12,7 @@ import click
 import yaml
 
 from xtask.cli.env.options import env_option, namespace_type
-from xtask.crds import crd_documents
+from xtask.crds import crd_documents, policy_documents
 from xtask.envdef import load_env
 from xtask.manifests import IMAGE, render
 
@@ -21,9 +21,16 @@ from xtask.manifests import IMAGE, render
 @env_option
 @click.option("--namespace", type=namespace_type, default=None, metavar="NS", help="Override the env's namespace.")
 @click.option("--image", default=IMAGE, show_default=True, help="Image for the operator, gateways and fake providers.")
-@click.option("--crds/--no-crds", default=True, show_default=True, help="Include the AGN CRDs first.")
+@click.option(
+    "--crds/--no-crds",
+    default=True,
+    show_default=True,
+    help="Include the AGN CRDs and the drain-hold admission policy first.",
+)
 def render_cmd(env_name: str, namespace: str | None, image: str, crds: bool) -> None:
-    """Print every object `env up` applies on a runtime that deploys manifests (CRDs, namespace, RBAC,
-    workloads, AGN objects)."""
-    objects = (crd_documents() if crds else []) + render(load_env(env_name), namespace=namespace, image=image)
+    """Print every object `env up` applies on a runtime that deploys manifests (CRDs, the admission
+    policy that keeps drain holds to their owners, namespace, RBAC, workloads, AGN objects)."""
+    objects = (crd_documents() + policy_documents() if crds else []) + render(
+        load_env(env_name), namespace=namespace, image=image
+    )
     click.echo(yaml.safe_dump_all(objects, sort_keys=False), nl=False)

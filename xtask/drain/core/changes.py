@@ -11,7 +11,7 @@ from typing import Any
 
 from agn.model import ADMITTED, Candidate, Overlay, group_admitted_counts
 from agn.objects import drain_of
-from xtask.drain.core.holds import AT, BY, OPERATION, REASON, is_hold_key, is_ours, plan_hold
+from xtask.drain.core.holds import AT, BY, OPERATION, REASON, is_hold_key, is_ours, owner_key, plan_hold
 from xtask.drain.core.states import RestoreOutcome
 
 OUR_ANNOTATIONS = (REASON, BY, AT, OPERATION)
@@ -91,7 +91,7 @@ def plan_change(
         requested=requested,
         resource_version=meta.get("resourceVersion", ""),
         generation=int(meta.get("generation") or 0),
-        previous_annotations={k: annotations.get(k) for k in (*OUR_ANNOTATIONS, *writes)},
+        previous_annotations={k: annotations.get(k) for k in (*OUR_ANNOTATIONS, *with_owners(writes))},
         hold_writes=writes,
         keep_drain=keep,
         other_holds=others,
@@ -100,16 +100,30 @@ def plan_change(
     )
 
 
+def with_owners(hold_keys: Iterable[str]) -> list[str]:
+    """Hold keys, each followed by the key of its owner annotation (written and restored together)."""
+    return [k for key in hold_keys for k in (key, owner_key(key))]
+
+
 def replan(change: Change, obj: Mapping[str, Any]) -> Change:
     """``change`` planned again from the object as it is now (after a 409)."""
     return plan_change(obj, requested=change.requested, hold_key=change.hold_key, release_all=change.release_all)
 
 
 def drain_patch(
-    change: Change, *, operation: str, actor: str, at: str, reason: str | None, hold: str | None = None
+    change: Change,
+    *,
+    operation: str,
+    actor: str,
+    at: str,
+    reason: str | None,
+    hold: str | None = None,
+    owner: str | None = None,
 ) -> dict:
     """Merge patch touching only ``spec.trafficPolicy.drain``, our annotations and the holds
-    this change writes (``hold``: the caller's hold value, for the keys it adds).
+    this change writes (``hold``: the caller's hold value, for the keys it adds; ``owner``: the
+    caller's username, written beside it as the hold's owner annotation; a removed hold loses
+    its owner annotation too).
 
     ``metadata.resourceVersion`` makes it conditional: if anything changed the object since
     we read it, the API server answers 409 and we re-read instead of acting on stale data; so
@@ -125,9 +139,10 @@ def drain_patch(
             # whether the provider was changed again after this run.
             annotations = {REASON: None, BY: None, AT: None, OPERATION: operation}
     for key, adds in change.hold_writes.items():
-        if adds and hold is None:
-            raise ValueError("a change that adds a hold needs the hold's value")
+        if adds and (hold is None or owner is None):
+            raise ValueError("a change that adds a hold needs the hold's value and its owner")
         annotations[key] = hold if adds else None
+        annotations[owner_key(key)] = owner if adds else None
     patch: dict[str, Any] = {"metadata": {"resourceVersion": change.resource_version, "annotations": annotations}}
     if change.flag_changes:
         patch["spec"] = {"trafficPolicy": {"drain": change.target}}
@@ -142,7 +157,7 @@ def restore_patch(change: Change, *, resource_version: str, flag: bool = True) -
         annotations = dict(change.previous_annotations)
         patch: dict[str, Any] = {"spec": {"trafficPolicy": {"drain": change.previous}}}
     else:
-        annotations = {k: change.previous_annotations.get(k) for k in touched}
+        annotations = {k: change.previous_annotations.get(k) for k in with_owners(touched)}
         patch = {}
     return {"metadata": {"resourceVersion": resource_version, "annotations": annotations}, **patch}
 

@@ -1,10 +1,13 @@
 """Drain holders: who holds a provider drained, and why. Pure: no I/O.
 
-Each holder's hold is one annotation on the InferenceProvider, ``holds.drain.agn.dev/<id>``
-(``<id>``: a DNS-label form of the holder, made unique with a short hash of it), whose value is
-compact JSON: ``{"holder", "reason", "ticket", "since", "expiresAt", "operation"}``. The
-holds are a set: each holder adds and removes only its own entry, so holders never overwrite
-one another. The operator never reads them; it reads only ``spec.trafficPolicy.drain``.
+Each identity's hold is two annotations on the InferenceProvider (:mod:`agn.holds`):
+``holds.drain.agn.dev/<id>``, whose value is compact JSON: ``{"holder", "reason", "ticket",
+"since", "expiresAt", "operation"}``, and ``owners.drain.agn.dev/<id>``, the Kubernetes
+username that wrote it (its owner; ``<id>`` is derived from it). ``holder`` is a display name
+(``--holder``); release authority comes only from the owner, and the API server enforces it
+(``manifests/policy/drain-holds.yaml``). The holds are a set: each owner adds and removes only
+its own entry, so owners never overwrite one another. The operator reads only the flag to route,
+and the holds' expiry to report it.
 
 A drain sets the flag and adds the caller's hold; an undrain removes the caller's hold and
 clears the flag only when no hold remains (:func:`plan_hold`). Expired holds are reported
@@ -15,13 +18,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import hashlib
 import json
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-HOLD_PREFIX = "holds.drain.agn.dev/"
+from agn.holds import HOLD_PREFIX, OWNER_PREFIX, RELEASE_VERB, hold_body, is_hold_key, owner_key, parse_time
+from agn.holds import hold_key as hold_key
+from agn.holds import text_or_none as _text_or_none
+
+__all__ = ["HOLD_PREFIX", "OWNER_PREFIX", "RELEASE_VERB", "hold_key", "owner_key", "parse_time"]
 # The annotations a drain writes beside the holds: why, who and when, and the operation id.
 REASON = "agn.dev/drain-reason"
 BY = "agn.dev/drain-by"
@@ -30,22 +35,6 @@ OPERATION = "agn.dev/drain-operation"
 MAX_HOLDER = 128  # characters of --holder
 MAX_TICKET = 128  # characters of --ticket
 MAX_EXPIRES_SECONDS = 366 * 24 * 3600  # --expires-in: at most a year (and a day)
-_ID_LIMIT = 63  # the name part of an annotation key
-_HASH = 8
-
-
-def hold_key(holder: str) -> str:
-    """The annotation key of ``holder``'s hold: a DNS label (lowercase letters, digits, '-'), at
-    most 63 characters, ending in 8 hex digits of the holder's SHA-256 so that holders whose
-    readable part is alike (``Ann@x``, ``ann@x``) never share a key."""
-    digest = hashlib.sha256(holder.encode()).hexdigest()[:_HASH]
-    slug = re.sub(r"[^a-z0-9]+", "-", holder.lower()).strip("-")
-    slug = slug[: _ID_LIMIT - _HASH - 1].rstrip("-") or "h"
-    return f"{HOLD_PREFIX}{slug}-{digest}"
-
-
-def is_hold_key(key: str) -> bool:
-    return key.startswith(HOLD_PREFIX)
 
 
 def holder_problem(value: str) -> str | None:
@@ -98,15 +87,14 @@ def hold_value(
     return json.dumps(body, separators=(",", ":"))
 
 
-def parse_hold(key: str, value: Any) -> dict[str, Any]:
-    """One hold annotation as data; ``{"holder": None, "key": key, "invalid": True}`` when its
-    value is not a hold (not JSON, not an object, no holder string)."""
-    try:
-        data = json.loads(value) if isinstance(value, str) else None
-    except ValueError:
-        data = None
-    if not isinstance(data, dict) or not isinstance(data.get("holder"), str):
-        return {"holder": None, "key": key, "invalid": True}
+def parse_hold(key: str, value: Any, owner: Any = None) -> dict[str, Any]:
+    """One hold annotation as data, with its owner (the owner annotation's value; None: unknown,
+    written before holds had owners); ``{"holder": None, "key": key, "owner": ..., "invalid":
+    True}`` when its value is not a hold (not JSON, not an object, no holder string)."""
+    data = hold_body(value)
+    owner = _text_or_none(owner)
+    if data is None:
+        return {"holder": None, "key": key, "owner": owner, "invalid": True}
     out: dict[str, Any] = {
         "holder": data["holder"],
         "reason": _text_or_none(data.get("reason")),
@@ -115,12 +103,9 @@ def parse_hold(key: str, value: Any) -> dict[str, Any]:
         "expiresAt": _text_or_none(data.get("expiresAt")),
         "operation": _text_or_none(data.get("operation")),
         "key": key,
+        "owner": owner,
     }
     return out
-
-
-def _text_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def hold_annotations(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -131,29 +116,40 @@ def hold_annotations(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 def holds_of(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Every hold on a provider object, parsed, sorted by holder (then key; invalid ones last)."""
-    holds = [parse_hold(k, v) for k, v in hold_annotations(obj).items()]
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    holds = [parse_hold(k, v, annotations.get(owner_key(k))) for k, v in hold_annotations(obj).items()]
     return sorted(holds, key=lambda h: (h["holder"] is None, h["holder"] or "", h["key"]))
 
 
 def holder_name(hold: Mapping[str, Any]) -> str:
-    """How a hold is named to people: its holder, or the key of an unreadable one."""
-    return hold["holder"] if hold.get("holder") is not None else f"unreadable hold {hold['key']}"
+    """How a hold is named to people: its owner (and its holder when that says something else),
+    ``<holder> (owner unknown)`` for a hold written before holds had owners, or the key of an
+    unreadable one."""
+    owner, holder = hold.get("owner"), hold.get("holder")
+    if holder is None:
+        return f"unreadable hold {hold['key']}" + (f" of {owner}" if owner else "")
+    if owner is None:
+        return f"{holder} (owner unknown)"
+    return owner if holder == owner else f"{owner} (holder {holder})"
+
+
+def undrain_refusal(obj: Mapping[str, Any], *, key: str, name: str) -> str | None:
+    """Why the caller (hold ``key``) may not undrain provider ``name`` (None: it may): it holds
+    no hold there while others do. Only their owners, or a user allowed the release verb with
+    ``--release-all``, may release them."""
+    holds = holds_of(obj)
+    if not holds or any(h["key"] == key for h in holds):
+        return None
+    return (
+        f"{name}: held by {', '.join(holder_name(h) for h in holds)}, not by you; only a hold's owner may "
+        f"release it, or a user allowed the verb {RELEASE_VERB!r} on inferenceproviders with --release-all"
+    )
 
 
 def expired(hold: Mapping[str, Any], now: dt.datetime) -> bool:
     """Whether a hold's ``expiresAt`` has passed (a hold without one, or unreadable, never expires)."""
     at = parse_time(hold.get("expiresAt"))
     return at is not None and at <= now
-
-
-def parse_time(text: Any) -> dt.datetime | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        at = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return at if at.tzinfo else at.replace(tzinfo=dt.UTC)
 
 
 def is_ours(value: Any, operation: str) -> bool:
@@ -225,7 +221,7 @@ def drain_entries(objs: Iterable[Mapping[str, Any]], *, now: dt.datetime, expire
     return sorted(out, key=lambda p: str(p["provider"]))
 
 
-_HOLD_FIELDS = ("holder", "reason", "ticket", "since", "expiresAt", "operation", "key", "expired", "invalid")
+_HOLD_FIELDS = ("holder", "owner", "reason", "ticket", "since", "expiresAt", "operation", "key", "expired", "invalid")
 
 
 def _full_hold(hold: Mapping[str, Any]) -> dict[str, Any]:

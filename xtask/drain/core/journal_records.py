@@ -19,7 +19,7 @@ from typing import Any
 
 from agn.names import label_problem, subdomain_problem
 from agn.yamltext import show
-from xtask.drain.core.changes import OUR_ANNOTATIONS, Change
+from xtask.drain.core.changes import OUR_ANNOTATIONS, Change, with_owners
 from xtask.drain.core.holds import is_hold_key
 from xtask.drain.core.states import RunState, WaveState, settled
 from xtask.errors import XtaskError
@@ -203,7 +203,7 @@ def _change_from(provider: str, requested: bool, rec: Mapping[str, Any]) -> Chan
         requested=requested,
         resource_version=str(rec.get("resourceVersion") or ""),
         generation=_count(rec.get("generation"), "generation"),
-        previous_annotations={k: annotations.get(k) for k in (*OUR_ANNOTATIONS, *writes)},
+        previous_annotations={k: annotations.get(k) for k in (*OUR_ANNOTATIONS, *with_owners(writes))},
         hold_writes=dict(writes),
         keep_drain=holds.get("keepDrain") is True,
         other_holds=tuple(others),
