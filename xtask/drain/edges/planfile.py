@@ -33,7 +33,7 @@ from xtask.drain.core.plandoc import LoadedPlan, planned_arguments
 from xtask.drain.core.request import DrainRequest
 from xtask.errors import RefusedError, UsageError
 from xtask.reports import API_VERSION, PROVIDER_DRAIN_PLAN
-from xtask.state import REPO_ROOT
+from xtask.resources import data_dir
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator, ValidationError
@@ -180,7 +180,7 @@ def load_plan(path: Path) -> LoadedPlan:
 
 
 # -- the plan's shape: schemas/provider-drain-plan.schema.json ---------------------------------------
-SCHEMA_FILE = REPO_ROOT / "schemas" / "provider-drain-plan.schema.json"
+SCHEMA_FILE = data_dir("schemas") / "provider-drain-plan.schema.json"
 _TYPE_WORDS = {
     "string": "a string",
     "integer": "an integer",
