@@ -2,7 +2,8 @@
 
 Each holder's hold is one annotation on the InferenceProvider, ``holds.drain.agn.dev/<id>``
 (``<id>``: a DNS-label form of the holder, made unique with a short hash of it), whose value is
-compact JSON: ``{"holder", "reason", "ticket", "since", "expiresAt", "operation"}``. The
+compact JSON: ``{"holder", "reason", "ticket", "since", "expiresAt", "operation"}`` (and
+``"budgetOverride"`` when the drain set the network's budget aside: ``--override-budget``). The
 holds are a set: each holder adds and removes only its own entry, so holders never overwrite
 one another. The operator never reads them; it reads only ``spec.trafficPolicy.drain``.
 
@@ -29,6 +30,7 @@ AT = "agn.dev/drain-at"
 OPERATION = "agn.dev/drain-operation"
 MAX_HOLDER = 128  # characters of --holder
 MAX_TICKET = 128  # characters of --ticket
+MAX_OVERRIDE = 256  # characters of --override-budget
 MAX_EXPIRES_SECONDS = 366 * 24 * 3600  # --expires-in: at most a year (and a day)
 _ID_LIMIT = 63  # the name part of an annotation key
 _HASH = 8
@@ -72,6 +74,17 @@ def ticket_problem(value: str) -> str | None:
     return None
 
 
+def override_problem(value: str) -> str | None:
+    """Why ``value`` cannot be the reason of ``--override-budget`` (None when it can)."""
+    if not value.strip():
+        return "is empty: say why the budget is overridden"
+    if not value.isprintable():
+        return "has characters that are not printable"
+    if len(value) > MAX_OVERRIDE:
+        return f"is longer than {MAX_OVERRIDE} characters ({len(value)})"
+    return None
+
+
 def rfc3339(at: dt.datetime) -> str:
     return at.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -84,6 +97,7 @@ def hold_value(
     since: dt.datetime,
     expires_in: int | None,
     operation: str,
+    budget_override: str | None = None,
 ) -> str:
     """The annotation value of one hold: compact JSON, keys in a fixed order."""
     expires = rfc3339(since + dt.timedelta(seconds=expires_in)) if expires_in else None
@@ -95,6 +109,8 @@ def hold_value(
         "expiresAt": expires,
         "operation": operation,
     }
+    if budget_override is not None:
+        body["budgetOverride"] = budget_override
     return json.dumps(body, separators=(",", ":"))
 
 
@@ -114,6 +130,7 @@ def parse_hold(key: str, value: Any) -> dict[str, Any]:
         "since": _text_or_none(data.get("since")),
         "expiresAt": _text_or_none(data.get("expiresAt")),
         "operation": _text_or_none(data.get("operation")),
+        "budgetOverride": _text_or_none(data.get("budgetOverride")),
         "key": key,
     }
     return out
