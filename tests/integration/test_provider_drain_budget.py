@@ -96,9 +96,15 @@ def test_ten_runs_at_once_never_exceed_the_declared_budget(chat: DrainEnv, waves
         chat.kube.get(LEASES, chat.ns, lock_name("net"))
 
 
-def test_a_killed_holder_s_lock_is_taken_after_its_ttl_and_a_short_timeout_refuses(env_net: DrainEnv):
-    env = env_net
-    # Holder: two writes paced 10 s apart (--qps 0.1) under the lock.
+HOLDING = {"a-1": ("gw-a", "chat", 0), "a-2": ("gw-a", "embed", 0), "a-3": ("gw-a", "chat", 1)}
+HOLDING |= {"a-4": ("gw-a", "embed", 1), "p-three": ("gw-b", "chat", 2), "p-four": ("gw-b", "embed", 2)}
+
+
+def test_a_killed_holder_s_lock_is_taken_after_its_ttl_and_a_short_timeout_refuses(
+    kube, namespace, agn, control_plane, tmp_path
+):
+    env = DrainEnv(kube, namespace, agn, control_plane, tmp_path).up(providers=HOLDING)
+    # Holder: four writes paced 10 s apart (--qps 0.1) under the lock: about 30 s holding it.
     holder = subprocess.Popen(env.argv("--gateway", "gw-a", "--qps", "0.1"), env=env.env(), stdout=subprocess.DEVNULL)
     try:
         lease = wait_for(lambda: _lease(env), timeout=60, what="the holder's drain lock")
@@ -110,10 +116,17 @@ def test_a_killed_holder_s_lock_is_taken_after_its_ttl_and_a_short_timeout_refus
         assert not env.drain_value("p-three") and report["outcomes"] == []
         # A waiting run; then the holder dies without releasing.
         waiter = spawn_json(env, "--provider", "p-four", "--lock-timeout", "120")
-        wait_for(lambda: _lease(env) and _lease(env)["spec"]["renewTime"] != lease["spec"]["renewTime"], timeout=30)
+        said: list[str] = []
+        reader = threading.Thread(target=_collect, args=(waiter.stderr, said), daemon=True)
+        reader.start()
+        wait_for(lambda: any("waiting for the drain lock of network net held by" in x for x in said), timeout=60)
+        seen = _lease(env)["spec"]["renewTime"]  # the waiter looks every second: it sees the next renewal
+        wait_for(lambda: _lease(env)["spec"]["renewTime"] != seen, timeout=30, what="a renewal the waiter saw")
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=10)
-        code, report = finish(waiter)
+        code = waiter.wait(timeout=120)
+        reader.join(timeout=10)
+        report = parse_report(waiter.stdout.read())
     finally:
         if holder.poll() is None:
             holder.kill()
@@ -124,6 +137,11 @@ def test_a_killed_holder_s_lock_is_taken_after_its_ttl_and_a_short_timeout_refus
     gap = parse_time(taken["acquiredAt"]) - parse_time(taken["previousRenewTime"])
     assert DEFAULT_TTL <= gap <= DEFAULT_TTL + 2, taken
     assert env.drain_value("p-four") is True
+
+
+def _collect(stream, lines: list[str]) -> None:
+    for line in stream:
+        lines.append(line)
 
 
 def _lease(env: DrainEnv):
