@@ -345,14 +345,16 @@ class Kube:
                 res.group, res.version, namespace, res.plural, name, patch, field_manager=self.field_manager
             )
 
-    def delete(self, res: Resource, namespace: str, name: str, *, uid: str | None = None) -> None:
-        """Delete; with ``uid`` only that incarnation of the object (409 :class:`Conflict` if it was replaced)."""
-        kwargs: dict[str, Any] = {}
-        if uid:
+    def delete(self, res: Resource, namespace: str, name: str, *, uid: str | None = None, **opts: Any) -> None:
+        """Delete; with ``uid`` only that incarnation of the object, with ``resource_version=`` only
+        that version (409 :class:`Conflict` if it was replaced or changed); ``timeout=`` seconds."""
+        resource_version, timeout = opts.get("resource_version"), opts.get("timeout")
+        kwargs: dict[str, Any] = {"_request_timeout": timeout} if timeout else {}
+        if uid or resource_version:
             from kubernetes.client import V1DeleteOptions, V1Preconditions
 
-            kwargs["body"] = V1DeleteOptions(preconditions=V1Preconditions(uid=uid))
-        with self._errors():
+            kwargs["body"] = V1DeleteOptions(preconditions=V1Preconditions(uid=uid, resource_version=resource_version))
+        with self._errors(read=timeout):
             self.custom.delete_namespaced_custom_object(res.group, res.version, namespace, res.plural, name, **kwargs)
 
     def watch(

@@ -72,6 +72,9 @@ class NetworkView:
     allowed_hosts: tuple[str, ...] = ()  # empty: any host
     metrics_max_age_seconds: int = DEFAULT_METRICS_MAX_AGE_SECONDS
     probe_interval_seconds: float | None = None  # None: the operator's --probe-interval
+    # spec.disruptionBudget.maxUnavailable as declared: a count (int) or "P%" per selection group;
+    # None: no declared budget. Read by the drain (xtask.drain.core.budget); the operator ignores it.
+    max_unavailable: int | str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

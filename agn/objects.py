@@ -108,7 +108,17 @@ def network_view(obj: Mapping[str, Any]) -> NetworkView:
         probe_interval_seconds=(
             float(spec["probeIntervalSeconds"]) if spec.get("probeIntervalSeconds") is not None else None
         ),
+        max_unavailable=_int_or_string((spec.get("disruptionBudget") or {}).get("maxUnavailable")),
     )
+
+
+def _int_or_string(value: Any) -> int | str | None:
+    """An int-or-string field as stored (a bool is neither; anything else is kept as its text)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return str(value)
 
 
 def consumer_view(obj: Mapping[str, Any]) -> ConsumerView:

@@ -27,6 +27,7 @@ import yaml
 from agn.objects import Obj
 from agn.shards import DEFAULT_SHARD_COUNT, check_shard_count, shard_names
 from xtask import components
+from xtask.drain.core.lock import lock_name
 from xtask.envdef import EnvDef
 from xtask.resources import data_dir
 
@@ -93,7 +94,7 @@ def render(
     roles = [
         _role("operator.yaml", ns),
         *(_role("gateway.yaml", ns, consumer=c, shard_count=envdef.overlay_shards) for c in consumers),
-        _role("provider-drain.yaml", ns),
+        _expand(_role("provider-drain.yaml", ns), "{drain_leases}", _drain_leases(envdef)),
     ]
     objects += roles
     objects += [_role_binding(role["metadata"]["name"], ns) for role in roles]
@@ -126,6 +127,12 @@ def render(
             )
         )
     return objects + env_objects(envdef)
+
+
+def _drain_leases(envdef: EnvDef) -> list[str]:
+    """The drain locks of the env's networks. Never an empty list: empty ``resourceNames`` would
+    mean every Lease; ``agn-drain-`` is no object name, so it grants nothing."""
+    return [lock_name(n.name) for n in envdef.networks] or ["agn-drain-"]
 
 
 def deployment_names(objects: list[Obj]) -> list[str]:

@@ -1124,6 +1124,20 @@ ROWS: dict[str, Row] = {
     "max-unavailable-on-undrain": Row(
         (*P1, "--undrain", "--max-unavailable", "1"), 2, "--max-unavailable bounds what a drain takes out"
     ),
+    # -- declared budgets and the drain lock: --override-budget, --lock-timeout ------------------------------
+    "override-budget-empty": usage("--override-budget", "", "'' is empty: say why the budget is overridden"),
+    "override-budget-blank": usage("--override-budget", "  ", "'  ' is empty"),
+    "override-budget-escape": usage("--override-budget", "CHG\x07", "'CHG\\x07' has characters that are not printable"),
+    "override-budget-too-long": Row(
+        (*P1, "--override-budget", "o" * 300), 2, "'" + "o" * 56 + "... is longer than 256 characters (300)"
+    ),
+    "override-budget-on-undrain": Row(
+        (*P1, "--undrain", "--override-budget", "why"), 2, "--override-budget sets a drain's budget aside"
+    ),
+    "lock-timeout-word": usage("--lock-timeout", "bogus", "'bogus' is not a duration"),
+    "lock-timeout-zero": usage("--lock-timeout", "0", "'0' is not a positive duration"),
+    "lock-timeout-negative": usage("--lock-timeout", "-5s", "'-5s' is not a duration"),
+    "lock-timeout-too-long": usage("--lock-timeout", "2d", "'2d' is longer than 1 days"),
     "wave-size-zero": usage("--wave-size", "0", "'0' is less than 1"),
     "wave-size-zero-percent": usage("--wave-size", "0%", "'0%' is less than 1%"),
     "wave-size-fraction": usage("--wave-size", "1.5", "'1.5' is not a count"),

@@ -403,6 +403,13 @@ def rows() -> list[Row]:
         out.append(Row(f"gateway-{key}", (*DRAIN, "--gateway", name, "--dry-run"), 3))
         out.append(Row(f"consumer-{key}", (*P1, "--dry-run", "--network", "net", "--consumer", name), 2))
     out.append(Row("provider-absent-json", (*DRAIN, "--provider", "nope", "-o", "json"), 3, expect='"exit"'))
+    # The reason of --override-budget is recorded (journal, hold, Event, report): no escapes, bounded;
+    # markup is printable text, echoed as text by a dry run. --lock-timeout: huge numbers are refused.
+    for key, reason in (("escape", f"{ESC}x"), ("newline", "a\nb"), ("nul-like", "a\x7fb"), ("huge", "r" * 100_000)):
+        out.append(Row(f"override-budget-{key}", (*P1, "--override-budget", reason), 2, expect="--override-budget"))
+    out.append(Row("override-budget-markup-dry-run", (*P1, "--dry-run", "--override-budget", "[bold]x[/bold]"), 0))
+    for key, value in (("huge", "9" * 40), ("exponent", "1e9"), ("unicode-digits", "\u0663s")):
+        out.append(Row(f"lock-timeout-{key}", (*P1, "--lock-timeout", value), 2, expect="--lock-timeout"))
     # Journal folders.
     for key, value, files in (
         ("empty", "", {}),

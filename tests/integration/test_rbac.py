@@ -22,6 +22,7 @@ from agn.kube import CONSUMERS, EVENTS, LEASES, OVERLAYS, PROVIDERS, SHARDS, Con
 from agn.operator.lease import DEFAULT_LEASE_NAME
 from agn.shards import DEFAULT_SHARD_COUNT, shard_name, shard_names
 from kubetest import apply_identities, can_i, events, impersonating
+from xtask.drain.core.lock import lock_name
 from xtask.envdef import load_env
 from xtask.manifests import env_objects, render
 
@@ -91,8 +92,26 @@ def test_operator_holds_its_lease_and_nothing_else_in_coordination(rbac):
     denied += [(v, "leases", None, "another-lease") for v in ("get", "update", "patch", "delete")]
     denied += [(v, "leases", None, None) for v in ("list", "watch", "deletecollection")]
     expect(check, "agn-operator", allowed, denied)
-    for identity in ("agn-gateway-consumer-a", "agn-provider-drain", "default"):
+    for identity in ("agn-gateway-consumer-a", "default"):
         assert not any(check(identity, v, "leases", name=DEFAULT_LEASE_NAME) for v in ("get", "create", "update"))
+    # The drain may create a Lease (its drain locks; create cannot be restricted by name), never
+    # read, take over or delete the operator's.
+    assert not any(
+        check("agn-provider-drain", v, "leases", name=DEFAULT_LEASE_NAME) for v in ("get", "update", "delete")
+    )
+
+
+def test_provider_drain_takes_renews_and_deletes_only_its_networks_drain_locks(rbac):
+    def check(identity, verb, resource, *, subresource=None, name=None):
+        return rbac(identity, verb, resource, subresource=subresource, name=name, group="coordination.k8s.io")
+
+    mine = lock_name(ENVDEF.networks[0].name)
+    allowed = [("create", "leases", None, None)] + [(v, "leases", None, mine) for v in ("get", "update", "delete")]
+    denied = [("patch", "leases", None, mine)]
+    denied += [(v, "leases", None, "agn-drain-elsewhere") for v in ("get", "update", "patch", "delete")]
+    denied += [(v, "leases", None, "agn-probes") for v in ("update", "patch", "delete")]
+    denied += [(v, "leases", None, None) for v in ("deletecollection",)]
+    expect(check, "agn-provider-drain", allowed, denied)
 
 
 @pytest.mark.parametrize("consumer, other", [("consumer-a", "consumer-b"), ("consumer-b", "consumer-a")])

@@ -175,6 +175,25 @@ def test_an_item_that_is_not_a_mapping_is_reported_once():
             "networks[0].probeIntervalSeconds: must be at most half of metricsMaxAgeSeconds (45), got 30",
         ),
         (
+            lambda d: d["networks"][0].update(disruptionBudget={"maxUnavailable": "abc"}),
+            'networks[0].disruptionBudget.maxUnavailable: must be an integer >= 0 or a percentage from "0%" to '
+            "\"100%\", got 'abc'",
+        ),
+        (
+            lambda d: d["networks"][0].update(disruptionBudget={"maxUnavailable": -1}),
+            'networks[0].disruptionBudget.maxUnavailable: must be an integer >= 0 or a percentage from "0%" to '
+            '"100%", got -1',
+        ),
+        (
+            lambda d: d["networks"][0].update(disruptionBudget={"maxUnavailable": True}),
+            'networks[0].disruptionBudget.maxUnavailable: must be an integer >= 0 or a percentage from "0%" to '
+            '"100%", got True',
+        ),
+        (
+            lambda d: d["networks"][0].update(disruptionBudget=1),
+            "networks[0].disruptionBudget: must be a mapping, got 1",
+        ),
+        (
             lambda d: d["consumers"][0].update(excludedProviders="provider-one"),
             "consumers[0].excludedProviders: must be a list of provider names, got 'provider-one'",
         ),
@@ -214,6 +233,23 @@ def test_a_networks_probe_interval_reaches_its_spec():
     data["networks"][0]["probeIntervalSeconds"] = 2.5
     env = parse_env(data, source=Path("envs/example.yaml"))
     assert env.networks[0].spec["probeIntervalSeconds"] == 2.5
+
+
+def test_a_disruption_budget_without_max_unavailable_names_both_problems():
+    data = example()
+    data["networks"][0]["disruptionBudget"] = {"max": 1}
+    assert problems(data) == [
+        "  networks[0].disruptionBudget.max: unknown field (allowed: maxUnavailable)",
+        "  networks[0].disruptionBudget.maxUnavailable: is required",
+    ]
+
+
+@pytest.mark.parametrize("budget", [0, 2, "25%", "100%"])
+def test_a_networks_declared_disruption_budget_reaches_its_spec(budget):
+    data = example()
+    data["networks"][0]["disruptionBudget"] = {"maxUnavailable": budget}
+    env = parse_env(data, source=Path("envs/example.yaml"))
+    assert env.networks[0].spec["disruptionBudget"] == {"maxUnavailable": budget}
 
 
 def test_overlay_shards_default_and_setting():

@@ -53,6 +53,7 @@ class RunContext:
             since=self.started_at,
             expires_in=self.req.expires_in,
             operation=self.operation,
+            budget_override=self.req.override_budget,
         )
 
     def patch_for(self, change: Change) -> dict[str, Any]:

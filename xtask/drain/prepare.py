@@ -18,7 +18,7 @@ from agn.kube import NETWORKS, PROVIDERS, NotFound
 from agn.operator.heartbeat import read_heartbeat
 from xtask.drain.context import RunContext
 from xtask.drain.core.amounts import Amount, split_waves
-from xtask.drain.core.budget import group_budgets
+from xtask.drain.core.budget import GroupBudget, declares_budget, group_budgets, networks_of
 from xtask.drain.core.changes import Change, GroupCount, plan_changes
 from xtask.drain.core.guard import Targets, target_refusals
 from xtask.drain.core.holds import holder_name, holds_of, undrain_refusal
@@ -34,6 +34,11 @@ from xtask.drain.gates.base import Gate, GateSetup
 from xtask.drain.report import Ending, RunResults, WaveResult
 from xtask.errors import RefusedError
 
+# The budget row's fields a plan file records (schemas/provider-drain-plan.schema.json).
+_PLAN_BUDGET = frozenset(
+    ("network", "group", "size", "budget", "unavailableNow", "unavailableAfter", "drained", "failed", "byThisRun")
+) | {"exceeded"}
+
 
 @dataclasses.dataclass
 class Prepared:
@@ -45,6 +50,7 @@ class Prepared:
     gates: list[Gate] = dataclasses.field(default_factory=list)
     targets: Targets | None = None
     ending: Ending | None = None
+    networks: list[str] = dataclasses.field(default_factory=list)  # whose drain locks the writes take
 
 
 def prepare(ctx: RunContext, results: RunResults) -> Prepared:
@@ -62,8 +68,7 @@ def prepare(ctx: RunContext, results: RunResults) -> Prepared:
     prepared = Prepared(changes=changes, targets=targets_read.result() if targets_read else None)
     counts: list[GroupCount] | None = [] if req.plan_out is not None else None
     refusal = _hold_refusals(ctx, selected) + _target_refusals(ctx, prepared, selected, counts)
-    if req.max_unavailable is not None:
-        refusal += _budget(ctx, results, req.max_unavailable, candidates, prepared)
+    refusal += _budget(ctx, results, candidates, prepared)
     if not refusal and req.in_waves:
         refusal = _plan_waves(ctx, results, selected, prepared)
     if refusal:
@@ -151,22 +156,46 @@ def _target_refusals(
     return target_refusals(prepared.targets, ctx.req, selected, prepared.changes, reader, counts=counts)
 
 
-def _budget(
-    ctx: RunContext, results: RunResults, amount: Amount, candidates: list[dict[str, Any]], prepared: Prepared
-) -> list[str]:
-    """The fleet budget's rows (in the report) and its refusals: every network of the namespace,
-    every provider (one more LIST when one provider was read by name)."""
-    kube, namespace = ctx.kube, ctx.namespace
-    providers = candidates if ctx.req.selector.provider is None else kube.list(PROVIDERS, namespace)[0]
+def _budget(ctx: RunContext, results: RunResults, candidates: list[dict[str, Any]], prepared: Prepared) -> list[str]:
+    """The networks whose drain locks the writes take; for a drain, the budget's rows (in the
+    report) and its refusals — a first look, without the lock: the writes check again under it
+    (:mod:`xtask.drain.locked`). Every network of the namespace, and every provider (one more
+    LIST when one provider was read by name and a budget applies)."""
+    kube, namespace, req = ctx.kube, ctx.namespace, ctx.req
     networks = kube.list(NETWORKS, namespace)[0]
+    changing = {c.provider for c in prepared.changes if not c.already}
+    prepared.networks = networks_of([p for p in candidates if p["metadata"]["name"] in changing], networks)
+    if not req.drain or (req.max_unavailable is None and req.override_budget is None and not declares_budget(networks)):
+        return []
+    providers = candidates if req.selector.provider is None else kube.list(PROVIDERS, namespace)[0]
     heartbeat = prepared.targets.heartbeat if prepared.targets else read_heartbeat(kube, namespace)
-    to_drain = [c.provider for c in prepared.changes if not c.already]
-    rows = group_budgets(providers, networks, to_drain, amount, heartbeat=heartbeat, now=time.time())
-    results.budget = {"maxUnavailable": str(amount), "groups": [r.to_dict() for r in rows]}
+    rows = group_budgets(
+        providers,
+        networks,
+        sorted(changing),
+        req.max_unavailable,
+        heartbeat=heartbeat,
+        now=time.time(),
+        override=req.override_budget is not None,
+    )
+    return budget_report(ctx, results, rows)
+
+
+def budget_report(ctx: RunContext, results: RunResults, rows: list[GroupBudget]) -> list[str]:
+    """Put the budget's rows in the report and say them; the refusals."""
+    req = ctx.req
+    amount = req.max_unavailable
+    results.budget = {
+        "maxUnavailable": None if amount is None else str(amount),
+        "override": req.override_budget,
+        "groups": [r.to_dict() for r in rows],
+    }
     for r in rows:
+        bound = "no bound" if r.budget is None else f"at most {r.budget}"
+        overridden = f"; declared {r.declared} overridden: {req.override_budget}" if r.overridden else ""
         ctx.say(
             f"budget: network {r.network}, group {r.group!r}: {r.unavailable_now} -> {r.unavailable_after} "
-            f"of {r.size} unavailable (at most {r.budget})"
+            f"of {r.size} unavailable ({bound}{overridden})"
         )
     return [r.describe(amount) for r in rows if r.exceeded]
 
@@ -227,7 +256,9 @@ def _write_plan(
             selected=selected,
             to_change=todo,
             groups=[c.to_dict() for c in counts],
-            budget=(results.budget or {}).get("groups", []),
+            budget=[
+                {k: v for k, v in g.items() if k in _PLAN_BUDGET} for g in (results.budget or {}).get("groups", [])
+            ],
             waves=split_waves(todo, req.wave_size or Amount(100, percent=True)),
         )
     )

@@ -71,6 +71,7 @@ class RunResults:
     plan_file: dict[str, Any] | None = None
     budget: dict[str, Any] | None = None
     waves: list[WaveResult] | None = None
+    lock: dict[str, Any] | None = None  # the drain locks taken (xtask.drain.locked)
     outcomes: list[Outcome] = dataclasses.field(default_factory=list)
     restorations: list[dict] = dataclasses.field(default_factory=list)
     stored: dict[str, Any] | None = None
@@ -118,6 +119,7 @@ def build_report(results: RunResults, ending: Ending, *, events: dict[str, Any],
         plan_file=results.plan_file,
         budget=results.budget,
         waves=None if results.waves is None else [w.to_dict() for w in results.waves],
+        lock=results.lock,
     )
 
 
@@ -147,8 +149,9 @@ class Report:
     exit_code: ExitCode = ExitCode.OK
     summary: str = ""
     plan_file: dict[str, Any] | None = None  # --plan-out / --plan: path, digest, action (written | applied)
-    budget: dict[str, Any] | None = None  # --max-unavailable: the budget and its groups
+    budget: dict[str, Any] | None = None  # declared budgets and --max-unavailable: the bounds and groups
     waves: list[dict] | None = None  # a drain in waves: per wave its providers, state and gates' readings
+    lock: dict[str, Any] | None = None  # the drain locks: identity, networks, each acquisition, lost
 
     def to_dict(self) -> dict:
         """The ``ProviderDrainReport`` (schema: ``schemas/provider-drain-report.schema.json``)."""

@@ -41,6 +41,7 @@ from xtask.drain.edges.kube_events import DRAINED, UNDRAINED, DrainEvents, Fact,
 from xtask.drain.edges.waiter import ConvergenceWaiter, WaitResult
 from xtask.drain.finish import end_after_wait, note_still_held, read_back, wait_idle
 from xtask.drain.gates.base import Gate, GateReading
+from xtask.drain.locked import LockedWrites
 from xtask.drain.prepare import Prepared, prepare
 from xtask.drain.record import RunRecord
 from xtask.drain.render import convergence_dict, restoration_summary, wait_summary
@@ -110,6 +111,7 @@ def _context(req: DrainRequest, kube: Kube, namespace: str, pool: cf.Executor, p
         warn=lambda text: progress(Said(text)),
         workers=req.concurrency,
     )
+    events.budget_override = req.override_budget
     return RunContext(
         req=req,
         kube=kube,
@@ -145,6 +147,7 @@ class _DrainRun:
         self.gates: list[Gate] = []
         self.last_wait: WaitResult | None = None
         self.targets: Targets | None = None
+        self.locked: LockedWrites | None = None
 
     def on_second_signal(self, signum: int) -> None:
         changed = self.record.changed_names()
@@ -155,6 +158,8 @@ class _DrainRun:
             + (f"journal: {path}\nrestore with: python -m xtask env drain-restore {path}\n" if path else "")
         )
         sys.stderr.flush()
+        if self.locked is not None:  # best effort: otherwise the next run waits for the lock to expire
+            self.locked.leave()
 
     # -- the pipeline ------------------------------------------------------------------------------
     def execute(self, latch: SignalLatch) -> Ending:
@@ -165,6 +170,13 @@ class _DrainRun:
             self.results.interrupted = latch.name
             return Ending(f"interrupted by {latch.name} before any write", ExitCode.INTERRUPTED)
         waves, first = self.begin(prepared)
+        self.locked = LockedWrites(self.ctx, self.results, prepared.networks, latch)
+        try:
+            return self.waves_and_end(waves, first, latch)
+        finally:
+            self.locked.leave()  # every exit path (an exception, a signal) gives the locks back
+
+    def waves_and_end(self, waves: list[tuple[WaveResult, list[Change]]], first: int, latch: SignalLatch) -> Ending:
         for wave, changes in waves:
             if wave.number < first:
                 wave.state, wave.earlier = WaveState.HELD, True
@@ -211,6 +223,7 @@ class _DrainRun:
                 plan_digest=req.plan.digest if req.plan is not None else None,
                 waves=[w.providers for w in self.waves] if self.staged else None,
                 selection=self.results.selection if self.staged else None,
+                budget_override=req.override_budget,
             )
             self.record = RunRecord(Journal.create(header, folder=req.journal_dir))
             ctx.say(f"journal: {self.record.path}")
@@ -231,7 +244,7 @@ class _DrainRun:
         try:
             if self.staged:
                 self.record.enter(RunState.APPLYING)
-            ending = self.write(changes, latch)
+            ending = self.locked_write(wave, changes, latch)
             if ending is not None:
                 return ending
             if not self.req.drain:
@@ -272,6 +285,20 @@ class _DrainRun:
         self.ctx.progress(WaveChanged(wave.number, len(self.waves), state))
 
     # -- write: journal, fan-out, restoration on failure or interrupt -------------------------------
+    def locked_write(self, wave: WaveResult, changes: list[Change], latch: SignalLatch) -> Ending | None:
+        """Write one wave under the drain locks, checked again under them (:mod:`xtask.drain.locked`)."""
+        assert self.locked is not None
+        where = f"before wave {wave.number} of {len(self.waves)}" if self.staged else "before writing"
+        ending = self.locked.enter(changes, self.record, where=where)
+        if ending is not None:
+            if wave.number > 1:
+                ending = dataclasses.replace(ending, summary=ending.summary + "; the waves written so far are kept")
+            return ending
+        try:
+            return self.write(changes, latch)
+        finally:
+            self.locked.leave()
+
     def write(self, changes: list[Change], latch: SignalLatch) -> Ending | None:
         req, ctx = self.req, self.ctx
         started = time.monotonic()

@@ -5,7 +5,7 @@ is set; the fan-out stops issuing writes, lets in-flight ones finish and restore
 stops waiting. A second signal calls the ``on_second`` callback (which prints what may need
 inspection) and exits immediately. A progress stream that can no longer be written (a closed
 terminal or pipe) raises SIGHUP at the process itself, once (:func:`stream_lost`), so it ends the
-run the same way.
+run the same way; a drain lock whose renewal failed trips the latch (:meth:`SignalLatch.trip`).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ class SignalLatch:
         self._on_second = on_second
         self._code = second_exit_code
         self._previous: dict[int, object] = {}
+        self._tripped: str | None = None
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.interrupted.is_set():
@@ -51,6 +52,15 @@ class SignalLatch:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)  # type: ignore[arg-type]
 
+    def trip(self, name: str) -> None:
+        """Interrupt the run as a first signal does, for a cause that is not a signal (``name``:
+        how the run says it, e.g. the drain lock lost); a later signal is then the second one."""
+        if not self.interrupted.is_set():
+            self._tripped = name
+            self.interrupted.set()
+
     @property
     def name(self) -> str:
-        return signal.Signals(self.signum).name if self.signum else ""
+        if self.signum:
+            return signal.Signals(self.signum).name
+        return self._tripped or ""

@@ -18,6 +18,7 @@ from xtask.drain.core.progress import (
     DryRunChecked,
     GateRead,
     IdleTick,
+    LockWaiting,
     Observed,
     Planned,
     ProgressEvent,
@@ -85,6 +86,10 @@ class RichReporter(PlainReporter):
         match event:
             case WaitBegun(text):
                 self._spinner(text)
+            case LockWaiting():
+                if self.progress is None:
+                    self._spinner(event.text)
+                self._describe(event.text)
             case Planned():
                 self._planned(event)
             case WriteStarted():

@@ -14,6 +14,7 @@ from xtask.drain.core.progress import (
     DryRunChecked,
     GateRead,
     IdleChanged,
+    LockWaiting,
     Observed,
     Planned,
     ProgressEvent,
@@ -60,6 +61,8 @@ def plain_line(event: ProgressEvent) -> str | None:
     match event:
         case Said(text) | WaitBegun(text):
             return text
+        case LockWaiting():
+            return event.text
         case Planned():
             state = "already in requested state" if event.already else "will change"
             held = f"; held by {', '.join(event.holders)}" if event.holders else ""

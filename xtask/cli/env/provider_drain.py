@@ -17,7 +17,8 @@ import click
 from xtask.cli.env.drain_view import PlainReporter, plain_final
 from xtask.cli.env.options import namespace_type, object_name_type
 from xtask.cli.output import emit_json, fancy, out_console, printable
-from xtask.drain.core.holds import MAX_EXPIRES_SECONDS, holder_problem, ticket_problem
+from xtask.drain.core.holds import MAX_EXPIRES_SECONDS, holder_problem, override_problem, ticket_problem
+from xtask.drain.core.lock import DEFAULT_LOCK_TIMEOUT, MAX_LOCK_TIMEOUT
 from xtask.drain.core.plandoc import PLANNED_FLAGS
 from xtask.drain.core.request import (
     DEFAULT_IDLE_TIMEOUT,
@@ -151,7 +152,24 @@ REQUEST_OPTIONS = (
         "--max-unavailable",
         type=AmountType(minimum=0),
         help="Drain only: refuse (exit 3) when, in a network's selection group, more than N (or P% of the group) "
-        "providers would be unavailable: drained by anyone, out for a hard failure, or drained by this run.",
+        "providers would be unavailable: drained by anyone, out for a hard failure, or drained by this run. "
+        "A stricter bound for this run than the network's declared spec.disruptionBudget (the smaller binds).",
+    ),
+    click.option(
+        "--override-budget",
+        type=CheckedText("reason", override_problem),
+        metavar="REASON",
+        help="Drain only: set the networks' declared disruption budgets aside for this run, saying why; the reason "
+        "is recorded in the journal, the holds, the Events and the report (--max-unavailable still binds).",
+    ),
+    click.option(
+        "--lock-timeout",
+        type=DurationType(maximum=MAX_LOCK_TIMEOUT),
+        metavar="DURATION",
+        default=DEFAULT_LOCK_TIMEOUT,
+        show_default=True,
+        help="How long to wait for the drain lock of each network (a Lease another run holds): seconds, or "
+        "30s, 2m; then refuse (exit 3) naming the holder.",
     ),
     # -- waves (docs/provider-drain.md, "Waves") --
     click.option(

@@ -2,7 +2,8 @@
 
 Each identity's hold is two annotations on the InferenceProvider (:mod:`agn.holds`):
 ``holds.drain.agn.dev/<id>``, whose value is compact JSON: ``{"holder", "reason", "ticket",
-"since", "expiresAt", "operation"}``, and ``owners.drain.agn.dev/<id>``, the Kubernetes
+"since", "expiresAt", "operation"}`` (and ``"budgetOverride"`` when the drain set the network's
+budget aside: ``--override-budget``), and ``owners.drain.agn.dev/<id>``, the Kubernetes
 username that wrote it (its owner; ``<id>`` is derived from it). ``holder`` is a display name
 (``--holder``); release authority comes only from the owner, and the API server enforces it
 (``manifests/policy/drain-holds.yaml``). The holds are a set: each owner adds and removes only
@@ -34,6 +35,7 @@ AT = "agn.dev/drain-at"
 OPERATION = "agn.dev/drain-operation"
 MAX_HOLDER = 128  # characters of --holder
 MAX_TICKET = 128  # characters of --ticket
+MAX_OVERRIDE = 256  # characters of --override-budget
 MAX_EXPIRES_SECONDS = 366 * 24 * 3600  # --expires-in: at most a year (and a day)
 
 
@@ -61,6 +63,17 @@ def ticket_problem(value: str) -> str | None:
     return None
 
 
+def override_problem(value: str) -> str | None:
+    """Why ``value`` cannot be the reason of ``--override-budget`` (None when it can)."""
+    if not value.strip():
+        return "is empty: say why the budget is overridden"
+    if not value.isprintable():
+        return "has characters that are not printable"
+    if len(value) > MAX_OVERRIDE:
+        return f"is longer than {MAX_OVERRIDE} characters ({len(value)})"
+    return None
+
+
 def rfc3339(at: dt.datetime) -> str:
     return at.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -73,6 +86,7 @@ def hold_value(
     since: dt.datetime,
     expires_in: int | None,
     operation: str,
+    budget_override: str | None = None,
 ) -> str:
     """The annotation value of one hold: compact JSON, keys in a fixed order."""
     expires = rfc3339(since + dt.timedelta(seconds=expires_in)) if expires_in else None
@@ -84,6 +98,8 @@ def hold_value(
         "expiresAt": expires,
         "operation": operation,
     }
+    if budget_override is not None:
+        body["budgetOverride"] = budget_override
     return json.dumps(body, separators=(",", ":"))
 
 
@@ -102,6 +118,7 @@ def parse_hold(key: str, value: Any, owner: Any = None) -> dict[str, Any]:
         "since": _text_or_none(data.get("since")),
         "expiresAt": _text_or_none(data.get("expiresAt")),
         "operation": _text_or_none(data.get("operation")),
+        "budgetOverride": _text_or_none(data.get("budgetOverride")),
         "key": key,
         "owner": owner,
     }

@@ -70,6 +70,7 @@ class JournalState:
     state: str = RunState.APPLYING  # a RunState, or whatever word an older journal holds
     torn_tail: bool = False
     plan_digest: str | None = None  # the digest of the plan applied (``provider-drain --plan``)
+    budget_override: str | None = None  # --override-budget REASON
     waves: list[list[str]] = dataclasses.field(default_factory=list)  # a drain in waves: each wave's providers
     selection: list[str] = dataclasses.field(default_factory=list)  # a drain in waves: every provider selected
     wave_states: dict[int, str] = dataclasses.field(default_factory=dict)  # wave number (from 1) -> its WaveState
@@ -254,6 +255,7 @@ class JournalHeader:
     plan_digest: str | None = None
     waves: list[list[str]] | None = None  # a drain in waves: each wave's providers
     selection: list[str] | None = None  # a drain in waves: every provider selected
+    budget_override: str | None = None  # --override-budget REASON: the declared budget set aside
 
     def record(self) -> dict[str, Any]:
         return {
@@ -268,6 +270,7 @@ class JournalHeader:
             "startedAt": now_text(),
             "plan": [_plan_item(c) for c in self.changes],
             **({"planDigest": self.plan_digest} if self.plan_digest is not None else {}),
+            **({"budgetOverride": self.budget_override} if self.budget_override is not None else {}),
         }
 
 
@@ -330,6 +333,7 @@ def state_from_header(rec: Mapping[str, Any]) -> JournalState:
         started_at=str(rec.get("startedAt") or ""),
         entries=entries,
         plan_digest=rec["planDigest"] if isinstance(rec.get("planDigest"), str) else None,
+        budget_override=rec["budgetOverride"] if isinstance(rec.get("budgetOverride"), str) else None,
         waves=_waves_from(rec.get("waves"), entries),
         selection=_selection_from(rec.get("selection")),
     )

@@ -132,8 +132,28 @@ class GateRead:
     reading: dict[str, Any]
 
 
+@dataclasses.dataclass(frozen=True)
+class LockWaiting:
+    """Another run holds the drain lock of ``network`` (the Lease ``lease``): this run has waited
+    ``waited`` of ``timeout`` seconds for it (said when the holder changes, and every few seconds)."""
+
+    network: str
+    lease: str
+    holder: str
+    waited: float
+    timeout: float
+
+    @property
+    def text(self) -> str:
+        return (
+            f"waiting for the drain lock of network {self.network} held by {self.holder or 'nobody known'} "
+            f"({self.waited:g}s of --lock-timeout {self.timeout:g}s)"
+        )
+
+
 ProgressEvent = (
     Said
+    | LockWaiting
     | WaitBegun
     | Planned
     | DryRunChecked

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from agn.yamltext import show
 from xtask.drain.core.amounts import Amount
-from xtask.drain.core.holds import MAX_EXPIRES_SECONDS, holder_problem, ticket_problem
+from xtask.drain.core.holds import MAX_EXPIRES_SECONDS, holder_problem, override_problem, ticket_problem
+from xtask.drain.core.lock import DEFAULT_LOCK_TIMEOUT, MAX_LOCK_TIMEOUT
 from xtask.drain.core.selection import Selector
 from xtask.errors import UsageError
 
@@ -52,6 +53,9 @@ class DrainRequest:
     plan: LoadedPlan | None = None  # --plan: apply this plan (the selection and operation are its)
     max_plan_age: float | None = None  # --max-plan-age seconds (None: planfile.DEFAULT_MAX_AGE)
     max_unavailable: Amount | None = None  # --max-unavailable: the fleet budget
+    # --override-budget REASON: set the networks' declared disruption budgets aside (recorded).
+    override_budget: str | None = None
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT  # --lock-timeout: seconds to wait for the drain locks
     # Waves (None: not given on the command line; the defaults are DEFAULT_SOAK and so on).
     soak: float | None = None
     on_breach: str | None = None  # hold | restore (None: hold)
@@ -95,6 +99,12 @@ class DrainRequest:
             raise UsageError("--max-plan-age bounds the age of the plan given with --plan; it does nothing without it")
         if self.max_unavailable is not None and not self.drain:
             raise UsageError("--max-unavailable bounds what a drain takes out; it does not apply to --undrain")
+        if self.override_budget is not None and not self.drain:
+            raise UsageError("--override-budget sets a drain's budget aside; it does not apply to --undrain")
+        if self.override_budget is not None and (problem := override_problem(self.override_budget)):
+            raise UsageError(f"--override-budget {show(self.override_budget)} {problem}")
+        if not 0 < self.lock_timeout <= MAX_LOCK_TIMEOUT:
+            raise UsageError(f"--lock-timeout must be between 1 and {MAX_LOCK_TIMEOUT} seconds")
         if self.release_all and self.drain:
             raise UsageError("--release-all removes every holder's hold on --undrain; it does not apply to a drain")
         if self.ticket is not None and not self.drain:

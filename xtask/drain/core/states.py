@@ -126,6 +126,7 @@ class RunState(enum.StrEnum):
     APPLIED_IDLE_INTERRUPTED = "applied-idle-interrupted"
     SOAKING = "soaking"  # waves: a wave converged and its gates are being read over the soak
     APPLIED_BREACHED = "applied-breached"  # waves: a gate did not hold; the written waves are kept
+    APPLIED_REFUSED = "applied-refused"  # refused under the drain lock before a wave; written waves are kept
 
     @classmethod
     def after_restoring(cls, outcomes: list[str]) -> RunState:

@@ -10,7 +10,7 @@ inferenceprovider NAME`` and ``kubectl get events`` show the history next to the
 | ``DrainRestored`` | Normal | a run, or ``drain-restore``, put the provider back |
 | ``DrainRestoreFailed`` | Warning | it could not (changed by another writer since, or the write failed) |
 
-The note carries ``--reason``, the operation id and who (``user@host``, as the
+The note carries ``--reason``, ``--override-budget`` (on ``ProviderDrained``), the operation id and who (``user@host``, as the
 ``agn.dev/drain-by`` annotation records it, plus the kube context and its user).
 
 Events are a trail, not part of the operation: they are sent once the provider writes (and
@@ -100,6 +100,7 @@ def note(
     context: str | None,
     user: str | None,
     reason: str | None,
+    budget_override: str | None = None,
 ) -> str:
     """The Event's note: what happened, why (``--reason``), the operation and who."""
     what = {
@@ -113,6 +114,8 @@ def note(
     parts = [f"{what}: {fact.detail}" if fact.detail else what]
     if reason:
         parts.append(f"reason: {reason}")
+    if budget_override and fact.reason == DRAINED:
+        parts.append(f"disruption budget overridden: {budget_override}")
     who = actor
     via = ", ".join(x for x in (f"kube user {user}" if user else "", f"context {context}" if context else "") if x)
     parts.append(f"operation {operation} by {who}" + (f" ({via})" if via else ""))
@@ -136,15 +139,15 @@ class DrainEvents:
         reason: str | None,
         warn: Callable[[str], None],
         workers: int = 8,
-        clock: Callable[[], float] = time.time,
     ) -> None:
         self._kube = kube
         self._namespace = namespace
         self._operation = operation
         self._actor = actor
         self._reason = reason
+        self.budget_override: str | None = None  # --override-budget: said on ProviderDrained
         self._warn = warn
-        self._clock = clock
+        self._clock: Callable[[], float] = time.time
         self._workers = workers
         self._uids: dict[str, str] = {}
         self._pool: cf.ThreadPoolExecutor | None = None
@@ -193,6 +196,7 @@ class DrainEvents:
                     context=self._kube.context,
                     user=self._kube.user,
                     reason=self._reason,
+                    budget_override=self.budget_override,
                 ),
                 type_=fact.type,
                 reporter=Reporter(CONTROLLER, self._actor),
