@@ -346,8 +346,7 @@ class Kube:
             )
 
     def delete(self, res: Resource, namespace: str, name: str, *, uid: str | None = None, **opts: Any) -> None:
-        """Delete; with ``uid`` only that incarnation of the object, with ``resource_version=`` only
-        that version (409 :class:`Conflict` if it was replaced or changed); ``timeout=`` seconds."""
+        """Delete; only that ``uid``/``resource_version=`` (else 409 :class:`Conflict`); ``timeout=`` s."""
         resource_version, timeout = opts.get("resource_version"), opts.get("timeout")
         kwargs: dict[str, Any] = {"_request_timeout": timeout} if timeout else {}
         if uid or resource_version:
@@ -391,8 +390,7 @@ class Kube:
                 yield kind, obj
 
     def who_am_i(self) -> tuple[str, float]:
-        """The caller's username as the API server authenticates it (a ``SelfSubjectReview``) and
-        the server's clock as it answered (its ``Date`` header; seconds since the epoch)."""
+        """The caller's username (a ``SelfSubjectReview``) and the server's clock (its ``Date`` header)."""
         from kubernetes.client import AuthenticationV1Api
 
         body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
