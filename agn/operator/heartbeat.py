@@ -1,7 +1,7 @@
 """The probes heartbeat: one small Lease per namespace that vouches for every provider status.
 
 Provider status is written only when its meaning changes (:mod:`.provider_status`): an
-availability or hard-failure transition, a drained provider's new load reading. A status that
+availability or hard-failure transition, a drained provider's changed load counts. A status that
 does not change is not rewritten, so its ``probe.metricsObservedAt`` is the time of the probe
 that last *changed* it, not of the last probe. What tells a reader the status is still current
 is this heartbeat (as a kubelet's Lease does for its unchanged NodeStatus, KEP-589): the
@@ -10,7 +10,8 @@ every provider known at the start of its leadership term has been probed in that
 while no status write has failed.
 
 Its ``spec.renewTime`` is not the clock but the prober's *watermark* T: the start of the least
-recent last probe of any provider (:meth:`agn.operator.prober.Prober.watermark`). It says:
+recent last probe of any provider whose status write, if it called for one, is done
+(:meth:`agn.operator.prober.Prober.watermark`: a probe counts only once written). It says:
 every provider has been probed since T, and every change of meaning those probes saw is
 written. So a status whose ``MetricsFresh`` condition is True had a fresh reading at T: its
 metrics count as observed at T (:func:`agn.objects.provider_view` with ``heartbeat``). A

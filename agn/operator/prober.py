@@ -13,7 +13,7 @@ keep-alive client (:mod:`.probe_http`). Every tunable is read from the operator'
 
 The result becomes a status (see :mod:`.provider_status`) that is kept here and written
 (:mod:`.probe_writes`, in a small thread pool while its probe's slot stays taken) only when its
-meaning changed (and, for a drained provider, on each new load reading); the probes heartbeat
+meaning changed (a drained provider's too: a new load reading that says the same is no news); the probes heartbeat
 (:mod:`.heartbeat`), renewed while every status is current, vouches for the unchanged ones
 (docs/operator.md, "Status writes at fleet size").
 
@@ -178,7 +178,8 @@ class Prober:
 
     def watermark(self, now: float) -> float:
         """The time every provider probed in this term has been probed since (unix seconds):
-        the start of the least recent last probe. A prober that falls behind moves it less, so
+        the start of the least recent last probe whose status write (if it called for one) is
+        done, so every change of meaning a probe since then saw is in the API. A prober that falls behind moves it less, so
         what the heartbeat vouches for ages as the probes do, never more."""
         with self._lock:
             times = [m.probed_at for m in self._memory.values() if m.probed_at is not None]
@@ -398,7 +399,6 @@ class Prober:
             metrics_failed=not outcome.metrics_ok,
         )
         mem = self._remembered(obj)
-        mem.probed_at = outcome.observed_at
         previous = mem.current if mem.current is not None else mem.status
         mem.failures = 0 if outcome.healthy is not False else mem.failures + 1
         was_healthy = (previous.get("probe") or {}).get("healthy") is True
@@ -432,8 +432,9 @@ class Prober:
             now=now,
             refresh=refresh_seconds(metrics_max_age(networks)) if refresh else None,
         ):
+            mem.probed_at = outcome.observed_at
             return None
-        return lambda: self._write(name, mem, desired, now)
+        return lambda: self._write(name, mem, desired, now, probed_at=outcome.observed_at)
 
     def _recheck_in(
         self,
@@ -476,8 +477,14 @@ class Prober:
             timeout=settings.probe_timeout,
         )
 
-    def _write(self, name: str, mem: ProviderMemory, desired: Obj, now: float) -> None:
-        written = self._writes.status(name, mem.status, desired)
-        if written is not None:
-            mem.status = written
-            mem.written_at = now
+    def _write(self, name: str, mem: ProviderMemory, desired: Obj, now: float, *, probed_at: float) -> None:
+        """Write the status one probe called for; only then does that probe count for the
+        heartbeat's watermark (a renewal vouches that every probe since it is *written*, not
+        merely done). A failed write holds the heartbeat back instead (:meth:`vouching`)."""
+        try:
+            written = self._writes.status(name, mem.status, desired)
+            if written is not None:
+                mem.status = written
+                mem.written_at = now
+        finally:
+            mem.probed_at = probed_at

@@ -242,20 +242,20 @@ def should_write(
     now: float,
     refresh: float | None,
 ) -> bool:
-    """Write when the meaning changed; when ``desired`` carries a load reading the last write
-    does not (a drained provider's every new reading); and, only with a ``refresh`` (the old
-    write-every-probe behaviour, kept for comparison), when the last write is that old.
+    """Write when the meaning changed, and, only with a ``refresh`` (the old write-every-probe
+    behaviour, kept for comparison), when the last write is that old.
 
-    With ``refresh=None`` an unchanged status is never rewritten: its freshness is vouched for
-    by the probes heartbeat (:mod:`agn.operator.heartbeat`), not by rewriting it."""
+    With ``refresh=None`` an unchanged status is never rewritten, a drained provider's included:
+    a new load reading that says the same (busy with the same counts, or idle again) is no news.
+    Its freshness is vouched for by the probes heartbeat (:mod:`agn.operator.heartbeat`), not by
+    rewriting it; ``provider-drain --wait-idle`` reads it from there (:mod:`xtask.drain.core.idle`)."""
     if semantic_key(previous) != semantic_key(desired):
         return True
     if last_write_at is None:
         return True
     if refresh is not None:
         return now - last_write_at >= refresh
-    new_reading = (desired.get("load") or {}).get("observedAt")
-    return new_reading is not None and new_reading != (previous.get("load") or {}).get("observedAt")
+    return False
 
 
 def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:

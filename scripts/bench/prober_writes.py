@@ -34,8 +34,8 @@ Per row, once every provider is admitted and served by every consumer's gateway:
    to 0.1 s, so the networks ask for more probes than the prober can run: probes/s over the
    window is the prober's capacity on this machine, with the fake pool on the same cores.
 
-Usage: python scripts/bench/prober_writes.py [--providers 4,500,5000] [--consumers 10]
-       [--compare] [--capacity] [--trials 3] [--drains 3] [--window 10]
+Usage: python scripts/bench/prober_writes.py [--providers 4,500,5000] [--consumers 10] [--compare]
+       [--capacity] [--trials 3] [--drains 3] [--window 10] [--drained N] [--base-root DIR]
 The interval is ``--small-interval`` (1 s) for sizes up to 4 providers, ``--interval`` (5 s)
 up to 5,000 and ``--large-interval`` (10 s) above; the failure threshold is the operator's
 default (3).
@@ -76,6 +76,7 @@ class Row:
     consumers: int
     mode: str
     interval: float
+    drained: int = 0
     writes_s: float | None = None
     status_writes_s: float | None = None
     probes_s: float | None = None
@@ -201,8 +202,11 @@ class Runner:
         self.operator_url = f"http://127.0.0.1:{port}"
         gateways = [components.gateway(c, namespace=self.ns, port=0, placement=placement) for c in self.consumers]
         t0 = time.monotonic()
+        base = self.args.base_root if row.mode == "base" else None
         for component in (operator, *gateways):
-            self.bench.sup.start(component.name, component.argv(sys.executable), env=self.bench.env)
+            # ``base`` rows run the operator of the checkout before the change (same argv).
+            env, cwd = (self.bench.env, None) if base is None or component is not operator else self.base_env(base)
+            self.bench.sup.start(component.name, component.argv(sys.executable), env=env, cwd=cwd)
             self.started.append(component.name)
         wait(
             lambda: self.everywhere(row.providers),
@@ -211,6 +215,26 @@ class Runner:
             interval=0.5,
         )
         row.admit_s = time.monotonic() - t0  # operator start to every provider admitted and served
+        if row.drained:
+            self.drain_first(row)
+
+    def base_env(self, root: Path) -> tuple[dict[str, str], Path]:
+        """The environment and directory that run ``root``'s code (``--base-root``)."""
+        return {**self.bench.env, "PYTHONPATH": str(root)}, root
+
+    def drain_first(self, row: Row) -> None:
+        """``--drained N``: the first N providers drained (as a gateway drain leaves them), until
+        the operator has published a load reading for every one of them."""
+        names = [f"p{i:05d}" for i in range(row.drained)]
+        patch = {"spec": {"trafficPolicy": {"drain": True}}}
+        with cf.ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda n: self.kube.merge_patch(PROVIDERS, self.ns, n, patch), names))
+
+        def published() -> bool:
+            items, _ = self.kube.list(PROVIDERS, self.ns)
+            return sum(1 for o in items if (o.get("status") or {}).get("load")) >= row.drained
+
+        wait(published, timeout=self.args.size_timeout, what="every drained provider's load published", interval=1.0)
 
     def steady(self, row: Row) -> None:
         time.sleep(2 * row.interval)  # settle: the admission's own writes are done
@@ -362,7 +386,7 @@ def render(rows: list[Row], started: str) -> Table:
                 drain += f" (x{statistics.median(r.drain_s) / small:.2f})"
         table.add_row(
             f"{r.providers:,} x {r.consumers}",
-            r.mode,
+            r.mode + (f", {r.drained:,} drained" if r.drained else ""),
             f"{r.interval:g} s",
             "-" if r.writes_s is None else f"{r.writes_s:.1f}",
             "-" if r.status_writes_s is None else f"{r.status_writes_s:.1f}",
@@ -411,6 +435,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--window", type=float, default=10.0, help="seconds of the steady-state window (10)")
     parser.add_argument("--trials", type=int, default=3, help="detection / re-admission trials per row (3)")
     parser.add_argument("--drains", type=int, default=3, help="single converged drains timed per row (3)")
+    parser.add_argument("--drained", type=int, default=0, help="providers drained before the steady window (0)")
+    parser.add_argument("--base-root", type=Path, default=None, help="also run each size with this checkout's operator")
     parser.add_argument("--compare", action="store_true", help="also run every size with --status-refresh")
     parser.add_argument("--capacity", action="store_true", help="measure the prober's capacity at the largest size")
     parser.add_argument("--size-timeout", type=float, default=600.0, help="seconds to admit one size (600)")
@@ -427,6 +453,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_term)
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     modes = ["changes", "every-probe"] if args.compare else ["changes"]
+    if args.base_root is not None:
+        modes.append("base")
     largest = max(args.providers)
     rows: list[Row] = []
     interrupted = False
@@ -438,14 +466,14 @@ def main(argv: list[str] | None = None) -> int:
             for n in args.providers:
                 for mode in modes:
                     interval = args.small_interval if n <= 4 else args.interval if n <= 5000 else args.large_interval
-                    row = Row(n, args.consumers, mode, interval)
+                    row = Row(n, args.consumers, mode, interval, drained=min(args.drained, n))
                     rows.append(row)
                     print(f"prober-writes: {n} x {args.consumers} {mode} ...", file=sys.stderr, flush=True)
                     try:
                         runner.setup(row)
                         runner.steady(row)
                         runner.flip(row)
-                        if mode == "changes":
+                        if mode in ("changes", "base"):
                             runner.drain_and_idle(row)
                         if args.capacity and mode == "changes" and n == largest:
                             runner.capacity(row)

@@ -16,7 +16,7 @@ from test_probe_fleet import create_pool
 
 from agn.kube import LEASES, NETWORKS, PROVIDERS
 from agn.model import Exclusion, hard_failure
-from agn.objects import network_view, provider_view
+from agn.objects import network_view, parse_time, provider_view
 from agn.operator.heartbeat import HEARTBEAT_LEASE, read_heartbeat
 from agnprocs import http_json, sample, scrape, wait_for
 from xtask.drain.core.idle import UNKNOWN, classify
@@ -110,11 +110,12 @@ def test_a_reading_that_stops_coming_expires_and_is_never_zero(kube, namespace, 
     set_drain(kube, namespace, "busy", True)
     first = wait_for(lambda: provider_status(kube, namespace, "busy").get("load"), what="busy's load published")
     assert first["waiting"] == 3
-    # Readings keep coming while drained: a new observedAt on every probe.
+    # The same load is not rewritten: the probes heartbeat vouches for it while the operator probes.
     wait_for(
-        lambda: provider_status(kube, namespace, "busy")["load"]["observedAt"] != first["observedAt"],
-        what="a second reading",
+        lambda: (read_heartbeat(kube, namespace) or 0) > parse_time(first["observedAt"]),
+        what="a heartbeat after the reading",
     )
+    assert provider_status(kube, namespace, "busy")["load"] == first
     assert kube.get(LEASES, namespace, HEARTBEAT_LEASE)["spec"]["renewTime"]
     agn.stop("operator")  # the readings (and the heartbeat) stop coming
 
@@ -133,3 +134,42 @@ def test_a_reading_that_stops_coming_expires_and_is_never_zero(kube, namespace, 
     heartbeat = read_heartbeat(kube, namespace)
     wait_for(lambda: time.time() - heartbeat > 3, timeout=10, interval=0.2, what="the heartbeat to age past the bound")
     assert hard_failure(provider_view(quiet, heartbeat), network, now=time.time()) is Exclusion.STALE
+
+
+def test_a_drained_providers_unchanged_load_is_not_rewritten_a_changed_one_is(kube, namespace, agn):
+    """Over several probe rounds a drained provider whose engine keeps reporting the same load
+    is not rewritten (its resourceVersion stays); the heartbeat keeps that reading fresh. One
+    whose in-flight count changes is rewritten with the new count."""
+    base = agn.provider("pool")
+    make_network(kube, namespace, metricsMaxAgeSeconds=3)
+    create_pool(kube, namespace, base, ["steady", "moving"])
+    make_consumer(kube, namespace, "c1")
+    http_json(f"{base}/pool/steady/admin/state", method="POST", body={"waiting": 2})
+    url = agn.operator_with_health("--probe-interval", "1")
+    wait_for(lambda: states(kube, namespace, "c1") == {"steady": "admitted", "moving": "admitted"}, what="admitted")
+    for name in ("steady", "moving"):
+        set_drain(kube, namespace, name, True)
+    wait_for(lambda: provider_status(kube, namespace, "steady").get("load", {}).get("waiting") == 2, what="steady")
+    wait_for(lambda: provider_status(kube, namespace, "moving").get("load", {}).get("waiting") == 0, what="moving")
+    steady = kube.get(PROVIDERS, namespace, "steady")
+    probed = probes_done(url)
+    # Five more probes of each (at a 1 s interval): before this change, five rewrites.
+    wait_for(lambda: probes_done(url) >= probed + 10, timeout=30, interval=0.2, what="five probe rounds")
+    heartbeat = wait_for(
+        lambda: (
+            (b := read_heartbeat(kube, namespace)) and b > parse_time(steady["status"]["load"]["observedAt"]) + 3 and b
+        ),
+        timeout=30,
+        interval=0.2,
+        what="a heartbeat past the bound after the reading",
+    )
+    again = kube.get(PROVIDERS, namespace, "steady")
+    assert again["metadata"]["resourceVersion"] == steady["metadata"]["resourceVersion"]
+    assert again["status"]["load"] == steady["status"]["load"]
+    # Older than metricsMaxAgeSeconds by its observedAt, yet fresh: the heartbeat vouches for it.
+    reading = classify("steady", again, max_age=3, now=heartbeat + 1, vouched_at=heartbeat)
+    assert (reading.state, reading.waiting) == ("busy", 2)
+    before = kube.get(PROVIDERS, namespace, "moving")["metadata"]["resourceVersion"]
+    http_json(f"{base}/pool/moving/admin/state", method="POST", body={"waiting": 1})
+    wait_for(lambda: provider_status(kube, namespace, "moving")["load"].get("waiting") == 1, what="moving rewritten")
+    assert kube.get(PROVIDERS, namespace, "moving")["metadata"]["resourceVersion"] != before

@@ -238,3 +238,40 @@ def test_help_documents_the_flags_and_exit_code_9():
     out = CliRunner().invoke(provider_drain, ["--help"], terminal_width=200).output
     assert "--wait-idle" in out and "--idle-timeout DURATION" in out
     assert "  9  --wait-idle: drained and serving, not idle before --idle-timeout" in out
+
+
+class TestVouchedByHeartbeat:
+    """Freshness of an unchanged status comes from the probes heartbeat, not from a rewrite."""
+
+    def test_old_idle_reading_vouched_by_a_later_heartbeat_is_fresh(self):
+        old = provider(at=NOW - 600, running=0, waiting=0)
+        assert judge(old).state == UNKNOWN  # expired on its own
+        r = classify("p", old, max_age=MAX_AGE, now=NOW, vouched_at=NOW - 2)
+        assert (r.state, r.age, r.at) == (IDLE, 2.0, NOW - 2)
+        assert r.last_reading() == {"observedAt": rfc3339(NOW - 600), "running": 0, "waiting": 0}
+
+    def test_idle_before_the_drain_does_not_count(self):
+        obj = provider(at=NOW - 10, running=0, waiting=0)
+        before = classify("p", obj, max_age=MAX_AGE, now=NOW, since=NOW - 5)
+        assert before.state == UNKNOWN and "before the drain" in before.why
+        after = classify("p", obj, max_age=MAX_AGE, now=NOW, since=NOW - 5, vouched_at=NOW - 1)
+        assert after.state == IDLE
+
+    def test_busy_before_the_drain_stays_busy(self):
+        r = classify("p", provider(at=NOW - 10, running=2, waiting=0), max_age=MAX_AGE, now=NOW, since=NOW - 5)
+        assert r.state == BUSY
+
+    def test_a_vouch_never_makes_an_absent_reading_idle(self):
+        r = classify("p", provider(at=None), max_age=MAX_AGE, now=NOW, vouched_at=NOW - 1, since=NOW - 5)
+        assert r.state == UNKNOWN
+
+    def test_two_heartbeats_over_one_unchanged_status_are_two_readings(self):
+        obj = provider(at=NOW - 30, running=0, waiting=0)
+        t = IdleTracker(["p"])
+        t.observe(classify("p", obj, max_age=MAX_AGE, now=NOW, since=NOW - 5))  # before the drain
+        t.observe(classify("p", obj, max_age=MAX_AGE, now=NOW, since=NOW - 5, vouched_at=NOW - 4))
+        assert t.verdicts()[0].state == UNKNOWN  # idle once
+        t.observe(classify("p", obj, max_age=MAX_AGE, now=NOW, since=NOW - 5, vouched_at=NOW - 4))  # same renewal
+        assert t.verdicts()[0].state == UNKNOWN
+        t.observe(classify("p", obj, max_age=MAX_AGE, now=NOW, since=NOW - 5, vouched_at=NOW - 2))
+        assert t.verdicts()[0].state == IDLE

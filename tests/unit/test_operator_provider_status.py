@@ -134,11 +134,17 @@ def test_changes_only_an_unchanged_status_is_never_rewritten():
     assert should_write(a, failed, last_write_at=T0, now=T0 + 1, refresh=None)
 
 
-def test_changes_only_a_drained_providers_every_new_reading_is_written():
+def test_changes_only_a_drained_providers_same_load_is_not_rewritten():
     a = status_after(ok(T0, running=0, waiting=0))
     b = status_after(ok(T0, running=0, waiting=0), ok(T0 + 1, running=0, waiting=0))  # same load, new reading
-    assert should_write(a, b, last_write_at=T0, now=T0 + 1, refresh=None)
-    assert not should_write(b, b, last_write_at=T0 + 1, now=T0 + 2, refresh=None)  # no new reading
+    assert not should_write(a, b, last_write_at=T0, now=T0 + 1, refresh=None)  # the heartbeat vouches for it
+    assert not should_write(a, b, last_write_at=T0, now=T0 + 3600, refresh=None)
+    busy = status_after(ok(T0, running=0, waiting=0), ok(T0 + 1, running=2, waiting=0))
+    assert should_write(a, busy, last_write_at=T0, now=T0 + 1, refresh=None)  # in-flight count changed
+    busier = status_after(ok(T0 + 1, running=2, waiting=0), ok(T0 + 2, running=3, waiting=0))
+    assert should_write(busy, busier, last_write_at=T0 + 1, now=T0 + 2, refresh=None)
+    same = status_after(ok(T0 + 2, running=3, waiting=0), ok(T0 + 3, running=3, waiting=0))
+    assert not should_write(busier, same, last_write_at=T0 + 2, now=T0 + 3, refresh=None)
     # A failed scrape keeps the last reading (its observedAt): nothing new to publish but the error.
     stale = next_status(
         b,

@@ -106,8 +106,9 @@ REQUEST_OPTIONS = (
         "--wait-idle",
         is_flag=True,
         help="Drain only, with --network/--consumer: once the drain is serving, wait until every selected provider "
-        "is idle (running 0 and waiting 0 in two consecutive fresh load readings of the operator; a missing, "
-        "expired or incomplete reading is not idle).",
+        "is idle (running 0 and waiting 0 in two consecutive fresh load readings of the operator, both after the "
+        "wait began; the operator writes a reading only when it changes, and the probes heartbeat Lease agn-probes "
+        "vouches that an unchanged one is current; a missing, expired or incomplete reading is not idle).",
     ),
     click.option(
         "--idle-timeout",

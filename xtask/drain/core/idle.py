@@ -13,18 +13,32 @@ status (``status.load``: ``running``, ``waiting`` and ``observedAt``, the time o
   not export. An absent number is never read as zero.
 
 Only a drained provider (``spec.trafficPolicy.drain: true``, the only kind a ``--wait-idle``
-waits on) has a ``status.load``: the operator writes its status after every successful scrape,
-with a new ``observedAt`` (``should_write`` in ``agn/operator/provider_status.py``), so an
-unchanged idle reading keeps arriving while the operator probes and expires when it stops.
-Every other provider's readings stay in the operator (docs/operator.md, "Status writes at
-fleet size"): no ``load`` there reads as unknown, never as 0.
+waits on) has a ``status.load``. The operator writes it only when its meaning changes
+(running/waiting counts, a failed scrape, availability: ``should_write`` in
+``agn/operator/provider_status.py``), not on every reading: a provider that stays idle is not
+rewritten, so ``observedAt`` is when its reading last *changed*. Every other provider's
+readings stay in the operator (docs/operator.md, "Status writes at fleet size"): no ``load``
+there reads as unknown, never as 0.
+
+**Freshness from the probes heartbeat.** The Lease ``agn-probes`` (``agn/operator/heartbeat.py``)
+carries a watermark T: every provider has been probed since T and the status write each of
+those probes called for is done (the operator renews it only then, and never while a status
+write failed). So a status the caller saw unchanged (same ``resourceVersion``) both before and
+after it read a renewal T is *vouched for* at T: the operator probed the provider at T or later,
+and had the load changed it would have written it. A reading's time is then
+``max(observedAt, T)``; its age is counted from there, and expires as before when the heartbeat
+stops. The caller passes ``vouched_at`` only for the exact object it saw around the renewal.
+
+**After the drain.** An idle reading whose time is before ``since`` (when the drain was serving
+everywhere) proves nothing, as sessions could still land after that probe: it is unknown.
 
 **Two consecutive readings.** A provider counts as idle only after two *distinct* readings in
-a row (different ``observedAt``) were idle. Seeing the same reading twice proves nothing about
-the provider, so it does not count twice. Because the operator writes every reading whose
-meaning changed at once, two consecutive written idle readings mean every probe between them
-saw the provider idle too. Any busy or unknown look in between starts the count again, and
-so does a gap in what the caller saw (a re-list after a broken watch).
+a row (different times: two writes, or two heartbeat renewals after ``since``) were idle.
+Seeing the same reading twice proves nothing about the provider, so it does not count twice.
+Because the operator writes every reading whose meaning changed before it renews the
+heartbeat, two consecutive idle readings mean every probe between them saw the provider idle
+too. Any busy or unknown look in between starts the count again, and so does a gap in what the
+caller saw (a re-list after a broken watch).
 """
 
 from __future__ import annotations
@@ -50,8 +64,9 @@ class Reading:
     why: str  # in words: "running 0, waiting 0", "no load reading yet", ...
     running: int | None = None
     waiting: int | None = None
-    observed_at: str | None = None  # the reading's observedAt as written (also its identity)
-    age: float | None = None  # seconds since observedAt (never negative)
+    observed_at: str | None = None  # the reading's observedAt as written
+    age: float | None = None  # seconds since the reading's time (never negative)
+    at: float | None = None  # the reading's time: observedAt, or a later heartbeat that vouches for it (its identity)
 
     def last_reading(self) -> dict[str, Any] | None:
         """The reading as the report shows it; None when there is none. Absent gauges stay absent."""
@@ -72,8 +87,18 @@ def _gauge(value: Any) -> int | None:
     return value
 
 
-def classify(provider: str, obj: Mapping[str, Any] | None, *, max_age: float, now: float) -> Reading:
-    """Judge one provider object's load reading at ``now`` against the network's ``max_age``."""
+def classify(
+    provider: str,
+    obj: Mapping[str, Any] | None,
+    *,
+    max_age: float,
+    now: float,
+    vouched_at: float | None = None,
+    since: float | None = None,
+) -> Reading:
+    """Judge one provider object's load reading at ``now`` against the network's ``max_age``;
+    ``vouched_at``: a heartbeat renewal that vouches for this very object (module docstring);
+    ``since``: idle readings older than this do not count."""
     if obj is None:
         return Reading(provider, UNKNOWN, "the provider no longer exists")
     status = obj.get("status") or {}
@@ -85,10 +110,11 @@ def classify(provider: str, obj: Mapping[str, Any] | None, *, max_age: float, no
         error = probe.get("metricsError")
         return Reading(provider, UNKNOWN, f"no load reading yet{': ' + error if error else ''}")
     running, waiting = _gauge(load.get("running")), _gauge(load.get("waiting"))
-    age = max(0.0, now - observed)
+    at = observed if vouched_at is None else max(observed, vouched_at)
+    age = max(0.0, now - at)
 
     def seen(state: str, why: str) -> Reading:
-        return Reading(provider, state, why, running, waiting, observed_text, age)
+        return Reading(provider, state, why, running, waiting, observed_text, age, at)
 
     if age > max_age:
         return seen(UNKNOWN, f"reading expired: older than metricsMaxAgeSeconds {max_age:g}")
@@ -98,6 +124,8 @@ def classify(provider: str, obj: Mapping[str, Any] | None, *, max_age: float, no
         return seen(UNKNOWN, "the provider does not export agn_provider_running")
     if waiting is None:
         return seen(UNKNOWN, "the provider does not export agn_provider_waiting")
+    if running == 0 and waiting == 0 and since is not None and at < since:
+        return seen(UNKNOWN, "running 0, waiting 0, read before the drain: waiting for a probes heartbeat after it")
     return seen(IDLE if running == 0 and waiting == 0 else BUSY, f"running {running}, waiting {waiting}")
 
 
@@ -147,7 +175,7 @@ class IdleTracker:
 
     def __init__(self, providers: list[str]) -> None:
         self._streak = dict.fromkeys(providers, 0)
-        self._last: dict[str, str | None] = dict.fromkeys(providers, None)
+        self._last: dict[str, float | None] = dict.fromkeys(providers, None)
         self._current: dict[str, Reading] = {p: Reading(p, UNKNOWN, "not observed yet") for p in providers}
 
     def observe(self, reading: Reading, *, after_gap: bool = False) -> None:
@@ -157,8 +185,8 @@ class IdleTracker:
         if name not in self._streak:
             return
         self._current[name] = reading
-        new = reading.observed_at != self._last[name]
-        self._last[name] = reading.observed_at
+        new = reading.at != self._last[name]
+        self._last[name] = reading.at
         if reading.state != IDLE:
             self._streak[name] = 0
         elif new:

@@ -8,9 +8,13 @@ re-list after a broken watch counts as a gap (the count starts again). The wait 
 events and re-judges about once a second, because a reading can expire while nothing is
 written. No fixed sleeps; the decision rules are in :mod:`xtask.drain.core.idle`.
 
-Starting the follower only after convergence means the confirming (second) reading was
-written after the drain was serving everywhere: idleness seen before that proves nothing,
-as new sessions could still land on the provider.
+Freshness comes from the probes heartbeat (the operator does not rewrite a status whose
+meaning is unchanged): each round reads the ``agn-probes`` Lease; when its renewal T moved, one
+consistent list of the selected providers follows, and a provider whose listed
+``resourceVersion`` is the one the watch last delivered is vouched for at T (its status did not
+change across the heartbeat read, so the operator's probes since T all saw what it says). A
+provider that changed meanwhile is vouched for by a later renewal. Idle readings from before the
+wait started (the drain serving everywhere) do not count: sessions could still land after them.
 """
 
 from __future__ import annotations
@@ -20,10 +24,11 @@ import queue
 import threading
 import time
 
-from agn.kube import PROVIDERS, Kube
+from agn.kube import PROVIDERS, Kube, KubeError
 from agn.objects import Obj, name_of
+from agn.operator.heartbeat import read_heartbeat
 from agn.watching import FollowOptions, start_follower
-from xtask.drain.core.idle import IdleTracker, ProviderIdle, all_idle, classify
+from xtask.drain.core.idle import IdleTracker, ProviderIdle, Reading, all_idle, classify
 from xtask.drain.core.progress import IdleChanged, IdleTick, Progress
 from xtask.drain.core.states import IdleWaitState
 from xtask.drain.edges.waiter import by_name
@@ -53,6 +58,36 @@ class IdleWaiter:
         self._synced = threading.Event()
         self._lists = 0
         self._stop_watch = threading.Event()
+        self._since: float | None = None  # when the wait started (the drain serving everywhere)
+        self._heartbeat: float | None = None  # the last heartbeat renewal read
+        self._vouched: dict[str, tuple[str, float]] = {}  # provider -> (resourceVersion, heartbeat time)
+
+    def _classify(self, name: str, now: float) -> Reading:
+        """Judge ``name``'s current object (under the lock), vouched for when the heartbeat did."""
+        obj = self._objects[name]
+        vouch = self._vouched.get(name)
+        rv = (obj or {}).get("metadata", {}).get("resourceVersion")
+        at = vouch[1] if vouch is not None and obj is not None and vouch[0] == rv else None
+        return classify(name, obj, max_age=self.max_age, now=now, vouched_at=at, since=self._since)
+
+    def _vouch(self) -> None:
+        """Read the heartbeat; when it moved, vouch for each provider whose status stayed the one
+        the watch delivered across that read (a consistent list after it)."""
+        try:
+            beat = read_heartbeat(self.kube, self.namespace)
+            if beat is None or (self._heartbeat is not None and beat <= self._heartbeat):
+                return
+            items, _ = self.kube.list(PROVIDERS, self.namespace, field_selector=by_name(self.providers))
+        except KubeError:
+            return  # no vouching this round: readings age, as when the heartbeat stops
+        self._heartbeat = beat
+        listed = {name_of(o): o["metadata"].get("resourceVersion") for o in items}
+        with self._lock:
+            for name in self.providers:
+                obj = self._objects[name]
+                rv = (obj or {}).get("metadata", {}).get("resourceVersion")
+                if obj is not None and rv is not None and listed.get(name) == rv:
+                    self._vouched[name] = (rv, beat)
 
     # -- follower callbacks (the watch thread) --------------------------------------------------
     def _snapshot(self, items: list[Obj]) -> None:
@@ -62,8 +97,7 @@ class IdleWaiter:
             self._lists += 1
             for name in self.providers:
                 self._objects[name] = by_name.get(name)
-                reading = classify(name, self._objects[name], max_age=self.max_age, now=now)
-                self._tracker.observe(reading, after_gap=self._lists > 1)
+                self._tracker.observe(self._classify(name, now), after_gap=self._lists > 1)
         self._synced.set()
         self._wake.put("list")
 
@@ -73,7 +107,7 @@ class IdleWaiter:
             return
         with self._lock:
             self._objects[name] = None if kind == "DELETED" else obj
-            self._tracker.observe(classify(name, self._objects[name], max_age=self.max_age, now=time.time()))
+            self._tracker.observe(self._classify(name, time.time()))
         self._wake.put(name)
 
     def _judge(self) -> list[ProviderIdle]:
@@ -81,13 +115,14 @@ class IdleWaiter:
         now = time.time()
         with self._lock:
             for name in self.providers:
-                self._tracker.observe(classify(name, self._objects[name], max_age=self.max_age, now=now))
+                self._tracker.observe(self._classify(name, now))
             return self._tracker.verdicts()
 
     # -- the wait -----------------------------------------------------------------------------
     def wait(self, *, timeout: float, stop: threading.Event) -> IdleResult:
         start = time.monotonic()
         deadline = start + timeout
+        self._since = time.time()
         start_follower(
             self.kube,
             PROVIDERS,
@@ -122,6 +157,7 @@ class IdleWaiter:
                     pass
                 if not self._synced.is_set():
                     continue
+                self._vouch()
                 verdicts = self._judge()
                 for v in verdicts:
                     key = (v.state, v.reading.observed_at, v.idle_readings, v.detail)
