@@ -1137,7 +1137,7 @@ ROWS: dict[str, Row] = {
     "lock-timeout-word": usage("--lock-timeout", "bogus", "'bogus' is not a duration"),
     "lock-timeout-zero": usage("--lock-timeout", "0", "'0' is not a positive duration"),
     "lock-timeout-negative": usage("--lock-timeout", "-5s", "'-5s' is not a duration"),
-    "lock-timeout-too-long": usage("--lock-timeout", "2d", "'2d' is longer than 1 days"),
+    "lock-timeout-too-long": usage("--lock-timeout", "2d", "'2d' is longer than 1 day"),
     "wave-size-zero": usage("--wave-size", "0", "'0' is less than 1"),
     "wave-size-zero-percent": usage("--wave-size", "0%", "'0%' is less than 1%"),
     "wave-size-fraction": usage("--wave-size", "1.5", "'1.5' is not a count"),
