@@ -13,7 +13,7 @@ import yaml
 
 from agn.kube import PROVIDERS
 from agn.objects import parse_time
-from agnprocs import wait_for
+from agnprocs import http_json, wait_for
 from drainenv import CONSUMER_NAMES, LAYOUT, DrainEnv
 from reportschema import check_report
 from xtask.drain.core.holds import OPERATION
@@ -106,12 +106,15 @@ def test_a_plan_made_stale_by_one_provider_change_is_refused_naming_it(env: Drai
 
 
 def test_an_undrain_plan_applies_after_the_operator_rewrote_every_providers_status(env: DrainEnv):
-    """The operator publishes each drained provider's load readings in its status: the
-    resourceVersion moves every probe, the spec and the holds do not, and the plan applies."""
+    """The operator publishes each drained provider's load in its status, rewritten when the load
+    changes: every provider's resourceVersion moves after the plan (their waiting counts change),
+    the spec and the holds do not, and the plan applies."""
     assert env.run("--gateway", "gw-a").returncode == 0
     path = env.tmp / "undrain.yaml"
     make_plan(env, path, "--gateway", "gw-a", "--undrain")
     planned = {e["name"]: e for e in yaml.safe_load(path.read_text())["spec"]["selection"]}
+    for number, name in enumerate(sorted(planned), start=1):
+        http_json(f"{env.urls[name]}/admin/state", method="POST", body={"waiting": number})
     wait_for(
         lambda: all(env.provider(n)["metadata"]["resourceVersion"] != e["resourceVersion"] for n, e in planned.items()),
         timeout=60,
