@@ -212,3 +212,28 @@ def test_bad_new_flags_are_usage_errors_and_write_nothing(env_net: DrainEnv, arg
     proc = env_net.run("--provider", "p-one", *args)
     assert proc.returncode == 2 and text in proc.stderr, proc.stderr
     assert _lease(env_net) is None and not env_net.drain_value("p-one")
+
+
+def test_a_lock_taken_away_mid_write_stops_the_run_and_restores_what_it_wrote(
+    kube, namespace, agn, control_plane, tmp_path
+):
+    """Someone deletes the drain lock while a run writes under it: the run's next renewal fails,
+    it stops writing, restores what it wrote and exits 8 (interrupted), naming the lost lock."""
+    env = DrainEnv(kube, namespace, agn, control_plane, tmp_path).up(providers=HOLDING)
+    gateway = sorted(n for n, (gw, _, _) in HOLDING.items() if gw == "gw-a")
+    run = spawn_json(env, "--gateway", "gw-a", "--qps", "0.1")
+    try:
+        wait_for(lambda: _lease(env), timeout=60, what="the run's drain lock")
+        wait_for(lambda: any(env.drain_value(n) for n in gateway), timeout=60, what="the run's first write")
+        env.kube.delete(LEASES, env.ns, lock_name("net"))  # the lock is gone: the next renewal gets 404
+        code, report = finish(run, timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert code == 8, report
+    assert not any(env.drain_value(n) for n in gateway), {n: env.drain_value(n) for n in gateway}
+    assert all(holds_of(env.provider(n)) == [] for n in gateway)
+    restored = report["restorations"]
+    assert restored and all(r["outcome"] == "restored" for r in restored), report
+    assert _lease(env) is None  # nothing of the run's is left behind

@@ -11,6 +11,7 @@ resourceVersion last written) when the writes are done. Every request is bounded
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -72,6 +73,7 @@ class _Lock:
         self.identity, self.ttl = identity, ttl
         self.seen: Seen | None = None
         self.ours: LeaseRecord | None = None
+        self.uid = ""  # of the Lease we took: one re-created under the same name is not ours
         self.renewed_at = 0.0
 
     def look(self, now: float) -> LockStep:
@@ -93,9 +95,12 @@ class _Lock:
                 assert previous is not None
                 body = lease_body(self.name, spec, previous.resource_version)
                 written = self.kube.replace(LEASES, self.namespace, self.name, body, timeout=REQUEST_TIMEOUT)
+                if written is None:  # 201: it was deleted since we looked, and this update created it
+                    written = self.kube.get(LEASES, self.namespace, self.name, timeout=REQUEST_TIMEOUT)
         except (Conflict, NotFound):
             return False
         self.ours, self.renewed_at = record_of(written), started
+        self.uid = str(written.get("metadata", {}).get("uid") or "")
         return True
 
     def renew(self, *, started: float, wall: float) -> None:
@@ -103,8 +108,15 @@ class _Lock:
         assert self.ours is not None
         spec = renew_spec(self.ours, me=self.identity, ttl=self.ttl, wall=wall)
         body = lease_body(self.name, spec, self.ours.resource_version)
-        self.ours = record_of(self.kube.replace(LEASES, self.namespace, self.name, body, timeout=REQUEST_TIMEOUT))
-        self.renewed_at = started
+        written = self.kube.replace(LEASES, self.namespace, self.name, body, timeout=REQUEST_TIMEOUT)
+        if written is None or str(written.get("metadata", {}).get("uid") or "") != self.uid:
+            # An update may create a Lease (the client reads that 201 as no body): ours was
+            # deleted, so another run may have held the lock in between. Not ours to go on with;
+            # the one this renewal created is released with the run's locks.
+            with contextlib.suppress(KubeError):
+                self.ours = record_of(self.kube.get(LEASES, self.namespace, self.name, timeout=REQUEST_TIMEOUT))
+            raise NotFound(f"the drain lock {self.name} was deleted while this run held it", status=404)
+        self.ours, self.renewed_at = record_of(written), started
 
     def release(self) -> str | None:
         """Delete the Lease if it is still ours as we wrote it; a problem as text (None: released)."""
