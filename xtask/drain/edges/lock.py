@@ -230,6 +230,8 @@ class DrainLocks:
                     if not still_held(renewed_at=lock.renewed_at, now=self._clock(), ttl=self.ttl):
                         return self._lose(f"the drain lock {lock.name} could not be renewed in time: {exc}")
                     delay = RETRY_SECONDS
+                except Exception as exc:  # a renewer that dies quietly would leave the run writing unlocked
+                    return self._lose(f"the drain lock {lock.name} could not be renewed: {exc!r}")
         return None
 
     def _lose(self, why: str) -> None:
