@@ -21,6 +21,7 @@ from test_operator import make_consumer, make_network, set_drain, states
 from test_probe_fleet import create_pool
 
 from agnprocs import wait_for
+from xtask.cli.kubectl_plugin import plugin_args
 from xtask.runtime.assets import ensure_assets
 
 pytestmark = pytest.mark.integration
@@ -59,13 +60,27 @@ def matches(output: str, shown: list[str]) -> bool:
     return bool(lines) and all(any(p.fullmatch(line) for p in patterns) for line in lines)
 
 
+def overlay_commands() -> list[tuple[str, list[str]]]:
+    """The doc's kubectl lines that read overlays (not the ``kubectl agn`` plugin's examples)."""
+    return [(c, shown) for c, shown in doc_commands() if shlex.split(c)[1] != "agn"]
+
+
 def test_the_doc_has_the_commands_it_promises():
-    commands = [c for c, _ in doc_commands()]
+    commands = [c for c, _ in overlay_commands()]
     assert len(commands) == 4
     assert {tuple(shlex.split(c)[:3]) for c in commands} == {
         ("kubectl", "get", "routingoverlay"),
         ("kubectl", "get", "routingoverlayshards"),
     }
+
+
+def test_every_kubectl_agn_line_in_the_doc_is_one_the_plugin_accepts():
+    lines = [shlex.split(c, comments=True) for c, _ in doc_commands() if shlex.split(c)[1] == "agn"]
+    assert len(lines) == 3
+    for argv in lines:
+        translated = plugin_args(argv[2:])
+        assert translated[0] in ("drains", "provider-drain", "status"), argv
+        assert "--context" in translated or "--env" in translated, (argv, translated)
 
 
 def test_every_kubectl_line_in_the_doc_works_on_a_real_sharded_overlay(kube, namespace, agn, control_plane):
@@ -84,7 +99,7 @@ def test_every_kubectl_line_in_the_doc_works_on_a_real_sharded_overlay(kube, nam
     kubectl = str(ensure_assets(build=False) / "kubectl")
     where = ["--kubeconfig", str(control_plane.kubeconfig), "--context", control_plane.context, "-n", namespace]
     outputs = {}
-    for command, shown in doc_commands():
+    for command, shown in overlay_commands():
         argv = shlex.split(command)
         assert argv[0] == "kubectl"
         done = subprocess.run([kubectl, *where, *argv[1:]], capture_output=True, text=True, timeout=60, check=False)

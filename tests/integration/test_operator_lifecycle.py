@@ -19,7 +19,7 @@ import urllib.error
 import pytest
 from test_operator import make_consumer, make_network, make_provider, set_drain, started_setup, wait_states
 
-from agn.kube import CONSUMERS, LEASES, OVERLAYS, SHARDS, Conflict, NotFound
+from agn.kube import CONSUMERS, LEASES, OVERLAYS, PROVIDERS, SHARDS, Conflict, NotFound
 from agn.operator.lease import DEFAULT_LEASE_NAME
 from agn.operator.storage import PUBLISHED_BY
 from agn.shards import consumer_of_shard
@@ -197,10 +197,13 @@ def test_two_operators_only_the_lease_holder_writes_and_sigterm_hands_over(kube,
     set_drain(kube, namespace, "p1", True)
     wait_states(kube, namespace, "c1", {"p1": "existing_only", "p2": "admitted"})
     assert published_by(kube, namespace, "c1") == ha["identity"]
-    # A keeps refreshing provider status (every second with a 3 s metrics bound); B, synced and
-    # healthy, has written nothing at all.
-    status_writes = healthz(a)["writes"][STATUS_WRITES]
-    wait_for(lambda: healthz(a)["writes"][STATUS_WRITES] >= status_writes + 2, what="operator-a's status writes")
+    # A publishes each new load reading of a drained provider in its status (p1's waiting count
+    # changes twice); B, synced and healthy, has written nothing at all.
+    p1 = kube.get(PROVIDERS, namespace, "p1")["spec"]["endpoint"]
+    for waiting in (3, 5):
+        status_writes = healthz(a)["writes"][STATUS_WRITES]
+        http_json(f"{p1}/admin/state", method="POST", body={"waiting": waiting})
+        wait_for(lambda n=status_writes: healthz(a)["writes"][STATUS_WRITES] > n, what="operator-a's status write")
     assert healthz(b)["writes"] == {} and healthz(b)["leader"] is False
 
     agn.stop("operator-a")  # SIGTERM: a clean stop releases the lease
@@ -212,6 +215,7 @@ def test_two_operators_only_the_lease_holder_writes_and_sigterm_hands_over(kube,
     set_drain(kube, namespace, "p1", False)
     wait_states(kube, namespace, "c1", {"p1": "admitted", "p2": "admitted"}, timeout=10)
     assert published_by(kube, namespace, "c1") == hb["identity"]
+    # p1 undrained: its status no longer carries its load, a change only the leader writes.
     wait_for(lambda: healthz(b)["writes"].get(STATUS_WRITES, 0) > 0, what="operator-b to write provider status")
 
 
