@@ -114,6 +114,13 @@ def test_a_killed_holder_s_lock_is_taken_after_its_ttl_and_a_short_timeout_refus
         code, report = env.run_json("--provider", "p-three", "--lock-timeout", "1s")
         assert code == 3 and who in report["refused"][0], report
         assert not env.drain_value("p-three") and report["outcomes"] == []
+        # A dry run takes no lock and waits for none; it says who holds the one a real run would wait for.
+        code, report = env.run_json("--provider", "p-three", "--dry-run")
+        assert code == 0 and not env.drain_value("p-three"), report
+        (seen,) = report["lock"]["seen"]
+        assert (
+            seen["holder"] == who and seen["lease"] == lock_name("net") and seen["leaseDurationSeconds"] == DEFAULT_TTL
+        )
         # A waiting run; then the holder dies without releasing.
         waiter = spawn_json(env, "--provider", "p-four", "--lock-timeout", "120")
         said: list[str] = []

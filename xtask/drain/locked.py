@@ -11,7 +11,8 @@ moment its write lands, so holding the lock from check to write is what keeps tw
 together exceeding a budget.
 
 An undrain needs no budget; it takes the locks only to be ordered with the drains, so it waits
-at most ``--lock-timeout`` as a drain does. A dry run and ``--plan-out`` never take them.
+at most ``--lock-timeout`` as a drain does. A dry run and ``--plan-out`` never take them
+(they report who holds them: :func:`xtask.drain.edges.lock.look_at_locks`).
 """
 
 from __future__ import annotations

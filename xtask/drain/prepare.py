@@ -27,6 +27,7 @@ from xtask.drain.core.selection import Selector, select
 from xtask.drain.core.states import WriteOutcome
 from xtask.drain.core.waves import resume_problems
 from xtask.drain.edges import fanout
+from xtask.drain.edges.lock import look_at_locks
 from xtask.drain.edges.planfile import DEFAULT_MAX_AGE, PlanInputs, build_plan, plan_differences, write_plan
 from xtask.drain.edges.targets import OverlayReader, read_targets
 from xtask.drain.gates import wave_gates
@@ -77,12 +78,29 @@ def prepare(ctx: RunContext, results: RunResults) -> Prepared:
         return prepared
     results.operation = ctx.operation
     prepared.ending = _dry_run(ctx, results, changes)
+    if prepared.ending is None and (req.dry_run or req.plan_out is not None):
+        _look_at_locks(ctx, results, prepared.networks)
     if prepared.ending is None and req.plan_out is not None:
         prepared.ending = _write_plan(ctx, results, req.plan_out, selected, changes, counts or [])
     elif prepared.ending is None and req.dry_run:
         todo = sum(1 for c in changes if not c.already)
         prepared.ending = Ending(f"dry run: {todo} change(s) accepted by the API server; nothing written")
     return prepared
+
+
+def _look_at_locks(ctx: RunContext, results: RunResults, networks: list[str]) -> None:
+    """A dry run or a plan takes no lock; it says who holds one a real run would wait for."""
+    if not networks:
+        return
+    seen = look_at_locks(ctx.kube, ctx.namespace, networks)
+    results.lock = {"networks": sorted(networks), "seen": seen}
+    for lock in seen:
+        if lock["holder"]:
+            ctx.say(
+                f"the drain lock {lock['lease']} is held by {lock['holder']} (renewed {lock['renewTime']}, "
+                f"TTL {lock['leaseDurationSeconds']}s): a real run waits for it up to --lock-timeout "
+                f"{ctx.req.lock_timeout:g}s"
+            )
 
 
 def _read_candidates(ctx: RunContext, selector: Selector) -> list[dict[str, Any]]:

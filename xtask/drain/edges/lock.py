@@ -247,3 +247,27 @@ class DrainLocks:
         with self._mutex:
             locks, self._held = list(reversed(self._held)), []
         return [p for p in (lock.release() for lock in locks) if p]
+
+
+def look_at_locks(kube: Kube, namespace: str, networks: Sequence[str]) -> list[dict[str, Any]]:
+    """What a dry run or ``--plan-out`` reports of the drain locks a real run would take: each
+    network's Lease as it is now (one read each, nothing taken). A Lease left by a run that
+    released it has no holder; whether a held one has expired is judged by a waiting run's own
+    clock, so this only says who holds it, since when and for how long."""
+    seen = []
+    for network in sorted(networks):
+        name = lock_name(network)
+        try:
+            record: LeaseRecord | None = record_of(kube.get(LEASES, namespace, name, timeout=REQUEST_TIMEOUT))
+        except NotFound:
+            record = None
+        seen.append(
+            {
+                "network": network,
+                "lease": name,
+                "holder": (record.holder or None) if record else None,
+                "renewTime": record.renew_time if record else None,
+                "leaseDurationSeconds": record.duration if record else None,
+            }
+        )
+    return seen
