@@ -37,6 +37,7 @@ class Recorder:
         self.env = env
         self.drained = {p["metadata"]["name"]: drain_of(p) for p in items}
         self.counts = [sum(self.drained.values())]
+        self.events = [dict(self.drained)]  # every provider's drain value after each event
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -48,6 +49,7 @@ class Recorder:
                 if kind in ("ADDED", "MODIFIED"):
                     self.drained[obj["metadata"]["name"]] = drain_of(obj)
                     self.counts.append(sum(self.drained.values()))
+                    self.events.append(dict(self.drained))
                 if self.stop.is_set():
                     return
 
@@ -244,3 +246,40 @@ def test_a_lock_taken_away_mid_write_stops_the_run_and_restores_what_it_wrote(
     restored = report["restorations"]
     assert restored and all(r["outcome"] == "restored" for r in restored), report
     assert _lease(env) is None  # nothing of the run's is left behind
+
+
+def test_runs_over_two_networks_take_both_locks_in_order_and_keep_each_budget(env_net: DrainEnv):
+    """A second network "zeta" selects p-one and p-three (both chat) and declares maxUnavailable 1.
+    Two runs start at once, each touching both networks (gw-a: p-one, p-two; and p-three): each
+    takes the locks of "net" and "zeta" in that order (no deadlock), the second to get them sees
+    the first's drain and is refused by zeta's budget, and at no watch event are both drained."""
+    env = env_net
+    for name in ("p-one", "p-three"):
+        env.kube.merge_patch(PROVIDERS, env.ns, name, {"metadata": {"labels": {"zone": "z"}}})
+    env.kube.create(
+        NETWORKS,
+        env.ns,
+        {
+            "apiVersion": "agn.dev/v1alpha1",
+            "kind": "InferenceNetwork",
+            "metadata": {"name": "zeta"},
+            "spec": {"providerSelector": {"matchLabels": {"zone": "z"}}, "disruptionBudget": {"maxUnavailable": 1}},
+        },
+    )
+    recorder = Recorder(env)
+    runs = {"gw-a": spawn_json(env, "--gateway", "gw-a"), "p-three": spawn_json(env, "--provider", "p-three")}
+    results = {k: finish(p) for k, p in runs.items()}
+    recorder.close()
+    codes = sorted(code for code, _ in results.values())
+    assert codes == [0, 3], {k: (c, r["summary"]) for k, (c, r) in results.items()}
+    (won,) = [r for code, r in results.values() if code == 0]
+    (lost,) = [r for code, r in results.values() if code == 3]
+    assert [a["network"] for a in won["lock"]["acquisitions"]] == ["net", "zeta"]
+    assert won["lock"]["networks"] == ["net", "zeta"]
+    assert "zeta" in lost["refused"][0] and "maxUnavailable 1" in lost["refused"][0], lost["refused"]
+    both = [e for e in recorder.events if e["p-one"] and e["p-three"]]
+    assert both == [], both
+    assert [env.drain_value("p-one"), env.drain_value("p-three")].count(True) == 1
+    for network in ("net", "zeta"):
+        with pytest.raises(NotFound):
+            env.kube.get(LEASES, env.ns, lock_name(network))
