@@ -117,6 +117,20 @@ def test_capacity_guard_refuses_emptying_a_group_unless_forced(env: DrainEnv):
     assert env.states("c-a")["p-one"] == "existing_only"
 
 
+def test_capacity_guard_counts_a_drain_the_overlays_do_not_show_yet(env: DrainEnv):
+    """The operator is stopped, so the overlays lag: p-one's drain (another run's, finished) is
+    not in them. A drain of p-three, the other chat provider, must still be refused: under the
+    drain lock the guard counts p-one as leaving, not as the overlay still shows it."""
+    env.agn.stop("operator")
+    assert env.run("--provider", "p-one").returncode == 0  # no targets: written, no wait
+    assert env.states("c-a")["p-one"] == "admitted"  # the overlay does not show it
+    before = generations(env)
+    proc = env.run("--provider", "p-three", *env.targets())
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "capacity guard: consumer c-a: selection group 'chat' would have no admitted provider" in proc.stdout
+    assert generations(env) == before
+
+
 def test_consumer_that_stops_serving_times_out_naming_it(env: DrainEnv):
     env.agn.stop("gateway-c-b")
     code, report = env.run_json("--provider", "p-one", "--timeout", "4", *env.targets())

@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from agn.kube import NETWORKS, PROVIDERS
+from agn.objects import drain_of
 from agn.operator.heartbeat import read_heartbeat
 from xtask.drain.context import RunContext
 from xtask.drain.core.budget import declares_budget, group_budgets
@@ -111,7 +112,8 @@ class LockedWrites:
             names = {c.provider for c in changes}
             selected = [p for p in providers if p["metadata"]["name"] in names]
             reader = OverlayReader(ctx.kube, ctx.namespace)
-            refusals += target_refusals(targets, req, selected, changes, reader)
+            elsewhere = [p for p in providers if drain_of(p) and p["metadata"]["name"] not in names]
+            refusals += target_refusals(targets, req, selected, changes, reader, drained_elsewhere=elsewhere)
         return refusals
 
     def leave(self) -> None:

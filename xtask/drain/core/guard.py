@@ -46,10 +46,16 @@ def target_refusals(
     reader: OverlaySource,
     *,
     counts: list[GroupCount] | None = None,
+    drained_elsewhere: Sequence[Mapping[str, Any]] = (),
 ) -> list[str]:
     """Why the drain must not start (empty: it may): a target that cannot serve the selection,
     or (draining, without ``--force``) a selection group that would lose its last admitted
     provider, or a consumer whose overlay cannot be read whole enough to tell.
+
+    ``drained_elsewhere``: providers outside the selection whose spec already asks to drain
+    (another run's writes, read under the drain lock). The operator may not have published
+    them yet, so an overlay that still shows one of them admitted in a group this run drains
+    counts it as leaving: the group is judged as it will be, not as the overlay lags.
 
     ``counts``, when given, receives each named consumer's admitted count per selection group
     of a provider to change, before and after (what a plan records); the overlays are then read
@@ -66,7 +72,13 @@ def target_refusals(
         return problems
     to_change = [c.provider for c in changes if not c.already]
     changing = set(to_change)
-    ids = sorted({v.candidate_id for v in views if v.name in changing})
+    groups = {_group(p) for p in selected if p["metadata"]["name"] in changing}
+    lagging = [
+        p for p in drained_elsewhere if p["metadata"]["name"] not in changing and _group(p) in groups and req.drain
+    ]
+    leaving = to_change + [p["metadata"]["name"] for p in lagging]
+    views += [provider_view(p, targets.heartbeat) for p in lagging]
+    ids = sorted({v.candidate_id for v in views if v.name in set(leaving) and v.candidate_id})
     pending: list[str] = []
     found: list[GroupCount] = []
     for name in sorted(set(req.consumers)):
@@ -78,7 +90,7 @@ def target_refusals(
             if read is None:
                 continue
             admitted, overlay = read
-            found += group_counts(name, admitted, overlay.candidates, to_change, requested=req.drain)
+            found += group_counts(name, admitted, overlay.candidates, leaving, requested=req.drain)
         except Incomplete as incomplete:
             # The shards that say where the providers stand never matched the index: refuse
             # rather than guard half an overlay or none.
@@ -116,3 +128,7 @@ def _admitted(
         return None
     overlay = Overlay.from_spec(whole)
     return group_admitted_counts(overlay.candidates), overlay
+
+
+def _group(provider: Mapping[str, Any]) -> str:
+    return str((provider.get("spec") or {}).get("selectionGroup") or "")
