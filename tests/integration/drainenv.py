@@ -30,6 +30,16 @@ LAYOUT = {  # name: (gateway, group, rank)
 CONSUMER_NAMES = ("c-a", "c-b")
 
 
+def default_hangup() -> None:
+    """In a CLI the tests signal: SIGHUP as a terminal session starts it (default), even when the
+    suite itself runs under ``nohup`` (children inherit an ignored SIGHUP, which the CLI keeps)."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+def ignore_hangup() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
 class DrainEnv:
     def __init__(self, kube: Kube, namespace: str, agn: AgnProcesses, control_plane, tmp: Path) -> None:
         self.kube = kube
@@ -168,10 +178,16 @@ class DrainEnv:
     def targets(self) -> list[str]:
         return ["--network", "net", *sum((["--consumer", c] for c in CONSUMER_NAMES), [])]
 
-    def spawn(self, *args: str) -> Running:
+    def spawn(self, *args: str, nohup: bool = False) -> Running:
+        """The CLI running; ``nohup``: started with SIGHUP ignored, as ``nohup`` starts it."""
         return Running(
             subprocess.Popen(
-                self.argv(*args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env()
+                self.argv(*args),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=self.env(),
+                preexec_fn=ignore_hangup if nohup else default_hangup,
             )
         )
 

@@ -159,6 +159,20 @@ def test_signal_mid_wait_keeps_applied_state_and_names_the_unconfirmed(env: Drai
     assert env.journals()[-1]["state"] == "applied-interrupted"
 
 
+def test_under_nohup_a_hangup_does_not_stop_the_drain(env: DrainEnv):
+    """Started as ``nohup`` starts it (SIGHUP ignored), a run the terminal hangs up on goes on."""
+    run = env.spawn("--gateway", "gw-big", "--concurrency", "1", "--qps", "2", nohup=True)
+    wait_for(
+        lambda: any(any(e["written"] for e in j["providers"].values()) for j in env.journals()),
+        timeout=30,
+        what="first write recorded in the journal",
+    )
+    run.signal(signal.SIGHUP)
+    assert run.wait(timeout=60) == 0, run.output
+    assert "interrupted" not in run.output
+    assert all(env.drain_value(n) is (gw == "gw-big" or None) for n, (gw, _, _) in BIG.items())
+
+
 def test_kill_9_then_journal_restore(env: DrainEnv):
     run = env.spawn("--gateway", "gw-big", "--concurrency", "1", "--qps", "2", "--reason", "rack move")
     wait_for(

@@ -16,7 +16,7 @@ import pytest
 
 from agn.kube import PROVIDERS
 from agnprocs import http_json, wait_for
-from drainenv import CONSUMER_NAMES, DrainEnv
+from drainenv import CONSUMER_NAMES, DrainEnv, default_hangup
 from reportschema import parse_report
 from xtask.drain.core.holds import OPERATION
 
@@ -72,6 +72,7 @@ class JsonRun:
             stderr=subprocess.PIPE,
             text=True,
             env=env.env(),
+            preexec_fn=default_hangup,
         )
         self.stdout = ""
         self.lines: list[str] = []

@@ -44,11 +44,8 @@ def test_a_signal_in_a_deferred_section_is_raised_when_it_ends():
 def test_a_drain_is_interrupted_by_sighup_and_by_its_output_going_away():
     """SIGHUP (a dropped SSH session) interrupts a drain as SIGTERM does; so does a progress
     stream that can no longer be written, which raises SIGHUP once at the process itself."""
-    import io
     import time
 
-    from xtask.cli.env.drain_view import PlainReporter
-    from xtask.drain.core.progress import Said
     from xtask.drain.signals import SignalLatch
 
     def interrupted(latch: SignalLatch) -> bool:
@@ -56,6 +53,20 @@ def test_a_drain_is_interrupted_by_sighup_and_by_its_output_going_away():
         while not latch.interrupted.is_set() and time.monotonic() < deadline:
             latch.interrupted.wait(0.05)  # the handler runs on the main thread between bytecodes
         return latch.interrupted.is_set()
+
+    before = signal.signal(signal.SIGHUP, signal.SIG_DFL)  # as a terminal session starts it
+    try:
+        _sighup_interrupts(interrupted)
+    finally:
+        signal.signal(signal.SIGHUP, before)
+
+
+def _sighup_interrupts(interrupted) -> None:
+    import io
+
+    from xtask.cli.env.drain_view import PlainReporter
+    from xtask.drain.core.progress import Said
+    from xtask.drain.signals import SignalLatch
 
     with SignalLatch(on_second=lambda signum: None, second_exit_code=5) as latch:
         os.kill(os.getpid(), signal.SIGHUP)
@@ -70,3 +81,25 @@ def test_a_drain_is_interrupted_by_sighup_and_by_its_output_going_away():
         reporter(Said("journal: /tmp/x"))  # nothing more is tried (a second signal would exit at once)
     assert reporter.lost
     assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+
+
+def test_under_nohup_a_hangup_does_not_interrupt_the_run():
+    """SIGHUP ignored when the run starts (``nohup``): the latch leaves it ignored, so a dropped
+    terminal does not end the run; SIGTERM still does."""
+    import time
+
+    from xtask.drain.signals import SignalLatch
+
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with SignalLatch(on_second=lambda signum: None, second_exit_code=5) as latch:
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGHUP)
+            os.kill(os.getpid(), signal.SIGTERM)
+            deadline = time.monotonic() + 5
+            while not latch.interrupted.is_set() and time.monotonic() < deadline:
+                latch.interrupted.wait(0.05)
+            assert latch.name == "SIGTERM"
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)

@@ -6,6 +6,10 @@ stops waiting. A second signal calls the ``on_second`` callback (which prints wh
 inspection) and exits immediately. A progress stream that can no longer be written (a closed
 terminal or pipe) raises SIGHUP at the process itself, once (:func:`stream_lost`), so it ends the
 run the same way; a drain lock whose renewal failed trips the latch (:meth:`SignalLatch.trip`).
+
+A signal the process was started ignoring stays ignored: under ``nohup`` (SIGHUP ignored) a
+dropped terminal must not end the run, and a background job of a non-interactive shell (SIGINT
+ignored) is not interrupted by the terminal's Ctrl-C, as Python itself leaves such a SIGINT.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ class SignalLatch:
 
     def __enter__(self) -> SignalLatch:
         for sig in INTERRUPTING:
+            if signal.getsignal(sig) is signal.SIG_IGN:
+                continue  # nohup, or a background job: the caller asked to survive it
             self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
