@@ -333,8 +333,10 @@ ROWS: dict[str, Row] = {
         (*P1, "--release-all"), 2, "--release-all removes every holder's hold on --undrain; it does not apply"
     ),
     "drains-bad-namespace": Row(("env", "drains", "--namespace", "Bad_NS"), 2, "'Bad_NS' is not a valid namespace"),
-    "drains-output-yaml": Row(
-        ("env", "drains", "-o", "yaml"), 2, "Invalid value for '--output' / '-o': 'yaml' is not one of"
+    "drains-output-xml": Row(
+        ("env", "drains", "-o", "xml"),
+        2,
+        "Invalid value for '--output' / '-o': 'xml' is not one of 'table', 'wide', 'json', 'yaml', 'name'",
     ),
     "drains-expired-with-value": Row(("env", "drains", "--expired", "yes"), 2, "Got unexpected extra argument (yes)"),
     "wait-idle-on-undrain": Row(
@@ -470,7 +472,11 @@ ROWS: dict[str, Row] = {
         "the journal is not of a drain in waves",
         files={"j.jsonl": journal()},
     ),
-    "output-yaml": Row((*P1, "--output", "yaml"), 2, "Invalid value for '--output' / '-o': 'yaml' is not one of"),
+    "output-xml": Row(
+        (*P1, "--output", "xml"),
+        2,
+        "Invalid value for '--output' / '-o': 'xml' is not one of 'table', 'json', 'yaml', 'name'",
+    ),
     "unknown-flag": Row((*P1, "--frobnicate"), 2, "No such option '--frobnicate'"),
     "journal-dir-is-a-file": Row(
         (*P1, "--journal-dir", "{tmp}/f"), 2, "Directory '{tmp}/f' is a file", files={"f": "x"}
