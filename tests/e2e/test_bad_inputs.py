@@ -338,6 +338,36 @@ ROWS: dict[str, Row] = {
         2,
         "Invalid value for '--output' / '-o': 'xml' is not one of 'table', 'wide', 'json', 'yaml', 'name'",
     ),
+    # -o as kubectl's: exit 2 naming the value and the choices (each command's own).
+    "status-output-xml": Row(
+        ("env", "status", "-o", "xml"),
+        2,
+        "Invalid value for '--output' / '-o': 'xml' is not one of 'table', 'wide', 'json', 'yaml', 'name'",
+    ),
+    "up-output-wide": Row(
+        (*UP, "-o", "wide"),
+        2,
+        "Invalid value for '--output' / '-o': 'wide' is not one of 'table', 'json', 'yaml', 'name'",
+    ),
+    "down-output-empty": Row(
+        ("env", "down", "-o", ""),
+        2,
+        "Invalid value for '--output' / '-o': '' is not one of 'table', 'json', 'yaml', 'name'",
+    ),
+    "render-output-table": Row(
+        ("env", "render", "-o", "table"),
+        2,
+        "Invalid value for '--output' / '-o': 'table' is not one of 'yaml', 'json', 'name'",
+    ),
+    "drain-restore-output-xml": Row(
+        ("env", "drain-restore", "{tmp}/j.jsonl", "-o", "xml"),
+        2,
+        "Invalid value for '--output' / '-o': 'xml' is not one of 'table', 'json', 'yaml', 'name'",
+        files={"j.jsonl": journal()},
+    ),
+    "output-escape": Row(
+        (*P1, "-o", "json\x1b[2J"), 2, "Invalid value for '--output' / '-o': 'json\\x1b[2J' is not one of"
+    ),
     "drains-expired-with-value": Row(("env", "drains", "--expired", "yes"), 2, "Got unexpected extra argument (yes)"),
     "wait-idle-on-undrain": Row(
         (*P1, *TARGETS, "--undrain", "--wait-idle"), 2, "--wait-idle waits for drained providers to go idle"

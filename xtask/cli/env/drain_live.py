@@ -182,7 +182,7 @@ def _render_decided(report: Report, console: Console) -> None:
             table.add_column(col)
         for p in report.plan:
             change = "already in requested state" if p["alreadyInState"] else "will change"
-            drain = f"{str(p['current']).lower()} -> {str(p['drainAfter']).lower()}"
+            drain = f"{str(p['current']).lower()} -> {str(p.get('drainAfter', p['requested'])).lower()}"
             table.add_row(e(p["provider"]), drain, change, e(", ".join(p.get("holders") or [])))
         console.print(table)
     for r in report.refused:

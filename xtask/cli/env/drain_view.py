@@ -88,9 +88,8 @@ def plan_line(p: dict) -> str:
     """``  plan p-one: drain false -> true (will change)``, from one entry of the report's ``plan``."""
     state = "already in requested state" if p["alreadyInState"] else "will change"
     held = f"; held by {', '.join(p['holders'])}" if p.get("holders") else ""
-    return (
-        f"  plan {p['provider']}: drain {str(p['current']).lower()} -> {str(p['drainAfter']).lower()} ({state}){held}"
-    )
+    after = p.get("drainAfter", p["requested"])  # drainAfter: what holds leave; older reports had only requested
+    return f"  plan {p['provider']}: drain {str(p['current']).lower()} -> {str(after).lower()} ({state}){held}"
 
 
 def selection_line(report: Report) -> str:
