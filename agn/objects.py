@@ -19,6 +19,7 @@ from agn.model import (
     ProviderView,
     candidate_id,
 )
+from agn.resources import qualified_name
 
 Obj = dict[str, Any]  # an API object as a plain dict; the one definition, imported everywhere
 
@@ -38,6 +39,16 @@ def parse_time(value: str | None) -> float | None:
 
 def name_of(obj: Mapping[str, Any]) -> str:
     return obj.get("metadata", {}).get("name", "")
+
+
+def kubectl_name(obj: Mapping[str, Any]) -> str:
+    """:func:`qualified_name` of a whole object."""
+    return qualified_name(obj["kind"], obj["apiVersion"], name_of(obj))
+
+
+def list_of(items: list[Any]) -> Obj:
+    """``items`` as one ``v1`` ``List``, as ``kubectl get -o json`` prints several objects."""
+    return {"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}
 
 
 def drain_of(provider: Mapping[str, Any]) -> bool:

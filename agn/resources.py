@@ -24,6 +24,17 @@ class Resource:
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
 
+    def kubectl_name(self, name: str) -> str:
+        """The object ``name`` of this resource as ``kubectl get -o name`` prints it."""
+        return qualified_name(self.kind, self.api_version, name)
+
+
+def qualified_name(kind: str, api_version: str, name: str) -> str:
+    """``kind.group/name`` as ``kubectl get -o name`` prints it: ``inferenceprovider.agn.dev/p-one``,
+    ``deployment.apps/x``, ``namespace/x`` (the core group has none)."""
+    group = api_version.rpartition("/")[0]
+    return f"{kind.lower()}.{group}/{name}" if group else f"{kind.lower()}/{name}"
+
 
 PROVIDERS = Resource("InferenceProvider", "inferenceproviders")
 NETWORKS = Resource("InferenceNetwork", "inferencenetworks")

@@ -20,6 +20,7 @@ PROVIDER_DRAIN = "ProviderDrainReport"
 DRAIN_RESTORE = "DrainRestoreReport"
 ENV_STATUS = "EnvStatusReport"
 ENV_UP = "EnvUpReport"
+ENV_DOWN = "EnvDownReport"
 ENV_DRAINS = "EnvDrainsReport"
 PROVIDER_DRAIN_PLAN = "ProviderDrainPlan"  # not a report: the plan file of --plan-out (xtask.drain.edges.planfile)
 
@@ -28,6 +29,7 @@ SCHEMA_FILES = {
     DRAIN_RESTORE: "drain-restore-report.schema.json",
     ENV_STATUS: "env-status-report.schema.json",
     ENV_UP: "env-up-report.schema.json",
+    ENV_DOWN: "env-down-report.schema.json",
     ENV_DRAINS: "env-drains-report.schema.json",
     PROVIDER_DRAIN_PLAN: "provider-drain-plan.schema.json",
 }

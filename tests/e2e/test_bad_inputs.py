@@ -333,8 +333,40 @@ ROWS: dict[str, Row] = {
         (*P1, "--release-all"), 2, "--release-all removes every holder's hold on --undrain; it does not apply"
     ),
     "drains-bad-namespace": Row(("env", "drains", "--namespace", "Bad_NS"), 2, "'Bad_NS' is not a valid namespace"),
-    "drains-output-yaml": Row(
-        ("env", "drains", "-o", "yaml"), 2, "Invalid value for '--output' / '-o': 'yaml' is not one of"
+    "drains-output-xml": Row(
+        ("env", "drains", "-o", "xml"),
+        2,
+        "Invalid value for '--output' / '-o': 'xml' is not one of 'table', 'wide', 'json', 'yaml', 'name'",
+    ),
+    # -o as kubectl's: exit 2 naming the value and the choices (each command's own).
+    "status-output-xml": Row(
+        ("env", "status", "-o", "xml"),
+        2,
+        "Invalid value for '--output' / '-o': 'xml' is not one of 'table', 'wide', 'json', 'yaml', 'name'",
+    ),
+    "up-output-wide": Row(
+        (*UP, "-o", "wide"),
+        2,
+        "Invalid value for '--output' / '-o': 'wide' is not one of 'table', 'json', 'yaml', 'name'",
+    ),
+    "down-output-empty": Row(
+        ("env", "down", "-o", ""),
+        2,
+        "Invalid value for '--output' / '-o': '' is not one of 'table', 'json', 'yaml', 'name'",
+    ),
+    "render-output-table": Row(
+        ("env", "render", "-o", "table"),
+        2,
+        "Invalid value for '--output' / '-o': 'table' is not one of 'yaml', 'json', 'name'",
+    ),
+    "drain-restore-output-xml": Row(
+        ("env", "drain-restore", "{tmp}/j.jsonl", "-o", "xml"),
+        2,
+        "Invalid value for '--output' / '-o': 'xml' is not one of 'table', 'json', 'yaml', 'name'",
+        files={"j.jsonl": journal()},
+    ),
+    "output-escape": Row(
+        (*P1, "-o", "json\x1b[2J"), 2, "Invalid value for '--output' / '-o': 'json\\x1b[2J' is not one of"
     ),
     "drains-expired-with-value": Row(("env", "drains", "--expired", "yes"), 2, "Got unexpected extra argument (yes)"),
     "wait-idle-on-undrain": Row(
@@ -470,7 +502,11 @@ ROWS: dict[str, Row] = {
         "the journal is not of a drain in waves",
         files={"j.jsonl": journal()},
     ),
-    "output-yaml": Row((*P1, "--output", "yaml"), 2, "Invalid value for '--output' / '-o': 'yaml' is not one of"),
+    "output-xml": Row(
+        (*P1, "--output", "xml"),
+        2,
+        "Invalid value for '--output' / '-o': 'xml' is not one of 'table', 'json', 'yaml', 'name'",
+    ),
     "unknown-flag": Row((*P1, "--frobnicate"), 2, "No such option '--frobnicate'"),
     "journal-dir-is-a-file": Row(
         (*P1, "--journal-dir", "{tmp}/f"), 2, "Directory '{tmp}/f' is a file", files={"f": "x"}

@@ -77,6 +77,13 @@ def test_up_is_idempotent_and_status_reports_everything(cli, example):
         assert set(consumer["candidates"].values()) == {"admitted"}
     table = cli("env", "status")
     assert "consumer-a" in table.stdout and "provider-three" in table.stdout
+    named = cli("env", "status", "-o", "name")
+    assert named.returncode == 0, named.stderr
+    lines = named.stdout.splitlines()
+    assert "inferenceprovider.agn.dev/provider-three" in lines and "inferenceconsumer.agn.dev/consumer-a" in lines
+    assert len(lines) == len(status["objects"]["networks"]) + 4 + 2
+    up_named = cli("env", "up", "--env", "example", "--runtime", "local", "-v", "-o", "name")
+    assert (up_named.returncode, up_named.stdout) == (0, "environment/example\n"), up_named.stderr
 
 
 def test_status_shows_where_the_operator_and_each_gateway_serve_metrics(cli, example):
@@ -89,8 +96,9 @@ def test_status_shows_where_the_operator_and_each_gateway_serve_metrics(cli, exa
         with urllib.request.urlopen(url, timeout=5) as resp:
             assert f"\n{metric} " in resp.read().decode(), name
     assert not any("metricsUrl" in c for n, c in components.items() if n not in expected)
-    table = cli("env", "status").stdout
-    assert "metrics" in table and components["operator"]["metricsUrl"] in table
+    wide = cli("env", "status", "-o", "wide").stdout
+    assert "metrics" in wide and components["operator"]["metricsUrl"] in wide
+    assert components["operator"]["metricsUrl"] not in cli("env", "status").stdout  # only the wide table has them
 
 
 def test_kubectl_shows_printer_columns(cli, example):
@@ -251,9 +259,10 @@ def test_down_stops_everything_and_is_idempotent(cli, example):
         for p in (Path(cli.env["AGN_XTASK_HOME"]) / "envs" / "example" / "run").glob("*.pid.json")
     ]
     assert len(records) == len(status["components"])
-    down = cli("env", "down")
+    down = cli("env", "down", "-v")
     assert down.returncode == 0, down.stderr
     assert "environment example is down" in down.stdout
+    assert "- stop operator (pid " in down.stderr and "stop operator" not in down.stdout  # progress: stderr
     assert not any(is_alive(r) for r in records)
     config = yaml.safe_load(Path(cli.env["KUBECONFIG"]).read_text())
     assert CTX not in [c["name"] for c in config.get("contexts") or []]

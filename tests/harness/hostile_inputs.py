@@ -403,6 +403,19 @@ def rows() -> list[Row]:
         out.append(Row(f"gateway-{key}", (*DRAIN, "--gateway", name, "--dry-run"), 3))
         out.append(Row(f"consumer-{key}", (*P1, "--dry-run", "--network", "net", "--consumer", name), 2))
     out.append(Row("provider-absent-json", (*DRAIN, "--provider", "nope", "-o", "json"), 3, expect='"exit"'))
+    # -o on every reporting command: an unknown value is exit 2 naming it (escaped) and the choices;
+    # yaml and name of a refused drain are still its report (exit 3, progress on stderr only).
+    for cmd in (
+        ("env", "status"),
+        ("env", "down"),
+        ("env", "render"),
+        ("env", "drains"),
+        (*DRAIN, "--provider", "p-one"),
+    ):
+        for key, value in (("escape", f"json{ESC}"), ("markup", "[bold]json"), ("huge", "j" * 100_000), ("empty", "")):
+            out.append(Row(f"output-{key}-{cmd[1]}", (*cmd, "-o", value), 2, expect="is not one of"))
+    out.append(Row("provider-absent-yaml", (*DRAIN, "--provider", "nope", "-o", "yaml"), 3, expect="exit:"))
+    out.append(Row("provider-absent-name", (*DRAIN, "--provider", "nope", "-o", "name"), 3))
     # The reason of --override-budget is recorded (journal, hold, Event, report): no escapes, bounded;
     # markup is printable text, echoed as text by a dry run. --lock-timeout: huge numbers are refused.
     for key, reason in (("escape", f"{ESC}x"), ("newline", "a\nb"), ("nul-like", "a\x7fb"), ("huge", "r" * 100_000)):

@@ -19,7 +19,7 @@ import yaml
 from agn.kube import CONSUMERS, PROVIDERS
 from envcli import REPO, Cli
 from reportschema import parse_report
-from xtask.reports import ENV_UP
+from xtask.reports import ENV_DOWN, ENV_UP
 
 pytestmark = pytest.mark.integration
 
@@ -117,7 +117,7 @@ def test_up_applies_labelled_objects_and_down_removes_only_those(user, kube, nam
 
     down = user(namespace, "env", "down", "--output", "json")
     assert down.returncode == 0, down.stderr
-    result = json.loads(down.stdout)
+    result = parse_report(down.stdout, ENV_DOWN)
     assert f"Deployment {namespace}/agn-operator" in result["stopped"] and result["errors"] == []
     assert labelled(kube, namespace) == []
     assert kube.list(PROVIDERS, namespace)[0] == []
@@ -127,7 +127,7 @@ def test_up_applies_labelled_objects_and_down_removes_only_those(user, kube, nam
     assert kube.crd_established("inferenceproviders.agn.dev")  # CRDs are never deleted
 
     second = user(namespace, "env", "down", "--output", "json")  # idempotent
-    assert second.returncode == 0 and json.loads(second.stdout)["was_up"] is False
+    assert second.returncode == 0 and parse_report(second.stdout, ENV_DOWN)["wasUp"] is False
 
 
 def test_a_namespace_up_created_is_deleted_by_down(user, kube):
@@ -138,7 +138,7 @@ def test_a_namespace_up_created_is_deleted_by_down(user, kube):
         assert kube.core.read_namespace(fresh).metadata.labels[LABEL] == "example"
         down = user(fresh, "env", "down", "--output", "json")
         assert down.returncode == 0, down.stderr
-        assert f"Namespace {fresh}" in json.loads(down.stdout)["stopped"]
+        assert f"Namespace {fresh}" in parse_report(down.stdout, ENV_DOWN)["stopped"]
         # Gone, or terminating (no namespace controller runs here to finish it).
         assert not kube.namespace_exists(fresh) or kube.core.read_namespace(fresh).metadata.deletion_timestamp
     finally:

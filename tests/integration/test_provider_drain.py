@@ -4,9 +4,11 @@ driven through the real CLI in a subprocess."""
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from agnprocs import wait_for
 from drainenv import CONSUMER_NAMES, LAYOUT, DrainEnv
+from reportschema import check_report
 from xtask.drain.core.holds import OPERATION, REASON
 
 pytestmark = pytest.mark.integration
@@ -77,6 +79,31 @@ def test_patch_only_reports_stored_and_rerun_writes_nothing(env: DrainEnv):
     # No spec write happened; only the operator's status writes may have moved resourceVersion.
     for name, _rv in rvs.items():
         assert env.provider(name)["metadata"]["generation"] == before[name][0]
+
+
+def test_progress_goes_to_stderr_and_the_result_to_stdout_when_stdout_is_a_pipe(env: DrainEnv):
+    proc = env.run("--gateway", "gw-b")  # stdout and stderr: two pipes
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    progress = proc.stderr.splitlines()
+    assert "  plan p-three: drain false -> true (will change)" in progress
+    assert any(line.startswith("journal: ") for line in progress)
+    result = proc.stdout.splitlines()
+    assert result[0] == f"selection (providerGateway gw-b, namespace {env.ns}): p-four, p-three"
+    assert sorted(result[1:3]) == ["  write p-four: changed", "  write p-three: changed"]
+    assert result[-1].startswith("ok: stored: spec.trafficPolicy.drain=true on 2 provider(s)")
+    assert not any("plan p-" in line or line.startswith("journal: ") for line in result)
+
+
+def test_yaml_and_name_outputs_of_a_real_run(env: DrainEnv):
+    dry = env.run("--gateway", "gw-a", "--dry-run", "-o", "yaml")
+    assert dry.returncode == 0, dry.stderr
+    report = check_report(yaml.safe_load(dry.stdout), "ProviderDrainReport")
+    assert report["dryRun"] is True and report["selection"] == ["p-one", "p-two"]
+    assert "plan p-one" in dry.stderr  # progress stays on stderr
+    named = env.run("--gateway", "gw-a", "-o", "name")
+    assert named.returncode == 0, named.stderr
+    assert named.stdout.splitlines() == ["inferenceprovider.agn.dev/p-one", "inferenceprovider.agn.dev/p-two"]
+    assert env.drain_value("p-one") is True and "write p-one: changed" in named.stderr
 
 
 def test_dry_run_prints_plan_and_writes_nothing(env: DrainEnv):

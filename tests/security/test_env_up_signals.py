@@ -9,7 +9,6 @@ once it exits (exit 8, "interrupted"), and ``env down`` afterwards finds nothing
 
 from __future__ import annotations
 
-import json
 import shutil
 import signal
 import subprocess
@@ -21,7 +20,9 @@ import pytest
 
 from agnprocs import wait_for
 from envcli import REPO, Cli
+from reportschema import parse_report
 from xtask.procs import ProcessRecord, is_alive, stop_pid
+from xtask.reports import ENV_DOWN
 
 pytestmark = pytest.mark.e2e
 
@@ -126,5 +127,5 @@ def test_signal_while_a_component_starts_rolls_back_everything(tmp_path, signum,
     assert not state.exists()  # a fresh bring-up is rolled back whole
     down = cli("env", "down", "--output", "json")
     assert down.returncode == 0, down.stderr
-    report = json.loads(down.stdout)
-    assert (report["stopped"], report["was_up"]) == ([], False)
+    report = parse_report(down.stdout, ENV_DOWN)
+    assert (report["stopped"], report["wasUp"]) == ([], False)

@@ -158,7 +158,7 @@ def _recorded_env(tmp_path: Path, control_plane, namespace: str) -> None:
 @pytest.mark.e2e
 def test_env_status_shows_selection_groups_escaped(world: str, control_plane, tmp_path: Path):
     _recorded_env(tmp_path, control_plane, world)
-    proc = Cli(tmp_path)("env", "status", "--env", "esc")
+    proc = Cli(tmp_path)("env", "status", "--env", "esc", "-o", "wide")  # wide: the selection group's column
     output = shown(proc)
     assert proc.returncode == 0, output
     assert "\\x1b[31mred" in output  # the table may wrap a long cell; its start is on one line
@@ -171,7 +171,7 @@ def test_env_status_shows_markup_as_text(world: str, control_plane, kube, tmp_pa
     for p in kube.list(PROVIDERS, world)[0]:
         if p["spec"]["selectionGroup"] != markup:
             kube.delete(PROVIDERS, world, p["metadata"]["name"])
-    proc = Cli(tmp_path)("env", "status", "--env", "esc")
+    proc = Cli(tmp_path)("env", "status", "--env", "esc", "-o", "wide")
     output = shown(proc)
     assert proc.returncode == 0, output
     assert markup in output
@@ -283,7 +283,7 @@ def test_env_status_table_shows_values_as_text():
             ],
         },
     }
-    render_table(data, console)
+    render_table(data, console, wide=True)  # every column
     text = console.export_text()
     assert "\x1b" not in text
     for value in ("/tmp/[/]kc", "ctx \\x1b[31mred", "[link=file:///etc/passwd]x", "[bold red]loud", "c-[/]:"):

@@ -3,6 +3,10 @@
 A command's module imports what that command needs (the Kubernetes client, rich, the
 runtimes); loading them all for every invocation would make ``provider-drain`` pay for
 ``up`` and ``status``. ``env --help`` imports them all to show their one-line help.
+
+Every command, and ``env`` itself, takes ``-v/--verbose`` as the top group does (``xtask env up
+-v`` is ``xtask -v env up``): the entry point reads it wherever it stands (``xtask.__main__``),
+so the option only has to be accepted; :meth:`LazyGroup.get_command` adds it to each command.
 """
 
 from __future__ import annotations
@@ -22,6 +26,21 @@ COMMANDS = {  # name: "module:attribute"
 }
 
 
+VERBOSE_HELP = "Show tracebacks and debug detail on errors (the same as -v before the command)."
+
+
+def verbose_option() -> click.Option:
+    """``-v/--verbose``: accepted here, read by the entry point (it sees the whole command line)."""
+    return click.Option(["-v", "--verbose"], is_flag=True, expose_value=False, help=VERBOSE_HELP)
+
+
+def with_verbose(command: click.Command) -> click.Command:
+    """``command`` taking ``-v/--verbose`` (once: commands are loaded again by each group that asks)."""
+    if not any(p.name == "verbose" for p in command.params):
+        command.params.append(verbose_option())
+    return command
+
+
 class LazyGroup(click.Group):
     """A click group whose subcommands are imported on first use (click's documented pattern)."""
 
@@ -37,9 +56,10 @@ class LazyGroup(click.Group):
         if target is None:
             return super().get_command(ctx, cmd_name)
         module, attr = target.split(":")
-        return getattr(importlib.import_module(module), attr)
+        return with_verbose(getattr(importlib.import_module(module), attr))
 
 
 @click.group(name="env", cls=LazyGroup, lazy=COMMANDS)
+@click.option("-v", "--verbose", is_flag=True, expose_value=False, help=VERBOSE_HELP)
 def env_group() -> None:
     """Bring up, inspect and operate AGN environments (on any runtime of docs/runtimes.md)."""

@@ -5,15 +5,17 @@ from __future__ import annotations
 import click
 
 from xtask.cli.env.options import env_option, output_option
-from xtask.cli.output import emit_json, markup_safe, out_console, progress
+from xtask.cli.formats import REPORT_FORMATS, emit_report
+from xtask.cli.output import markup_safe, out_console, progress
 from xtask.errors import XtaskError
+from xtask.reports import ENV_DOWN, envelope
 from xtask.runtime import registry
 from xtask.state import EnvRecord, require_own_env_dir
 
 
 @click.command()
 @env_option
-@output_option
+@output_option(names="environment/ENV when there was something to tear down (nothing when it was not up)")
 def down(env_name: str, output: str) -> None:
     """Tear an environment down: remove what `env up` made, its kube context and its state.
 
@@ -22,14 +24,24 @@ def down(env_name: str, output: str) -> None:
     # A folder that is not this env's own is refused before any process is stopped or file removed.
     require_own_env_dir(env_name)
     record = EnvRecord.load(env_name)
-    result = registry.recorded(env_name, record.runtime if record else None).down(progress=progress)
-    result = {"env": env_name, **result}
-    if output == "json":
-        emit_json(result)
-    elif result["was_up"]:
-        stopped = markup_safe(", ".join(result["stopped"]) or "nothing running")
+    runtime = registry.recorded(env_name, record.runtime if record else None)
+    result = runtime.down(progress=progress)
+    report = envelope(
+        ENV_DOWN,
+        {
+            "env": env_name,
+            "runtime": runtime.name,
+            "wasUp": result["was_up"],
+            "stopped": result["stopped"],
+            "errors": result["errors"],
+        },
+    )
+    if output in REPORT_FORMATS:
+        emit_report(report, output, [f"environment/{env_name}"] if report["wasUp"] else [])
+    elif report["wasUp"]:
+        stopped = markup_safe(", ".join(report["stopped"]) or "nothing running")
         out_console().print(f"environment [bold]{markup_safe(env_name)}[/bold] is down (stopped: {stopped})")
     else:
         out_console().print(f"environment [bold]{markup_safe(env_name)}[/bold] was not up; nothing to do")
-    if result["errors"]:
-        raise XtaskError("teardown finished with errors: " + "; ".join(result["errors"]))
+    if report["errors"]:
+        raise XtaskError("teardown finished with errors: " + "; ".join(report["errors"]))

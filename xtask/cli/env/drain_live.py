@@ -1,5 +1,6 @@
-"""The live rich view of a drain run on a terminal: a progress bar for the writes, a spinner
-for the wait, and final tables. Imported only when stdout is a terminal. Values (names,
+"""The live rich view of a drain run on a terminal: a progress bar for the writes and a spinner
+for the wait (on stderr, a terminal), and final tables (on stdout, a terminal). Imported only
+on a terminal. Values (names,
 errors, states) reach rich only through :func:`markup_safe` (``e``): text, never markup."""
 
 from __future__ import annotations
@@ -11,7 +12,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from xtask.cli.env.drain_view import PlainReporter, api_server_line, idle_line, plain_line, wave_line
+from xtask.cli.env.drain_view import (
+    PlainReporter,
+    api_server_line,
+    idle_line,
+    plain_line,
+    selection_line,
+    shows_plan,
+    wave_line,
+)
 from xtask.cli.output import markup_safe as e
 from xtask.drain.core.progress import (
     ApiServerNotice,
@@ -39,7 +48,7 @@ class RichReporter(PlainReporter):
     """Live view: a progress bar for writes (done / in flight / failed), a spinner for the wait."""
 
     def __init__(self, console: Console) -> None:
-        super().__init__(sys.stdout)
+        super().__init__(sys.stderr)  # progress, never the result: stderr
         self.console = console
         self.progress: Progress | None = None
         self.task: Any = None  # the rich TaskID of the current bar or spinner
@@ -157,6 +166,31 @@ class RichReporter(PlainReporter):
 
 
 def render_final(report: Report, console: Console) -> None:
+    """The result of a run as tables: what :func:`~xtask.cli.env.drain_view.plain_final` says in lines."""
+    _render_decided(report, console)
+    _render_written(report, console)
+    _render_observed(report, console)
+
+
+def _render_decided(report: Report, console: Console) -> None:
+    """What the run decided before writing: the selection, a dry run's plan, what it refused."""
+    if report.selection:
+        console.print(e(selection_line(report)))
+    if shows_plan(report) and report.plan:
+        table = Table(title="plan", title_justify="left")
+        for col in ("provider", "drain", "change", "held by"):
+            table.add_column(col)
+        for p in report.plan:
+            change = "already in requested state" if p["alreadyInState"] else "will change"
+            drain = f"{str(p['current']).lower()} -> {str(p.get('drainAfter', p['requested'])).lower()}"
+            table.add_row(e(p["provider"]), drain, change, e(", ".join(p.get("holders") or [])))
+        console.print(table)
+    for r in report.refused:
+        console.print(f"[red]refused:[/red] {e(r)}")
+
+
+def _render_written(report: Report, console: Console) -> None:
+    """What the run wrote and restored, and which providers other holders keep drained."""
     if report.outcomes and any(o["outcome"] != WriteOutcome.UNCHANGED for o in report.outcomes):
         table = Table(title="outcomes", title_justify="left")
         for col in ("provider", "outcome", "detail"):
@@ -164,6 +198,19 @@ def render_final(report: Report, console: Console) -> None:
         for o in report.outcomes:
             table.add_row(e(o["provider"]), e(o["outcome"]), e(o.get("error") or o.get("note") or ""))
         console.print(table)
+    if report.restorations:
+        table = Table(title="restorations", title_justify="left")
+        for col in ("provider", "outcome", "detail"):
+            table.add_column(col)
+        for back in report.restorations:
+            table.add_row(e(back["provider"]), e(back["outcome"]), e(back.get("error") or ""))
+        console.print(table)
+    for name, holders in report.still_held.items():
+        console.print(f"[yellow]{e(name)} stays drained[/yellow]: still held by {e(', '.join(holders))}")
+
+
+def _render_observed(report: Report, console: Console) -> None:
+    """What the run saw after writing: the consumers' revisions, the waves, the idle readings."""
     if report.convergence and report.convergence.get("consumers"):
         states: dict[tuple[str, str], str] = {}
         for p in report.convergence.get("providers", []):

@@ -11,8 +11,11 @@ from pathlib import Path
 
 import click
 
-from xtask.cli.output import emit_json, printable
+from xtask.cli.env.options import output_option
+from xtask.cli.formats import REPORT_FORMATS, emit_report
+from xtask.cli.output import printable
 from xtask.drain.core.request import MAX_CONCURRENCY, RestoreRequest
+from xtask.drain.core.states import RestoreOutcome
 from xtask.drain.restore import RestoreReport, restore_journal
 from xtask.errors import ExitCode
 from xtask.params import NonEmptyPath
@@ -40,7 +43,7 @@ from xtask.params import NonEmptyPath
     show_default=True,
     help=f"Restore requests in flight at most (1-{MAX_CONCURRENCY}).",
 )
-@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@output_option(names="each provider put back (with --dry-run: that would be), as inferenceprovider.agn.dev/NAME")
 def drain_restore(
     journal_path: Path, context: str | None, kubeconfig: str | None, dry_run: bool, concurrency: int, output: str
 ) -> None:
@@ -55,13 +58,21 @@ def drain_restore(
         journal_path, context=context, kubeconfig=kubeconfig, dry_run=dry_run, concurrency=concurrency
     )
     report = restore_journal(request, warn=lambda text: print(printable(text), file=sys.stderr, flush=True))
-    if output == "json":
-        emit_json(report.to_dict())
+    if output in REPORT_FORMATS:
+        emit_report(report.to_dict(), output, restored_names(report))
     else:
         _print(report)
     sys.stdout.flush()
     if report.exit_code != ExitCode.OK:
         raise click.exceptions.Exit(int(report.exit_code))
+
+
+def restored_names(report: RestoreReport) -> list[str]:
+    """``-o name``: the providers restored (in a dry run: that would be), as kubectl names them."""
+    from agn.resources import PROVIDERS
+
+    put_back = (RestoreOutcome.RESTORED, RestoreOutcome.WOULD_RESTORE)
+    return [PROVIDERS.kubectl_name(r.provider) for r in report.restored.restorations if r.outcome in put_back]
 
 
 def _print(report: RestoreReport) -> None:

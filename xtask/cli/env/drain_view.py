@@ -1,5 +1,6 @@
-"""Rendering a drain run as plain lines: off a terminal, with ``NO_COLOR``, and as the
-progress stream of ``--output json``. Every line goes through :func:`printable` (names and
+"""Rendering a drain run as plain lines: its progress (on stderr, always) when stderr is not a
+terminal, with ``NO_COLOR`` or with ``--output json|yaml|name``, and its result (on stdout) when
+stdout is not a terminal. Every line goes through :func:`printable` (names and
 errors are data). The live rich view is :mod:`xtask.cli.env.drain_live`,
 imported only on a terminal (rich costs start-up time a runbook should not pay).
 """
@@ -31,8 +32,8 @@ from xtask.drain.signals import stream_lost
 
 
 class PlainReporter:
-    """One line per progress event; used when not on a terminal, with NO_COLOR, or with
-    --output json (to stderr)."""
+    """One line per progress event, on stderr; used when stderr is not a terminal, with
+    NO_COLOR, or with an --output other than the table."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
@@ -64,10 +65,7 @@ def plain_line(event: ProgressEvent) -> str | None:
         case LockWaiting():
             return event.text
         case Planned():
-            state = "already in requested state" if event.already else "will change"
-            held = f"; held by {', '.join(event.holders)}" if event.holders else ""
-            after = str(event.drain_after).lower()
-            return f"  plan {event.provider}: drain {str(event.current).lower()} -> {after} ({state}){held}"
+            return plan_line(event.to_dict())
         case DryRunChecked(outcome) if outcome.outcome != WriteOutcome.DRY_RUN_OK:
             return f"  dry-run {outcome.provider}: REJECTED: {outcome.error}"
         case WriteFinished(outcome):
@@ -84,6 +82,24 @@ def plain_line(event: ProgressEvent) -> str | None:
         case WaveChanged() | Soaking() | GateRead():
             return f"  {wave_line(event)}"
     return None
+
+
+def plan_line(p: dict) -> str:
+    """``  plan p-one: drain false -> true (will change)``, from one entry of the report's ``plan``."""
+    state = "already in requested state" if p["alreadyInState"] else "will change"
+    held = f"; held by {', '.join(p['holders'])}" if p.get("holders") else ""
+    after = p.get("drainAfter", p["requested"])  # drainAfter: what holds leave; older reports had only requested
+    return f"  plan {p['provider']}: drain {str(p['current']).lower()} -> {str(after).lower()} ({state}){held}"
+
+
+def selection_line(report: Report) -> str:
+    """The selection, as the run said it when it made it."""
+    return f"selection ({report.selector}, namespace {report.namespace}): {', '.join(report.selection)}"
+
+
+def shows_plan(report: Report) -> bool:
+    """Whether the plan is the result (a dry run, or --plan-out), not only the run's progress."""
+    return report.dry_run or (report.plan_file or {}).get("action") == "written"
 
 
 def wave_line(event: WaveChanged | Soaking | GateRead) -> str:
@@ -112,11 +128,28 @@ def idle_line(p: dict) -> str:
 
 
 def plain_final(report: Report, stream: TextIO) -> None:
+    """The result of a run as plain lines (stdout, off a terminal): the selection, the plan of a
+    dry run, what was refused, written, restored, still held, served and idle, and the waves.
+    The run's progress went to stderr; this is what it came to."""
+
     def say(text: str) -> None:
         print(printable(text), file=stream)
 
+    if report.selection:
+        say(selection_line(report))
+    if shows_plan(report):
+        for p in report.plan:
+            say(plan_line(p))
     for r in report.refused:
         say(f"  refused: {r}")
+    if any(o["outcome"] != WriteOutcome.UNCHANGED for o in report.outcomes):
+        for o in report.outcomes:
+            extra = o.get("error") or o.get("note") or ""
+            say(f"  write {o['provider']}: {o['outcome']}{': ' + extra if extra else ''}")
+    for back in report.restorations:
+        say(f"  restore {back['provider']}: {back['outcome']}{': ' + back['error'] if back.get('error') else ''}")
+    for name, holders in report.still_held.items():
+        say(f"  {name} stays drained: still held by {', '.join(holders)}")
     if report.convergence:
         for c in report.convergence.get("consumers", []):
             say(

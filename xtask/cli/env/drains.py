@@ -13,7 +13,8 @@ from rich.console import Console
 from rich.table import Table
 
 from xtask.cli.env.options import namespace_type, output_option
-from xtask.cli.output import emit_json, markup_safe, out_console
+from xtask.cli.formats import REPORT_FORMATS, WIDE, emit_report
+from xtask.cli.output import markup_safe, out_console
 from xtask.drain.core.holds import drain_entries, rfc3339
 from xtask.errors import XtaskError
 from xtask.params import NonEmptyPath
@@ -63,7 +64,7 @@ def collect(*, context: str | None, kubeconfig: str | None, namespace: str | Non
     "--namespace", "-n", type=namespace_type, metavar="NS", help="Namespace (default: the context's namespace)."
 )
 @click.option("--expired", is_flag=True, help="Only providers with an expired hold (reported, never removed).")
-@output_option
+@output_option(names="each drained provider listed (inferenceprovider.agn.dev/NAME)", wide=True)
 def drains(context: str | None, kubeconfig: str | None, namespace: str | None, expired: bool, output: str) -> None:
     """List every drained provider with its holds: owner, holder, reason, ticket, since and expiry of each.
 
@@ -71,28 +72,46 @@ def drains(context: str | None, kubeconfig: str | None, namespace: str | None, e
     xtask, kubectl or a hand edit). Read-only.
     """
     data = collect(context=context, kubeconfig=kubeconfig, namespace=namespace, expired=expired)
-    if output == "json":
-        emit_json(envelope(ENV_DRAINS, data))
+    if output in REPORT_FORMATS:
+        emit_report(envelope(ENV_DRAINS, data), output, provider_names(data))
         return
-    render_table(data, out_console())
+    render_table(data, out_console(), wide=output == WIDE)
 
 
-def render_table(data: dict, con: Console) -> None:
-    """One row per hold (a drained provider without holds: one row, held by nobody known).
-    Every value is data from the cluster: shown through :func:`markup_safe`."""
+def provider_names(data: dict) -> list[str]:
+    """``-o name``: every provider the report lists, as kubectl names it."""
+    from agn.resources import PROVIDERS
+
+    return [PROVIDERS.kubectl_name(p["provider"]) for p in data["providers"]]
+
+
+# Columns only `-o wide` shows.
+WIDE_ONLY = ("ticket", "since")
+
+
+def render_table(data: dict, con: Console, *, wide: bool = False) -> None:
+    """One row per hold (a drained provider without holds: one row, held by nobody known);
+    ``wide`` adds each hold's ticket and since. Every value is data from the cluster:
+    shown through :func:`markup_safe`."""
     e = markup_safe
     what = "providers with an expired hold" if data["expiredOnly"] else "drained providers"
     if not data["providers"]:
         con.print(f"no {what} in namespace {e(data['namespace'])}")
         return
     table = Table(title=f"{what} in namespace {e(data['namespace'])} (now {e(data['now'])})", title_justify="left")
-    for col in ("provider", "gateway", "drain", "owner", "holder", "reason", "ticket", "since", "expires"):
-        table.add_column(col)
+    columns = ("provider", "gateway", "drain", "owner", "holder", "reason", "ticket", "since", "expires")
+    shown = [i for i, col in enumerate(columns) if wide or col not in WIDE_ONLY]
+    for i in shown:
+        table.add_column(columns[i])
+
+    def add_row(*cells: str) -> None:
+        table.add_row(*(cells[i] for i in shown))
+
     for p in data["providers"]:
         head = (e(p["provider"]), e(p["providerGateway"] or "-"), "true" if p["drain"] else "[yellow]false[/yellow]")
         if not p["holds"]:
             by = f" (drained by {p['drainedBy']})" if p["drainedBy"] else ""
-            table.add_row(
+            add_row(
                 *head,
                 "-",
                 f"[yellow]nobody known[/yellow]{e(by)}",
@@ -107,12 +126,12 @@ def render_table(data: dict, con: Console) -> None:
             # written before holds had owners (only a user allowed release-holds removes it).
             owner = e(h["owner"]) if h["owner"] else "[yellow]unknown[/yellow]"
             if h["invalid"]:
-                table.add_row(*head, owner, f"[red]unreadable[/red] {e(h['key'])}", "-", "-", "-", "-")
+                add_row(*head, owner, f"[red]unreadable[/red] {e(h['key'])}", "-", "-", "-", "-")
             else:
                 expires = e(h["expiresAt"] or "never")
                 if h["expired"]:
                     expires = f"[red]EXPIRED[/red] {expires}"
-                table.add_row(
+                add_row(
                     *head,
                     owner,
                     e(h["holder"]),

@@ -7,8 +7,12 @@ DNS-1123 label (it names the state folder and the kube context), so ``..``, ``.`
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import click
 
+from xtask.cli.formats import TABLE, choices
 from xtask.params import KubeName
 
 env_option = click.option(
@@ -21,6 +25,7 @@ env_option = click.option(
     help="Environment definition to use (envs/NAME.yaml); lowercase letters, digits and '-'.",
 )
 namespace_type = KubeName("namespace")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def object_name_type(kind: str) -> KubeName:
@@ -28,11 +33,17 @@ def object_name_type(kind: str) -> KubeName:
     return KubeName(f"{kind} name", subdomain=True)
 
 
-output_option = click.option(
-    "--output",
-    "-o",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="table for people, json for scripts (one document on stdout).",
-)
+def output_option(*, names: str, wide: bool = False) -> Callable[[F], F]:
+    """``-o``/``--output``, as kubectl's: a value it does not know is a usage error (exit 2)
+    naming the value and the choices (:mod:`xtask.cli.formats`). ``names`` says what ``-o name``
+    lists for this command; ``wide``: its table has more columns to show."""
+    table = "table for people" + ("; wide: the table with more columns" if wide else "")
+    return click.option(
+        "--output",
+        "-o",
+        type=click.Choice(choices(wide=wide)),
+        default=TABLE,
+        show_default=True,
+        help=f"{table}; json: one versioned report on stdout, for scripts (progress goes to stderr); "
+        f"yaml: the same document in YAML; name: {names}.",
+    )

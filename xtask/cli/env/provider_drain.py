@@ -15,8 +15,9 @@ from typing import Any
 import click
 
 from xtask.cli.env.drain_view import PlainReporter, plain_final
-from xtask.cli.env.options import namespace_type, object_name_type
-from xtask.cli.output import emit_json, fancy, out_console, printable
+from xtask.cli.env.options import namespace_type, object_name_type, output_option
+from xtask.cli.formats import REPORT_FORMATS, TABLE, emit_report
+from xtask.cli.output import err_console, fancy, out_console, printable
 from xtask.drain.core.holds import MAX_EXPIRES_SECONDS, holder_problem, override_problem, ticket_problem
 from xtask.drain.core.lock import DEFAULT_LOCK_TIMEOUT, MAX_LOCK_TIMEOUT
 from xtask.drain.core.plandoc import PLANNED_FLAGS
@@ -328,14 +329,7 @@ def request_options(command: Callable[..., None]) -> Callable[..., None]:
 
 @click.command(name="provider-drain", epilog=EPILOG)
 @request_options
-@click.option(
-    "--output",
-    "-o",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="json: one final report on stdout for runbooks (progress goes to stderr).",
-)
+@output_option(names="each provider selected (changed or already as asked), as inferenceprovider.agn.dev/NAME")
 def provider_drain(request: DrainRequest, output: str) -> None:
     """Administratively drain (or --undrain) one provider or a whole providerGateway.
 
@@ -348,8 +342,8 @@ def provider_drain(request: DrainRequest, output: str) -> None:
     `env drain-restore`.
     """
     report = _run(request, output=output)
-    if output == "json":
-        emit_json(report.to_dict())
+    if output in REPORT_FORMATS:
+        emit_report(report.to_dict(), output, selected_names(report))
     else:
         _print_final(report)
     sys.stdout.flush()
@@ -357,19 +351,28 @@ def provider_drain(request: DrainRequest, output: str) -> None:
         raise click.exceptions.Exit(int(report.exit_code))
 
 
-def _on_terminal() -> bool:
-    """The live rich view is for a terminal without NO_COLOR (and never for --output json)."""
+def selected_names(report: Report) -> list[str]:
+    """``-o name``: the providers the run selected, as kubectl names them (none when refused before selecting)."""
+    from agn.resources import PROVIDERS
+
+    return [PROVIDERS.kubectl_name(name) for name in report.selection]
+
+
+def _stdout_fancy() -> bool:
+    """Final tables with rich: stdout is a terminal without NO_COLOR (else plain lines)."""
     return fancy() and sys.stdout.isatty()
 
 
 def _run(request: DrainRequest, *, output: str) -> Report:
-    """Run the drain, showing progress: live on a terminal, else as lines (on stderr with json)."""
-    if output != "json" and _on_terminal():
+    """Run the drain, showing progress on stderr, always: live when stderr is a terminal and the
+    output is the table, else as lines. stdout carries only the result (:func:`_print_final`,
+    or the report), so ``provider-drain ... | tee`` or ``> file`` keeps the result alone."""
+    if output == TABLE and fancy():
         from xtask.cli.env.drain_live import RichReporter
 
-        reporter: PlainReporter = RichReporter(out_console())
+        reporter: PlainReporter = RichReporter(err_console())
     else:
-        reporter = PlainReporter(sys.stderr if output == "json" else sys.stdout)
+        reporter = PlainReporter(sys.stderr)
     try:
         return run_drain(request, progress=reporter)
     finally:
@@ -377,7 +380,7 @@ def _run(request: DrainRequest, *, output: str) -> Report:
 
 
 def _print_final(report: Report) -> None:
-    if _on_terminal():
+    if _stdout_fancy():
         from xtask.cli.env.drain_live import render_final
 
         render_final(report, out_console())

@@ -4,6 +4,11 @@ Read-only: renders from ``envs/<env>.yaml`` and ``manifests/`` and writes nothin
 output can be reviewed, diffed, or piped to ``kubectl apply --server-side -f -``. The objects
 are the same for every runtime that deploys manifests (docs/runtimes.md), so there is no
 ``--runtime`` to choose.
+
+``-o`` as kubectl's: ``yaml`` (the default) is one YAML document per object, ready for
+``kubectl apply -f -``; ``json`` is the objects as one ``v1`` ``List`` (what ``kubectl get -o
+json`` prints for several objects; its ``items`` are exactly the YAML documents); ``name`` is
+one ``kind.group/name`` line per object.
 """
 
 from __future__ import annotations
@@ -11,7 +16,10 @@ from __future__ import annotations
 import click
 import yaml
 
+from agn.objects import kubectl_name, list_of
 from xtask.cli.env.options import env_option, namespace_type
+from xtask.cli.formats import JSON, NAME, YAML, emit_names, plain
+from xtask.cli.output import emit_json
 from xtask.crds import crd_documents, policy_documents
 from xtask.envdef import load_env
 from xtask.manifests import IMAGE, render
@@ -27,10 +35,24 @@ from xtask.manifests import IMAGE, render
     show_default=True,
     help="Include the AGN CRDs and the drain-hold admission policy first.",
 )
-def render_cmd(env_name: str, namespace: str | None, image: str, crds: bool) -> None:
+@click.option(
+    "--output",
+    "-o",
+    type=click.Choice([YAML, JSON, NAME]),
+    default=YAML,
+    show_default=True,
+    help="yaml: one document per object (for kubectl apply -f -); json: the objects as one v1 List; "
+    "name: one kind.group/name line per object.",
+)
+def render_cmd(env_name: str, namespace: str | None, image: str, crds: bool, output: str) -> None:
     """Print every object `env up` applies on a runtime that deploys manifests (CRDs, the admission
     policy that keeps drain holds to their owners, namespace, RBAC, workloads, AGN objects)."""
     objects = (crd_documents() + policy_documents() if crds else []) + render(
         load_env(env_name), namespace=namespace, image=image
     )
-    click.echo(yaml.safe_dump_all(objects, sort_keys=False), nl=False)
+    if output == JSON:
+        emit_json(list_of(plain(objects)))
+    elif output == NAME:
+        emit_names(kubectl_name(obj) for obj in objects)
+    else:
+        click.echo(yaml.safe_dump_all(objects, sort_keys=False), nl=False)

@@ -7,7 +7,8 @@ from rich.console import Console
 from rich.table import Table
 
 from xtask.cli.env.options import env_option, output_option
-from xtask.cli.output import emit_json, markup_safe, out_console
+from xtask.cli.formats import REPORT_FORMATS, WIDE, emit_report
+from xtask.cli.output import markup_safe, out_console
 from xtask.envstatus import agn_objects
 from xtask.reports import ENV_STATUS, envelope
 from xtask.runtime import registry
@@ -80,19 +81,36 @@ def collect(env_name: str) -> dict:
 
 @click.command()
 @env_option
-@output_option
+@output_option(
+    names="the env's AGN objects (inferencenetwork.agn.dev/NAME, inferenceprovider.agn.dev/NAME, "
+    "inferenceconsumer.agn.dev/NAME; none when the env is down or they cannot be read)",
+    wide=True,
+)
 def status(env_name: str, output: str) -> None:
     """Show an environment: runtime, context, process health and metrics addresses, providers and per-consumer overlays."""
     data = collect(env_name)
-    if output == "json":
-        emit_json(envelope(ENV_STATUS, data))
+    if output in REPORT_FORMATS:
+        emit_report(envelope(ENV_STATUS, data), output, object_names(data))
         return
-    render_table(data, out_console())
+    render_table(data, out_console(), wide=output == WIDE)
 
 
-def render_table(data: dict, con: Console) -> None:
-    """``env status`` for people. Every value is data (from env.json, pid files, the cluster):
-    shown through :func:`markup_safe`, never as markup or raw control characters."""
+def object_names(data: dict) -> list[str]:
+    """``-o name``: the env's networks, providers and consumers, as kubectl names them."""
+    from agn.resources import CONSUMERS, NETWORKS, PROVIDERS
+
+    objs = data.get("objects") or {}
+    return [
+        *(NETWORKS.kubectl_name(n) for n in objs.get("networks", [])),
+        *(PROVIDERS.kubectl_name(p["name"]) for p in objs.get("providers", [])),
+        *(CONSUMERS.kubectl_name(c["name"]) for c in objs.get("consumers", [])),
+    ]
+
+
+def render_table(data: dict, con: Console, *, wide: bool = False) -> None:
+    """``env status`` for people (``wide``: also pids, metrics addresses, and each provider's
+    selection group, rank and endpoint). Every value is data (from env.json, pid files, the
+    cluster): shown through :func:`markup_safe`, never as markup or raw control characters."""
     e = markup_safe
     env = e(data["env"])
     if data["state"] == "down":
@@ -104,30 +122,45 @@ def render_table(data: dict, con: Console) -> None:
         f"context={e(data['context'])}  namespace={e(data['namespace'])}"
     )
     con.print(f"kubeconfig: {e(data['kubeconfig'])}")
-    _render_components(data, con)
+    _render_components(data, con, wide=wide)
     if data.get("error"):
         con.print(f"[red]cannot read AGN objects:[/red] {e(data['error'])}")
         return
-    _render_objects(data["objects"], con)
+    _render_objects(data["objects"], con, wide=wide)
 
 
-def _render_components(data: dict, con: Console) -> None:
+# Columns only `-o wide` shows: (components, providers).
+WIDE_ONLY = (("pid", "metrics"), ("group", "rank", "endpoint"))
+
+
+def _table(title: str, rows: list[dict[str, str]], columns: tuple[str, ...], *, hidden: tuple[str, ...]) -> Table:
+    """A table of ``rows`` (cells by column name), without the ``hidden`` columns."""
+    shown = [c for c in columns if c not in hidden]
+    table = Table(title=title, title_justify="left")
+    for col in shown:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*(row[c] for c in shown))
+    return table
+
+
+def _render_components(data: dict, con: Console, *, wide: bool) -> None:
     """The runtime's components, its Prometheus and what it says beyond them."""
     e = markup_safe
-    comps = Table(title="components", title_justify="left")
-    for col in ("name", "pid", "running", "healthy", "address", "metrics", "detail"):
-        comps.add_column(col)
-    for c in data["components"]:
-        comps.add_row(
-            e(c["name"]),
-            e(c.get("pid") or "-"),
-            _yes(c["running"]),
-            _yes(c["healthy"]),
-            e(c.get("address", "")),
-            e(c.get("metricsUrl", "")),
-            "" if c["healthy"] else e(c.get("detail", "")),
-        )
-    con.print(comps)
+    rows = [
+        {
+            "name": e(c["name"]),
+            "pid": e(c.get("pid") or "-"),
+            "running": _yes(c["running"]),
+            "healthy": _yes(c["healthy"]),
+            "address": e(c.get("address", "")),
+            "metrics": e(c.get("metricsUrl", "")),
+            "detail": "" if c["healthy"] else e(c.get("detail", "")),
+        }
+        for c in data["components"]
+    ]
+    columns = ("name", "pid", "running", "healthy", "address", "metrics", "detail")
+    con.print(_table("components", rows, columns, hidden=() if wide else WIDE_ONLY[0]))
     prom = data.get("prometheus")
     if prom:
         where = e(prom["url"]) if prom["url"] else "not running"
@@ -144,24 +177,25 @@ def _render_components(data: dict, con: Console) -> None:
             con.print(pods)
 
 
-def _render_objects(objs: dict, con: Console) -> None:
+def _render_objects(objs: dict, con: Console, *, wide: bool) -> None:
     """The env's providers and, per consumer, its overlays and each provider's admission state."""
     e = markup_safe
-    provs = Table(title="providers", title_justify="left")
-    for col in ("name", "gateway", "drain", "available", "group", "rank", "endpoint"):
-        provs.add_column(col)
+    rows = []
     for p in objs["providers"]:
         drain = str(p["drain"]).lower() + (f" ({p['drainReason']})" if p["drain"] and p.get("drainReason") else "")
-        provs.add_row(
-            e(p["name"]),
-            e(p["providerGateway"] or "-"),
-            e(drain),
-            e(p["available"]),
-            e(p["selectionGroup"] or "-"),
-            e(p["rank"]),
-            e(p["endpoint"] or ""),
+        rows.append(
+            {
+                "name": e(p["name"]),
+                "gateway": e(p["providerGateway"] or "-"),
+                "drain": e(drain),
+                "available": e(p["available"]),
+                "group": e(p["selectionGroup"] or "-"),
+                "rank": e(p["rank"]),
+                "endpoint": e(p["endpoint"] or ""),
+            }
         )
-    con.print(provs)
+    columns = ("name", "gateway", "drain", "available", "group", "rank", "endpoint")
+    con.print(_table("providers", rows, columns, hidden=() if wide else WIDE_ONLY[1]))
     names = [p["name"] for p in objs["providers"]]
     cons = Table(title="consumers (admission state per provider)", title_justify="left")
     for col in ("consumer", "overlay", "accepted", "serving", *names):

@@ -12,7 +12,8 @@ from typing import Any, TypeVar
 import click
 
 from xtask.cli.env.options import env_option, output_option
-from xtask.cli.output import emit_json, markup_safe, out_console, progress
+from xtask.cli.formats import REPORT_FORMATS, emit_report
+from xtask.cli.output import markup_safe, out_console, progress
 from xtask.envdef import load_env
 from xtask.params import DurationType
 from xtask.reports import ENV_UP, envelope
@@ -60,7 +61,7 @@ def runtime_flags(command: F) -> F:
     help="How long to wait for rollouts and for consumers to serve their first overlays (seconds, or 90s, 5m).",
 )
 @runtime_flags
-@output_option
+@output_option(names="environment/ENV, the environment brought up")
 def up(env_name: str, runtime: str, retain: bool, timeout: float, output: str, **flags: str | bool | None) -> None:
     """Bring up an environment (idempotent: repairs dead parts, starts nothing twice)."""
     envdef = load_env(env_name)
@@ -70,8 +71,8 @@ def up(env_name: str, runtime: str, retain: bool, timeout: float, output: str, *
     chosen = registry.choose(env_name, runtime, recorded=record.runtime if record else None, options=options)
     result = chosen.up(envdef, progress=progress, retain=retain, wait_timeout=timeout)
     result = {"env": env_name, "runtime": chosen.name, "namespace": envdef.namespace, **result}
-    if output == "json":
-        emit_json(envelope(ENV_UP, result))
+    if output in REPORT_FORMATS:
+        emit_report(envelope(ENV_UP, result), output, [f"environment/{env_name}"])
         return
     con = out_console()
     e = markup_safe  # names and paths are data: shown as text, never as markup
