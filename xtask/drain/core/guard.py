@@ -52,19 +52,16 @@ def target_refusals(
     or (draining, without ``--force``) a selection group that would lose its last admitted
     provider, or a consumer whose overlay cannot be read whole enough to tell.
 
-    ``drained_elsewhere``: providers outside the selection whose spec already asks to drain
-    (another run's writes, read under the drain lock). The operator may not have published
-    them yet, so an overlay that still shows one of them admitted in a group this run drains
-    counts it as leaving: the group is judged as it will be, not as the overlay lags.
+    ``drained_elsewhere``: providers whose spec asks to drain (earlier runs' writes, read under
+    the lock). An overlay that lags and shows one admitted in a group this run drains counts it
+    as leaving.
 
     ``counts``, when given, receives each named consumer's admitted count per selection group
     of a provider to change, before and after (what a plan records); the overlays are then read
     for an undrain or a ``--force`` drain too, which are otherwise not guarded."""
     assert req.network is not None  # targets are only read when a network is named
     network = network_view(targets.network) if targets.network else None
-    consumers = {
-        name: consumer_view(targets.consumers[name]) if name in targets.consumers else None for name in req.consumers
-    }
+    consumers = {name: consumer_view(c) if (c := targets.consumers.get(name)) else None for name in req.consumers}
     views = [provider_view(p, targets.heartbeat) for p in selected]
     problems = targets_problems(network=network, network_name=req.network, consumers=consumers, providers=views)
     guarded = req.drain and not req.force
@@ -72,10 +69,7 @@ def target_refusals(
         return problems
     to_change = [c.provider for c in changes if not c.already]
     changing = set(to_change)
-    groups = {_group(p) for p in selected if p["metadata"]["name"] in changing}
-    lagging = [
-        p for p in drained_elsewhere if p["metadata"]["name"] not in changing and _group(p) in groups and req.drain
-    ]
+    lagging = _lagging(selected, changing, drained_elsewhere) if req.drain else []
     leaving = to_change + [p["metadata"]["name"] for p in lagging]
     views += [provider_view(p, targets.heartbeat) for p in lagging]
     ids = sorted({v.candidate_id for v in views if v.name in set(leaving) and v.candidate_id})
@@ -94,10 +88,7 @@ def target_refusals(
         except Incomplete as incomplete:
             # The shards that say where the providers stand never matched the index: refuse
             # rather than guard half an overlay or none.
-            pending.append(
-                f"capacity guard: consumer {name}: {incomplete_reason(incomplete)}, so its capacity cannot be checked "
-                "(retry, or use --force to drain anyway)"
-            )
+            pending.append(_unreadable(name, incomplete))
     if counts is not None:
         counts.extend(found)
     if not guarded:
@@ -105,6 +96,13 @@ def target_refusals(
     if pending:
         return pending
     return [f"capacity guard: {v.describe()} (use --force to drain anyway)" for v in violations_of(found)]
+
+
+def _unreadable(consumer: str, incomplete: Incomplete) -> str:
+    return (
+        f"capacity guard: consumer {consumer}: {incomplete_reason(incomplete)}, so its capacity cannot be checked "
+        "(retry, or use --force to drain anyway)"
+    )
 
 
 def _admitted(
@@ -128,6 +126,14 @@ def _admitted(
         return None
     overlay = Overlay.from_spec(whole)
     return group_admitted_counts(overlay.candidates), overlay
+
+
+def _lagging(
+    selected: Sequence[Mapping[str, Any]], changing: set[str], drained_elsewhere: Sequence[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """The providers drained elsewhere in a selection group this run drains."""
+    groups = {_group(p) for p in selected if p["metadata"]["name"] in changing}
+    return [p for p in drained_elsewhere if p["metadata"]["name"] not in changing and _group(p) in groups]
 
 
 def _group(provider: Mapping[str, Any]) -> str:
