@@ -261,14 +261,15 @@ class Runner:
             )
             urllib.request.urlopen(req, timeout=10).read()
 
+        serving = row.providers - row.drained  # the flipped provider is one of the admitted ones
         for _ in range(self.args.trials):
             admin(False)
             t0 = time.monotonic()
-            wait(lambda: self.everywhere(row.providers - 1), timeout=bound, what="detection", interval=0.1)
+            wait(lambda: self.everywhere(serving - 1), timeout=bound, what="detection", interval=0.1)
             row.detect_s.append(time.monotonic() - t0)
             admin(True)
             t0 = time.monotonic()
-            wait(lambda: self.everywhere(row.providers), timeout=bound, what="re-admission", interval=0.1)
+            wait(lambda: self.everywhere(serving), timeout=bound, what="re-admission", interval=0.1)
             row.readmit_s.append(time.monotonic() - t0)
 
     def drain_and_idle(self, row: Row) -> None:
