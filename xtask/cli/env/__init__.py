@@ -11,6 +11,8 @@ import importlib
 
 import click
 
+from xtask.errors import exit_codes_epilog
+
 COMMANDS = {  # name: "module:attribute"
     "up": "xtask.cli.env.up:up",
     "status": "xtask.cli.env.status:status",
@@ -40,6 +42,6 @@ class LazyGroup(click.Group):
         return getattr(importlib.import_module(module), attr)
 
 
-@click.group(name="env", cls=LazyGroup, lazy=COMMANDS)
+@click.group(name="env", cls=LazyGroup, lazy=COMMANDS, epilog=exit_codes_epilog())
 def env_group() -> None:
     """Bring up, inspect and operate AGN environments (on any runtime of docs/runtimes.md)."""

@@ -7,8 +7,10 @@ from rich.console import Console
 from rich.table import Table
 
 from xtask.cli.env.options import env_option, output_option
+from xtask.cli.helptext import Example, HelpCommand
 from xtask.cli.output import emit_json, markup_safe, out_console
 from xtask.envstatus import agn_objects
+from xtask.errors import ExitCode, exit_codes_epilog
 from xtask.reports import ENV_STATUS, envelope
 from xtask.runtime import registry
 from xtask.state import EnvRecord
@@ -78,7 +80,18 @@ def collect(env_name: str) -> dict:
     }
 
 
-@click.command()
+EXAMPLES = (
+    Example("Show the example env: components, providers and what each consumer serves.", "--env example"),
+    Example("The same as one JSON document, for scripts (schemas/).", "--env example -o json"),
+)
+EXIT_CODES = {
+    ExitCode.OK: "done: the env was read and shown, up, degraded or down",
+    ExitCode.ERROR: None,
+    ExitCode.USAGE: None,
+}
+
+
+@click.command(cls=HelpCommand, examples=EXAMPLES, epilog=exit_codes_epilog(EXIT_CODES))
 @env_option
 @output_option
 def status(env_name: str, output: str) -> None:

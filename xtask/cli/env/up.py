@@ -12,8 +12,10 @@ from typing import Any, TypeVar
 import click
 
 from xtask.cli.env.options import env_option, output_option
+from xtask.cli.helptext import Example, HelpCommand
 from xtask.cli.output import emit_json, markup_safe, out_console, progress
 from xtask.envdef import load_env
+from xtask.errors import ExitCode, exit_codes_epilog
 from xtask.params import DurationType
 from xtask.reports import ENV_UP, envelope
 from xtask.runtime import registry
@@ -38,7 +40,24 @@ def runtime_flags(command: F) -> F:
     return command
 
 
-@click.command()
+EXAMPLES = (  # none names a runtime: each runtime's flags say which runtimes take them
+    Example("Bring up the example env, or repair it, on the runtime auto picks (docs/runtimes.md).", "--env example"),
+    Example(
+        "On failure keep what was started, to look at it, and wait up to 5 minutes for the consumers.",
+        "--env example --retain --timeout 5m",
+    ),
+    Example("Print the result as one JSON document, for scripts.", "--env example -o json"),
+)
+EXIT_CODES = {
+    ExitCode.OK: "done: the env is up and every consumer serves an overlay (--dry-run: every object was accepted)",
+    ExitCode.ERROR: None,
+    ExitCode.USAGE: None,
+    ExitCode.REFUSED: None,
+    ExitCode.INTERRUPTED: "interrupted (SIGINT/SIGTERM): what this run started is rolled back, unless --retain",
+}
+
+
+@click.command(cls=HelpCommand, examples=EXAMPLES, epilog=exit_codes_epilog(EXIT_CODES))
 @env_option
 @click.option(
     "--runtime",
