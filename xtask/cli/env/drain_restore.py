@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from xtask.cli.complete import complete_context
 from xtask.cli.helptext import Example, HelpCommand
 from xtask.cli.output import emit_json, printable
 from xtask.drain.core.request import MAX_CONCURRENCY, RestoreRequest
@@ -36,7 +37,9 @@ EXIT_CODES = {
 
 @click.command(name="drain-restore", cls=HelpCommand, examples=EXAMPLES, epilog=exit_codes_epilog(EXIT_CODES))
 @click.argument("journal_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="JOURNAL")
-@click.option("--context", help="Kube context (default: the one recorded in the journal).")
+@click.option(
+    "--context", shell_complete=complete_context, help="Kube context (default: the one recorded in the journal)."
+)
 @click.option(
     "--kubeconfig",
     type=NonEmptyPath(dir_okay=False),

@@ -12,6 +12,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from xtask.cli.complete import complete_context
 from xtask.cli.env.options import namespace_type, output_option
 from xtask.cli.helptext import Example, HelpCommand
 from xtask.cli.output import emit_json, markup_safe, out_console
@@ -64,6 +65,7 @@ EXIT_CODES = {
 @click.option(
     "--context",
     metavar="CTX",
+    shell_complete=complete_context,
     help="Kube context (default: the kubeconfig's current context), e.g. local-example or kind-example.",
 )
 @click.option(

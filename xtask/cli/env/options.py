@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import click
 
+from xtask.cli.complete import complete_env
 from xtask.params import KubeName
 
 env_option = click.option(
@@ -18,6 +19,7 @@ env_option = click.option(
     default="example",
     show_default=True,
     metavar="NAME",
+    shell_complete=complete_env,
     help="Environment definition to use (envs/NAME.yaml); lowercase letters, digits and '-'.",
 )
 namespace_type = KubeName("namespace")

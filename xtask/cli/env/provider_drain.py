@@ -15,6 +15,7 @@ from typing import Any
 import click
 import cloup
 
+from xtask.cli.complete import complete_context, complete_gateway, complete_provider
 from xtask.cli.env.drain_view import PlainReporter, plain_final
 from xtask.cli.env.options import namespace_type, object_name_type
 from xtask.cli.helptext import Example, HelpMixin
@@ -47,6 +48,7 @@ CLUSTER_SELECTION = (
     click.option(
         "--context",
         metavar="CTX",
+        shell_complete=complete_context,
         help="Kube context (default: the kubeconfig's current context), e.g. local-example or kind-example.",
     ),
     click.option(
@@ -58,11 +60,16 @@ CLUSTER_SELECTION = (
         "--namespace", "-n", type=namespace_type, metavar="NS", help="Namespace (default: the context's namespace)."
     ),
     click.option(
-        "--provider", type=object_name_type("provider"), metavar="NAME", help="Select one InferenceProvider by name."
+        "--provider",
+        type=object_name_type("provider"),
+        metavar="NAME",
+        shell_complete=complete_provider,
+        help="Select one InferenceProvider by name.",
     ),
     click.option(
         "--gateway",
         metavar="GW",
+        shell_complete=complete_gateway,
         help="Select every InferenceProvider whose spec.providerGateway equals this, exactly.",
     ),
     click.option("--undrain", is_flag=True, help="Clear the drain (the operator re-evaluates health and metrics)."),

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
+from xtask.cli.complete import complete_context
 from xtask.cli.env.options import env_option, output_option
 from xtask.cli.helptext import Example, HelpCommand
 from xtask.cli.output import emit_json, markup_safe, out_console, progress
@@ -23,6 +24,7 @@ from xtask.runtime.base import Options
 from xtask.state import EnvRecord, require_own_env_dir
 
 F = TypeVar("F", bound=Callable[..., Any])
+COMPLETERS = {"--context": complete_context}  # shell completion of a runtime flag's value, by its name
 
 
 def runtime_flags(command: F) -> F:
@@ -35,6 +37,7 @@ def runtime_flags(command: F) -> F:
             is_flag=flag.type is bool,
             default=False if flag.type is bool else None,
             metavar=flag.metavar,
+            shell_complete=COMPLETERS.get(flag.name),
             help=f"{flag.help} [{', '.join(registry.takers(flag))}]",
         )(command)
     return command
