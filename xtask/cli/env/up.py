@@ -14,10 +14,11 @@ import click
 from xtask.cli.complete import complete_context
 from xtask.cli.env.options import env_option, output_option
 from xtask.cli.helptext import Example, HelpCommand
-from xtask.cli.output import emit_json, markup_safe, out_console, progress
+from xtask.cli.output import emit_json, err_console, fancy, markup_safe, out_console, progress
 from xtask.envdef import load_env
 from xtask.errors import ExitCode, exit_codes_epilog
 from xtask.params import DurationType
+from xtask.progress import StepReporter
 from xtask.reports import ENV_UP, envelope
 from xtask.runtime import registry
 from xtask.runtime.base import Options
@@ -60,6 +61,16 @@ EXIT_CODES = {
 }
 
 
+def step_progress() -> StepReporter:
+    """Where the steps are shown, always on stderr: live (a spinner, ✓/✗ and times) on a terminal,
+    else the plain lines scripts and tests read (``- TITLE``, ``- TITLE: already done``)."""
+    if fancy():
+        from xtask.cli.env.up_live import LiveSteps
+
+        return LiveSteps(err_console())
+    return StepReporter(progress)
+
+
 @click.command(cls=HelpCommand, examples=EXAMPLES, epilog=exit_codes_epilog(EXIT_CODES))
 @env_option
 @click.option(
@@ -90,7 +101,11 @@ def up(env_name: str, runtime: str, retain: bool, timeout: float, output: str, *
     record = EnvRecord.load(env_name)
     options = Options(**flags)
     chosen = registry.choose(env_name, runtime, recorded=record.runtime if record else None, options=options)
-    result = chosen.up(envdef, progress=progress, retain=retain, wait_timeout=timeout)
+    steps = step_progress()
+    try:
+        result = chosen.up(envdef, progress=steps, retain=retain, wait_timeout=timeout)
+    finally:
+        steps.close()
     result = {"env": env_name, "runtime": chosen.name, "namespace": envdef.namespace, **result}
     if output == "json":
         emit_json(envelope(ENV_UP, result))
