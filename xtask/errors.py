@@ -7,6 +7,7 @@ message. Nothing here does I/O.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 
 
 class ExitCode(enum.IntEnum):
@@ -53,9 +54,16 @@ EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
 }
 
 
-def exit_codes_epilog() -> str:
-    """The ``Exit codes:`` block of ``--help`` (``\\b`` keeps click from rewrapping it)."""
-    return "\b\nExit codes:\n" + "\n".join(f"  {code.value}  {code.meaning}" for code in ExitCode)
+def exit_codes_epilog(codes: Mapping[ExitCode, str | None] | None = None) -> str:
+    """The ``Exit codes:`` block of ``--help`` (``\\b`` keeps click from rewrapping it).
+
+    Every code, or only ``codes``: the ones a command can end with, each with its meaning above,
+    or with the words given for it where the table's (written for a drain) would mislead, such as
+    what "done" means for ``env up``."""
+    shown = codes if codes is not None else dict.fromkeys(ExitCode)
+    return "\b\nExit codes:\n" + "\n".join(
+        f"  {code.value}  {words or code.meaning}" for code, words in sorted(shown.items())
+    )
 
 
 class XtaskError(Exception):

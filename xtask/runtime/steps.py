@@ -15,12 +15,13 @@ Steps pass data to later steps only through :class:`UpContext`, never through a 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xtask.interrupts import interruptible
-from xtask.progress import Progress
+from xtask.progress import Progress, step_reporter
 
 if TYPE_CHECKING:
     from agn.kube import Kube
@@ -87,30 +88,38 @@ class Step:
 
 
 def run_steps(steps: list[Step], ctx: UpContext, *, progress: Progress, retain: bool = False) -> list[str]:
-    """Run ``steps`` in order; returns the titles of those that ran. Rolls back on failure,
+    """Run ``steps`` in order, each reported to ``progress`` (a :class:`~xtask.progress.StepReporter`
+    hears where each starts and ends); returns the titles of those that ran. Rolls back on failure,
     and on SIGINT or SIGTERM alike (:func:`xtask.interrupts.interruptible`): the rollback itself
     is not cut short by further signals."""
+    report = step_reporter(progress)  # each step's start and end, and how long it took
     done: list[Step] = []
     with interruptible():
         try:
             for step in steps:
                 if step.check is not None and step.check(ctx):
-                    progress(f"{step.title}: already done")
+                    report.skipped(step.title)
                     continue
-                progress(step.title)
+                report.started(step.title)
                 done.append(step)
-                step.run(ctx)
+                began = time.monotonic()
+                try:
+                    step.run(ctx)
+                except BaseException:
+                    report.failed(step.title, time.monotonic() - began)
+                    raise
+                report.finished(step.title, time.monotonic() - began)
         except BaseException as failure:
             if not retain:
                 if isinstance(failure, KeyboardInterrupt):
-                    progress(f"interrupted ({failure or 'SIGINT'}): rolling back what this run started")
+                    report(f"interrupted ({failure or 'SIGINT'}): rolling back what this run started")
                 for step in reversed(done):
                     if step.undo is None:
                         continue
                     try:
                         step.undo(ctx)
                     except Exception as exc:  # collected, never masks the original failure
-                        progress(f"rollback of {step.title!r} failed: {exc}")
+                        report(f"rollback of {step.title!r} failed: {exc}")
             raise
     return [s.title for s in done]
 

@@ -15,6 +15,8 @@ import importlib
 
 import click
 
+from xtask.errors import exit_codes_epilog
+
 COMMANDS = {  # name: "module:attribute"
     "up": "xtask.cli.env.up:up",
     "status": "xtask.cli.env.status:status",
@@ -59,7 +61,7 @@ class LazyGroup(click.Group):
         return with_verbose(getattr(importlib.import_module(module), attr))
 
 
-@click.group(name="env", cls=LazyGroup, lazy=COMMANDS)
+@click.group(name="env", cls=LazyGroup, lazy=COMMANDS, epilog=exit_codes_epilog())
 @click.option("-v", "--verbose", is_flag=True, expose_value=False, help=VERBOSE_HELP)
 def env_group() -> None:
     """Bring up, inspect and operate AGN environments (on any runtime of docs/runtimes.md)."""

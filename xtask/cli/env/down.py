@@ -6,14 +6,27 @@ import click
 
 from xtask.cli.env.options import env_option, output_option
 from xtask.cli.formats import REPORT_FORMATS, emit_report
+from xtask.cli.helptext import Example, HelpCommand
 from xtask.cli.output import markup_safe, out_console, progress
-from xtask.errors import XtaskError
+from xtask.errors import ExitCode, XtaskError, exit_codes_epilog
 from xtask.reports import ENV_DOWN, envelope
 from xtask.runtime import registry
 from xtask.state import EnvRecord, require_own_env_dir
 
+EXIT_CODES = {
+    ExitCode.OK: "done: the env is down, or was not up",
+    ExitCode.ERROR: None,
+    ExitCode.USAGE: None,
+    ExitCode.REFUSED: None,
+    ExitCode.INTERRUPTED: "interrupted (SIGINT/SIGTERM): stopped part-way; run env down again to finish",
+}
 
-@click.command()
+
+@click.command(
+    cls=HelpCommand,
+    examples=(Example("Remove the example env, whichever runtime it is on.", "--env example"),),
+    epilog=exit_codes_epilog(EXIT_CODES),
+)
 @env_option
 @output_option(names="environment/ENV when there was something to tear down (nothing when it was not up)")
 def down(env_name: str, output: str) -> None:

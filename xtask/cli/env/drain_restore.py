@@ -11,19 +11,38 @@ from pathlib import Path
 
 import click
 
+from xtask.cli.complete import complete_context
 from xtask.cli.env.options import output_option
 from xtask.cli.formats import REPORT_FORMATS, emit_report
+from xtask.cli.helptext import Example, HelpCommand
 from xtask.cli.output import printable
 from xtask.drain.core.request import MAX_CONCURRENCY, RestoreRequest
 from xtask.drain.core.states import RestoreOutcome
 from xtask.drain.restore import RestoreReport, restore_journal
-from xtask.errors import ExitCode
+from xtask.errors import ExitCode, exit_codes_epilog
 from xtask.params import NonEmptyPath
 
+EXAMPLES = (
+    Example(
+        "Show what undoing an interrupted run would put back (the journal path it printed); write nothing.",
+        "~/.local/state/agn-xtask/journal/drain-OPERATION.jsonl --dry-run",
+    ),
+    Example("Undo it.", "~/.local/state/agn-xtask/journal/drain-OPERATION.jsonl"),
+)
+EXIT_CODES = {
+    ExitCode.OK: "done: everything restored, or nothing needed it",
+    ExitCode.ERROR: None,
+    ExitCode.USAGE: None,
+    ExitCode.NEEDS_INSPECTION: None,
+    ExitCode.INTERRUPTED: "interrupted (SIGINT/SIGTERM): stopped part-way; run it again",
+}
 
-@click.command(name="drain-restore")
+
+@click.command(name="drain-restore", cls=HelpCommand, examples=EXAMPLES, epilog=exit_codes_epilog(EXIT_CODES))
 @click.argument("journal_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="JOURNAL")
-@click.option("--context", help="Kube context (default: the one recorded in the journal).")
+@click.option(
+    "--context", shell_complete=complete_context, help="Kube context (default: the one recorded in the journal)."
+)
 @click.option(
     "--kubeconfig",
     type=NonEmptyPath(dir_okay=False),

@@ -12,11 +12,13 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from xtask.cli.complete import complete_context
 from xtask.cli.env.options import namespace_type, output_option
 from xtask.cli.formats import REPORT_FORMATS, WIDE, emit_report
+from xtask.cli.helptext import Example, HelpCommand
 from xtask.cli.output import markup_safe, out_console
 from xtask.drain.core.holds import drain_entries, rfc3339
-from xtask.errors import XtaskError
+from xtask.errors import ExitCode, XtaskError, exit_codes_epilog
 from xtask.params import NonEmptyPath
 from xtask.reports import ENV_DRAINS, envelope
 
@@ -49,10 +51,22 @@ def collect(*, context: str | None, kubeconfig: str | None, namespace: str | Non
     }
 
 
-@click.command(name="drains")
+EXAMPLES = (
+    Example("Every drained provider of the example env, with its holds.", "--context local-example"),
+    Example("Only those with an expired hold, as JSON.", "--context local-example --expired -o json"),
+)
+EXIT_CODES = {
+    ExitCode.OK: "done: the drained providers were listed (none is not an error)",
+    ExitCode.ERROR: None,
+    ExitCode.USAGE: None,
+}
+
+
+@click.command(name="drains", cls=HelpCommand, examples=EXAMPLES, epilog=exit_codes_epilog(EXIT_CODES))
 @click.option(
     "--context",
     metavar="CTX",
+    shell_complete=complete_context,
     help="Kube context (default: the kubeconfig's current context), e.g. local-example or kind-example.",
 )
 @click.option(

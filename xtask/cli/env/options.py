@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
+from xtask.cli.complete import complete_env
 from xtask.cli.formats import TABLE, choices
 from xtask.params import KubeName
 
@@ -22,6 +23,7 @@ env_option = click.option(
     default="example",
     show_default=True,
     metavar="NAME",
+    shell_complete=complete_env,
     help="Environment definition to use (envs/NAME.yaml); lowercase letters, digits and '-'.",
 )
 namespace_type = KubeName("namespace")

@@ -13,10 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import click
+import cloup
 
+from xtask.cli.complete import complete_context, complete_gateway, complete_provider
+from xtask.cli.env import VERBOSE_HELP
 from xtask.cli.env.drain_view import PlainReporter, plain_final
 from xtask.cli.env.options import namespace_type, object_name_type, output_option
 from xtask.cli.formats import REPORT_FORMATS, TABLE, emit_report
+from xtask.cli.helptext import Example, HelpMixin
 from xtask.cli.output import err_console, fancy, out_console, printable
 from xtask.drain.core.holds import MAX_EXPIRES_SECONDS, holder_problem, override_problem, ticket_problem
 from xtask.drain.core.lock import DEFAULT_LOCK_TIMEOUT, MAX_LOCK_TIMEOUT
@@ -41,11 +45,12 @@ from xtask.params import AmountType, CheckedText, DurationType, FiniteFloat, Non
 
 EPILOG = exit_codes_epilog()
 
-# The flags that make up a DrainRequest, in the order --help lists them.
-REQUEST_OPTIONS = (
+# The flags that make up a DrainRequest, in the groups and order --help lists them (option_groups).
+CLUSTER_SELECTION = (
     click.option(
         "--context",
         metavar="CTX",
+        shell_complete=complete_context,
         help="Kube context (default: the kubeconfig's current context), e.g. local-example or kind-example.",
     ),
     click.option(
@@ -54,19 +59,25 @@ REQUEST_OPTIONS = (
         help="Kubeconfig file, alone (default: every file of $KUBECONFIG merged as kubectl does, else ~/.kube/config).",
     ),
     click.option(
-        "--provider", type=object_name_type("provider"), metavar="NAME", help="Select one InferenceProvider by name."
+        "--namespace", "-n", type=namespace_type, metavar="NS", help="Namespace (default: the context's namespace)."
+    ),
+    click.option(
+        "--provider",
+        type=object_name_type("provider"),
+        metavar="NAME",
+        shell_complete=complete_provider,
+        help="Select one InferenceProvider by name.",
     ),
     click.option(
         "--gateway",
         metavar="GW",
+        shell_complete=complete_gateway,
         help="Select every InferenceProvider whose spec.providerGateway equals this, exactly.",
     ),
     click.option("--undrain", is_flag=True, help="Clear the drain (the operator re-evaluates health and metrics)."),
-    click.option(
-        "--dry-run",
-        is_flag=True,
-        help="Print the selection and plan, check each patch with a server-side dry run; write nothing.",
-    ),
+)
+
+TARGETS = (
     click.option(
         "--network",
         type=object_name_type("network"),
@@ -80,20 +91,6 @@ REQUEST_OPTIONS = (
         metavar="NAME",
         multiple=True,
         help="Consumer that must serve the change (repeatable; with --network).",
-    ),
-    click.option(
-        "--namespace", "-n", type=namespace_type, metavar="NS", help="Namespace (default: the context's namespace)."
-    ),
-    click.option(
-        "--concurrency",
-        type=int,
-        metavar="N",
-        default=8,
-        show_default=True,
-        help=f"Patch requests in flight at most (1-{MAX_CONCURRENCY}).",
-    ),
-    click.option(
-        "--qps", type=FiniteFloat(min=0.1), metavar="QPS", help="Limit patch requests per second (default: no limit)."
     ),
     click.option(
         "--timeout",
@@ -117,38 +114,18 @@ REQUEST_OPTIONS = (
         metavar="DURATION",
         help=f"How long to wait for idle with --wait-idle (default: {DEFAULT_IDLE_TIMEOUT:.0f}); then exit 9, drain kept.",
     ),
+)
+
+SAFETY = (
     click.option(
-        "--reason", metavar="TEXT", help="Why (recorded with who and when as annotations on each drained provider)."
+        "--dry-run",
+        is_flag=True,
+        help="Print the selection and plan, check each patch with a server-side dry run; write nothing.",
     ),
     click.option(
         "--force",
         is_flag=True,
         help="Drain even if a named consumer's selection group would lose its last admitted provider.",
-    ),
-    click.option(
-        "--journal-dir",
-        type=NonEmptyPath(file_okay=False, path_type=Path),
-        help="Where to write the operation journal (default: $AGN_XTASK_JOURNAL_DIR or ~/.local/state/agn-xtask/journal).",
-    ),
-    click.option(
-        "--plan-out",
-        type=NonEmptyPath(dir_okay=False, path_type=Path),
-        metavar="FILE",
-        help="Do every read-only step, then write the plan to FILE (.yaml/.yml: YAML, .json: JSON) "
-        "instead of draining; review it, then apply it with --plan.",
-    ),
-    click.option(
-        "--plan",
-        type=NonEmptyPath(exists=True, dir_okay=False, path_type=Path),
-        metavar="FILE",
-        help="Apply exactly the plan in FILE (made with --plan-out): its selection and operation, refused (exit 3) "
-        "if anything it records changed since. Selection and operation flags are not allowed with it.",
-    ),
-    click.option(
-        "--max-plan-age",
-        type=DurationType(whole=True),
-        metavar="DURATION",
-        help="With --plan: refuse a plan older than this (e.g. 90s, 30m, 1h; default 1h).",
     ),
     click.option(
         "--max-unavailable",
@@ -173,7 +150,37 @@ REQUEST_OPTIONS = (
         help="How long to wait for the drain lock of each network (a Lease another run holds): seconds, or "
         "30s, 2m; then refuse (exit 3) naming the holder.",
     ),
-    # -- waves (docs/provider-drain.md, "Waves") --
+    click.option(
+        "--plan-out",
+        type=NonEmptyPath(dir_okay=False, path_type=Path),
+        metavar="FILE",
+        help="Do every read-only step, then write the plan to FILE (.yaml/.yml: YAML, .json: JSON) "
+        "instead of draining; review it, then apply it with --plan.",
+    ),
+    click.option(
+        "--plan",
+        type=NonEmptyPath(exists=True, dir_okay=False, path_type=Path),
+        metavar="FILE",
+        help="Apply exactly the plan in FILE (made with --plan-out): its selection and operation, refused (exit 3) "
+        "if anything it records changed since. Selection and operation flags are not allowed with it.",
+    ),
+    click.option(
+        "--max-plan-age",
+        type=DurationType(whole=True),
+        metavar="DURATION",
+        help="With --plan: refuse a plan older than this (e.g. 90s, 30m, 1h; default 1h).",
+    ),
+)
+
+WAVES = (
+    click.option(
+        "--wave-size",
+        type=AmountType(minimum=1),
+        metavar="N|P%",
+        help="Drain in waves of N providers (or P% of the providers to change, rounded up), in selection order: "
+        "each wave is written, converges on the targets and soaks while its gates are read; the next starts "
+        "only if every gate held. Needs --network/--consumer. Default: one wave, no soak.",
+    ),
     click.option(
         "--soak",
         type=DurationType(zero=True),
@@ -188,8 +195,8 @@ REQUEST_OPTIONS = (
         "them (restore). Either way the run stops before the next wave with exit 10.",
     ),
 )
-# After the waves' flags, the wave gates' flags (declared by each gate: xtask.drain.gates), then these.
-LATER_OPTIONS = (
+
+WAVES_LAST = (
     click.option(
         "--resume",
         type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -197,13 +204,11 @@ LATER_OPTIONS = (
         help="Continue the drain in waves of JOURNAL from its first unfinished wave, after checking that "
         "nothing changed underneath (give the same selection and targets).",
     ),
+)
+
+HOLDS = (
     click.option(
-        "--wave-size",
-        type=AmountType(minimum=1),
-        metavar="N|P%",
-        help="Drain in waves of N providers (or P% of the providers to change, rounded up), in selection order: "
-        "each wave is written, converges on the targets and soaks while its gates are read; the next starts "
-        "only if every gate held. Needs --network/--consumer. Default: one wave, no soak.",
+        "--reason", metavar="TEXT", help="Why (recorded with who and when as annotations on each drained provider)."
     ),
     click.option(
         "--holder",
@@ -231,6 +236,42 @@ LATER_OPTIONS = (
         help="With --undrain: remove every holder's hold and clear the drain.",
     ),
 )
+
+WRITES = (
+    click.option(
+        "--concurrency",
+        type=int,
+        metavar="N",
+        default=8,
+        show_default=True,
+        help=f"Patch requests in flight at most (1-{MAX_CONCURRENCY}).",
+    ),
+    click.option(
+        "--qps", type=FiniteFloat(min=0.1), metavar="QPS", help="Limit patch requests per second (default: no limit)."
+    ),
+    click.option(
+        "--journal-dir",
+        type=NonEmptyPath(file_okay=False, path_type=Path),
+        help="Where to write the operation journal (default: $AGN_XTASK_JOURNAL_DIR or ~/.local/state/agn-xtask/journal).",
+    ),
+)
+
+
+def option_groups() -> list[tuple[str, str, tuple[Any, ...]]]:
+    """The request's flags as --help groups them: (title, what the group is for, options). The
+    wave gates' flags (declared by each gate: xtask.drain.gates) sit among the waves' own."""
+    return [
+        ("Cluster and selection", "Which cluster, and which providers to change.", CLUSTER_SELECTION),
+        ("Targets and waiting", "Whose overlays must serve the change, and how long to wait.", TARGETS),
+        ("Safety and plans", "Checks before any write; a plan to review first.", SAFETY),
+        (
+            "Waves",
+            "Drain in waves, each gated on metrics (docs/provider-drain.md).",
+            (*WAVES, *gate_options(), *WAVES_LAST),
+        ),
+        ("Holds", "Who holds the drain, why, and until when.", HOLDS),
+        ("Writes and journal", "How fast to write, and where the journal goes.", WRITES),
+    ]
 
 
 def gate_options() -> list[Any]:
@@ -313,7 +354,7 @@ def _request(
 
 
 def request_options(command: Callable[..., None]) -> Callable[..., None]:
-    """Give ``command`` the flags of :data:`REQUEST_OPTIONS` as one ``request`` argument."""
+    """Give ``command`` the flags of :func:`option_groups`, in their groups, as one ``request`` argument."""
     fields = {f.name for f in dataclasses.fields(DrainRequest)} | {"provider", "gateway", "undrain"}
 
     @functools.wraps(command)
@@ -322,14 +363,49 @@ def request_options(command: Callable[..., None]) -> Callable[..., None]:
         request = drain_request(**{k: flags.pop(k) for k in list(flags) if k in fields}, gate_options=gates)
         command(request, **flags)
 
-    for option in reversed([*REQUEST_OPTIONS, *gate_options(), *LATER_OPTIONS]):
-        with_request = option(with_request)
+    for title, purpose, options in reversed(option_groups()):
+        with_request = cloup.option_group(title, purpose, *options)(with_request)
     return with_request
 
 
-@click.command(name="provider-drain", epilog=EPILOG)
+class DrainCommand(HelpMixin, cloup.Command):
+    """provider-drain's command: its flags in named groups (cloup), examples and exit codes; the
+    flags of no group (--output, --help) under "Output"."""
+
+    def get_default_option_group(self, ctx: click.Context, is_the_only_visible_option_group: bool = False) -> Any:
+        group = super().get_default_option_group(ctx, is_the_only_visible_option_group)
+        group.title = "Output"
+        return group
+
+
+# Each runs as shown against the example env (tests/integration/test_help_examples.py).
+TARGETS_EXAMPLE = "--network production --consumer consumer-a --consumer consumer-b"
+EXAMPLES = (
+    Example(
+        "See what draining gateway provider-a would do: the selection, the plan and the API server's "
+        "dry run of each patch; nothing is written.",
+        "--context local-example --gateway provider-a --dry-run",
+    ),
+    Example(
+        "Drain provider-one, saying why, and wait until both consumers serve the change.",
+        f"--context local-example --provider provider-one --reason 'kernel upgrade' {TARGETS_EXAMPLE}",
+    ),
+    Example(
+        "Undrain it: your hold is removed, and the drain cleared once no other hold remains.",
+        f"--context local-example --provider provider-one --undrain {TARGETS_EXAMPLE}",
+    ),
+    Example(
+        "Drain the whole gateway provider-b one provider at a time, each wave converged before the next "
+        "(--soak 0: no soak, no metric gates).",
+        f"--context local-example --gateway provider-b --wave-size 1 --soak 0 {TARGETS_EXAMPLE}",
+    ),
+)
+
+
+@click.command(name="provider-drain", cls=DrainCommand, examples=EXAMPLES, epilog=EPILOG)
 @request_options
 @output_option(names="each provider selected (changed or already as asked), as inferenceprovider.agn.dev/NAME")
+@click.option("-v", "--verbose", is_flag=True, expose_value=False, help=VERBOSE_HELP)  # shown under Output
 def provider_drain(request: DrainRequest, output: str) -> None:
     """Administratively drain (or --undrain) one provider or a whole providerGateway.
 

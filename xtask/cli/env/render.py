@@ -19,13 +19,24 @@ import yaml
 from agn.objects import kubectl_name, list_of
 from xtask.cli.env.options import env_option, namespace_type
 from xtask.cli.formats import JSON, NAME, YAML, emit_names, plain
+from xtask.cli.helptext import Example, HelpCommand
 from xtask.cli.output import emit_json
 from xtask.crds import crd_documents, policy_documents
 from xtask.envdef import load_env
+from xtask.errors import ExitCode, exit_codes_epilog
 from xtask.manifests import IMAGE, render
 
+EXAMPLES = (
+    Example("Print every object of the example env, CRDs first.", "--env example"),
+    Example(
+        "Only the env's own objects, for another namespace and a pushed image.",
+        "--env example --no-crds --namespace agn-staging --image registry.example.com/agn:1.0",
+    ),
+)
+EXIT_CODES = {ExitCode.OK: "done: every object printed", ExitCode.ERROR: None, ExitCode.USAGE: None}
 
-@click.command(name="render")
+
+@click.command(name="render", cls=HelpCommand, examples=EXAMPLES, epilog=exit_codes_epilog(EXIT_CODES))
 @env_option
 @click.option("--namespace", type=namespace_type, default=None, metavar="NS", help="Override the env's namespace.")
 @click.option("--image", default=IMAGE, show_default=True, help="Image for the operator, gateways and fake providers.")

@@ -8,8 +8,10 @@ from rich.table import Table
 
 from xtask.cli.env.options import env_option, output_option
 from xtask.cli.formats import REPORT_FORMATS, WIDE, emit_report
+from xtask.cli.helptext import Example, HelpCommand
 from xtask.cli.output import markup_safe, out_console
 from xtask.envstatus import agn_objects
+from xtask.errors import ExitCode, exit_codes_epilog
 from xtask.reports import ENV_STATUS, envelope
 from xtask.runtime import registry
 from xtask.state import EnvRecord
@@ -79,7 +81,18 @@ def collect(env_name: str) -> dict:
     }
 
 
-@click.command()
+EXAMPLES = (
+    Example("Show the example env: components, providers and what each consumer serves.", "--env example"),
+    Example("The same as one JSON document, for scripts (schemas/).", "--env example -o json"),
+)
+EXIT_CODES = {
+    ExitCode.OK: "done: the env was read and shown, up, degraded or down",
+    ExitCode.ERROR: None,
+    ExitCode.USAGE: None,
+}
+
+
+@click.command(cls=HelpCommand, examples=EXAMPLES, epilog=exit_codes_epilog(EXIT_CODES))
 @env_option
 @output_option(
     names="the env's AGN objects (inferencenetwork.agn.dev/NAME, inferenceprovider.agn.dev/NAME, "

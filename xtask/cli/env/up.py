@@ -11,17 +11,22 @@ from typing import Any, TypeVar
 
 import click
 
+from xtask.cli.complete import complete_context
 from xtask.cli.env.options import env_option, output_option
 from xtask.cli.formats import REPORT_FORMATS, emit_report
-from xtask.cli.output import markup_safe, out_console, progress
+from xtask.cli.helptext import Example, HelpCommand
+from xtask.cli.output import err_console, fancy, markup_safe, out_console, progress
 from xtask.envdef import load_env
+from xtask.errors import ExitCode, exit_codes_epilog
 from xtask.params import DurationType
+from xtask.progress import StepReporter
 from xtask.reports import ENV_UP, envelope
 from xtask.runtime import registry
 from xtask.runtime.base import Options
 from xtask.state import EnvRecord, require_own_env_dir
 
 F = TypeVar("F", bound=Callable[..., Any])
+COMPLETERS = {"--context": complete_context}  # shell completion of a runtime flag's value, by its name
 
 
 def runtime_flags(command: F) -> F:
@@ -34,12 +39,40 @@ def runtime_flags(command: F) -> F:
             is_flag=flag.type is bool,
             default=False if flag.type is bool else None,
             metavar=flag.metavar,
+            shell_complete=COMPLETERS.get(flag.name),
             help=f"{flag.help} [{', '.join(registry.takers(flag))}]",
         )(command)
     return command
 
 
-@click.command()
+EXAMPLES = (  # none names a runtime: each runtime's flags say which runtimes take them
+    Example("Bring up the example env, or repair it, on the runtime auto picks (docs/runtimes.md).", "--env example"),
+    Example(
+        "On failure keep what was started, to look at it, and wait up to 5 minutes for the consumers.",
+        "--env example --retain --timeout 5m",
+    ),
+    Example("Print the result as one JSON document, for scripts.", "--env example -o json"),
+)
+EXIT_CODES = {
+    ExitCode.OK: "done: the env is up and every consumer serves an overlay (--dry-run: every object was accepted)",
+    ExitCode.ERROR: None,
+    ExitCode.USAGE: None,
+    ExitCode.REFUSED: None,
+    ExitCode.INTERRUPTED: "interrupted (SIGINT/SIGTERM): what this run started is rolled back, unless --retain",
+}
+
+
+def step_progress() -> StepReporter:
+    """Where the steps are shown, always on stderr: live (a spinner, ✓/✗ and times) on a terminal,
+    else the plain lines scripts and tests read (``- TITLE``, ``- TITLE: already done``)."""
+    if fancy():
+        from xtask.cli.env.up_live import LiveSteps
+
+        return LiveSteps(err_console())
+    return StepReporter(progress)
+
+
+@click.command(cls=HelpCommand, examples=EXAMPLES, epilog=exit_codes_epilog(EXIT_CODES))
 @env_option
 @click.option(
     "--runtime",
@@ -69,7 +102,11 @@ def up(env_name: str, runtime: str, retain: bool, timeout: float, output: str, *
     record = EnvRecord.load(env_name)
     options = Options(**flags)
     chosen = registry.choose(env_name, runtime, recorded=record.runtime if record else None, options=options)
-    result = chosen.up(envdef, progress=progress, retain=retain, wait_timeout=timeout)
+    steps = step_progress()
+    try:
+        result = chosen.up(envdef, progress=steps, retain=retain, wait_timeout=timeout)
+    finally:
+        steps.close()
     result = {"env": env_name, "runtime": chosen.name, "namespace": envdef.namespace, **result}
     if output in REPORT_FORMATS:
         emit_report(envelope(ENV_UP, result), output, [f"environment/{env_name}"])
