@@ -67,7 +67,7 @@ class ProviderState:
     fail_completions: bool = False
     failed: int = 0  # completions answered 500 while failCompletions was on
     delay_seconds: float = 0.0
-    health_checks: int = 0  # GET /healthz answered: how often a prober looked
+    health_checks: int = 0  # its health path answered (/healthz or /health): how often a prober looked
     metrics_format: str = "agn"  # the exposition served, and so the health path (agn.engines)
     kv_cache_usage: float = 0.0
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
