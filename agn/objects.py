@@ -11,6 +11,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
+from agn.engines import AUTO
 from agn.model import (
     DEFAULT_METRICS_MAX_AGE_SECONDS,
     ConsumerView,
@@ -54,6 +55,11 @@ def list_of(items: list[Any]) -> Obj:
 def drain_of(provider: Mapping[str, Any]) -> bool:
     """``spec.trafficPolicy.drain``; omitted means false (today's behaviour)."""
     return bool(((provider.get("spec") or {}).get("trafficPolicy") or {}).get("drain", False))
+
+
+def metrics_format_of(spec: Mapping[str, Any]) -> str:
+    """A provider spec's ``metrics.format``; omitted means ``auto`` (detected from its metrics)."""
+    return str((spec.get("metrics") or {}).get("format") or AUTO)
 
 
 def condition(obj: Obj, type_: str) -> Mapping[str, Any] | None:

@@ -91,9 +91,12 @@ class AgnProcesses:
     def _placement(self) -> components.Placement:
         return components.Placement(kubeconfig=str(self.kubeconfig), context=self.context)
 
-    def provider(self, name: str, *, port: int | None = None) -> str:
-        """Start a fake provider; returns its base URL once /healthz answers."""
-        fake = components.fake_provider(name, port=port or free_port(), name=f"provider-{name}")
+    def provider(self, name: str, *, port: int | None = None, metrics_format: str | None = None) -> str:
+        """Start a fake provider (``metrics_format``: a real engine's exposition and health path);
+        returns its base URL once its health answers."""
+        fake = components.fake_provider(
+            name, port=port or free_port(), name=f"provider-{name}", metrics_format=metrics_format
+        )
         self._start(fake)
         wait_for(lambda: http_status(fake.url(fake.health_path)) == 200, what=f"fake provider {name}")
         return fake.url()

@@ -21,6 +21,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agn.engines import FORMATS
 from agn.flags import argv_for
 from agn.gateway.settings import GatewaySettings
 from agn.operator.settings import Settings as OperatorSettings
@@ -116,13 +117,29 @@ def gateway(
 
 
 def fake_provider(
-    provider: str, *, port: int, placement: Placement = Placement(), name: str | None = None
+    provider: str,
+    *,
+    port: int,
+    placement: Placement = Placement(),
+    name: str | None = None,
+    metrics_format: str | None = None,
 ) -> Component:
     """A fake provider answering as ``provider`` (a pool answers under ``/pool/<name>`` as well).
-    Its /metrics is the provider's load report the operator probes, not the component's own."""
-    args = argv_for(ProviderSettings, name=provider, host=placement.bind, port=port)
+    Its /metrics is the provider's load report the operator probes, not the component's own.
+    ``metrics_format`` (``--metrics-format``): serve a real engine's exposition, and its health
+    where that engine serves it (``/health``); None is AGN's own (``/healthz``)."""
+    args = argv_for(ProviderSettings, name=provider, host=placement.bind, port=port, metrics_format=metrics_format)
+    health = FORMATS[metrics_format or "agn"].health_path
     return Component(
-        name or f"fake-{provider}", "provider", "agn.provider", tuple(args), port, metrics_path=None, serves=provider
+        name or f"fake-{provider}",
+        "provider",
+        "agn.provider",
+        tuple(args),
+        port,
+        health_path=health,
+        ready_path=health,
+        metrics_path=None,
+        serves=provider,
     )
 
 

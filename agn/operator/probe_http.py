@@ -1,4 +1,10 @@
-"""One probe of one provider over HTTP: ``GET {endpoint}/healthz`` and ``GET {endpoint}/metrics``.
+"""One probe of one provider over HTTP: its health (``GET {endpoint}/healthz`` for AGN's fake
+provider, ``/health`` for vLLM, SGLang, TGI and llama.cpp's server) and ``GET {endpoint}/metrics``.
+
+The health path follows ``spec.metrics.format`` (:func:`agn.engines.health_paths`): a pinned
+format's own path, one request; ``auto`` asks ``/healthz`` and, only when that answers 404 (no
+such route: a real engine), ``/health``. So a fleet of AGN providers costs what it did, and a
+real engine's URL works unpinned at one extra 404 per probe (pin its format to save it).
 
 A probe is exactly at the endpoint as given: no redirects, no proxies from the environment,
 no cookies, and an invalid endpoint is not dialled at all. Its result is a
@@ -14,11 +20,13 @@ touch the API server (that is :mod:`.prober`'s).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import socket
 
 import aiohttp
 
+from agn.engines import AUTO, health_paths
 from agn.model import endpoint_valid
 from agn.operator.prometheus import MetricsParseError, load_reading
 from agn.operator.provider_status import ProbeOutcome
@@ -101,10 +109,31 @@ def _error_text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+async def probe_health(
+    session: aiohttp.ClientSession, base: str, *, timeout: float, metrics_format: str = AUTO
+) -> tuple[bool, str | None, str]:
+    """(healthy, error, the path that answered last) of the provider at ``base``: each of the
+    format's health paths in turn, the next one only after a 404 (never after no answer)."""
+    paths = health_paths(metrics_format)
+    for i, path in enumerate(paths):
+        try:
+            code, _ = await http_get(session, f"{base}{path}", timeout=timeout)
+        except (aiohttp.ClientError, OSError, ValueError) as exc:
+            return False, f"GET {path}: {_error_text(exc)}", path
+        if 200 <= code < 300:
+            return True, None, path
+        if code != 404 or i == len(paths) - 1:
+            return False, f"GET {path}: HTTP {code}", path
+    raise AssertionError("unreachable")
+
+
 async def probe_endpoint_async(
-    session: aiohttp.ClientSession, endpoint: str, *, timeout: float, now: float
+    session: aiohttp.ClientSession, endpoint: str, *, timeout: float, now: float, metrics_format: str = AUTO
 ) -> ProbeOutcome:
-    """One probe round against ``endpoint`` over ``session``; never raises (but may be cancelled)."""
+    """One probe round against ``endpoint`` over ``session``; never raises (but may be cancelled).
+
+    ``metrics_format`` is the provider's ``spec.metrics.format``: where its health is and how
+    its metrics are read."""
     if not endpoint_valid(endpoint):
         return ProbeOutcome(
             observed_at=now,
@@ -113,29 +142,28 @@ async def probe_endpoint_async(
             metrics_error="endpoint is invalid; not scraped",
         )
     base = endpoint.rstrip("/")
-    try:
-        code, _ = await http_get(session, f"{base}/healthz", timeout=timeout)
-        healthy, health_error = 200 <= code < 300, (None if 200 <= code < 300 else f"GET /healthz: HTTP {code}")
-    except (aiohttp.ClientError, OSError, ValueError) as exc:
-        healthy, health_error = False, f"GET /healthz: {_error_text(exc)}"
+    healthy, health_error, path = await probe_health(session, base, timeout=timeout, metrics_format=metrics_format)
+    seen = ProbeOutcome(now, True, healthy, health_error, health_path=path)
     try:
         code, body = await http_get(session, f"{base}/metrics", timeout=timeout)
         if not 200 <= code < 300:
-            return ProbeOutcome(now, True, healthy, health_error, metrics_error=f"GET /metrics: HTTP {code}")
-        reading = load_reading(body.decode("utf-8", errors="replace"))
-        return ProbeOutcome(now, True, healthy, health_error, metrics_ok=True, load=reading)
+            return dataclasses.replace(seen, metrics_error=f"GET /metrics: HTTP {code}")
+        reading = load_reading(body.decode("utf-8", errors="replace"), format=metrics_format)
+        return dataclasses.replace(seen, metrics_ok=True, load=reading)
     except MetricsParseError as exc:
-        return ProbeOutcome(now, True, healthy, health_error, metrics_error=f"GET /metrics: {exc}")
+        return dataclasses.replace(seen, metrics_error=f"GET /metrics: {exc}")
     except (aiohttp.ClientError, OSError, ValueError) as exc:
-        return ProbeOutcome(now, True, healthy, health_error, metrics_error=f"GET /metrics: {_error_text(exc)}")
+        return dataclasses.replace(seen, metrics_error=f"GET /metrics: {_error_text(exc)}")
 
 
-def probe_endpoint(endpoint: str, *, timeout: float, now: float) -> ProbeOutcome:
+def probe_endpoint(endpoint: str, *, timeout: float, now: float, metrics_format: str = AUTO) -> ProbeOutcome:
     """One probe round against ``endpoint`` on a client of its own (one-off callers and tests);
     never raises. The prober itself shares one client between all of its probes."""
 
     async def once() -> ProbeOutcome:
         async with probe_session(concurrency=1) as session:
-            return await probe_endpoint_async(session, endpoint, timeout=timeout, now=now)
+            return await probe_endpoint_async(
+                session, endpoint, timeout=timeout, now=now, metrics_format=metrics_format
+            )
 
     return asyncio.run(once())

@@ -39,7 +39,7 @@ import aiohttp
 
 from agn.logs import JsonLog
 from agn.model import NetworkView
-from agn.objects import Obj, drain_of, network_view
+from agn.objects import Obj, drain_of, metrics_format_of, network_view
 from agn.operator.heartbeat import HEARTBEAT_SECONDS
 from agn.operator.informer import Store
 from agn.operator.lease import Leadership
@@ -378,9 +378,16 @@ class Prober:
             return mem
 
     async def _probe_and_record(self, session: aiohttp.ClientSession, obj: Obj) -> None:
-        endpoint = str((obj.get("spec") or {}).get("endpoint", ""))
+        spec = obj.get("spec") or {}
+        endpoint = str(spec.get("endpoint", ""))
         started = time.perf_counter()
-        outcome = await probe_endpoint_async(session, endpoint, timeout=self.settings.probe_timeout, now=time.time())
+        outcome = await probe_endpoint_async(
+            session,
+            endpoint,
+            timeout=self.settings.probe_timeout,
+            now=time.time(),
+            metrics_format=metrics_format_of(spec),
+        )
         write = self._record(obj, endpoint, outcome, seconds=time.perf_counter() - started)
         if write is not None:
             await asyncio.get_running_loop().run_in_executor(self._pool, write)

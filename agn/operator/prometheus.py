@@ -3,6 +3,14 @@
 Pure: text in, numbers out. An absent metric is reported as ``None`` — never as zero —
 because "the provider does not export this" and "nothing is waiting" mean different things.
 
+Which names mean running, waiting and KV-cache usage depends on the exposition's format: AGN's
+own, vLLM's, SGLang's, TGI's or llama.cpp's server's (:mod:`agn.engines`, docs/engines.md). The
+format is pinned per provider (``spec.metrics.format``) or detected from the metric namespaces
+the text carries; text that carries two engines' metrics is an error (:class:`MetricsFormatError`),
+not a guess. Several series of one count (data-parallel ranks, model labels) are summed; the
+KV-cache usage of several series is the fullest one's (a fraction of each rank's own cache:
+summing them would pass 1).
+
 Samples are matched by their exact name. The parser follows the exposition format's typing
 rules, so a provider that declares ``# TYPE agn_provider_waiting counter`` has its samples
 read as ``agn_provider_waiting_total``: a counter is not a load gauge, and reads as absent.
@@ -17,12 +25,19 @@ import math
 
 from prometheus_client.parser import text_string_to_metric_families
 
-RUNNING = "agn_provider_running"
-WAITING = "agn_provider_waiting"
+from agn.engines import AGN, AUTO, FORMAT_NAMES, FORMATS, Format
+
+RUNNING = AGN.running
+WAITING = AGN.waiting
 
 
 class MetricsParseError(ValueError):
     """The text is not valid Prometheus exposition format."""
+
+
+class MetricsFormatError(MetricsParseError):
+    """The text is valid, but whose load it reports is ambiguous: two engines' metrics in one
+    exposition, or not the format the provider's spec pins."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +53,8 @@ class LoadReading:
 
     running: int | None
     waiting: int | None
+    kv_cache_usage: float | None = None  # a fraction, 1 is full
+    format: str | None = None  # the format it was read as; None when no known metric was there
 
 
 def parse_samples(text: str) -> list[Sample]:
@@ -63,6 +80,15 @@ def gauge(samples: list[Sample], name: str) -> float | None:
     return math.fsum(s.value for s in matching)
 
 
+def fullest(samples: list[Sample], name: str) -> float | None:
+    """The unlabelled sample of ``name``; else the largest of its labelled samples; else None."""
+    matching = [s for s in samples if s.name == name]
+    plain = [s for s in matching if not s.labels]
+    if plain:
+        return plain[-1].value
+    return max((s.value for s in matching), default=None)
+
+
 def _count(value: float | None) -> int | None:
     """A load count from a gauge value: a finite, non-negative number rounded; anything else is absent."""
     if value is None or not math.isfinite(value) or value < 0:
@@ -70,7 +96,48 @@ def _count(value: float | None) -> int | None:
     return int(round(value))
 
 
-def load_reading(text: str) -> LoadReading:
-    """The provider's ``agn_provider_running`` and ``agn_provider_waiting``, absent ones as None."""
+def _fraction(value: float | None) -> float | None:
+    """A usage fraction within 0 and 1; anything else (NaN, negative, above 1) is absent."""
+    if value is None or not math.isfinite(value) or not 0 <= value <= 1:
+        return None
+    return value
+
+
+def formats_present(samples: list[Sample]) -> list[str]:
+    """The formats whose metric namespace some sample carries, sorted by name."""
+    return sorted(f.name for f in FORMATS.values() if any(s.name.startswith(f.namespace) for s in samples))
+
+
+def reading_format(samples: list[Sample], pinned: str = AUTO) -> Format | None:
+    """The format to read ``samples`` as: the pinned one, or the one detected (None: no known
+    metric at all). Raises :class:`MetricsFormatError` when that is ambiguous or contradicted."""
+    present = formats_present(samples)
+    if pinned != AUTO:
+        fmt = FORMATS.get(pinned)
+        if fmt is None:
+            raise MetricsFormatError(f"spec.metrics.format {pinned!r} is not one of {', '.join(FORMAT_NAMES)}")
+        if present and fmt.name not in present:
+            raise MetricsFormatError(
+                f"the metrics are {' and '.join(present)} metrics, not {fmt.name} as spec.metrics.format says"
+            )
+        return fmt  # another engine's metrics beside the pinned one's are not read
+    if len(present) > 1:
+        raise MetricsFormatError(f"the metrics mix formats ({', '.join(present)}); pin one in spec.metrics.format")
+    return FORMATS[present[0]] if present else None
+
+
+def load_reading(text: str, *, format: str = AUTO) -> LoadReading:
+    """The provider's running and waiting counts and KV-cache usage, absent ones as None.
+
+    ``format`` is ``spec.metrics.format``: ``auto`` or a name of :data:`agn.engines.FORMATS`."""
     samples = parse_samples(text)
-    return LoadReading(running=_count(gauge(samples, RUNNING)), waiting=_count(gauge(samples, WAITING)))
+    fmt = reading_format(samples, format)
+    if fmt is None:
+        return LoadReading(running=None, waiting=None)
+    kv = next((v for n in fmt.kv_names() if (v := fullest(samples, n)) is not None), None)
+    return LoadReading(
+        running=_count(gauge(samples, fmt.running)),
+        waiting=_count(gauge(samples, fmt.waiting)),
+        kv_cache_usage=_fraction(kv),
+        format=fmt.name,
+    )

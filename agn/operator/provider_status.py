@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agn.engines import AGN_HEALTH_PATH
 from agn.model import (
     DEFAULT_METRICS_MAX_AGE_SECONDS,
     NetworkView,
@@ -30,6 +31,10 @@ AVAILABLE = "Available"
 METRICS_FRESH = "MetricsFresh"
 TRUSTED = "Trusted"
 REFRESH_CAP_SECONDS = 10.0
+# A KV-cache usage is published to this many decimals (tenths: 0.0 .. 1.0), and only a change at
+# that grain is a new meaning: a long request fills its cache a little on every probe, and a
+# drained provider's status must not be rewritten for each step (docs/engines.md).
+KV_CACHE_DECIMALS = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +48,7 @@ class ProbeOutcome:
     metrics_ok: bool = False
     metrics_error: str | None = None
     load: LoadReading | None = None
+    health_path: str = AGN_HEALTH_PATH  # where the health answer came from (/healthz or /health)
 
 
 def tolerated(outcome: ProbeOutcome, *, failures: int, previously_healthy: bool, threshold: int) -> ProbeOutcome:
@@ -96,11 +102,10 @@ def desired_conditions(
     if not outcome.probed:
         out.append(ConditionState(AVAILABLE, "Unknown", "NotProbed", "the endpoint is invalid, so it is not probed"))
     elif outcome.healthy:
-        out.append(ConditionState(AVAILABLE, "True", "HealthCheckPassed", "GET /healthz succeeded"))
+        out.append(ConditionState(AVAILABLE, "True", "HealthCheckPassed", f"GET {outcome.health_path} succeeded"))
     else:
-        out.append(
-            ConditionState(AVAILABLE, "False", "HealthCheckFailed", outcome.health_error or "GET /healthz failed")
-        )
+        failed = outcome.health_error or f"GET {outcome.health_path} failed"
+        out.append(ConditionState(AVAILABLE, "False", "HealthCheckFailed", failed))
 
     max_age = metrics_max_age(networks)
     error = f": {outcome.metrics_error}" if outcome.metrics_error else ""
@@ -153,6 +158,18 @@ def merge_conditions(
     return out
 
 
+def load_status(reading: LoadReading | None, *, observed_at: float) -> dict[str, Any]:
+    """``status.load`` for one successful scrape: the numbers the provider exports, no others."""
+    load: dict[str, Any] = {"observedAt": rfc3339(observed_at)}
+    if reading is not None and reading.running is not None:
+        load["running"] = reading.running
+    if reading is not None and reading.waiting is not None:
+        load["waiting"] = reading.waiting
+    if reading is not None and reading.kv_cache_usage is not None:
+        load["kvCacheUsage"] = round(reading.kv_cache_usage, KV_CACHE_DECIMALS)
+    return load
+
+
 def next_status(
     previous: Mapping[str, Any],
     outcome: ProbeOutcome,
@@ -165,7 +182,8 @@ def next_status(
     """The complete status after ``outcome``, carrying over what a failed scrape cannot tell.
 
     ``metricsObservedAt`` is the time of the last *successful* scrape and the load is the last
-    reading, so both survive a failed scrape. Metrics a provider does not export are absent.
+    reading, so both survive a failed scrape (and so does ``metricsFormat``, the format that
+    reading was read as). Metrics a provider does not export are absent.
     """
     prev_probe = previous.get("probe") or {}
     probe: dict[str, Any] = {"healthObservedAt": rfc3339(outcome.observed_at)}
@@ -176,16 +194,16 @@ def next_status(
     if outcome.metrics_ok:
         metrics_at: float | None = outcome.observed_at
         probe["metricsObservedAt"] = rfc3339(outcome.observed_at)
-        load: dict[str, Any] = {"observedAt": rfc3339(outcome.observed_at)}
-        if outcome.load is not None and outcome.load.running is not None:
-            load["running"] = outcome.load.running
-        if outcome.load is not None and outcome.load.waiting is not None:
-            load["waiting"] = outcome.load.waiting
+        load = load_status(outcome.load, observed_at=outcome.observed_at)
+        if outcome.load is not None and outcome.load.format is not None:
+            probe["metricsFormat"] = outcome.load.format
     else:
         metrics_at = parse_time(prev_probe.get("metricsObservedAt"))
         if metrics_at is not None:
             probe["metricsObservedAt"] = prev_probe["metricsObservedAt"]
         load = dict(previous.get("load") or {})
+        if "metricsFormat" in prev_probe:
+            probe["metricsFormat"] = prev_probe["metricsFormat"]
     if outcome.metrics_error:
         probe["metricsError"] = outcome.metrics_error
 
@@ -227,9 +245,11 @@ def semantic_key(status: Mapping[str, Any]) -> tuple:
         probe.get("healthy"),
         probe.get("healthError"),
         probe.get("metricsError"),
+        probe.get("metricsFormat"),
         "metricsObservedAt" in probe,
         load.get("running"),
         load.get("waiting"),
+        load.get("kvCacheUsage"),
         conditions,
     )
 

@@ -13,7 +13,9 @@ from agn.provider.settings import parse_settings
 def main(argv: list[str] | None = None) -> int:
     args = parse_settings(argv, description=__doc__)
 
-    state = ProviderState(name=args.name, healthy=not args.unhealthy, metrics=not args.no_metrics)
+    state = ProviderState(
+        name=args.name, healthy=not args.unhealthy, metrics=not args.no_metrics, metrics_format=args.metrics_format
+    )
     server = serve_async(state, port=args.port, host=args.host)
     stop = threading.Event()
 

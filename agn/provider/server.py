@@ -1,12 +1,15 @@
 """The fake inference provider's HTTP server.
 
 Endpoints:
-- ``GET /healthz`` — 200 ``ok`` while healthy, 503 otherwise.
+- ``GET /healthz`` — 200 ``ok`` while healthy, 503 otherwise. With ``--metrics-format`` of a
+  real engine (vllm, sglang, tgi, llamacpp) it is ``GET /health`` instead, where those engines
+  serve it, and ``/healthz`` is 404 as on them.
 - ``GET /metrics`` — Prometheus text with ``agn_provider_running`` and (unless turned off)
-  ``agn_provider_waiting``; 404 while metrics export is off, so a prober sees them go stale.
+  ``agn_provider_waiting``, or the engine's own names in its shape (:mod:`.expositions`);
+  404 while metrics export is off, so a prober sees them go stale.
 - ``POST /v1/completions`` — answers ``{"provider": NAME, ...}`` so callers see who served.
 - ``GET|POST /admin/state`` — loopback-only switches for tests: ``healthy``, ``metrics``,
-  ``exportWaiting``, ``waiting``, ``delaySeconds`` (how long ``/healthz`` and ``/metrics``
+  ``exportWaiting``, ``waiting``, ``kvCacheUsage`` (0 to 1), ``delaySeconds`` (how long ``/healthz`` and ``/metrics``
   take to answer: a slow provider), ``holdCompletions``. They drive hard failures for real,
   over HTTP. While ``holdCompletions`` is true, completions are accepted and then held in
   flight (counted in ``agn_provider_running``) until it is set false again: real running
@@ -42,7 +45,9 @@ from typing import Any, ClassVar
 
 from aiohttp import web
 
+from agn.engines import FORMATS
 from agn.httpserve import JSON, LOOPBACK, TEXT, QuietHandler, threaded_server
+from agn.provider.expositions import Load, exposition
 
 HOLD_LIMIT_SECONDS = 600
 MAX_DELAY = 30.0
@@ -62,7 +67,9 @@ class ProviderState:
     fail_completions: bool = False
     failed: int = 0  # completions answered 500 while failCompletions was on
     delay_seconds: float = 0.0
-    health_checks: int = 0  # GET /healthz answered: how often a prober looked
+    health_checks: int = 0  # its health path answered (/healthz or /health): how often a prober looked
+    metrics_format: str = "agn"  # the exposition served, and so the health path (agn.engines)
+    kv_cache_usage: float = 0.0
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
     released: threading.Condition = dataclasses.field(init=False, repr=False)
 
@@ -81,6 +88,8 @@ class ProviderState:
                 "served": self.served,
                 "delaySeconds": self.delay_seconds,
                 "healthChecks": self.health_checks,
+                "metricsFormat": self.metrics_format,
+                "kvCacheUsage": self.kv_cache_usage,
                 "failCompletions": self.fail_completions,
                 "failed": self.failed,
             }
@@ -94,7 +103,9 @@ class ProviderState:
             "holdCompletions": ("hold_completions", bool),
             "failCompletions": ("fail_completions", bool),
             "delaySeconds": ("delay_seconds", float),
+            "kvCacheUsage": ("kv_cache_usage", float),
         }
+        limits = {"delaySeconds": MAX_DELAY, "kvCacheUsage": 1.0}
         unknown = set(changes) - set(fields)
         if unknown:
             raise ValueError(f"unknown fields: {', '.join(sorted(unknown))}")
@@ -106,9 +117,9 @@ class ProviderState:
                 if typ is int and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
                     raise ValueError(f"{key} must be a non-negative integer")
                 if typ is float and (
-                    not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= MAX_DELAY
+                    not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= limits[key]
                 ):
-                    raise ValueError(f"{key} must be a number of seconds within 0 and {MAX_DELAY:g}")
+                    raise ValueError(f"{key} must be a number within 0 and {limits[key]:g}")
                 setattr(self, attr, float(value) if typ is float else value)
             self.released.notify_all()
 
@@ -141,20 +152,22 @@ class ProviderState:
             self.running -= 1
             self.served += 1
 
+    @property
+    def health_path(self) -> str:
+        """Where this provider answers its health: ``/healthz`` (AGN), ``/health`` (the engines)."""
+        return FORMATS[self.metrics_format].health_path
+
     def metrics_text(self) -> str:
         with self.lock:
-            lines = [
-                "# HELP agn_provider_running Requests currently executing.",
-                "# TYPE agn_provider_running gauge",
-                f"agn_provider_running {self.running}",
-            ]
-            if self.export_waiting:
-                lines += [
-                    "# HELP agn_provider_waiting Requests queued.",
-                    "# TYPE agn_provider_waiting gauge",
-                    f"agn_provider_waiting {self.waiting}",
-                ]
-        return "\n".join(lines) + "\n"
+            load = Load(
+                name=self.name,
+                running=self.running,
+                waiting=self.waiting,
+                export_waiting=self.export_waiting,
+                kv_cache_usage=self.kv_cache_usage,
+                served=self.served,
+            )
+        return exposition(self.metrics_format, load)
 
 
 class ProviderPool:
@@ -169,24 +182,36 @@ class ProviderPool:
         with self._lock:
             state = self._states.get(name)
             if state is None:
-                state = ProviderState(name=name, healthy=self._template.healthy, metrics=self._template.metrics)
+                template = self._template
+                state = ProviderState(
+                    name=name,
+                    healthy=template.healthy,
+                    metrics=template.metrics,
+                    metrics_format=template.metrics_format,
+                )
                 self._states[name] = state
             return state
 
 
-ROUTES = ("/healthz", "/metrics", "/admin/state", "/v1/completions")
+ROUTES = ("/healthz", "/health", "/metrics", "/admin/state", "/v1/completions")
+HEALTH_ROUTES = ("/healthz", "/health")
 METRICS_TYPE = "text/plain; version=0.0.4"
 SERVER_NAME = "agn-fake-provider/0.1"
 
 
 def target(root: ProviderState, pool: ProviderPool, raw_path: str) -> tuple[ProviderState, str]:
-    """The provider a request path addresses (``/pool/<name>/...`` or the process's own) and its route."""
+    """The provider a request path addresses (``/pool/<name>/...`` or the process's own) and its
+    route. The provider's own health path (``/healthz`` or ``/health``, by its metrics format)
+    is the route ``/health``; the other one is no route, as on the engine it stands in for."""
     path = raw_path.split("?", 1)[0]
     match = POOL_PATH.fullmatch(path)
     state = root
     if match is not None:
         state, path = pool.get(match.group(1)), match.group(3) or "/"
-    return state, next((r for r in ROUTES if path == r or path.endswith(r)), path)
+    route = next((r for r in ROUTES if path == r or path.endswith(r)), path)
+    if route in HEALTH_ROUTES:
+        route = "/health" if route == state.health_path else f"{route} (not this format's)"
+    return state, route
 
 
 class ProviderHandler(QuietHandler):
@@ -218,11 +243,11 @@ class ProviderHandler(QuietHandler):
 
     def do_GET(self) -> None:
         state, route = self._target()
-        if route in ("/healthz", "/metrics"):
+        if route in ("/health", "/metrics"):
             delay = state.snapshot()["delaySeconds"]
             if delay:
                 time.sleep(delay)  # a slow provider, on purpose
-        if route == "/healthz":
+        if route == "/health":
             with state.lock:
                 state.health_checks += 1
             healthy = state.snapshot()["healthy"]
@@ -335,11 +360,11 @@ class _AsyncProvider:
         return _response(404, b"not found\n")
 
     async def _get(self, request: web.Request, state: ProviderState, route: str) -> web.StreamResponse:
-        if route in ("/healthz", "/metrics"):
+        if route in ("/health", "/metrics"):
             delay = state.snapshot()["delaySeconds"]
             if delay:
                 await asyncio.sleep(delay)  # a slow provider, on purpose
-        if route == "/healthz":
+        if route == "/health":
             with state.lock:
                 state.health_checks += 1
                 healthy = state.healthy

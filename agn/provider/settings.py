@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from agn.engines import FORMATS
 from agn.flags import parse, setting
 
 PROG = "python -m agn.provider"
@@ -17,6 +18,11 @@ class ProviderSettings:
     host: str = setting("127.0.0.1", help="address to bind (in a pod: 0.0.0.0)")
     unhealthy: bool = setting(False, help="start with /healthz failing")
     no_metrics: bool = setting(False, help="start with /metrics disabled")
+    metrics_format: str = setting(
+        "agn",
+        choices=tuple(FORMATS),
+        help="serve /metrics as this engine does, and health where it does (agn: /healthz; the others: /health)",
+    )
 
 
 def parse_settings(argv: list[str] | None, *, description: str | None = None) -> ProviderSettings:

@@ -52,7 +52,11 @@ class DrainEnv:
         self.operator_url = ""  # the operator's /healthz and /metrics
         self.journal_dir = tmp / "journal"
 
-    def up(self, *, providers: dict | None = None, operator_args: tuple[str, ...] = ()) -> DrainEnv:
+    def up(
+        self, *, providers: dict | None = None, operator_args: tuple[str, ...] = (), formats: dict | None = None
+    ) -> DrainEnv:
+        """Create the objects and start every process; ``formats``: provider -> the exposition
+        its fake serves (``--metrics-format``; unnamed ones serve AGN's own)."""
         layout = providers or LAYOUT
         self.kube.create(
             NETWORKS,
@@ -76,7 +80,7 @@ class DrainEnv:
                 },
             )
         for name, (gw, group, rank) in layout.items():
-            self.urls[name] = self.agn.provider(name)
+            self.urls[name] = self.agn.provider(name, metrics_format=(formats or {}).get(name))
             self.add_provider(name, gw, group, rank, self.urls[name])
         self.operator_url = self.agn.operator_with_health(*operator_args)
         for c in CONSUMER_NAMES:

@@ -7,6 +7,7 @@ import copy
 
 import pytest
 
+from agn.engines import FORMAT_NAMES
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, Invalid
 
 pytestmark = pytest.mark.integration
@@ -43,6 +44,9 @@ def provider_with(**spec_changes):
         (provider_with(trafficPolicy={"drain": "yes"}), "spec.trafficPolicy.drain"),
         (provider_with(rank=-1), "spec.rank"),
         (provider_with(rank="first"), "spec.rank"),
+        (provider_with(metrics={"format": "triton"}), "spec.metrics.format"),
+        (provider_with(metrics={"format": "VLLM"}), "spec.metrics.format"),
+        (provider_with(metrics={"format": 3}), "spec.metrics.format"),
     ],
 )
 def test_invalid_providers_are_rejected_naming_the_field(kube, namespace, body, field):
@@ -53,6 +57,31 @@ def test_invalid_providers_are_rejected_naming_the_field(kube, namespace, body, 
 
 def test_valid_provider_is_accepted(kube, namespace):
     assert kube.create(PROVIDERS, namespace, PROVIDER)["spec"]["trafficPolicy"] == {"drain": False}
+
+
+def test_a_bad_metrics_format_is_422_and_the_enum_is_the_operators(kube, namespace):
+    with pytest.raises(Invalid) as exc:
+        kube.create(PROVIDERS, namespace, provider_with(metrics={"format": "triton"}))
+    assert exc.value.status == 422
+    assert all(f'"{name}"' in str(exc.value) for name in FORMAT_NAMES), str(exc.value)
+
+
+def test_metrics_format_defaults_to_auto_and_takes_every_engine(kube, namespace):
+    stored = kube.create(PROVIDERS, namespace, provider_with(metrics={}))
+    assert stored["spec"]["metrics"] == {"format": "auto"}
+    for name in FORMAT_NAMES:
+        body = provider_with(metrics={"format": name})
+        body["metadata"]["name"] = f"p-{name}"
+        assert kube.create(PROVIDERS, namespace, body)["spec"]["metrics"]["format"] == name
+
+
+def test_status_kv_cache_usage_is_a_fraction(kube, namespace):
+    kube.create(PROVIDERS, namespace, PROVIDER)
+    ok = kube.merge_patch_status(PROVIDERS, namespace, "p", {"status": {"load": {"running": 1, "kvCacheUsage": 0.4}}})
+    assert ok["status"]["load"]["kvCacheUsage"] == 0.4
+    with pytest.raises(Invalid, match="kvCacheUsage") as exc:
+        kube.merge_patch_status(PROVIDERS, namespace, "p", {"status": {"load": {"kvCacheUsage": 1.5}}})
+    assert exc.value.status == 422
 
 
 def test_unknown_fields_are_pruned_or_rejected_when_strict(kube, namespace):

@@ -86,3 +86,22 @@ def test_tests_and_benches_pass_settings_by_field_name():
     assert (s.coalesce_window, s.max_batch_wait, s.health_port) == (0.0, 1.0, None)
     with_extra = components.operator(namespace="ns", port=9, extra=("--probe-jitter", "0"))
     assert with_extra.args[-4:] == ("--health-port", "9", "--probe-jitter", "0")
+
+
+@pytest.mark.parametrize("fmt", ["vllm", "sglang", "tgi", "llamacpp"])
+def test_a_fake_serving_an_engines_format_is_checked_where_that_engine_serves_health(fmt):
+    fake = components.fake_provider("p", port=8080, metrics_format=fmt)
+    assert provider_settings(list(fake.args)).metrics_format == fmt
+    assert (fake.health_path, fake.ready_path) == ("/health", "/health")
+    agn = components.fake_provider("p", port=8080)
+    assert "--metrics-format" not in agn.args and agn.health_path == "/healthz"
+
+
+def test_the_fakes_metrics_format_flag_refuses_a_format_it_does_not_serve(capsys):
+    with pytest.raises(SystemExit) as exc:
+        provider_settings(["--name", "p", "--metrics-format", "triton"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--metrics-format" in err and "invalid choice: 'triton'" in err and "llamacpp" in err
+    with pytest.raises(ValueError, match="--metrics-format"):
+        components.fake_provider("p", port=8080, metrics_format="triton")

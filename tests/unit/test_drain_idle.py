@@ -69,6 +69,33 @@ class TestClassify:
     def test_running_not_exported_is_unknown(self):
         assert judge(provider(waiting=0)).why == "the provider does not export agn_provider_running"
 
+    @pytest.mark.parametrize(
+        ("fmt", "metric"),
+        [
+            ("vllm", "vllm:num_requests_waiting"),
+            ("sglang", "sglang:num_queue_reqs"),
+            ("tgi", "tgi_queue_size"),
+            ("llamacpp", "llamacpp:requests_deferred"),
+            ("agn", "agn_provider_waiting"),
+        ],
+    )
+    def test_a_missing_gauge_is_named_in_the_format_it_was_read_as(self, fmt, metric):
+        obj = provider(running=0)
+        obj["status"]["probe"]["metricsFormat"] = fmt
+        r = judge(obj)
+        assert r.state == UNKNOWN and r.why == f"the provider does not export {metric}"
+
+    def test_no_known_metric_at_all_is_unknown_and_says_so(self):
+        r = judge(provider())  # a successful scrape of no metric any format has: no format written
+        assert r.state == UNKNOWN
+        assert (
+            r.why
+            == "the provider exports none of the load metrics read (agn, vllm, sglang, tgi, llamacpp: docs/engines.md)"
+        )
+
+    def test_kv_cache_usage_does_not_decide_idleness(self):
+        assert judge(provider(running=0, waiting=0, kvCacheUsage=0.9)).state == IDLE
+
     def test_failed_last_scrape_makes_a_fresh_idle_reading_unknown(self):
         # Metrics turned off: the operator keeps the last reading (still within max age) and
         # records the error; the provider's load now is unknown.

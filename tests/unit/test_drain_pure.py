@@ -30,6 +30,9 @@ from xtask.drain.core.changes import (
 )
 from xtask.drain.core.converge import Agreement, Observation, State, evaluate, targets_problems
 from xtask.drain.core.selection import Selector, select
+from xtask.drain.core.states import WaitState
+from xtask.drain.edges.waiter import WaitResult
+from xtask.drain.render import convergence_dict
 from xtask.drain.report import exit_code_for
 from xtask.errors import ExitCode, RefusedError, UsageError
 
@@ -275,6 +278,26 @@ class TestConvergence:
         assert any("belongs to network 'other'" in p for p in probs)
         assert any("consumer 'b' not found" in p for p in probs)
         assert any("not selected by network" in p for p in probs)
+
+
+def test_the_convergence_section_lists_consumers_only_whatever_the_number_of_providers():
+    """The verdict's signature ends with the providers' (name, drain) pairs; five selected
+    providers make that a 5-tuple too, which is not a consumer's entry."""
+    names = [f"p{i}" for i in range(5)]
+    cands = tuple(cand(f"id-{n}", n, "g", EXISTING_ONLY) for n in names)
+    obs = Observation(
+        providers={n: pview(n, True) for n in names},
+        network=NetworkView("net"),
+        consumers={"c": ConsumerView("c", "net")},
+        revisions={"c": (5, 5)},
+        overlays={"c": Overlay("net", "c", 5, "d5", cands)},
+        now=1001.0,
+    )
+    verdict = evaluate(obs, drain=True)
+    section = convergence_dict(WaitResult(WaitState.CONVERGED, verdict, 2, 0.1))
+    assert section["consumers"] == [
+        {"consumer": "c", "overlayRevision": 5, "acceptedRevision": 5, "servingRevision": 5}
+    ]
 
 
 class TestExitCodes:

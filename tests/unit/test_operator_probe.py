@@ -185,3 +185,35 @@ def test_a_provider_trickling_its_answer_is_cut_off_by_the_request_deadline(monk
         thread.join(timeout=10)
     assert out.healthy is False
     assert out.health_error == "GET /healthz: timed out"
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "tgi", "llamacpp"])
+def test_an_engines_health_is_read_at_health_pinned_or_after_a_404(fake_provider, engine):
+    state, url = fake_provider
+    state.metrics_format = engine  # serves /health, and /healthz is 404 as on the engine
+    state.update({"waiting": 2})
+    auto = probe_endpoint(url, timeout=2, now=1.0)
+    assert (auto.healthy, auto.health_path, auto.load.format, auto.load.waiting) == (True, "/health", engine, 2)
+    checks = state.snapshot()["healthChecks"]
+    pinned = probe_endpoint(url, timeout=2, now=1.0, metrics_format=engine)
+    assert (pinned.healthy, pinned.health_path) == (True, "/health")
+    assert state.snapshot()["healthChecks"] == checks + 1
+    state.update({"healthy": False})
+    sick = probe_endpoint(url, timeout=2, now=1.0)
+    assert sick.healthy is False and sick.health_error == "GET /health: HTTP 503"
+    wrong = probe_endpoint(url, timeout=2, now=1.0, metrics_format="agn")  # pinned to AGN's path: none here
+    assert wrong.healthy is False and wrong.health_error == "GET /healthz: HTTP 404"
+
+
+def test_auto_asks_health_only_after_a_404_not_after_a_503(fake_provider):
+    state, url = fake_provider  # AGN's own format: /healthz
+    state.update({"healthy": False})
+    out = probe_endpoint(url, timeout=2, now=1.0)
+    assert (out.healthy, out.health_error, out.health_path) == (False, "GET /healthz: HTTP 503", "/healthz")
+
+
+def test_a_pool_provider_inherits_the_processes_format(fake_provider):
+    state, url = fake_provider
+    state.metrics_format = "tgi"
+    out = probe_endpoint(f"{url}/pool/p9", timeout=2, now=1.0)
+    assert (out.healthy, out.health_path, out.load.format) == (True, "/health", "tgi")

@@ -17,18 +17,19 @@ agn_provider_waiting 7
 
 
 def test_reads_both_gauges():
-    assert load_reading(FAKE_PROVIDER_TEXT) == LoadReading(running=3, waiting=7)
+    assert load_reading(FAKE_PROVIDER_TEXT) == LoadReading(running=3, waiting=7, format="agn")
 
 
 def test_absent_metric_is_none_not_zero():
     text = "agn_provider_running 0\n"
-    assert load_reading(text) == LoadReading(running=0, waiting=None)
+    assert load_reading(text) == LoadReading(running=0, waiting=None, format="agn")
     assert load_reading("") == LoadReading(running=None, waiting=None)
     assert load_reading("# only comments\n\n") == LoadReading(None, None)
 
 
 def test_prefix_names_do_not_match():
-    assert load_reading("agn_provider_waiting_total 5\nagn_provider_running_seconds 1\n") == LoadReading(None, None)
+    text = "agn_provider_waiting_total 5\nagn_provider_running_seconds 1\n"
+    assert load_reading(text) == LoadReading(None, None, format="agn")
 
 
 def test_labels_timestamps_and_floats():
@@ -68,4 +69,4 @@ def test_a_counter_is_not_a_load_gauge():
     # The exposition format's typing: a counter's samples are named ..._total, so a provider
     # that types its load as a counter has no gauge reading (absent, not 0).
     text = "# TYPE agn_provider_waiting counter\nagn_provider_waiting 4\nagn_provider_running 2\n"
-    assert load_reading(text) == LoadReading(running=2, waiting=None)
+    assert load_reading(text) == LoadReading(running=2, waiting=None, format="agn")

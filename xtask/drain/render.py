@@ -27,7 +27,9 @@ def convergence_dict(result: WaitResult) -> dict:
         out["consumers"] = [
             {"consumer": s[0], "overlayRevision": s[1], "acceptedRevision": s[3], "servingRevision": s[4]}
             for s in verdict.signature
-            if isinstance(s, tuple) and len(s) == 5
+            # A consumer's entry starts with its name; the last entry is the providers' (name,
+            # drain) pairs, five of them when five providers are selected: not a consumer.
+            if isinstance(s, tuple) and len(s) == 5 and isinstance(s[0], str)
         ]
     return out
 

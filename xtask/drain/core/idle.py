@@ -47,6 +47,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from agn.engines import AGN, FORMATS
 from agn.objects import parse_time
 
 IDLE = "idle"
@@ -120,13 +121,23 @@ def classify(
         return seen(UNKNOWN, f"reading expired: older than metricsMaxAgeSeconds {max_age:g}")
     if probe.get("metricsError"):
         return seen(UNKNOWN, f"the last scrape failed: {probe['metricsError']}")
-    if running is None:
-        return seen(UNKNOWN, "the provider does not export agn_provider_running")
-    if waiting is None:
-        return seen(UNKNOWN, "the provider does not export agn_provider_waiting")
+    missing = _missing(probe.get("metricsFormat"), running=running, waiting=waiting)
+    if missing:
+        return seen(UNKNOWN, missing)
     if running == 0 and waiting == 0 and since is not None and at < since:
         return seen(UNKNOWN, "running 0, waiting 0, read before the drain: waiting for a probes heartbeat after it")
     return seen(IDLE if running == 0 and waiting == 0 else BUSY, f"running {running}, waiting {waiting}")
+
+
+def _missing(format_name: object, *, running: int | None, waiting: int | None) -> str | None:
+    """Why a reading lacks a count, naming the metric of the format it was read as
+    (``status.probe.metricsFormat``; none written: AGN's, as before engines were read)."""
+    if running is not None and waiting is not None:
+        return None
+    if format_name is None and running is None and waiting is None:
+        return f"the provider exports none of the load metrics read ({', '.join(FORMATS)}: docs/engines.md)"
+    fmt = FORMATS.get(str(format_name), AGN)
+    return f"the provider does not export {fmt.running if running is None else fmt.waiting}"
 
 
 @dataclasses.dataclass(frozen=True)
