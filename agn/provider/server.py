@@ -24,11 +24,11 @@ providers in scale tests and benchmarks, each with its own endpoint URL
 
 It listens on 127.0.0.1 unless given ``--host`` (in a pod: ``0.0.0.0``, so its Service reaches it).
 
-Two servers answer this same API from the same :class:`ProviderState`: :func:`serve` (the
-standard library's threaded server, for in-process tests) and :func:`serve_async` (aiohttp's
-server on one event loop: what ``python -m agn.provider`` runs). One process standing in for
-thousands of providers answers thousands of probes a second; a thread per connection and the
-pure-Python request parser made it what a fleet benchmark measured, not the operator.
+One server answers this API: :func:`serve_async`, aiohttp's server on one event loop (what
+``python -m agn.provider`` runs, and what in-process tests start). One process standing in for
+thousands of providers answers thousands of probes a second; the standard library's threaded
+server it replaced (a thread per connection, a pure-Python request parser) made it what a fleet
+benchmark measured, not the operator.
 """
 
 from __future__ import annotations
@@ -38,15 +38,13 @@ import dataclasses
 import json
 import re
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, ClassVar
+from typing import Any
 
 from aiohttp import web
 
 from agn.engines import FORMATS
-from agn.httpserve import JSON, LOOPBACK, TEXT, QuietHandler, threaded_server
+from agn.httpserve import JSON, LOOPBACK, TEXT
 from agn.provider.expositions import Load, exposition
 
 HOLD_LIMIT_SECONDS = 600
@@ -214,105 +212,11 @@ def target(root: ProviderState, pool: ProviderPool, raw_path: str) -> tuple[Prov
     return state, route
 
 
-class ProviderHandler(QuietHandler):
-    """The fake provider's API on the standard library's server, for the provider :attr:`root`
-    and its :attr:`pool` (a subclass per server sets both: :func:`make_handler`)."""
-
-    server_version = SERVER_NAME
-    protocol_version = "HTTP/1.1"
-    # A kept-alive connection (the prober's) gets the headers and the body as two writes;
-    # with Nagle's algorithm on, the body waits for the client's delayed ACK (~40 ms).
-    disable_nagle_algorithm = True
-    root: ClassVar[ProviderState]
-    pool: ClassVar[ProviderPool]
-
-    def _body(self) -> Any:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        return json.loads(raw) if raw else {}
-
-    def _target(self) -> tuple[ProviderState, str]:
-        return target(self.root, self.pool, self.path)
-
-    def _loopback(self) -> bool:
-        """Whether the client is on loopback; answers 403 when it is not (admin is loopback-only)."""
-        if self.client_address[0] != "127.0.0.1":
-            self.send_body(403, b"admin is loopback-only\n")
-            return False
-        return True
-
-    def do_GET(self) -> None:
-        state, route = self._target()
-        if route in ("/health", "/metrics"):
-            delay = state.snapshot()["delaySeconds"]
-            if delay:
-                time.sleep(delay)  # a slow provider, on purpose
-        if route == "/health":
-            with state.lock:
-                state.health_checks += 1
-            healthy = state.snapshot()["healthy"]
-            self.send_body(200 if healthy else 503, b"ok\n" if healthy else b"unhealthy\n")
-        elif route == "/metrics":
-            if state.snapshot()["metrics"]:
-                self.send_body(200, state.metrics_text().encode(), content_type=METRICS_TYPE)
-            else:
-                self.send_body(404, b"metrics export disabled\n")
-        elif route == "/admin/state":
-            if self._loopback():
-                self.send_json(200, state.snapshot())
-        else:
-            self.send_body(404, b"not found\n")
-
-    def do_POST(self) -> None:
-        state, route = self._target()
-        try:
-            body = self._body()
-        except ValueError:
-            self.send_json(400, {"error": "body is not JSON"})
-            return
-        if route == "/admin/state":
-            if not self._loopback():
-                return
-            try:
-                state.update(body if isinstance(body, dict) else {})
-            except ValueError as exc:
-                self.send_json(400, {"error": str(exc)})
-                return
-            self.send_json(200, state.snapshot())
-        elif route == "/v1/completions":
-            self._complete(state, body)
-        else:
-            self.send_body(404, b"not found\n")
-
-    def _complete(self, state: ProviderState, body: Any) -> None:
-        refusal = state.refused_completion()
-        if refusal is not None:
-            self.send_json(500, refusal)
-            return
-        try:
-            if state.completion_started():
-                state.wait_released()  # held: in flight until released
-            reply = state.completion_reply(body, self.headers.get("x-session-id"))
-        finally:
-            state.completion_finished()
-        self.send_json(200, reply)
-
-
-def make_handler(state: ProviderState) -> type[BaseHTTPRequestHandler]:
-    """A handler class answering for ``state`` and a pool of its own (one per server)."""
-    return type("Handler", (ProviderHandler,), {"root": state, "pool": ProviderPool(state)})
-
-
 # One process answers for a whole pool of providers, so connections arrive in bursts (the
 # operator probes with up to ``--probe-concurrency`` at once, times two requests each). The
 # standard listen backlog of 5 drops the rest of a burst; the kernel retransmits a dropped SYN
 # only after a second — past a probe's timeout, so a healthy provider read as down.
 FLEET_BACKLOG = 512
-
-
-def serve(state: ProviderState, *, port: int, host: str = LOOPBACK) -> ThreadingHTTPServer:
-    """Bind to host:port (loopback unless told otherwise; 0 picks a port). The caller runs ``serve_forever``."""
-    return threaded_server(make_handler(state), host=host, port=port, backlog=FLEET_BACKLOG)
 
 
 def _response(code: int, body: bytes, content_type: str = TEXT) -> web.Response:
@@ -416,6 +320,7 @@ class AsyncServer:
         self._loop.run_until_complete(site.start())
         sockets = self._runner.addresses
         self.server_address: tuple[str, int] = (sockets[0][0], sockets[0][1])
+        self.request_queue_size = backlog  # the listen backlog, named as the standard library's servers name it
         self._done = threading.Event()
         self._done.set()
 
@@ -438,5 +343,6 @@ class AsyncServer:
 
 
 def serve_async(state: ProviderState, *, port: int, host: str = LOOPBACK) -> AsyncServer:
-    """Like :func:`serve`, answered by aiohttp on one event loop (what ``python -m agn.provider`` runs)."""
+    """The fake provider for ``state`` (and its pool) on host:port, loopback unless told (0 picks
+    a port), with the fleet's listen backlog. The caller runs ``serve_forever``."""
     return AsyncServer(make_app(state), host=host, port=port, backlog=FLEET_BACKLOG)

@@ -17,7 +17,7 @@ from agn.gateway.table import RoutingTable
 from agn.logs import JsonLog
 from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Overlay, overlay_digest
 from agn.provider.server import ProviderState
-from agn.provider.server import serve as serve_provider
+from agn.provider.server import serve_async as serve_provider
 
 
 def overlay_of(revision: int, cands: list[Candidate]) -> Overlay:

@@ -8,14 +8,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from agn.operator.probe_http import probe_endpoint
-from agn.provider.server import ProviderState, serve, serve_async
+from agn.provider.server import ProviderState, serve_async
 
 
-# Both servers of the fake provider answer one API: every test here runs against each.
-@pytest.fixture(params=[serve, serve_async], ids=["threaded", "aiohttp"])
-def fake_provider(request):
+@pytest.fixture
+def fake_provider():
     state = ProviderState(name="p1")
-    server = request.param(state, port=0)
+    server = serve_async(state, port=0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield state, f"http://127.0.0.1:{server.server_address[1]}"

@@ -7,12 +7,14 @@ import io
 import threading
 import time
 
+from aiohttp import web
+
 from agn.logs import JsonLog
 from agn.operator.informer import Store
 from agn.operator.prober import Prober, ProbeStores
 from agn.operator.provider_status import ProbeOutcome
 from agn.operator.settings import Settings
-from agn.provider.server import ProviderState, serve
+from agn.provider.server import FLEET_BACKLOG, AsyncServer, ProviderState, make_app, serve_async
 from agnprocs import http_json, wait_for
 
 
@@ -86,7 +88,7 @@ def stopped(prober: Prober, stop: threading.Event, server) -> None:
 
 def one_pooled_provider():
     """A fake provider pool serving in a thread, and a store holding its provider ``p``."""
-    server = serve(ProviderState(name="pool"), port=0)
+    server = serve_async(ProviderState(name="pool"), port=0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}"
     providers = Store()
@@ -100,16 +102,18 @@ def _unprobed(name: str, endpoint: str) -> dict:
 
 def counting_pool():
     """A fake provider pool that counts the connections it accepted."""
-    server = serve(ProviderState(name="pool"), port=0)
-    accepted: list[object] = []
-    accept = server.get_request
+    app = make_app(ProviderState(name="pool"))
+    accepted: list[object] = []  # each connection's client address, once
 
-    def counted():
-        conn = accept()
-        accepted.append(conn[1])
-        return conn
+    @web.middleware
+    async def count(request: web.Request, handler):
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        if peer not in accepted:
+            accepted.append(peer)
+        return await handler(request)
 
-    server.get_request = counted
+    app.middlewares.append(count)
+    server = AsyncServer(app, host="127.0.0.1", port=0, backlog=FLEET_BACKLOG)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, accepted
 
