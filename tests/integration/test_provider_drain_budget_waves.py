@@ -44,7 +44,7 @@ def test_three_runs_in_waves_stop_together_at_the_declared_budget(nine: DrainEnv
         else:
             assert "disruptionBudget.maxUnavailable 3 (3)" in report["refused"][-1], report["refused"]
         written += mine
-        for taken in report["lock"]["acquisitions"]:
+        for taken in (report["lock"] or {}).get("acquisitions", []):  # a run refused at its first look took none
             assert taken["network"] == "net" and taken["lease"] == "agn-drain-net"
     # What the runs say they wrote is what the cluster holds: the waves written before a refusal are kept.
     assert sorted(written) == drained
