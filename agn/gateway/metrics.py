@@ -23,11 +23,9 @@ from collections.abc import Callable, Iterator
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-ROUTED = "routed"
-NO_ROUTE = "no_route"
-UPSTREAM_ERROR = "upstream_error"
-BAD_REQUEST = "bad_request"
-NO_CANDIDATE = "none"
+from agn.gateway.outcomes import BAD_REQUEST, NO_CANDIDATE, NO_ROUTE, ROUTED, UPSTREAM_ERROR
+
+__all__ = ["BAD_REQUEST", "NO_CANDIDATE", "NO_ROUTE", "ROUTED", "UPSTREAM_ERROR", "GatewayMetrics"]
 
 
 def _none() -> None:

@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from agn import kubeconfig  # noqa: E402
+from agn.holds import HOLD_PREFIX  # noqa: E402
 from agn.kube import CONSUMERS, NETWORKS, PROVIDERS, Kube  # noqa: E402
 from agn.overlays import read_overlay  # noqa: E402
 from agn.shards import Incomplete  # noqa: E402
@@ -215,9 +216,17 @@ class Bench:
         """Reset providers directly (not measured)."""
         import concurrent.futures as cf
 
-        patch = {"spec": {"trafficPolicy": {"drain": value}}}
+        def reset(name: str) -> None:
+            patch: dict = {"spec": {"trafficPolicy": {"drain": value}}}
+            if not value:  # a drain's hold stays until its owner (this bench's user) lets it go
+                annotations = self.kube.get(PROVIDERS, self.ns, name)["metadata"].get("annotations") or {}
+                held = {k: None for k in annotations if k.startswith(HOLD_PREFIX)}
+                if held:
+                    patch["metadata"] = {"annotations": held}
+            self.kube.merge_patch(PROVIDERS, self.ns, name, patch)
+
         with cf.ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda n: self.kube.merge_patch(PROVIDERS, self.ns, n, patch), names))
+            list(pool.map(reset, names))
 
     def stop(self) -> None:
         for rec in self.sup.records():

@@ -24,11 +24,15 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import platform
+import re
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -51,6 +55,38 @@ body = {"spec": {"trafficPolicy": {"drain": value}}}
 with cf.ThreadPoolExecutor(workers) as pool:
     list(pool.map(lambda n: api.patch_namespaced_custom_object("agn.dev", "v1alpha1", namespace, "inferenceproviders", n, body), names))
 """
+
+
+# ``-v=6`` logs one line per response: klog's structured ``"Response" verb="GET" url=… status="200 OK"``
+# (kubectl 1.30 and later), or ``GET https://… 200 OK in 3 milliseconds`` (older).
+KUBECTL_REQUEST = re.compile(r'"Response" verb="[A-Z]+"|\b(?:GET|POST|PUT|PATCH|DELETE) https?://\S+ \d{3}\b')
+
+
+def kubectl_counted(bench: Bench, argv: list[str]) -> tuple[float, int]:
+    """Wall time of one kubectl command, and the API requests it sent (``-v=6`` logs each)."""
+    t0 = time.monotonic()
+    proc = subprocess.run([*argv, "-v=6"], capture_output=True, text=True, env=bench.env, timeout=120)
+    elapsed = time.monotonic() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"kubectl failed ({proc.returncode}): {argv[:6]} {proc.stderr[-1000:]}")
+    return elapsed, len(KUBECTL_REQUEST.findall(proc.stderr))
+
+
+def xtask_probed(bench: Bench, tmp: Path, *args: str) -> tuple[float, dict, dict]:
+    """Like ``bench.xtask``, through ``requestprobe.py``: also when the first API request left
+    (seconds after the process was started) and how many requests the run sent."""
+    out = tmp / "probe.json"
+    argv = bench.drain_argv(*args)
+    argv = [sys.executable, str(Path(__file__).with_name("requestprobe.py")), str(out), *argv[1:]]
+    started = time.time()
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, env=bench.env, timeout=900)
+    elapsed = time.monotonic() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"drain failed ({proc.returncode}): {proc.stdout[-2000:]} {proc.stderr[-2000:]}")
+    probe = json.loads(out.read_text())
+    probe["firstRequestSeconds"] = probe["firstRequest"] - started
+    return elapsed, json.loads(proc.stdout), probe
 
 
 def kubectl_patch(bench: Bench, name: str, value: bool) -> list[str]:
@@ -119,6 +155,8 @@ def main() -> int:
     parser.add_argument("--fleet", type=int, default=1000, help="providers for the journal-size run (default 1000)")
     parser.add_argument("--repeat", type=int, default=7, help="runs per single-drain measurement (default 7)")
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--single-only", action="store_true", help="measure only the single converged drain")
+    parser.add_argument("--calls", type=Path, help="write the API requests of the last single drain here (JSON)")
     args = parser.parse_args()
     conc = str(args.concurrency)
     rows: list[tuple[str, str, str, str]] = []
@@ -129,26 +167,32 @@ def main() -> int:
 
             # 1. single converged drain, small env (4 providers + 4 spares, like the example)
             bench.scenario("single", providers=4)
-            kubectl_s, xtask_s, xtask_wait = [], [], []
+            kubectl_s, xtask_s, xtask_wait, kubectl_reqs, firsts, xtask_reqs = [], [], [], [], [], []
             for _ in range(args.repeat):
                 reset(bench, ["p000"])
                 waits = [
                     kubectl_wait(bench, overlay_object(bench, c, "p000"), "p000", "existing_only")
                     for c in CONSUMER_NAMES
                 ]
-                kubectl_s.append(bench.timed(kubectl_patch(bench, "p000", True)) + sum(bench.timed(w) for w in waits))
+                runs = [kubectl_counted(bench, argv) for argv in [kubectl_patch(bench, "p000", True), *waits]]
+                kubectl_s.append(sum(secs for secs, _ in runs))
+                kubectl_reqs.append(sum(n for _, n in runs))
                 reset(bench, ["p000"])
-                secs, report = bench.xtask("--provider", "p000", *TARGETS)
+                secs, report, probe = xtask_probed(bench, Path(tmp), "--provider", "p000", *TARGETS)
                 assert report["convergence"]["state"] == "converged", report
                 xtask_s.append(secs)
                 xtask_wait.append(report["timings"]["waitSeconds"])
+                firsts.append(probe["firstRequestSeconds"])
+                xtask_reqs.append(probe["requests"])
+                if args.calls:
+                    args.calls.write_text(json.dumps(probe, indent=1))
             base = median(kubectl_s)
             rows.append(
                 (
                     "single converged drain: kubectl patch + 2x kubectl wait (overlays only)",
                     f"median {base:.2f}s",
                     f"min {min(kubectl_s):.2f}s max {max(kubectl_s):.2f}s",
-                    "baseline",
+                    f"baseline; {median(kubectl_reqs):.0f} API requests (kubectl -v=6)",
                 )
             )
             rows.append(
@@ -156,9 +200,13 @@ def main() -> int:
                     "single converged drain: xtask provider-drain --provider + targets (accepted+serving, 2 obs.)",
                     f"median {median(xtask_s):.2f}s",
                     f"min {min(xtask_s):.2f}s max {max(xtask_s):.2f}s",
-                    f"x{median(xtask_s) / base:.2f} of kubectl (wait {median(xtask_wait):.2f}s)",
+                    f"x{median(xtask_s) / base:.2f} of kubectl (wait {median(xtask_wait):.2f}s); "
+                    f"first API request at {median(firsts) * 1000:.0f} ms; {median(xtask_reqs):.0f} API requests",
                 )
             )
+
+            if args.single_only:
+                return print_table(rows)
 
             # 2. patch-only gateway drain
             bench.scenario("gateway", providers=args.providers)
@@ -237,16 +285,20 @@ def main() -> int:
             )
         finally:
             bench.stop()
+    return print_table(rows)
+
+
+def print_table(rows: list[tuple[str, str, str, str]]) -> int:
     title = (
         f"provider-drain vs kubectl / raw client — {dt.date.today()}, {platform.node()}, "
-        f"{os.cpu_count()} cores, Python {platform.python_version()}"
+        f"{os.cpu_count()} cores, Python {platform.python_version()}, load {os.getloadavg()[0]:.2f}"
     )
     table = Table(title=title)
     for col in ("scenario", "result", "spread", "comparison"):
         table.add_column(col)
     for row in rows:
         table.add_row(*row)
-    Console(width=200).print(table)
+    Console(width=220).print(table)
     return 0
 
 

@@ -389,3 +389,25 @@ def test_min_requests_is_a_gate_flag_of_a_drain_in_waves_only():
     with pytest.raises(UsageError, match="--min-requests applies to a drain in waves"):
         request(gate_options={"min_requests": 5})
     assert request(wave_size=Amount(1), gate_options={"min_requests": 5}).gate_options == {"min_requests": 5}
+
+
+def test_the_gate_registry_names_its_modules_and_their_flags_in_order():
+    from xtask.drain import gates
+    from xtask.drain.gates.flags import ALL_FLAGS
+
+    modules = gates.gate_modules()
+    assert tuple(m.__name__.rsplit(".", 1)[1] for m in modules) == gates.GATE_NAMES
+    assert tuple(flag for m in modules for flag in m.FLAGS) == ALL_FLAGS
+
+
+def test_checking_options_without_any_gate_flag_loads_no_gate():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from xtask.drain.gates import check_gate_options, gate_flags; "
+        "check_gate_options({f.key: None for f in gate_flags()}, consumers=('c',), soak=None); "
+        "print(sorted(m for m in sys.modules if m.startswith(('prometheus_client', 'xtask.drain.gates.'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['xtask.drain.gates.base', 'xtask.drain.gates.flags']"

@@ -28,7 +28,6 @@ from xtask.drain.core.states import WriteOutcome
 from xtask.drain.core.waves import resume_problems
 from xtask.drain.edges import fanout
 from xtask.drain.edges.lock import look_at_locks
-from xtask.drain.edges.planfile import DEFAULT_MAX_AGE, PlanInputs, build_plan, plan_differences, write_plan
 from xtask.drain.edges.targets import OverlayReader, read_targets
 from xtask.drain.gates import wave_gates
 from xtask.drain.gates.base import Gate, GateSetup
@@ -125,6 +124,8 @@ def _select(ctx: RunContext, results: RunResults, candidates: list[dict[str, Any
             return [], Ending("refused before writing: " + results.refused[0])
         selected = []  # every planned provider left the selection: named below
     if req.plan is not None:
+        from xtask.drain.edges.planfile import DEFAULT_MAX_AGE, plan_differences  # plans load when used
+
         differences = plan_differences(
             req.plan,
             selected,
@@ -261,6 +262,8 @@ def _write_plan(
     changes: list[Change],
     counts: list[GroupCount],
 ) -> Ending:
+    from xtask.drain.edges.planfile import PlanInputs, build_plan, write_plan  # plans load when used
+
     req = ctx.req
     todo = [c.provider for c in changes if not c.already]
     doc = build_plan(

@@ -34,7 +34,6 @@ from xtask.drain.core.request import (
 )
 from xtask.drain.core.selection import Selector
 from xtask.drain.edges.journal import journal_dir as default_journal_dir
-from xtask.drain.edges.planfile import load_plan, plan_format
 from xtask.drain.edges.preflight import usable_journal_dir
 from xtask.drain.gates import gate_flags
 from xtask.drain.gates.base import GateFlag
@@ -316,6 +315,8 @@ def drain_request(*, plan: Path | None = None, **flags: Any) -> DrainRequest:
         raise UsageError(f"--plan applies the plan's selection and operation: do not give {', '.join(given)} with it")
     if flags.get("plan_out") is not None:
         raise UsageError("--plan-out makes a plan and --plan applies one: give one of them")
+    from xtask.drain.edges.planfile import load_plan  # plans load when a flag names one
+
     loaded = load_plan(plan)
     namespace = flags.pop("namespace", None)
     if namespace is not None and namespace != loaded.namespace:
@@ -335,6 +336,8 @@ def _request(
     **flags: Any,
 ) -> DrainRequest:
     if flags.get("plan_out") is not None:
+        from xtask.drain.edges.planfile import plan_format
+
         plan_format(flags["plan_out"])
         folder = flags["plan_out"].parent
         if not folder.is_dir():

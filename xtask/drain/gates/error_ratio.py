@@ -29,19 +29,16 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
-
-from agn.gateway.metrics import BAD_REQUEST, NO_ROUTE, ROUTED, UPSTREAM_ERROR
-from xtask.drain.gates.base import Gate, GateFlag, GateReading, GateSetup
+from agn.gateway.outcomes import BAD_REQUEST, NO_ROUTE, ROUTED, UPSTREAM_ERROR
+from xtask.drain.gates.base import Gate, GateReading, GateSetup
+from xtask.drain.gates.flags import DEFAULT_MAX_ERROR_RATIO, ERROR_RATIO_FLAGS
 from xtask.errors import UsageError
-from xtask.params import FiniteFloat
 
 ERROR_OUTCOMES = (NO_ROUTE, UPSTREAM_ERROR)
 COUNTED = (ROUTED, *ERROR_OUTCOMES)
 IGNORED = (BAD_REQUEST,)
 SCRAPE_TIMEOUT = 5.0
 SCRAPE_LIMIT = 4 * 1024 * 1024  # a gateway's /metrics is a few KiB; more is not a gateway's
-DEFAULT_MAX_ERROR_RATIO = 0.01
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback must not go to a proxy
 _UNREACHABLE_HOSTS = ("0.0.0.0", "::", "[::]", "")  # an address a gateway listens on, not one to dial
 
@@ -62,6 +59,8 @@ class Counts:
 
 def parse_counts(text: str) -> Counts:
     """The ``agn_gateway_requests`` counters of a gateway's ``/metrics`` text."""
+    from prometheus_client.parser import text_string_to_metric_families  # only runs in waves read it
+
     by_outcome: dict[str, float] = {}
     created: dict[tuple[str, str], float] = {}
     totals: dict[tuple[str, str], float] = {}
@@ -258,26 +257,7 @@ def gateway_metrics_urls(
 
 
 # -- the gate's flags, their check, and the gate (xtask.drain.gates.base.GateModule) ---------------
-FLAGS: tuple[GateFlag, ...] = (
-    GateFlag(
-        "--max-error-ratio",
-        "max_error_ratio",
-        metavar="R",
-        type=FiniteFloat(min=0, max=1),
-        help="Waves: the error-ratio gate holds if at most this share of the completion requests through the "
-        f"named consumers' gateways failed (502/503) over the soak (0-1, default: {DEFAULT_MAX_ERROR_RATIO:g}); "
-        "no requests at all is not held.",
-    ),
-    GateFlag(
-        "--consumer-gateway-metrics",
-        "consumer_gateway_metrics",
-        metavar="CONSUMER=URL",
-        multiple=True,
-        alias="--gateway-metrics",
-        help="Waves: the /metrics URL of a named consumer's gateway (repeatable; default: the address the "
-        "gateway reports in the consumer's status, plus /metrics).",
-    ),
-)
+FLAGS = ERROR_RATIO_FLAGS
 
 
 def check(options: Mapping[str, Any], *, consumers: tuple[str, ...], soak: float | None) -> None:

@@ -11,23 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import click
-
-from xtask.drain.gates.base import Gate, GateFlag, GateReading, GateSetup
+from xtask.drain.gates.base import Gate, GateReading, GateSetup
 from xtask.drain.gates.error_ratio import SCRAPE_TIMEOUT, Counts, SoakCounters, gateway_metrics_urls, parse_overrides
+from xtask.drain.gates.flags import MIN_REQUESTS_FLAGS
 
 NAME = "min-requests"
 
-FLAGS: tuple[GateFlag, ...] = (
-    GateFlag(
-        "--min-requests",
-        "min_requests",
-        metavar="N",
-        type=click.IntRange(min=1),
-        help="Waves: a gate that holds if the named consumers' gateways answered at least N completion requests "
-        "(routed or failed) over the soak: the traffic the error ratio is judged on (default: no such gate).",
-    ),
-)
+FLAGS = MIN_REQUESTS_FLAGS
 
 
 class MinRequestsGate:

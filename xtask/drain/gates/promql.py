@@ -36,7 +36,8 @@ from typing import Any
 import urllib3
 
 from agn.yamltext import show
-from xtask.drain.gates.base import Gate, GateFlag, GateReading, GateSetup
+from xtask.drain.gates.base import Gate, GateReading, GateSetup
+from xtask.drain.gates.flags import PROMQL_FLAGS
 from xtask.errors import ExitCode, UsageError, XtaskError
 
 NAME = "promql"
@@ -272,21 +273,7 @@ class PromQLGate:
 
 
 # -- the gate's flags, their check, and the gate (xtask.drain.gates.base.GateModule) ---------------
-FLAGS: tuple[GateFlag, ...] = (
-    GateFlag(
-        "--gate-promql",
-        "gate_promql",
-        metavar="EXPR",
-        help="Waves: a PromQL gate besides the error ratio: over each soak, EXPR must give a non-empty result "
-        "whose every sample is true (non-zero) at every step; needs --prometheus. Checked once before any write.",
-    ),
-    GateFlag(
-        "--prometheus",
-        "prometheus",
-        metavar="URL",
-        help="Waves: the Prometheus --gate-promql queries (http(s); `env up` prints the one it starts).",
-    ),
-)
+FLAGS = PROMQL_FLAGS
 
 
 def check(options: Mapping[str, Any], *, consumers: tuple[str, ...], soak: float | None) -> None:

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Run ``python -m xtask ...`` as a user would, and record when its first API request went out
+and how many it sent: ``python requestprobe.py OUT.json -m xtask env provider-drain ...``.
+
+The count is taken where every request of the official client passes,
+``kubernetes.client.rest.RESTClientObject.request`` (watches included: one request each), wrapped
+the moment that module is first imported, so nothing is imported earlier than xtask itself would
+import it and the start-up being measured is the real one. OUT.json gets ``firstRequest`` (Unix
+time of the first request, for the caller to subtract its own start time), ``requests``,
+``byVerb`` and ``calls`` (seconds after the first, verb, path). The exit status is the command's (also when it ends with ``os._exit``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import runpy
+import sys
+import time
+
+TARGET = "kubernetes.client.rest"
+seen: dict = {"firstRequest": None, "requests": 0, "byVerb": {}, "calls": []}
+
+
+def _wrap(module) -> None:
+    original = module.RESTClientObject.request
+
+    def request(self, method, url, *args, **kwargs):
+        if seen["firstRequest"] is None:
+            seen["firstRequest"] = time.time()
+        seen["requests"] += 1
+        seen["byVerb"][method] = seen["byVerb"].get(method, 0) + 1
+        seen["calls"].append(
+            f"{time.time() - seen['firstRequest']:.3f} {method} {url.split('://', 1)[-1].split('/', 1)[-1]}"
+        )
+        return original(self, method, url, *args, **kwargs)
+
+    module.RESTClientObject.request = request
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    def create_module(self, spec):
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        self.inner.exec_module(module)
+        _wrap(module)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != TARGET:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _Loader(spec.loader)
+        return spec
+
+
+def main() -> None:
+    out, flag, module, *args = sys.argv[1:]
+    if flag != "-m":
+        raise SystemExit("usage: requestprobe.py OUT.json -m MODULE [ARGS...]")
+    sys.meta_path.insert(0, _Finder())
+
+    def dump() -> None:
+        with open(out, "w") as f:
+            json.dump(seen, f)
+
+    atexit.register(dump)
+    hard_exit = os._exit  # xtask ends with os._exit while its threads are alive: no atexit then
+
+    def exit_now(code: int) -> None:
+        dump()
+        hard_exit(code)
+
+    os._exit = exit_now
+    sys.argv = [module, *args]
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    main()
