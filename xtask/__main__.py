@@ -13,13 +13,20 @@ import sys
 
 
 def _interrupted_while_starting(signum: int, frame: object) -> None:
-    """SIGINT before the CLI has started (its modules still loading): nothing has been read or
-    written yet, so end as an interrupted run (exit 8) rather than with a traceback."""
+    """SIGINT, SIGTERM or SIGHUP before the CLI has started (its modules still loading): nothing
+    has been read or written yet, so end as an interrupted run (exit 8) rather than with a
+    traceback or killed by the signal."""
     os.write(2, b"interrupted\n")
     os._exit(8)  # ExitCode.INTERRUPTED; xtask.errors may not be loaded yet
 
 
-signal.signal(signal.SIGINT, _interrupted_while_starting)
+# The signals that interrupt a run. One the process was started ignoring stays ignored (nohup:
+# SIGHUP; a background job of a non-interactive shell: SIGINT), as Python leaves such a SIGINT.
+_INTERRUPTING = [
+    sig for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if signal.getsignal(sig) is not signal.SIG_IGN
+]
+for _sig in _INTERRUPTING:
+    signal.signal(_sig, _interrupted_while_starting)
 
 import io  # noqa: E402
 import traceback  # noqa: E402
@@ -31,8 +38,17 @@ from agn.kube import KubeError  # noqa: E402
 from xtask.cli.output import printable_lines  # noqa: E402
 from xtask.errors import CommandFailed, ComponentFailed, ExitCode, XtaskError  # noqa: E402
 
-# Loaded: from here on a SIGINT is a KeyboardInterrupt, which main() and the commands handle.
-signal.signal(signal.SIGINT, signal.default_int_handler)
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM or SIGHUP outside a command's own handling (a drain's signal latch, ``env up``'s
+    rollback): a KeyboardInterrupt, as SIGINT is, so the command unwinds and ends interrupted
+    (exit 8) instead of being killed by the signal with nothing said."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+# Loaded: from here on these signals are a KeyboardInterrupt, which main() and the commands handle.
+for _sig in _INTERRUPTING:
+    signal.signal(_sig, signal.default_int_handler if _sig == signal.SIGINT else _interrupt)
 
 # Shell completion is keyed by the console script's name, however the CLI was started:
 # eval "$(_XTASK_COMPLETE=bash_source xtask)".

@@ -1,23 +1,34 @@
 """A SIGINT that lands while `python -m xtask` is still loading its modules (found by the chaos
-soak: a traceback and exit -2) ends as an interrupted run: exit 8, one line, no traceback."""
+soak: a traceback and exit -2) ends as an interrupted run: exit 8, one line, no traceback. So
+do SIGTERM and SIGHUP (they killed it: -15, -1), then and later, until a command handles them
+itself (a drain's signal latch): a drain waiting on its first API request is interrupted, not
+killed. A signal the CLI was started ignoring (nohup) stays ignored."""
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
+import yaml
 
 from xtask.errors import ExitCode
 from xtask.state import REPO_ROOT
 
-# Sends SIGINT to itself at the moment `python -m xtask` imports click, i.e. mid-start-up.
+# Sends SIGNUM to itself at the moment `python -m xtask` imports click, i.e. mid-start-up.
 INTERRUPT_WHILE_IMPORTING = """
 import importlib.abc, os, runpy, signal, sys
+SIGNUM = int(os.environ["SIGNUM"])
 
 class InterruptOnClick(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
         if name == "click":
             sys.meta_path.remove(self)
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), SIGNUM)
         return None
 
 sys.meta_path.insert(0, InterruptOnClick())
@@ -26,13 +37,83 @@ runpy.run_module("xtask", run_name="__main__", alter_sys=True)
 """
 
 
-def test_sigint_while_the_cli_loads_is_an_interrupted_run():
-    proc = subprocess.run(
+INTERRUPTING = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
+
+
+def started(signum: int) -> subprocess.CompletedProcess:
+    return subprocess.run(
         [sys.executable, "-c", INTERRUPT_WHILE_IMPORTING],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
         timeout=60,
+        env={**os.environ, "SIGNUM": str(int(signum))},
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),  # as a terminal session starts it
     )
+
+
+@pytest.mark.parametrize("sig", INTERRUPTING, ids=lambda s: s.name)
+def test_a_signal_while_the_cli_loads_is_an_interrupted_run(sig):
+    proc = started(sig)
     assert proc.returncode == ExitCode.INTERRUPTED, proc.stderr
     assert proc.stderr == "interrupted\n"
+
+
+def test_a_hangup_the_cli_was_started_ignoring_stays_ignored_while_it_loads():
+    proc = subprocess.run(
+        [sys.executable, "-c", INTERRUPT_WHILE_IMPORTING.replace('"xtask", "env", "status"', '"xtask", "--version"')],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "SIGNUM": str(int(signal.SIGHUP))},
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),  # as nohup starts it
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "interrupted" not in proc.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_a_drain_waiting_on_its_first_request_is_interrupted_not_killed(tmp_path: Path, sig):
+    """The API server accepts the connection and never answers: the drain is still before its
+    signal latch (asking who the caller is). SIGTERM or SIGHUP there: exit 8, nothing written."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        host, port = silent.getsockname()
+        kubeconfig = tmp_path / "config"
+        kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "c", "cluster": {"server": f"http://{host}:{port}"}}],
+                    "users": [{"name": "u", "user": {"token": "t"}}],
+                    "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                    "current-context": "x",
+                }
+            )
+        )
+        argv = [sys.executable, "-m", "xtask", "env", "provider-drain", "--kubeconfig", str(kubeconfig)]
+        argv += ["--provider", "p-one", "--journal-dir", str(tmp_path / "journal")]
+        cli = subprocess.Popen(
+            argv,
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
+        )
+        try:
+            silent.settimeout(60)
+            conn, _ = silent.accept()  # the CLI's first request is on its way: nothing answers it
+            with conn:
+                cli.send_signal(sig)
+                out, err = cli.communicate(timeout=60)
+        finally:
+            if cli.poll() is None:
+                cli.kill()
+                cli.wait()
+    assert cli.returncode == ExitCode.INTERRUPTED, err  # before: killed by the signal (-15, -1)
+    assert err.split() == ["aborted"], err  # as a Ctrl-C there says it (click's Abort), no traceback
+    assert not list((tmp_path / "journal").glob("*"))  # no journal: nothing was begun
