@@ -33,7 +33,7 @@ from xtask.drain.core.guard import Targets
 from xtask.drain.core.journal_records import JournalHeader
 from xtask.drain.core.progress import GateRead, Progress, Said, Soaking, WaitBegun, WaveChanged
 from xtask.drain.core.request import FIELD_MANAGER, DrainRequest, actor
-from xtask.drain.core.states import RunState, WaitState, WaveState, WriteOutcome
+from xtask.drain.core.states import Outcome, RunState, WaitState, WaveState, WriteOutcome
 from xtask.drain.core.waves import describe_reading
 from xtask.drain.edges.fanout import FanOut
 from xtask.drain.edges.journal import Journal, new_operation_id, read_journal
@@ -82,6 +82,12 @@ def run_drain(req: DrainRequest, *, progress: Progress) -> Report:
                 return build_report(run.results, ending, events=events, total_seconds=time.monotonic() - started)
     finally:
         kube.close()
+
+
+def denied(outcome: Outcome) -> bool:
+    """A write the API server refused on its merits (RBAC: 403; an admission policy or the
+    schema: 422), not one that failed on the way (a timeout, a 5xx): retrying cannot help."""
+    return outcome.status in (403, 422)
 
 
 def _namespace(req: DrainRequest, kube: Kube) -> str:
@@ -342,6 +348,12 @@ class _DrainRun:
             wait_state=None,
             stored_ok=None,
         )
+        if failed and not interrupted and code == ExitCode.PARTIAL_RESTORED and all(map(denied, failed)):
+            # The API server refused the writes themselves (its policy or RBAC changed since the
+            # dry run) and everything else was put back: a refusal, as at the dry run.
+            self.results.refused = [f"{o.provider}: {o.error}" for o in failed]
+            why = f"the API server refused {len(failed)} write(s)"
+            code = ExitCode.REFUSED
         return Ending(f"{why}; restoration: " + restoration_summary(self.results.restorations), code)
 
     def _hold_details(self, facts: list[Fact], changes: list[Change]) -> list[Fact]:
