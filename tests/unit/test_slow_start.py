@@ -242,3 +242,16 @@ def test_table_judges_windows_on_its_clock():
     assert table.route(None).candidate.provider == "other"  # ramp ~0.066 < 0.5
     now[0] = START + 50.0  # ramp ~0.87
     assert table.route(None).candidate.provider == "back"
+
+
+def test_env_status_shows_the_window_left_and_nothing_once_drained_or_over():
+    from xtask.envstatus import slow_start_status
+
+    def obj(drain: bool) -> dict:
+        return {"spec": {"trafficPolicy": {"drain": drain, "slowStart": WINDOW.to_dict()}}}
+
+    assert slow_start_status(obj(False), now=START + 15) == {**WINDOW.to_dict(), "remainingSeconds": 45.0}
+    assert slow_start_status(obj(False), now=START - 3)["remainingSeconds"] == 60.0
+    assert slow_start_status(obj(False), now=START + 60) is None
+    assert slow_start_status(obj(True), now=START + 15) is None
+    assert slow_start_status({"spec": {}}, now=START) is None
