@@ -8,7 +8,10 @@ Rules, per consumer, per provider selected by the consumer's network:
 1. invalid, unavailable, stale, untrusted or explicitly excluded -> not in the overlay
    (hard failures always win; drain never makes an unusable provider routable);
 2. else drained -> ``existing_only``;
-3. else -> ``admitted``.
+3. else -> ``admitted``; while the provider's slow-start window (``spec.trafficPolicy.slowStart``,
+   :class:`SlowStart`) has not ended, the admitted candidate carries it, and gateways ramp its
+   share of new sessions over the window (:func:`ramp`). The window is published once, with the
+   undrain, and leaves the candidate when it ends: at most two revisions, never one per step.
 The digest covers semantic content only; the revision increases by one exactly when the
 digest changes.
 """
@@ -16,6 +19,7 @@ digest changes.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import enum
 import functools
 import hashlib
@@ -38,6 +42,67 @@ class Exclusion(str, enum.Enum):
     EXCLUDED = "excluded"
 
 
+# Slow start (``provider-drain --undrain --slow-start``): a returning provider's share of new
+# sessions rises linearly from SLOW_START_FLOOR of its full share to all of it over the window.
+SLOW_START_FLOOR = 0.05
+MIN_SLOW_START_SECONDS = 1
+MAX_SLOW_START_SECONDS = 3600
+
+
+def rfc3339(at: float) -> str:
+    """Unix seconds as RFC 3339 UTC text, whole seconds (as Kubernetes writes times)."""
+    return dt.datetime.fromtimestamp(int(at), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class SlowStart:
+    """A slow-start window: from ``start`` (unix seconds, whole, on the API server's clock) for
+    ``seconds``. Written by the drain on the provider's ``spec.trafficPolicy.slowStart``
+    (``{startTime, durationSeconds}``) and carried by its admitted candidate while it lasts."""
+
+    start: int
+    seconds: int
+
+    @property
+    def end(self) -> int:
+        return self.start + self.seconds
+
+    def to_dict(self) -> dict:
+        return {"startTime": rfc3339(self.start), "durationSeconds": self.seconds}
+
+    @classmethod
+    def from_dict(cls, data: object) -> SlowStart | None:
+        """The window in ``data`` (``{startTime, durationSeconds}``), or None when it is absent or
+        not a window (a bad one is ignored: the provider then gets its full share at once)."""
+        if not isinstance(data, Mapping):
+            return None
+        text, seconds = data.get("startTime"), data.get("durationSeconds")
+        if not isinstance(text, str) or not isinstance(seconds, int) or isinstance(seconds, bool):
+            return None
+        if not MIN_SLOW_START_SECONDS <= seconds <= MAX_SLOW_START_SECONDS:
+            return None
+        try:
+            at = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        at = at if at.tzinfo else at.replace(tzinfo=dt.UTC)
+        return cls(int(at.timestamp()), seconds)
+
+
+def ramp(window: SlowStart | None, now: float, *, floor: float = SLOW_START_FLOOR) -> float:
+    """The fraction of its full share of new sessions a candidate gets at ``now``: 1 without a
+    window; inside it, linear from ``floor`` at its start to 1 at its end; ``floor`` before the
+    start (a clock behind the server's); 1 from the end on."""
+    if window is None:
+        return 1.0
+    elapsed = now - window.start
+    if elapsed >= window.seconds:
+        return 1.0
+    if elapsed <= 0:
+        return floor
+    return floor + (1.0 - floor) * elapsed / window.seconds
+
+
 @dataclasses.dataclass(frozen=True)
 class ProviderView:
     """What the model needs to know about one provider (spec plus the operator's probe results)."""
@@ -54,6 +119,7 @@ class ProviderView:
     # The status's MetricsFresh condition is True: a probes heartbeat (agn.operator.heartbeat)
     # renewed after metrics_observed_at vouches that the reading was still fresh then.
     metrics_fresh_claimed: bool = False
+    slow_start: SlowStart | None = None  # spec.trafficPolicy.slowStart
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,9 +158,12 @@ class Candidate:
     selection_group: str
     rank: int
     admission_state: str
+    # Only on an admitted candidate, while its window lasts. Compared and ordered last, and in a
+    # digest row only when present, so a candidate without one digests as before it existed.
+    slow_start: SlowStart | None = None
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "id": self.id,
             "provider": self.provider,
             "endpoint": self.endpoint,
@@ -102,16 +171,24 @@ class Candidate:
             "rank": self.rank,
             "admission_state": self.admission_state,
         }
+        if self.slow_start is not None:
+            out["slowStart"] = self.slow_start.to_dict()
+        return out
+
+    @property
+    def row_items(self) -> list:
+        """What :func:`overlay_digest` digests of this candidate (a window as its start text and seconds)."""
+        items: list = [self.id, self.provider, self.endpoint, self.selection_group, self.rank, self.admission_state]
+        if self.slow_start is not None:
+            items += [rfc3339(self.slow_start.start), self.slow_start.seconds]
+        return items
 
     @functools.cached_property
     def row(self) -> str:
         """This candidate's row in :func:`overlay_digest`'s input, as JSON text. Computed once per
         Candidate object: a planner that keeps unchanged candidates digests a fleet by joining
         these (:func:`digest_of_rows`) instead of serialising every candidate again."""
-        return json.dumps(
-            [self.id, self.provider, self.endpoint, self.selection_group, self.rank, self.admission_state],
-            separators=(",", ":"),
-        )
+        return json.dumps(self.row_items, separators=(",", ":"))
 
     @classmethod
     def from_dict(cls, data: Mapping) -> Candidate:
@@ -122,6 +199,7 @@ class Candidate:
             selection_group=str(data.get("selectionGroup", "")),
             rank=int(data.get("rank", 0)),
             admission_state=str(data["admission_state"]),
+            slow_start=SlowStart.from_dict(data.get("slowStart")),
         )
 
 
@@ -246,18 +324,34 @@ def verdict_until(provider: ProviderView, network: NetworkView, *, now: float) -
     other answer changes only with a new provider version or network. ``inf`` if never."""
     if provider.healthy is True and endpoint_valid(provider.endpoint) and metrics_fresh(provider, network, now=now):
         assert provider.metrics_observed_at is not None  # fresh implies observed
-        return provider.metrics_observed_at + network.metrics_max_age_seconds
+        until = float(provider.metrics_observed_at + network.metrics_max_age_seconds)
+        window = provider.slow_start
+        if window is not None and not provider.drain and now < window.end:
+            until = min(until, float(window.end))  # the window leaves the candidate then
+        return until
     return float("inf")
 
 
-def candidate_for(provider: ProviderView, failure: Exclusion | None, consumer: ConsumerView) -> Candidate | None:
+def slow_start_of(provider: ProviderView, *, now: float | None) -> SlowStart | None:
+    """The window an admitted candidate of ``provider`` carries at ``now``: its own until it ends
+    (``now`` None: not judged by time)."""
+    window = provider.slow_start
+    if window is None or provider.drain or (now is not None and now >= window.end):
+        return None
+    return window
+
+
+def candidate_for(
+    provider: ProviderView, failure: Exclusion | None, consumer: ConsumerView, *, now: float | None = None
+) -> Candidate | None:
     """The consumer's candidate for a selected provider whose hard failure (for the consumer's
     network) is ``failure``: rules 1–3 of the module docstring, given rule 1's network part."""
     if failure is not None or provider.name in consumer.excluded_providers:
         return None
     state = EXISTING_ONLY if provider.drain else ADMITTED
     p = provider
-    return Candidate(p.candidate_id, p.name, p.endpoint, p.selection_group, p.rank, state)
+    window = slow_start_of(p, now=now)
+    return Candidate(p.candidate_id, p.name, p.endpoint, p.selection_group, p.rank, state, window)
 
 
 def compute_candidates(
@@ -267,7 +361,7 @@ def compute_candidates(
     for p in providers:
         if not selects(network, p.labels):
             continue
-        c = candidate_for(p, hard_failure(p, network, now=now), consumer)
+        c = candidate_for(p, hard_failure(p, network, now=now), consumer, now=now)
         if c is not None:
             out.append(c)
     return tuple(sorted(out, key=lambda c: (c.id, c.provider)))
@@ -279,7 +373,7 @@ def overlay_digest(candidates: Iterable[Candidate]) -> str:
     Order-independent (the candidates are sorted first); no timestamps or load numbers exist
     in a :class:`Candidate`, so they cannot leak in.
     """
-    rows = sorted([c.id, c.provider, c.endpoint, c.selection_group, c.rank, c.admission_state] for c in candidates)
+    rows = sorted(c.row_items for c in candidates)
     return "sha256:" + hashlib.sha256(json.dumps(rows, separators=(",", ":")).encode()).hexdigest()[:32]
 
 

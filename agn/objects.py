@@ -18,6 +18,7 @@ from agn.model import (
     LabelRequirement,
     NetworkView,
     ProviderView,
+    SlowStart,
     candidate_id,
 )
 from agn.resources import qualified_name
@@ -99,6 +100,7 @@ def _provider_view(obj: Mapping[str, Any]) -> ProviderView:
         selection_group=str(spec.get("selectionGroup", "")),
         rank=int(spec.get("rank", 0) or 0),
         drain=drain_of(obj),
+        slow_start=SlowStart.from_dict((spec.get("trafficPolicy") or {}).get("slowStart")),
         labels=dict(meta.get("labels") or {}),
         healthy=probe.get("healthy"),
         metrics_observed_at=parse_time(probe.get("metricsObservedAt")),

@@ -11,11 +11,22 @@ from __future__ import annotations
 import time
 
 from agn.kube import CONSUMERS, NETWORKS, PROVIDERS, Kube
+from agn.model import SlowStart
 from agn.objects import condition, drain_of, name_of, rfc3339
 from agn.operator.heartbeat import read_heartbeat
 from agn.overlays import list_overlays
 from agn.shards import Incomplete
 from xtask.drain.core.converge import incomplete_reason
+
+
+def slow_start_status(provider: dict, *, now: float) -> dict | None:
+    """A provider in a slow-start window (``--undrain --slow-start``): the window and the seconds
+    left of it at ``now`` (this host's clock); None when it has none, is drained or it has ended."""
+    raw = ((provider.get("spec") or {}).get("trafficPolicy") or {}).get("slowStart")
+    window = SlowStart.from_dict(raw)
+    if window is None or drain_of(provider) or now >= window.end:
+        return None
+    return {**window.to_dict(), "remainingSeconds": round(window.end - max(now, window.start), 1)}
 
 
 def agn_objects(kube: Kube, namespace: str) -> dict:
@@ -41,6 +52,7 @@ def agn_objects(kube: Kube, namespace: str) -> dict:
                 "rank": spec.get("rank"),
                 "candidateId": (p.get("status") or {}).get("candidateId"),
                 "load": (p.get("status") or {}).get("load"),
+                "slowStart": slow_start_status(p, now=time.time()),
             }
         )
     out_consumers = []

@@ -26,6 +26,7 @@ from agn.gateway.status_writer import StatusWriter
 from agn.gateway.table import RoutingTable
 from agn.kube import Kube, KubeError
 from agn.logs import JsonLog
+from agn.serverclock import ServerClock
 
 EXIT_OK = 0
 EXIT_START_FAILED = 1
@@ -49,7 +50,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_START_FAILED
     log.fields["namespace"] = namespace
     stop = _stop_on_signals()
-    table = RoutingTable()
+    # Slow-start windows are on the API server's clock: the table judges them on this estimate of
+    # it (the offset read by a thread of its own; this host's clock until the first read).
+    clock = ServerClock(kube)
+    table = RoutingTable(clock=clock.estimate)
     status = StatusWriter(kube, namespace=namespace, consumer=settings.consumer, log=log)
     follower = OverlayFollower(
         kube, namespace=namespace, consumer=settings.consumer, table=table, status=status, log=log, stop=stop
@@ -61,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         kube.close()
         return EXIT_START_FAILED
     address = f"http://{settings.host}:{server.server_address[1]}"
-    _run(server, status, follower, address=address, kube=kube, log=log, stop=stop)
+    _run(server, status, follower, clock, address=address, kube=kube, log=log, stop=stop)
     return EXIT_OK
 
 
@@ -103,6 +107,7 @@ def _run(
     server: ThreadingHTTPServer,
     status: StatusWriter,
     follower: OverlayFollower,
+    clock: ServerClock,
     *,
     address: str,
     kube: Kube,
@@ -116,6 +121,7 @@ def _run(
         threading.Thread(target=status.run, name="status", daemon=True),
         # Daemon: a watch blocks until its server-side timeout; exiting must not wait for it.
         threading.Thread(target=follower.run, name="follower", daemon=True),
+        threading.Thread(target=clock.keep_reading, args=(stop, log), name="server-clock", daemon=True),
     ]
     try:
         for thread in threads:

@@ -3,8 +3,9 @@
 HTTP handler threads call :meth:`RoutingTable.route`; the follower calls
 :meth:`RoutingTable.swap`. Both take one lock, so a request sees either the old overlay or
 the new one, never a mix. The decision is :func:`agn.gateway.routing.choose`'s, made from
-lookups built once per swap (:class:`Routes`: the candidate of each provider, the best
-admitted candidate overall and per selection group) so that a request costs O(1) and not a
+lookups built once per swap (:class:`Routes`: the candidate of each provider, the new-session
+chain overall and per selection group — the best admitted candidate, preceded by any better one
+in a slow-start window) so that a request costs O(1) and not a
 walk over every candidate — at 5,000 candidates that walk was most of a request's CPU. The
 unit tests hold the two equal on generated overlays. It must not do I/O (no API calls, no
 upstream requests).
@@ -17,17 +18,30 @@ until the session's next request re-homes it, so the re-homing is visible in the
 from __future__ import annotations
 
 import dataclasses
+import random
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import Any
 
-from agn.gateway.routing import AFFINITY, NEW_SESSION, NO_ADMITTED_CANDIDATE, REHOMED, Decision
+from agn.gateway.routing import AFFINITY, NEW_SESSION, NO_ADMITTED_CANDIDATE, REHOMED, Decision, pick
 from agn.model import ADMITTED, Candidate, Overlay
 
 DEFAULT_MAX_SESSIONS = 100_000
 _PROVIDER = attrgetter("provider")
+
+
+def _rank_id(c: Candidate) -> tuple[int, str]:
+    return (c.rank, c.id)
+
+
+def _chain(anchor: Candidate | None, windows: list[Candidate]) -> tuple[Candidate, ...]:
+    """:func:`agn.gateway.routing.new_session_chain` from the best admitted candidate without a
+    window (``anchor``) and the admitted candidates with one (``windows``; few, usually none)."""
+    before = sorted((c for c in windows if anchor is None or _rank_id(c) < _rank_id(anchor)), key=_rank_id)
+    return (*before, anchor) if anchor is not None else tuple(before)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,8 +49,8 @@ class Routes:
     """What :func:`agn.gateway.routing.choose` looks up, precomputed for one overlay's candidates."""
 
     by_provider: dict[str, Candidate]  # the first candidate of each provider, as choose finds it
-    best: Candidate | None  # the best admitted candidate (lowest rank, then id; the first on a tie)
-    best_in_group: dict[str, Candidate]  # the same, per selection group
+    chain: tuple[Candidate, ...]  # the new-session chain (routing.new_session_chain); () if none
+    chain_in_group: dict[str, tuple[Candidate, ...]]  # the same, per selection group
 
     @classmethod
     def of(cls, candidates: Sequence[Candidate]) -> Routes:
@@ -44,33 +58,52 @@ class Routes:
         by_provider = dict(zip(map(_PROVIDER, backwards), backwards, strict=True))
         best: Candidate | None = None
         best_in_group: dict[str, Candidate] = {}
+        windows: dict[str, list[Candidate]] = {}
         for c in candidates:
             if c.admission_state != ADMITTED:
+                continue
+            if c.slow_start is not None:
+                windows.setdefault(c.selection_group, []).append(c)
                 continue
             current = best_in_group.get(c.selection_group)
             if current is None or (c.rank, c.id) < (current.rank, current.id):
                 best_in_group[c.selection_group] = c
             if best is None or (c.rank, c.id) < (best.rank, best.id):
                 best = c
-        return cls(by_provider, best, best_in_group)
+        groups = set(best_in_group) | set(windows)
+        chains = {g: _chain(best_in_group.get(g), windows.get(g, [])) for g in groups}
+        return cls(by_provider, _chain(best, [c for w in windows.values() for c in w]), chains)
 
-    def choose(self, previous: str | None, *, selection_group: str | None = None) -> Decision:
+    def choose(
+        self, previous: str | None, *, selection_group: str | None = None, now: float = 0.0, draw: float = 0.0
+    ) -> Decision:
         """:func:`agn.gateway.routing.choose` for a session whose affinity is ``previous``."""
         if previous is not None:
             current = self.by_provider.get(previous)
             if current is not None and (selection_group is None or current.selection_group == selection_group):
                 return Decision(current, AFFINITY, previous)
-        picked = self.best if selection_group is None else self.best_in_group.get(selection_group)
+        chain = self.chain if selection_group is None else self.chain_in_group.get(selection_group, ())
+        picked = chain[0] if len(chain) == 1 and chain[0].slow_start is None else pick(chain, now=now, draw=draw)
         if picked is None:
             return Decision(None, NO_ADMITTED_CANDIDATE, previous)
         return Decision(picked, REHOMED if previous is not None else NEW_SESSION, previous)
 
 
-_NO_ROUTES = Routes({}, None, {})
+_NO_ROUTES = Routes({}, (), {})
 
 
 class RoutingTable:
-    def __init__(self, *, max_sessions: int = DEFAULT_MAX_SESSIONS) -> None:
+    def __init__(
+        self,
+        *,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+        clock: Callable[[], float] = time.time,
+        draw: Callable[[], float] = random.random,
+    ) -> None:
+        # clock: the API server's time as this gateway estimates it (slow-start windows are on it);
+        # draw: uniform in [0, 1), for a new session's choice along a chain with a window.
+        self.clock = clock
+        self._draw = draw
         self._lock = threading.Lock()
         self._overlay: Overlay | None = None
         self._routes = _NO_ROUTES
@@ -100,7 +133,9 @@ class RoutingTable:
         with self._lock:
             revision = self._overlay.revision if self._overlay is not None else None
             previous = self._affinities.get(session) if session else None
-            decision = self._routes.choose(previous, selection_group=selection_group)
+            decision = self._routes.choose(
+                previous, selection_group=selection_group, now=self.clock(), draw=self._draw()
+            )
             if session and decision.candidate is not None:
                 self._affinities[session] = decision.candidate.provider
                 self._affinities.move_to_end(session)

@@ -31,7 +31,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from operator import attrgetter
 from typing import Any, TypeGuard
 
-from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Overlay, endpoint_valid, overlay_digest
+from agn.model import (
+    ADMITTED,
+    EXISTING_ONLY,
+    MAX_SLOW_START_SECONDS,
+    MIN_SLOW_START_SECONDS,
+    Candidate,
+    Overlay,
+    SlowStart,
+    endpoint_valid,
+    overlay_digest,
+)
 from agn.shards import MAX_SHARD_COUNT, SHARD_INFIX, consumer_of_shard, shard_of
 
 ADMISSION_STATES = (ADMITTED, EXISTING_ONLY)
@@ -68,7 +78,23 @@ def _candidate_problems(index: int, cand: Any) -> list[str]:
         problems.append(f"{where}.rank {rank!r} must be a non-negative integer")
     if not isinstance(cand.get("selectionGroup", ""), str):
         problems.append(f"{where}.selectionGroup must be a string")
+    if "slowStart" in cand:
+        problems += _slow_start_problems(where, cand)
     return problems
+
+
+def _slow_start_problems(where: str, cand: Mapping[str, Any]) -> list[str]:
+    """A candidate's ``slowStart`` (:class:`agn.model.SlowStart`): on an admitted candidate only,
+    ``{startTime: RFC 3339, durationSeconds: 1..3600}``."""
+    window = cand["slowStart"]
+    if SlowStart.from_dict(window) is None:
+        return [
+            f"{where}.slowStart {window!r} must be {{startTime: an RFC 3339 time, durationSeconds: "
+            f"an integer from {MIN_SLOW_START_SECONDS} to {MAX_SLOW_START_SECONDS}}}"
+        ]
+    if cand.get("admission_state") != ADMITTED:
+        return [f"{where}.slowStart is only for an admitted candidate"]
+    return []
 
 
 def _header_problems(spec: Mapping[str, Any], consumer: str) -> list[str]:
@@ -204,7 +230,13 @@ def parse_shard(spec: Any, *, entry: ShardEntry, shard_count: int) -> tuple[Cand
         raise InvalidOverlay([f"{where}: {p}" for p in problems])
     cands = tuple(
         Candidate(
-            c["id"], c["provider"], c["endpoint"], c.get("selectionGroup", ""), c.get("rank", 0), c["admission_state"]
+            c["id"],
+            c["provider"],
+            c["endpoint"],
+            c.get("selectionGroup", ""),
+            c.get("rank", 0),
+            c["admission_state"],
+            SlowStart.from_dict(c.get("slowStart")),
         )
         for c in raw
     )

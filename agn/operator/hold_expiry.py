@@ -7,7 +7,7 @@ owner, holder and ticket.
 
 Expiry is judged on the API server's clock, as the hold's times were written: every
 :data:`CLOCK_REFRESH_SECONDS` the operator asks the server (a ``SelfSubjectReview``; its
-``Date`` header) and keeps the offset to its own clock.
+``Date`` header) and keeps the offset to its own clock (:class:`agn.serverclock.ServerClock`).
 
 *Once*, also across restarts and leader changes: the Event's name is derived from the
 provider's uid, the hold's key and its ``expiresAt`` (:func:`expiry_event_name`), so a second
@@ -31,11 +31,11 @@ from agn.holds import expired_holds
 from agn.kube import Conflict, Kube, KubeError
 from agn.logs import JsonLog
 from agn.operator.writes import LeaderWrites, NotLeader
+from agn.serverclock import ServerClock
 
 HOLD_EXPIRED = "HoldExpired"
 CONTROLLER = "agn.dev/operator"
 CHECK_SECONDS = 1.0  # how often the providers' holds are looked at
-CLOCK_REFRESH_SECONDS = 30.0  # how often the API server's clock is read again
 REQUEST_TIMEOUT = 5.0
 
 
@@ -52,26 +52,6 @@ def expiry_note(hold: Mapping[str, Any]) -> str:
         f"ticket {hold['ticket'] or '-'}; it still holds the provider drained until its owner removes it "
         "(or a user allowed release-holds runs provider-drain --undrain --release-all)"
     )
-
-
-@dataclasses.dataclass
-class ServerClock:
-    """The API server's time, from an offset to this process's clock read now and then."""
-
-    kube: Kube
-    refresh: float = CLOCK_REFRESH_SECONDS
-    offset: float | None = None
-    read_at: float = 0.0
-
-    def now(self) -> float:
-        if self.offset is None or time.monotonic() - self.read_at >= self.refresh:
-            _, server = self.kube.who_am_i()
-            self.offset, self.read_at = server - time.time(), time.monotonic()
-        return time.time() + self.offset
-
-    def known_now(self) -> float | None:
-        """The server's time as last known (None: never read); never asks."""
-        return None if self.offset is None else time.time() + self.offset
 
 
 class HoldExpiry:

@@ -8,7 +8,7 @@ verdict (selected? failing how?) plus the consumer's own exclusions, so the verd
 - a provider's verdict is recomputed only when its view is a new object (the informer store's
   :meth:`~agn.operator.informer.Store.derived` hands out the same view object until the provider
   changes), when the network changed, or when time passed the moment the verdict was good until
-  (:func:`agn.model.verdict_until`: a fresh reading goes stale);
+  (:func:`agn.model.verdict_until`: a fresh reading goes stale, a slow-start window ends);
 - :attr:`NetworkVerdict.version` changes only when something a candidate is made of changed —
   membership, a hard failure, or a candidate field — so a consumer can reuse its last plan
   (candidates, digest) when the version it was planned from is still current. A probe that
@@ -133,7 +133,8 @@ def _outcome(e: _Entry) -> tuple:
     """What a candidate (and a hard-failure Event) is made of: all but the reading's time."""
     v = e.view
     probed = v.healthy is not None  # a first probe that finds a provider down is news for Events
-    return (e.selected, e.failure, probed, v.candidate_id, v.endpoint, v.selection_group, v.rank, v.drain)
+    window = e.candidate.slow_start if e.candidate is not None else None  # published while it lasts
+    return (e.selected, e.failure, probed, v.candidate_id, v.endpoint, v.selection_group, v.rank, v.drain, window)
 
 
 def candidates_of(verdict: NetworkVerdict, consumer: ConsumerView) -> tuple[Candidate, ...]:
@@ -188,7 +189,7 @@ class Verdicts:
             fresh += known is None
             chosen = selects(network, p.labels)
             failure = hard_failure(p, network, now=now) if chosen else None
-            candidate = candidate_for(p, failure, _NO_EXCLUSIONS) if chosen else None
+            candidate = candidate_for(p, failure, _NO_EXCLUSIONS, now=now) if chosen else None
             was = known.candidate if known is not None else None
             if candidate is not None and candidate == was:
                 candidate = was  # the same object: its digest row is computed already

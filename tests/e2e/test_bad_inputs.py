@@ -332,6 +332,17 @@ ROWS: dict[str, Row] = {
     "release-all-on-drain": Row(
         (*P1, "--release-all"), 2, "--release-all removes every holder's hold on --undrain; it does not apply"
     ),
+    # -- slow start on return: --undrain --slow-start DURATION (1s..1h, whole seconds) ---------------------------
+    "slow-start-on-drain": Row(
+        (*P1, "--slow-start", "60s"), 2, "--slow-start ramps the share of providers an undrain returns"
+    ),
+    "slow-start-zero": Row((*P1, "--undrain", "--slow-start", "0"), 2, "'0' is not a positive duration"),
+    "slow-start-word": Row((*P1, "--undrain", "--slow-start", "gently"), 2, "'gently' is not a duration"),
+    "slow-start-fraction": Row(
+        (*P1, "--undrain", "--slow-start", "1.5s"), 2, "'1.5s' is not a whole number of seconds"
+    ),
+    "slow-start-too-long": Row((*P1, "--undrain", "--slow-start", "2h"), 2, "'2h' is longer than 1 hour"),
+    "slow-start-negative": Row((*P1, "--undrain", "--slow-start", "-5"), 2, "'-5' is a negative duration"),
     "drains-bad-namespace": Row(("env", "drains", "--namespace", "Bad_NS"), 2, "'Bad_NS' is not a valid namespace"),
     "drains-output-xml": Row(
         ("env", "drains", "-o", "xml"),
@@ -1000,6 +1011,20 @@ ROWS: dict[str, Row] = {
         ("kubectl", "patch", "iprov", "p-one", "--type", "merge", "-p", '{"spec":{"trafficPolicy":"drain"}}'),
         1,
         "spec.trafficPolicy: Invalid value",
+    ),
+    "edit-slow-start-too-long": Row(
+        (
+            "kubectl",
+            "patch",
+            "iprov",
+            "p-one",
+            "--type",
+            "merge",
+            "-p",
+            '{"spec":{"trafficPolicy":{"slowStart":{"startTime":"2024-01-01T00:00:00Z","durationSeconds":7200}}}}',
+        ),
+        1,
+        "spec.trafficPolicy.slowStart.durationSeconds: Invalid value: 7200",
     ),
     "edit-rank-negative": Row(
         ("kubectl", "patch", "iprov", "p-two", "--type", "merge", "-p", '{"spec":{"rank":-1}}'),

@@ -19,6 +19,7 @@ import pytest
 import yaml
 from kindenv import CONTEXT, ENV, NAMESPACE, REPO_ROOT, PortForward
 
+from agn.model import SlowStart
 from agn.shards import assemble
 from agnprocs import http_json, wait_for
 from kubetest import cluster_entry
@@ -203,6 +204,65 @@ def test_sticky_and_new_sessions_through_a_gateway_service_during_a_drain(kind_e
     finally:
         drain(kind_env, "--provider", "provider-one", "--undrain", *TARGETS)
         forward.stop()
+
+
+def test_slow_start_ramps_new_sessions_through_a_gateway_service(kind_env):
+    """``--undrain --slow-start 30s`` on kind: provider-one's share of new chat sessions rises in
+    each 10 s window (expected 0.21, 0.53, 0.84; ~12 sessions/s through the port-forward give
+    n >= 60 a window, σ <= 0.065, consecutive windows 0.32 apart: about 3.5 σ of their
+    difference), all of them after the window, at most two revisions per consumer, and `env
+    status` shows the window while it lasts."""
+    forward = PortForward(kind_env, "service/agn-gateway-consumer-a", 8080)
+    base = f"http://127.0.0.1:{forward.port}"
+    sent: list[tuple[float, str]] = []
+    stop = threading.Event()
+
+    def traffic() -> None:
+        i = 0
+        while not stop.is_set():
+            i += 1
+            body = http_json(
+                f"{base}/v1/completions",
+                method="POST",
+                body={"prompt": "hi"},
+                headers={"x-selection-group": "chat", "x-session-id": f"slow-{i}"},
+            )
+            sent.append((time.time(), body["provider"]))
+            stop.wait(0.08)
+
+    def revisions() -> dict[str, int]:
+        items = kind_env.kubectl_json("-n", NAMESPACE, "get", "routingoverlays")["items"]
+        return {o["metadata"]["name"]: o["spec"]["revision"] for o in items}
+
+    worker = threading.Thread(target=traffic, daemon=True)
+    try:
+        drain(kind_env, "--provider", "provider-one", *TARGETS)
+        before = revisions()
+        worker.start()
+        drain(kind_env, "--provider", "provider-one", "--undrain", "--slow-start", "30s", *TARGETS)
+        policy = kind_env.kubectl_json("-n", NAMESPACE, "get", "inferenceprovider", "provider-one")["spec"]
+        window = SlowStart.from_dict(policy["trafficPolicy"]["slowStart"])
+        assert window is not None and window.seconds == 30
+        status = parse_report(kind_env.run("env", "status", "--env", ENV, "-o", "json").stdout)
+        one = next(p for p in status["objects"]["providers"] if p["name"] == "provider-one")
+        assert one["slowStart"]["durationSeconds"] == 30 and 0 < one["slowStart"]["remainingSeconds"] <= 30
+        wait_for(lambda: time.time() >= window.end + 8, timeout=90, interval=0.5, what="the window over")
+    finally:
+        stop.set()
+        worker.join(timeout=30)
+        forward.stop()
+    shares = []
+    for k in range(3):
+        got = [p for at, p in sent if window.start + 10 * k <= at < window.start + 10 * (k + 1)]
+        assert len(got) >= 60, f"window {k}: only {len(got)} new sessions"
+        shares.append(got.count("provider-one") / len(got))
+    assert shares[0] < shares[1] < shares[2] < 1.0, shares
+    after = [p for at, p in sent if window.end + 2 <= at]
+    assert after and set(after) == {"provider-one"}
+    wait_for(
+        lambda: all(revisions()[c] - before[c] == 2 for c in before), timeout=30, what="the window gone: revision 2"
+    )
+    assert all(revisions()[c] - before[c] <= 2 for c in before)
 
 
 def test_pods_deleted_during_a_drains_wait(kind_env):

@@ -12,6 +12,7 @@ import concurrent.futures as cf
 import dataclasses
 import datetime as dt
 import functools
+import time
 from typing import Any
 
 from agn.kube import Kube
@@ -38,6 +39,9 @@ class RunContext:
     owner: str  # the caller's Kubernetes username (a SelfSubjectReview): it owns the caller's hold
     started_at: dt.datetime  # on the API server's clock (its Date header when the run began)
     resumed: JournalState | None  # --resume: the journal of the drain in waves to continue
+    # The API server's clock minus this host's, read with started_at: a write's server time is
+    # this host's clock plus it (a slow start's startTime is the moment of its write).
+    server_offset: float = 0.0
 
     @property
     def holder(self) -> str:
@@ -65,7 +69,12 @@ class RunContext:
             reason=self.req.reason,
             hold=self.hold,
             owner=self.owner,
+            now=self.server_now_text() if change.slow_start is not None else None,
         )
+
+    def server_now_text(self) -> str:
+        """The API server's time now, RFC 3339 whole seconds (as ``at_text``)."""
+        return dt.datetime.fromtimestamp(int(time.time() + self.server_offset), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     @functools.cached_property
     def at_text(self) -> str:

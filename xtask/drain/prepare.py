@@ -148,7 +148,9 @@ def _plan(ctx: RunContext, results: RunResults, selected: list[Any]) -> list[Cha
     ctx.events.know(selected)
     results.selection = [p["metadata"]["name"] for p in selected]
     ctx.say(f"selection ({req.selector.describe()}, namespace {ctx.namespace}): {', '.join(results.selection)}")
-    changes = plan_changes(selected, requested=req.drain, hold_key=ctx.hold_key, release_all=req.release_all)
+    changes = plan_changes(
+        selected, requested=req.drain, hold_key=ctx.hold_key, release_all=req.release_all, slow_start=req.slow_start
+    )
     holders = {p["metadata"]["name"]: tuple(holder_name(h) for h in holds_of(p)) for p in selected}
     for c in changes:
         planned = Planned(c.provider, c.current, c.requested, c.already, c.target, holders[c.provider])

@@ -130,6 +130,7 @@ def _context(req: DrainRequest, kube: Kube, namespace: str, pool: cf.Executor, p
         owner=owner,
         started_at=dt.datetime.fromtimestamp(server_time, dt.UTC),
         resumed=resumed,
+        server_offset=server_time + 0.5 - time.time(),  # Date has whole seconds: its middle
     )
 
 

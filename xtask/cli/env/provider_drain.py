@@ -15,6 +15,7 @@ from typing import Any
 import click
 import cloup
 
+from agn.model import MAX_SLOW_START_SECONDS, MIN_SLOW_START_SECONDS
 from xtask.cli.complete import complete_context, complete_gateway, complete_provider
 from xtask.cli.env import VERBOSE_HELP
 from xtask.cli.env.drain_view import PlainReporter, plain_final
@@ -74,6 +75,14 @@ CLUSTER_SELECTION = (
         help="Select every InferenceProvider whose spec.providerGateway equals this, exactly.",
     ),
     click.option("--undrain", is_flag=True, help="Clear the drain (the operator re-evaluates health and metrics)."),
+    click.option(
+        "--slow-start",
+        type=DurationType(minimum=MIN_SLOW_START_SECONDS, maximum=MAX_SLOW_START_SECONDS, whole=True),
+        metavar="DURATION",
+        help="With --undrain: each provider it returns gets a share of new sessions rising from 5% to its full share "
+        "over DURATION (1s-1h: 60, 90s, 5m), judged by the gateways on the API server's clock; a later drain "
+        "cancels it (docs/provider-drain.md).",
+    ),
 )
 
 TARGETS = (

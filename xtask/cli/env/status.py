@@ -196,6 +196,8 @@ def _render_objects(objs: dict, con: Console, *, wide: bool) -> None:
     rows = []
     for p in objs["providers"]:
         drain = str(p["drain"]).lower() + (f" ({p['drainReason']})" if p["drain"] and p.get("drainReason") else "")
+        if p.get("slowStart"):
+            drain += f" (slow start, {p['slowStart']['remainingSeconds']:.0f}s left)"
         rows.append(
             {
                 "name": e(p["name"]),

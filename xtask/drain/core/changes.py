@@ -35,6 +35,10 @@ class Change:
     other_holds: tuple[str, ...] = ()
     hold_key: str | None = None
     release_all: bool = False
+    # Slow start (--undrain --slow-start): the window's seconds this undrain writes beside the flag
+    # (None: none), and spec.trafficPolicy.slowStart as it was (raw; None: omitted), restored with it.
+    slow_start: int | None = None
+    previous_slow_start: Mapping[str, Any] | None = None
 
     @property
     def current(self) -> bool:
@@ -60,21 +64,37 @@ def raw_drain(obj: Mapping[str, Any]) -> bool | None:
     return None if value is None else bool(value)
 
 
+def raw_slow_start(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """``spec.trafficPolicy.slowStart`` as written (None: omitted)."""
+    value = ((obj.get("spec") or {}).get("trafficPolicy") or {}).get("slowStart")
+    return dict(value) if isinstance(value, Mapping) else None
+
+
 def plan_changes(
     selected: Iterable[Mapping[str, Any]],
     *,
     requested: bool,
     hold_key: str | None = None,
     release_all: bool = False,
+    slow_start: int | None = None,
 ) -> list[Change]:
     """One change per provider. With ``hold_key`` (the caller's hold) a drain adds that hold and
     an undrain removes it, clearing the flag only when no other hold remains (``release_all``:
-    removing every hold); without it only the flag is planned."""
-    return [plan_change(obj, requested=requested, hold_key=hold_key, release_all=release_all) for obj in selected]
+    removing every hold); without it only the flag is planned. ``slow_start``: an undrain's window
+    (seconds), written with the flag when the flag clears."""
+    return [
+        plan_change(obj, requested=requested, hold_key=hold_key, release_all=release_all, slow_start=slow_start)
+        for obj in selected
+    ]
 
 
 def plan_change(
-    obj: Mapping[str, Any], *, requested: bool, hold_key: str | None = None, release_all: bool = False
+    obj: Mapping[str, Any],
+    *,
+    requested: bool,
+    hold_key: str | None = None,
+    release_all: bool = False,
+    slow_start: int | None = None,
 ) -> Change:
     meta = obj.get("metadata", {})
     annotations = meta.get("annotations") or {}
@@ -97,6 +117,8 @@ def plan_change(
         other_holds=others,
         hold_key=hold_key,
         release_all=release_all,
+        slow_start=None if requested else slow_start,
+        previous_slow_start=raw_slow_start(obj),
     )
 
 
@@ -107,7 +129,13 @@ def with_owners(hold_keys: Iterable[str]) -> list[str]:
 
 def replan(change: Change, obj: Mapping[str, Any]) -> Change:
     """``change`` planned again from the object as it is now (after a 409)."""
-    return plan_change(obj, requested=change.requested, hold_key=change.hold_key, release_all=change.release_all)
+    return plan_change(
+        obj,
+        requested=change.requested,
+        hold_key=change.hold_key,
+        release_all=change.release_all,
+        slow_start=change.slow_start,
+    )
 
 
 def drain_patch(
@@ -119,11 +147,16 @@ def drain_patch(
     reason: str | None,
     hold: str | None = None,
     owner: str | None = None,
+    now: str | None = None,
 ) -> dict:
-    """Merge patch touching only ``spec.trafficPolicy.drain``, our annotations and the holds
-    this change writes (``hold``: the caller's hold value, for the keys it adds; ``owner``: the
-    caller's username, written beside it as the hold's owner annotation; a removed hold loses
-    its owner annotation too).
+    """Merge patch touching only ``spec.trafficPolicy.drain`` (and ``slowStart``), our annotations
+    and the holds this change writes (``hold``: the caller's hold value, for the keys it adds;
+    ``owner``: the caller's username, written beside it as the hold's owner annotation; a removed
+    hold loses its owner annotation too).
+
+    When the flag changes, ``slowStart`` goes with it: a drain clears one that is there
+    (cancelling a window in progress); an undrain with :attr:`Change.slow_start` writes ``{startTime: now,
+    durationSeconds}`` (``now``: the API server's time at this write, RFC 3339), else leaves it.
 
     ``metadata.resourceVersion`` makes it conditional: if anything changed the object since
     we read it, the API server answers 409 and we re-read instead of acting on stale data; so
@@ -145,7 +178,15 @@ def drain_patch(
         annotations[owner_key(key)] = owner if adds else None
     patch: dict[str, Any] = {"metadata": {"resourceVersion": change.resource_version, "annotations": annotations}}
     if change.flag_changes:
-        patch["spec"] = {"trafficPolicy": {"drain": change.target}}
+        policy: dict[str, Any] = {"drain": change.target}
+        if change.target:
+            if change.previous_slow_start is not None:
+                policy["slowStart"] = None
+        elif change.slow_start is not None:
+            if now is None:
+                raise ValueError("an undrain with a slow start needs the server's time of the write")
+            policy["slowStart"] = {"startTime": now, "durationSeconds": change.slow_start}
+        patch["spec"] = {"trafficPolicy": policy}
     return patch
 
 
@@ -155,7 +196,10 @@ def restore_patch(change: Change, *, resource_version: str, flag: bool = True) -
     touched = dict(change.hold_writes)
     if flag and change.flag_changes:
         annotations = dict(change.previous_annotations)
-        patch: dict[str, Any] = {"spec": {"trafficPolicy": {"drain": change.previous}}}
+        policy: dict[str, Any] = {"drain": change.previous}
+        if change.previous_slow_start is not None or change.slow_start is not None:
+            policy["slowStart"] = change.previous_slow_start  # the window as it was (None: removed)
+        patch: dict[str, Any] = {"spec": {"trafficPolicy": policy}}
     else:
         annotations = {k: change.previous_annotations.get(k) for k in with_owners(touched)}
         patch = {}

@@ -198,6 +198,7 @@ def _change_from(provider: str, requested: bool, rec: Mapping[str, Any]) -> Chan
     key = holds.get("key")
     if key is not None and not (isinstance(key, str) and is_hold_key(key)):
         raise ValueError("holds.key must be a hold annotation key")
+    slow_start, previous_slow_start = _slow_start_from(rec)
     return Change(
         provider=provider,
         previous=previous,
@@ -210,7 +211,21 @@ def _change_from(provider: str, requested: bool, rec: Mapping[str, Any]) -> Chan
         other_holds=tuple(others),
         hold_key=key,
         release_all=holds.get("releaseAll") is True,
+        slow_start=slow_start,
+        previous_slow_start=previous_slow_start,
     )
+
+
+def _slow_start_from(rec: Mapping[str, Any]) -> tuple[int | None, Mapping[str, Any] | None]:
+    """A plan item's ``slowStart`` (seconds) and ``previousSlowStart`` (the field as it was);
+    absent in journals written before slow start: none, and nothing to put back."""
+    seconds = rec.get("slowStart")
+    if seconds is not None and (not isinstance(seconds, int) or isinstance(seconds, bool) or seconds <= 0):
+        raise ValueError(f"slowStart must be a positive whole number of seconds, got {seconds!r}")
+    previous = rec.get("previousSlowStart")
+    if previous is not None and not isinstance(previous, Mapping):
+        raise ValueError("previousSlowStart must be an object")
+    return seconds, previous
 
 
 def _check_namespace(value: str, where: str) -> None:
@@ -282,6 +297,10 @@ def _plan_item(c: Change) -> dict[str, Any]:
         "resourceVersion": c.resource_version,
         "generation": c.generation,
     }
+    if c.slow_start is not None:
+        item["slowStart"] = c.slow_start
+    if c.previous_slow_start is not None:
+        item["previousSlowStart"] = dict(c.previous_slow_start)
     if c.hold_key is not None:
         item["holds"] = {
             "key": c.hold_key,

@@ -40,6 +40,9 @@ PLANNED_FLAGS = (
     PlannedFlag("consumers", "--consumer", (), lambda r: r.consumers, lambda s: tuple(s["targets"]["consumers"])),
     PlannedFlag("force", "--force", False, lambda r: r.force, lambda s: s["operation"]["force"]),
     PlannedFlag(
+        "slow_start", "--slow-start", None, lambda r: r.slow_start, lambda s: s["operation"].get("slowStartSeconds")
+    ),
+    PlannedFlag(
         "max_unavailable",
         "--max-unavailable",
         None,

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agn.model import MAX_SLOW_START_SECONDS, MIN_SLOW_START_SECONDS
 from agn.yamltext import show
 from xtask.drain.core.amounts import Amount
 from xtask.drain.core.holds import MAX_EXPIRES_SECONDS, holder_problem, override_problem, ticket_problem
@@ -67,6 +68,8 @@ class DrainRequest:
     ticket: str | None = None
     expires_in: int | None = None
     release_all: bool = False
+    # --undrain --slow-start DURATION: the returning providers' window, whole seconds (None: none).
+    slow_start: int | None = None
     # The wave gates' flags by key (xtask.drain.gates: each gate declares and checks its own).
     gate_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -117,6 +120,16 @@ class DrainRequest:
             raise UsageError(f"--holder {show(self.holder)} {problem}")
         if self.ticket is not None and (problem := ticket_problem(self.ticket)):
             raise UsageError(f"--ticket {show(self.ticket)} {problem}")
+        if self.slow_start is not None and self.drain:
+            raise UsageError(
+                "--slow-start ramps the share of providers an undrain returns: give it with --undrain "
+                "(a drain cancels a slow start in progress)"
+            )
+        if self.slow_start is not None and not MIN_SLOW_START_SECONDS <= self.slow_start <= MAX_SLOW_START_SECONDS:
+            raise UsageError(
+                f"--slow-start {self.slow_start} must be between {MIN_SLOW_START_SECONDS} and "
+                f"{MAX_SLOW_START_SECONDS} seconds"
+            )
         if self.expires_in is not None and not 0 < self.expires_in <= MAX_EXPIRES_SECONDS:
             raise UsageError(f"--expires-in must be between 1 and {MAX_EXPIRES_SECONDS} seconds")
         self._check_waves()

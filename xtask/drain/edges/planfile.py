@@ -105,7 +105,13 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
         },
         "spec": {
             "selector": {"provider": req.selector.provider, "gateway": req.selector.gateway},
-            "operation": {"request": "drain" if req.drain else "undrain", "reason": req.reason, "force": req.force},
+            "operation": {
+                "request": "drain" if req.drain else "undrain",
+                "reason": req.reason,
+                "force": req.force,
+                # --slow-start (undrain): written only when given, so earlier plans read the same.
+                **({"slowStartSeconds": req.slow_start} if req.slow_start is not None else {}),
+            },
             "selection": [selection_entry(o) for o in inputs.selected],
             "changes": list(inputs.to_change),
             "targets": {"network": req.network, "consumers": list(req.consumers)},
