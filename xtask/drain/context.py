@@ -16,12 +16,16 @@ import time
 from typing import Any
 
 from agn.kube import Kube
+from agn.names import label_problem
+from agn.yamltext import show
 from xtask.drain.core.changes import Change, drain_patch
 from xtask.drain.core.holds import hold_key, hold_value
 from xtask.drain.core.journal_records import JournalState
 from xtask.drain.core.progress import Progress, Said
-from xtask.drain.core.request import DrainRequest
+from xtask.drain.core.request import DrainRequest, actor
+from xtask.drain.edges.journal import new_operation_id, read_journal
 from xtask.drain.edges.kube_events import DrainEvents
+from xtask.errors import XtaskError
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -87,3 +91,49 @@ class RunContext:
 
     def say(self, text: str) -> None:
         self.progress(Said(text))
+
+
+def namespace_of(req: DrainRequest, kube: Kube) -> str:
+    """The namespace the run works in: ``--namespace``, else the context's (checked: it is a name)."""
+    namespace = req.namespace or kube.namespace
+    problem = label_problem(namespace)
+    if problem:  # --namespace is checked by the CLI; this one comes from the kubeconfig's context
+        raise XtaskError(
+            f"the namespace {show(namespace)} of context {kube.context!r} is not a namespace name: it {problem}",
+            hint="fix the context's namespace, or pass --namespace",
+        )
+    return namespace
+
+
+def open_context(req: DrainRequest, kube: Kube, namespace: str, pool: cf.Executor, progress: Progress) -> RunContext:
+    """The run's context: its operation id (a resumed run's own), who runs it, its Events."""
+    # --resume: the journal of the drain in waves to continue; its operation id is this run's.
+    resumed = read_journal(req.resume) if req.resume else None
+    operation = resumed.operation if resumed is not None else new_operation_id()
+    who = actor()
+    # The caller's identity owns its hold; the hold's times are on the API server's clock.
+    owner, server_time = kube.who_am_i()
+    events = DrainEvents(
+        kube,
+        namespace,
+        operation=operation,
+        actor=who,
+        reason=req.reason,
+        warn=lambda text: progress(Said(text)),
+        workers=req.concurrency,
+    )
+    events.budget_override = req.override_budget
+    return RunContext(
+        req=req,
+        kube=kube,
+        namespace=namespace,
+        pool=pool,
+        progress=progress,
+        events=events,
+        operation=operation,
+        actor=who,
+        owner=owner,
+        started_at=dt.datetime.fromtimestamp(server_time, dt.UTC),
+        resumed=resumed,
+        server_offset=server_time + 0.5 - time.time(),  # Date has whole seconds: its middle
+    )

@@ -19,25 +19,22 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
-import datetime as dt
 import sys
 import time
 from typing import Any
 
 from agn.kube import CONNECT_TIMEOUT, READ_TIMEOUT, Kube
-from agn.names import label_problem
-from agn.yamltext import show
-from xtask.drain.context import RunContext
+from xtask.drain.context import RunContext, namespace_of, open_context
 from xtask.drain.core.changes import Change
 from xtask.drain.core.guard import Targets
 from xtask.drain.core.journal_records import JournalHeader
-from xtask.drain.core.progress import GateRead, Progress, Said, Soaking, WaitBegun, WaveChanged
-from xtask.drain.core.request import FIELD_MANAGER, DrainRequest, actor
-from xtask.drain.core.states import Outcome, RunState, WaitState, WaveState, WriteOutcome
+from xtask.drain.core.progress import GateRead, Progress, Soaking, WaitBegun, WaveChanged
+from xtask.drain.core.request import FIELD_MANAGER, DrainRequest
+from xtask.drain.core.states import RunState, WaitState, WaveState, WriteOutcome
 from xtask.drain.core.waves import describe_reading
 from xtask.drain.edges.fanout import FanOut
-from xtask.drain.edges.journal import Journal, new_operation_id, read_journal
-from xtask.drain.edges.kube_events import DRAINED, UNDRAINED, DrainEvents, Fact, outcome_facts
+from xtask.drain.edges.journal import Journal
+from xtask.drain.edges.kube_events import DRAINED, UNDRAINED, Fact, outcome_facts
 from xtask.drain.edges.waiter import ConvergenceWaiter, WaitResult
 from xtask.drain.finish import end_after_wait, note_still_held, read_back, wait_idle
 from xtask.drain.gates.base import Gate, GateReading
@@ -48,7 +45,7 @@ from xtask.drain.render import convergence_dict, restoration_summary, wait_summa
 from xtask.drain.report import Ending, Report, RunResults, WaveResult, build_report, exit_code_for
 from xtask.drain.restore import Restored, restore_written
 from xtask.drain.signals import SignalLatch
-from xtask.errors import ExitCode, XtaskError
+from xtask.errors import ExitCode
 
 SOAK_PROGRESS_SECONDS = 5.0  # a soak says how far it got this often
 
@@ -67,10 +64,10 @@ def run_drain(req: DrainRequest, *, progress: Progress) -> Report:
         request_timeout=(CONNECT_TIMEOUT, min(READ_TIMEOUT, req.timeout)),
     )
     try:
-        namespace = _namespace(req, kube)
+        namespace = namespace_of(req, kube)
         # One pool for the dry run, the writes and any restoration, sized like the HTTP pool.
         with cf.ThreadPoolExecutor(max_workers=req.concurrency, thread_name_prefix="drain") as pool:
-            ctx = _context(req, kube, namespace, pool, progress)
+            ctx = open_context(req, kube, namespace, pool, progress)
             run = _DrainRun(ctx)
             with SignalLatch(on_second=run.on_second_signal, second_exit_code=int(ExitCode.NEEDS_INSPECTION)) as latch:
                 try:
@@ -82,56 +79,6 @@ def run_drain(req: DrainRequest, *, progress: Progress) -> Report:
                 return build_report(run.results, ending, events=events, total_seconds=time.monotonic() - started)
     finally:
         kube.close()
-
-
-def denied(outcome: Outcome) -> bool:
-    """A write the API server refused on its merits (RBAC: 403; an admission policy or the
-    schema: 422), not one that failed on the way (a timeout, a 5xx): retrying cannot help."""
-    return outcome.status in (403, 422)
-
-
-def _namespace(req: DrainRequest, kube: Kube) -> str:
-    namespace = req.namespace or kube.namespace
-    problem = label_problem(namespace)
-    if problem:  # --namespace is checked by the CLI; this one comes from the kubeconfig's context
-        raise XtaskError(
-            f"the namespace {show(namespace)} of context {kube.context!r} is not a namespace name: it {problem}",
-            hint="fix the context's namespace, or pass --namespace",
-        )
-    return namespace
-
-
-def _context(req: DrainRequest, kube: Kube, namespace: str, pool: cf.Executor, progress: Progress) -> RunContext:
-    # --resume: the journal of the drain in waves to continue; its operation id is this run's.
-    resumed = read_journal(req.resume) if req.resume else None
-    operation = resumed.operation if resumed is not None else new_operation_id()
-    who = actor()
-    # The caller's identity owns its hold; the hold's times are on the API server's clock.
-    owner, server_time = kube.who_am_i()
-    events = DrainEvents(
-        kube,
-        namespace,
-        operation=operation,
-        actor=who,
-        reason=req.reason,
-        warn=lambda text: progress(Said(text)),
-        workers=req.concurrency,
-    )
-    events.budget_override = req.override_budget
-    return RunContext(
-        req=req,
-        kube=kube,
-        namespace=namespace,
-        pool=pool,
-        progress=progress,
-        events=events,
-        operation=operation,
-        actor=who,
-        owner=owner,
-        started_at=dt.datetime.fromtimestamp(server_time, dt.UTC),
-        resumed=resumed,
-        server_offset=server_time + 0.5 - time.time(),  # Date has whole seconds: its middle
-    )
 
 
 class _DrainRun:
@@ -349,12 +296,12 @@ class _DrainRun:
             wait_state=None,
             stored_ok=None,
         )
-        if failed and not interrupted and code == ExitCode.PARTIAL_RESTORED and all(map(denied, failed)):
-            # The API server refused the writes themselves (its policy or RBAC changed since the
-            # dry run) and everything else was put back: a refusal, as at the dry run.
+        if code == ExitCode.PARTIAL_RESTORED and all(o.denied for o in failed):
+            # The API server refused the writes on their merits (its RBAC or an admission policy
+            # changed after the dry run) and the rest was put back: a refusal, as at the dry run.
+            code = ExitCode.REFUSED
             self.results.refused = [f"{o.provider}: {o.error}" for o in failed]
             why = f"the API server refused {len(failed)} write(s)"
-            code = ExitCode.REFUSED
         return Ending(f"{why}; restoration: " + restoration_summary(self.results.restorations), code)
 
     def _hold_details(self, facts: list[Fact], changes: list[Change]) -> list[Fact]:

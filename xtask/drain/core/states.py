@@ -50,6 +50,12 @@ class Outcome:
     def to_dict(self) -> dict:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
+    @property
+    def denied(self) -> bool:
+        """A write the API server refused on its merits (RBAC: 403; an admission policy or the
+        schema: 422), not one that failed on the way (a timeout, a 5xx): retrying cannot help."""
+        return self.status in (403, 422)
+
 
 @dataclasses.dataclass(frozen=True)
 class Restoration:
