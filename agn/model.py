@@ -12,6 +12,11 @@ Rules, per consumer, per provider selected by the consumer's network:
    :class:`SlowStart`) has not ended, the admitted candidate carries it, and gateways ramp its
    share of new sessions over the window (:func:`ramp`). The window is published once, with the
    undrain, and leaves the candidate when it ends: at most two revisions, never one per step.
+   A drained provider's session deadline (``spec.trafficPolicy.sessionDeadline``, written by
+   ``provider-drain --session-deadline``) is carried by its ``existing_only`` candidate: from it on
+   (on the API server's clock) gateways move that provider's sticky sessions to an admitted
+   candidate of the same selection group at their next turn. Written with the drain, it is in
+   the drain's revision; an undrain clears it.
 The digest covers semantic content only; the revision increases by one exactly when the
 digest changes.
 """
@@ -103,6 +108,24 @@ def ramp(window: SlowStart | None, now: float, *, floor: float = SLOW_START_FLOO
     return floor + (1.0 - floor) * elapsed / window.seconds
 
 
+# Session deadline (``provider-drain --session-deadline``): how far after the drain's write it may lie.
+MIN_SESSION_DEADLINE_SECONDS = 1
+MAX_SESSION_DEADLINE_SECONDS = 86_400
+
+
+def parse_deadline(text: object) -> int | None:
+    """An RFC 3339 time (a session deadline) as whole unix seconds; None when absent or not a time
+    (a bad one is ignored: the provider's sessions then stay until they end)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        at = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    at = at if at.tzinfo else at.replace(tzinfo=dt.UTC)
+    return int(at.timestamp())
+
+
 @dataclasses.dataclass(frozen=True)
 class ProviderView:
     """What the model needs to know about one provider (spec plus the operator's probe results)."""
@@ -120,6 +143,7 @@ class ProviderView:
     # renewed after metrics_observed_at vouches that the reading was still fresh then.
     metrics_fresh_claimed: bool = False
     slow_start: SlowStart | None = None  # spec.trafficPolicy.slowStart
+    session_deadline: int | None = None  # spec.trafficPolicy.sessionDeadline (unix seconds, server clock)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,6 +185,9 @@ class Candidate:
     # Only on an admitted candidate, while its window lasts. Compared and ordered last, and in a
     # digest row only when present, so a candidate without one digests as before it existed.
     slow_start: SlowStart | None = None
+    # Only on an existing_only candidate: its provider's session deadline (whole unix seconds on
+    # the API server's clock); in a digest row only when present, like the window.
+    session_deadline: int | None = None
 
     def to_dict(self) -> dict:
         out = {
@@ -173,6 +200,8 @@ class Candidate:
         }
         if self.slow_start is not None:
             out["slowStart"] = self.slow_start.to_dict()
+        if self.session_deadline is not None:
+            out["sessionDeadline"] = rfc3339(self.session_deadline)
         return out
 
     @property
@@ -181,6 +210,8 @@ class Candidate:
         items: list = [self.id, self.provider, self.endpoint, self.selection_group, self.rank, self.admission_state]
         if self.slow_start is not None:
             items += [rfc3339(self.slow_start.start), self.slow_start.seconds]
+        if self.session_deadline is not None:
+            items += [{"sessionDeadline": rfc3339(self.session_deadline)}]
         return items
 
     @functools.cached_property
@@ -200,6 +231,7 @@ class Candidate:
             rank=int(data.get("rank", 0)),
             admission_state=str(data["admission_state"]),
             slow_start=SlowStart.from_dict(data.get("slowStart")),
+            session_deadline=parse_deadline(data.get("sessionDeadline")),
         )
 
 
@@ -351,7 +383,8 @@ def candidate_for(
     state = EXISTING_ONLY if provider.drain else ADMITTED
     p = provider
     window = slow_start_of(p, now=now)
-    return Candidate(p.candidate_id, p.name, p.endpoint, p.selection_group, p.rank, state, window)
+    deadline = p.session_deadline if p.drain else None  # a deadline moves a drained provider's sessions only
+    return Candidate(p.candidate_id, p.name, p.endpoint, p.selection_group, p.rank, state, window, deadline)
 
 
 def compute_candidates(

@@ -20,6 +20,7 @@ from agn.model import (
     ProviderView,
     SlowStart,
     candidate_id,
+    parse_deadline,
 )
 from agn.resources import qualified_name
 
@@ -101,6 +102,7 @@ def _provider_view(obj: Mapping[str, Any]) -> ProviderView:
         rank=int(spec.get("rank", 0) or 0),
         drain=drain_of(obj),
         slow_start=SlowStart.from_dict((spec.get("trafficPolicy") or {}).get("slowStart")),
+        session_deadline=parse_deadline((spec.get("trafficPolicy") or {}).get("sessionDeadline")),
         labels=dict(meta.get("labels") or {}),
         healthy=probe.get("healthy"),
         metrics_observed_at=parse_time(probe.get("metricsObservedAt")),

@@ -17,10 +17,12 @@ import signal
 import sys
 import threading
 from http.server import ThreadingHTTPServer
+from typing import Any
 
 from agn.gateway.follower import OverlayFollower
 from agn.gateway.metrics import GatewayMetrics
 from agn.gateway.server import serve
+from agn.gateway.sessions import run_reports
 from agn.gateway.settings import GatewaySettings, parse_settings
 from agn.gateway.status_writer import StatusWriter
 from agn.gateway.table import RoutingTable
@@ -53,19 +55,30 @@ def main(argv: list[str] | None = None) -> int:
     # Slow-start windows are on the API server's clock: the table judges them on this estimate of
     # it (the offset read by a thread of its own; this host's clock until the first read).
     clock = ServerClock(kube)
-    table = RoutingTable(clock=clock.estimate)
+    table = RoutingTable(clock=clock.estimate, session_ttl=settings.session_ttl)
     status = StatusWriter(kube, namespace=namespace, consumer=settings.consumer, log=log)
     follower = OverlayFollower(
         kube, namespace=namespace, consumer=settings.consumer, table=table, status=status, log=log, stop=stop
     )
+    reporter = _LastReport(table, interval=settings.sessions_report_interval)
     try:
-        server = _listen(settings, table, follower, log=log)
+        server = _listen(settings, table, follower, reporter, log=log)
     except OSError as exc:
         log.error("start_failed", error=f"cannot listen on {settings.host}:{settings.port}: {exc}")
         kube.close()
         return EXIT_START_FAILED
     address = f"http://{settings.host}:{server.server_address[1]}"
-    _run(server, status, follower, clock, address=address, kube=kube, log=log, stop=stop)
+    background = [
+        threading.Thread(target=clock.keep_reading, args=(stop, log), name="server-clock", daemon=True),
+        threading.Thread(  # status.sessions (agn.gateway.sessions)
+            target=run_reports,
+            args=(reporter.report, status.submit),
+            kwargs={"interval": settings.sessions_report_interval, "stop": stop},
+            name="sessions",
+            daemon=True,
+        ),
+    ]
+    _run(server, status, follower, background, address=address, kube=kube, log=log, stop=stop)
     return EXIT_OK
 
 
@@ -81,8 +94,21 @@ def _stop_on_signals() -> threading.Event:
     return stop
 
 
+class _LastReport:
+    """Makes ``status.sessions`` from the table and keeps the last one (the metrics show it)."""
+
+    def __init__(self, table: RoutingTable, *, interval: float) -> None:
+        self._table = table
+        self._interval = interval
+        self.last: dict[str, Any] | None = None
+
+    def report(self) -> dict[str, Any] | None:
+        self.last = self._table.session_report(interval=self._interval)
+        return self.last
+
+
 def _listen(
-    settings: GatewaySettings, table: RoutingTable, follower: OverlayFollower, *, log: JsonLog
+    settings: GatewaySettings, table: RoutingTable, follower: OverlayFollower, reporter: _LastReport, *, log: JsonLog
 ) -> ThreadingHTTPServer:
     """The gateway's HTTP server, bound (``OSError`` when it cannot listen), with its metrics."""
     metrics = GatewayMetrics(
@@ -90,6 +116,7 @@ def _listen(
         serving=lambda: overlay.revision if (overlay := table.serving) else None,
         pending=lambda: follower.pending_revision,
         shard_gets=lambda: follower.shard_gets,
+        sessions=lambda: reporter.last,
     )
     return serve(
         table,
@@ -107,7 +134,7 @@ def _run(
     server: ThreadingHTTPServer,
     status: StatusWriter,
     follower: OverlayFollower,
-    clock: ServerClock,
+    background: list[threading.Thread],
     *,
     address: str,
     kube: Kube,
@@ -121,7 +148,7 @@ def _run(
         threading.Thread(target=status.run, name="status", daemon=True),
         # Daemon: a watch blocks until its server-side timeout; exiting must not wait for it.
         threading.Thread(target=follower.run, name="follower", daemon=True),
-        threading.Thread(target=clock.keep_reading, args=(stop, log), name="server-clock", daemon=True),
+        *background,  # the server clock's reads and the session reports: they end with ``stop``
     ]
     try:
         for thread in threads:

@@ -35,7 +35,7 @@ from agn.model import ADMITTED, Candidate, ramp
 
 AFFINITY = "affinity"  # stayed on the provider the session already used
 NEW_SESSION = "new_session"  # first request of a session, or a request without a session
-REHOMED = "rehomed"  # the session's provider left the overlay (or the requested group); picked anew
+REHOMED = "rehomed"  # the session's provider left the overlay (or the requested group), or its deadline passed
 NO_ADMITTED_CANDIDATE = "no_admitted_candidate"
 
 
@@ -108,7 +108,11 @@ def choose(
     if previous is not None:
         current = next((c for c in candidates if c.provider == previous), None)
         if current is not None and (selection_group is None or current.selection_group == selection_group):
-            return Decision(current, AFFINITY, previous)
+            if current.session_deadline is None or now < current.session_deadline:
+                return Decision(current, AFFINITY, previous)
+            chain = new_session_chain(candidates, selection_group=current.selection_group)
+            moved = pick(chain, now=now, draw=draw)
+            return Decision(current, AFFINITY, previous) if moved is None else Decision(moved, REHOMED, previous)
     picked = pick(new_session_chain(candidates, selection_group=selection_group), now=now, draw=draw)
     if picked is None:
         return Decision(None, NO_ADMITTED_CANDIDATE, previous)

@@ -28,6 +28,14 @@ class GatewaySettings:
     port: int = setting(0, type=int, help="port to serve on (0: pick a free one)")
     host: str = setting("127.0.0.1", help="address to bind (in a pod: 0.0.0.0)")
     upstream_timeout: float = setting(30.0, type=positive, help="seconds to wait for a provider")
+    session_ttl: float = setting(
+        600.0, type=positive, help="seconds a sticky session may stay idle before it is forgotten (status.sessions)"
+    )
+    sessions_report_interval: float = setting(
+        1.0,
+        type=positive,
+        help="seconds between two looks at the sticky sessions for status.sessions (written only when it changed)",
+    )
     log_level: str = setting(
         "info", choices=tuple(sorted(LEVELS, key=lambda name: LEVELS[name])), help="least severe log line written"
     )

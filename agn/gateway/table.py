@@ -10,9 +10,13 @@ walk over every candidate — at 5,000 candidates that walk was most of a reques
 unit tests hold the two equal on generated overlays. It must not do I/O (no API calls, no
 upstream requests).
 
-Affinities are bounded (least recently used sessions are forgotten first) so a long-running
-gateway does not grow without limit. An affinity to a provider that left the overlay is kept
-until the session's next request re-homes it, so the re-homing is visible in the decision.
+Affinities are kept in a :class:`~agn.gateway.sessions.SessionBook`: bounded (least recently
+used sessions are forgotten first; a session idle past the ttl is forgotten) so a long-running
+gateway does not grow without limit, and counted per provider for ``status.sessions``. An
+affinity to a provider that left the overlay is kept until the session's next request re-homes
+it, so the re-homing is visible in the decision. A session whose provider's candidate carries a
+session deadline that has passed (on :attr:`RoutingTable.clock`) is re-homed at its next turn
+too (:func:`agn.gateway.routing.choose`, rule 1).
 """
 
 from __future__ import annotations
@@ -21,15 +25,14 @@ import dataclasses
 import random
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import Any
 
 from agn.gateway.routing import AFFINITY, NEW_SESSION, NO_ADMITTED_CANDIDATE, REHOMED, Decision, pick
+from agn.gateway.sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_TTL, SessionBook, report_of
 from agn.model import ADMITTED, Candidate, Overlay
 
-DEFAULT_MAX_SESSIONS = 100_000
 _PROVIDER = attrgetter("provider")
 
 
@@ -81,7 +84,13 @@ class Routes:
         if previous is not None:
             current = self.by_provider.get(previous)
             if current is not None and (selection_group is None or current.selection_group == selection_group):
-                return Decision(current, AFFINITY, previous)
+                if current.session_deadline is None or now < current.session_deadline:
+                    return Decision(current, AFFINITY, previous)
+                # Past its provider's session deadline: chosen as a new session of its group; it
+                # stays where it is only when the group has no admitted candidate.
+                chain = self.chain_in_group.get(current.selection_group, ())
+                moved = pick(chain, now=now, draw=draw)
+                return Decision(current, AFFINITY, previous) if moved is None else Decision(moved, REHOMED, previous)
         chain = self.chain if selection_group is None else self.chain_in_group.get(selection_group, ())
         picked = chain[0] if len(chain) == 1 and chain[0].slow_start is None else pick(chain, now=now, draw=draw)
         if picked is None:
@@ -97,6 +106,7 @@ class RoutingTable:
         self,
         *,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
+        session_ttl: float = DEFAULT_SESSION_TTL,
         clock: Callable[[], float] = time.time,
         draw: Callable[[], float] = random.random,
     ) -> None:
@@ -107,8 +117,8 @@ class RoutingTable:
         self._lock = threading.Lock()
         self._overlay: Overlay | None = None
         self._routes = _NO_ROUTES
-        self._affinities: OrderedDict[str, str] = OrderedDict()
-        self._max_sessions = max_sessions
+        self.sessions = SessionBook(max_sessions=max_sessions, ttl=session_ttl)
+        self._since: float | None = None  # when the first session report was made (server clock)
 
     @property
     def serving(self) -> Overlay | None:
@@ -120,6 +130,7 @@ class RoutingTable:
         routes = Routes.of(overlay.candidates)  # outside the lock: requests are not held up
         with self._lock:
             previous, self._overlay, self._routes = self._overlay, overlay, routes
+            self.sessions.keep_providers(routes.by_provider, now=self.clock())
             return previous
 
     def route(self, session: str | None, *, selection_group: str | None = None) -> Decision:
@@ -131,23 +142,35 @@ class RoutingTable:
         served), read under the same lock, so it is the revision the candidate came from even when
         a swap lands just after."""
         with self._lock:
+            now = self.clock()
             revision = self._overlay.revision if self._overlay is not None else None
-            previous = self._affinities.get(session) if session else None
-            decision = self._routes.choose(
-                previous, selection_group=selection_group, now=self.clock(), draw=self._draw()
-            )
-            if session and decision.candidate is not None:
-                self._affinities[session] = decision.candidate.provider
-                self._affinities.move_to_end(session)
-                while len(self._affinities) > self._max_sessions:
-                    self._affinities.popitem(last=False)
+            previous = self.sessions.provider_of(session, now=now) if session else None
+            decision = self._routes.choose(previous, selection_group=selection_group, now=now, draw=self._draw())
+            if decision.candidate is not None:
+                rehomed = previous if decision.reason == REHOMED else None
+                self.sessions.turn(session or None, decision.candidate.provider, now=now, rehomed_from=rehomed)
             return decision, revision
+
+    def session_report(self, *, interval: float) -> dict[str, Any] | None:
+        """``status.sessions`` now (:func:`agn.gateway.sessions.report_of`): the providers not
+        admitted in the served overlay; None until an overlay is served."""
+        with self._lock:
+            overlay = self._overlay
+            if overlay is None:
+                return None
+            now = self.clock()
+            self._since = now if self._since is None else self._since
+            self.sessions.expire(now=now)
+            admitted = [c.provider for c in overlay.candidates if c.admission_state == ADMITTED]
+            lines = self.sessions.lines(skip=admitted)
+            book = self.sessions
+        return report_of(lines, revision=overlay.revision, since=self._since, interval=interval, ttl=book.ttl)
 
     def snapshot(self) -> dict[str, Any]:
         """What ``GET /routes`` shows."""
         with self._lock:
             overlay = self._overlay
-            affinities = dict(self._affinities)
+            affinities = self.sessions.affinities()
         return {
             "servingRevision": overlay.revision if overlay else None,
             "digest": overlay.digest if overlay else None,

@@ -41,6 +41,7 @@ from agn.model import (
     SlowStart,
     endpoint_valid,
     overlay_digest,
+    parse_deadline,
 )
 from agn.shards import MAX_SHARD_COUNT, SHARD_INFIX, consumer_of_shard, shard_of
 
@@ -80,6 +81,11 @@ def _candidate_problems(index: int, cand: Any) -> list[str]:
         problems.append(f"{where}.selectionGroup must be a string")
     if "slowStart" in cand:
         problems += _slow_start_problems(where, cand)
+    if "sessionDeadline" in cand:
+        if parse_deadline(cand["sessionDeadline"]) is None:
+            problems.append(f"{where}.sessionDeadline {cand['sessionDeadline']!r} must be an RFC 3339 time")
+        elif cand.get("admission_state") != EXISTING_ONLY:
+            problems.append(f"{where}.sessionDeadline is only for an existing_only candidate")
     return problems
 
 
@@ -237,6 +243,7 @@ def parse_shard(spec: Any, *, entry: ShardEntry, shard_count: int) -> tuple[Cand
             c.get("rank", 0),
             c["admission_state"],
             SlowStart.from_dict(c.get("slowStart")),
+            parse_deadline(c.get("sessionDeadline")),
         )
         for c in raw
     )

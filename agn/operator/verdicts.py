@@ -134,7 +134,19 @@ def _outcome(e: _Entry) -> tuple:
     v = e.view
     probed = v.healthy is not None  # a first probe that finds a provider down is news for Events
     window = e.candidate.slow_start if e.candidate is not None else None  # published while it lasts
-    return (e.selected, e.failure, probed, v.candidate_id, v.endpoint, v.selection_group, v.rank, v.drain, window)
+    deadline = e.candidate.session_deadline if e.candidate is not None else None
+    return (
+        e.selected,
+        e.failure,
+        probed,
+        v.candidate_id,
+        v.endpoint,
+        v.selection_group,
+        v.rank,
+        v.drain,
+        window,
+        deadline,
+    )
 
 
 def candidates_of(verdict: NetworkVerdict, consumer: ConsumerView) -> tuple[Candidate, ...]:
