@@ -70,6 +70,7 @@ def agn_objects(kube: Kube, namespace: str) -> dict:
                 "acceptedRevision": status.get("acceptedRevision"),
                 "servingRevision": status.get("servingRevision"),
                 "address": status.get("address"),
+                "sessions": status.get("sessions"),  # the gateway's sticky sessions per drained provider
                 "candidates": {x["provider"]: x["admission_state"] for x in (overlay or {}).get("candidates", [])},
             }
         )

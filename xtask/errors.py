@@ -28,6 +28,7 @@ class ExitCode(enum.IntEnum):
     INTERRUPTED = 8
     NOT_IDLE = 9
     GATE_BREACHED = 10
+    SESSIONS_ACTIVE = 11
 
     @property
     def label(self) -> str:
@@ -51,6 +52,7 @@ EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
     ExitCode.INTERRUPTED: "interrupted (SIGINT/SIGTERM/SIGHUP, or its output went away): restored if during writes; applied state kept if during the wait (convergence or idle)",
     ExitCode.NOT_IDLE: "--wait-idle: drained and serving, not idle before --idle-timeout; each busy or unknown provider is named with its last reading and its age; the drain stays applied",
     ExitCode.GATE_BREACHED: "--wave-size: a wave's gate did not hold over its soak (breached, or no reading); stopped before the next wave; the wave, gate, value and threshold are named; the finished waves kept (--on-breach hold) or restored (--on-breach restore)",
+    ExitCode.SESSIONS_ACTIVE: "--wait-sessions: drained and serving, but a consumer routed a turn to a drained provider within QUIET seconds (or did not report its sessions) until --sessions-timeout; each provider is named with its session counts; the drain stays applied",
 }
 
 

@@ -343,6 +343,27 @@ ROWS: dict[str, Row] = {
     ),
     "slow-start-too-long": Row((*P1, "--undrain", "--slow-start", "2h"), 2, "'2h' is longer than 1 hour"),
     "slow-start-negative": Row((*P1, "--undrain", "--slow-start", "-5"), 2, "'-5' is a negative duration"),
+    # -- sessions that end on purpose: --session-deadline DURATION (1s..24h, whole seconds), --wait-sessions QUIET
+    "session-deadline-on-undrain": Row(
+        (*P1, "--undrain", "--session-deadline", "10s"), 2, "--session-deadline moves the sessions of providers"
+    ),
+    "session-deadline-zero": Row((*P1, "--session-deadline", "0"), 2, "'0' is not a positive duration"),
+    "session-deadline-word": Row((*P1, "--session-deadline", "soon"), 2, "'soon' is not a duration"),
+    "session-deadline-fraction": Row((*P1, "--session-deadline", "2.5s"), 2, "'2.5s' is not a whole number of seconds"),
+    "session-deadline-too-long": Row((*P1, "--session-deadline", "2d"), 2, "'2d' is longer than 1 day"),
+    "session-deadline-negative": Row((*P1, "--session-deadline", "-5"), 2, "'-5' is a negative duration"),
+    "wait-sessions-on-undrain": Row(
+        (*P1, *TARGETS, "--undrain", "--wait-sessions", "5"), 2, "--wait-sessions waits for drained providers'"
+    ),
+    "wait-sessions-without-targets": Row(
+        (*P1, "--wait-sessions", "5"), 2, "--wait-sessions reads the consumers' session reports"
+    ),
+    "wait-sessions-zero": Row((*P1, *TARGETS, "--wait-sessions", "0"), 2, "'0' is not a positive duration"),
+    "wait-sessions-too-long": Row((*P1, *TARGETS, "--wait-sessions", "2h"), 2, "'2h' is longer than 1 hour"),
+    "wait-sessions-word": Row((*P1, *TARGETS, "--wait-sessions", "quiet"), 2, "'quiet' is not a duration"),
+    "sessions-timeout-without-wait-sessions": Row(
+        (*P1, *TARGETS, "--sessions-timeout", "60"), 2, "--sessions-timeout bounds the wait of --wait-sessions"
+    ),
     "drains-bad-namespace": Row(("env", "drains", "--namespace", "Bad_NS"), 2, "'Bad_NS' is not a valid namespace"),
     "drains-output-xml": Row(
         ("env", "drains", "-o", "xml"),
@@ -1026,6 +1047,44 @@ ROWS: dict[str, Row] = {
         1,
         "spec.trafficPolicy.slowStart.durationSeconds: Invalid value: 7200",
     ),
+    "edit-session-deadline-not-a-time": Row(
+        (
+            "kubectl",
+            "patch",
+            "iprov",
+            "p-one",
+            "--type",
+            "merge",
+            "-p",
+            '{"spec":{"trafficPolicy":{"sessionDeadline":"after lunch"}}}',
+        ),
+        1,
+        "spec.trafficPolicy.sessionDeadline: Invalid value",
+    ),
+    "edit-consumer-sessions-too-many": Row(
+        (
+            "kubectl",
+            "patch",
+            "icons",
+            "c-a",
+            "--subresource",
+            "status",
+            "--type",
+            "merge",
+            "-p",
+            json.dumps(
+                {
+                    "status": {
+                        "sessions": {
+                            "providers": [{"provider": f"p{i}", "sessions": 1, "rehomed": 0} for i in range(101)]
+                        }
+                    }
+                }
+            ),
+        ),
+        1,
+        "status.sessions.providers: Too many: 101: must have at most 100 items",
+    ),
     "edit-rank-negative": Row(
         ("kubectl", "patch", "iprov", "p-two", "--type", "merge", "-p", '{"spec":{"rank":-1}}'),
         1,
@@ -1222,6 +1281,7 @@ def _files(root: Path) -> dict[str, bytes]:
 TIME_FLAGS = {
     "--timeout": P1,
     "--idle-timeout": P1,
+    "--sessions-timeout": (*P1, *TARGETS, "--wait-sessions", "5"),
     "--soak": P1,
     "--max-plan-age": P1,
     "--expires-in": P1,

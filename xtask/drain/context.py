@@ -65,6 +65,7 @@ class RunContext:
         )
 
     def patch_for(self, change: Change) -> dict[str, Any]:
+        timed = change.slow_start is not None or change.session_deadline is not None  # written at the server's now
         return drain_patch(
             change,
             operation=self.operation,
@@ -73,7 +74,7 @@ class RunContext:
             reason=self.req.reason,
             hold=self.hold,
             owner=self.owner,
-            now=self.server_now_text() if change.slow_start is not None else None,
+            now=self.server_now_text() if timed else None,
         )
 
     def server_now_text(self) -> str:

@@ -16,12 +16,14 @@ from xtask.drain.context import RunContext
 from xtask.drain.core.guard import Targets
 from xtask.drain.core.holds import holder_name, holds_of
 from xtask.drain.core.progress import WaitBegun
-from xtask.drain.core.request import DEFAULT_IDLE_TIMEOUT
+from xtask.drain.core.request import DEFAULT_IDLE_TIMEOUT, DEFAULT_SESSIONS_TIMEOUT
+from xtask.drain.core.sessions import describe_not_quiet
 from xtask.drain.core.states import IdleWaitState, RunState, WaitState
 from xtask.drain.edges.idle_waiter import IdleWaiter
+from xtask.drain.edges.session_waiter import SessionsWaiter
 from xtask.drain.record import RunRecord
 from xtask.drain.render import idle_dict, idle_summary
-from xtask.drain.report import Ending, RunResults, exit_code_for
+from xtask.drain.report import Ending, RunResults, exit_code_for, sessions_exit
 from xtask.drain.signals import SignalLatch
 from xtask.errors import ExitCode
 
@@ -101,6 +103,59 @@ def wait_idle(
         wait_state=WaitState.CONVERGED,
         idle_state=result.state,
     )
+
+
+def wait_sessions(ctx: RunContext, results: RunResults, record: RunRecord, latch: SignalLatch) -> Ending | None:
+    """``--wait-sessions QUIET``: after convergence, wait until no named consumer has routed a turn
+    to a drained provider for QUIET seconds. None when they are quiet (the run goes on: to
+    ``--wait-idle``, or done); else the run's end (exit 11 on timeout, 8 when interrupted)."""
+    req = ctx.req
+    assert req.wait_sessions is not None
+    record.enter(RunState.WAITING_SESSIONS)
+    timeout = req.sessions_timeout if req.sessions_timeout is not None else DEFAULT_SESSIONS_TIMEOUT
+    ctx.progress(
+        WaitBegun(
+            f"waiting until {', '.join(req.consumers)} route no turn to {', '.join(results.selection)} for "
+            f"{req.wait_sessions:g}s (status.sessions of each consumer; timeout {timeout:.0f}s)"
+        )
+    )
+    waiter = SessionsWaiter(
+        ctx.kube,
+        ctx.namespace,
+        consumers=list(req.consumers),
+        providers=list(results.selection),
+        quiet=req.wait_sessions,
+        server_offset=ctx.server_offset,
+        progress=ctx.progress,
+    )
+    result = waiter.wait(timeout=timeout, stop=latch.interrupted)
+    results.add_time("sessionsSeconds", result.seconds)
+    talking = describe_not_quiet(result.verdicts)
+    results.sessions = {
+        "state": result.state,
+        "quietSeconds": req.wait_sessions,
+        "seconds": round(result.seconds, 3),
+        "timeoutSeconds": timeout,
+        "providers": [v.to_dict() for v in result.verdicts],
+        "notQuiet": talking,
+    }
+    if result.state is IdleWaitState.IDLE:
+        ctx.say(f"sessions quiet: no turn to {', '.join(results.selection)} for {req.wait_sessions:g}s")
+        return None
+    if result.state is IdleWaitState.INTERRUPTED:
+        results.interrupted = latch.name
+        summary = (
+            f"interrupted while waiting for quiet sessions; the drain is kept; not quiet yet: {'; '.join(talking)}"
+        )
+        run_state = RunState.APPLIED_INTERRUPTED
+    else:
+        summary = (
+            f"drained and serving, but sessions still talk after {timeout:.0f}s: {'; '.join(talking)}; "
+            "the drain stays applied"
+        )
+        run_state = RunState.APPLIED_SESSIONS_TIMEOUT
+    record.enter(run_state)
+    return Ending(summary, sessions_exit(result.state))
 
 
 def end_after_wait(

@@ -149,7 +149,12 @@ def _plan(ctx: RunContext, results: RunResults, selected: list[Any]) -> list[Cha
     results.selection = [p["metadata"]["name"] for p in selected]
     ctx.say(f"selection ({req.selector.describe()}, namespace {ctx.namespace}): {', '.join(results.selection)}")
     changes = plan_changes(
-        selected, requested=req.drain, hold_key=ctx.hold_key, release_all=req.release_all, slow_start=req.slow_start
+        selected,
+        requested=req.drain,
+        hold_key=ctx.hold_key,
+        release_all=req.release_all,
+        slow_start=req.slow_start,
+        session_deadline=req.session_deadline,
     )
     holders = {p["metadata"]["name"]: tuple(holder_name(h) for h in holds_of(p)) for p in selected}
     for c in changes:

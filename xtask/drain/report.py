@@ -78,6 +78,7 @@ class RunResults:
     still_held: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     convergence: dict[str, Any] | None = None
     idle: dict[str, Any] | None = None
+    sessions: dict[str, Any] | None = None  # --wait-sessions
     interrupted: str | None = None
     journal: str | None = None
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -108,6 +109,7 @@ def build_report(results: RunResults, ending: Ending, *, events: dict[str, Any],
         stored=results.stored,
         convergence=results.convergence,
         idle=results.idle,
+        sessions=results.sessions,
         interrupted=results.interrupted,
         journal=results.journal,
         events=events,
@@ -140,6 +142,9 @@ class Report:
     stored: dict[str, Any] | None = None
     convergence: dict[str, Any] | None = None
     idle: dict[str, Any] | None = None  # --wait-idle: state, and per provider idle | busy | unknown
+    sessions: dict[str, Any] | None = (
+        None  # --wait-sessions: state, and per consumer and provider quiet | talking | unknown
+    )
     interrupted: str | None = None
     journal: str | None = None
     events: dict[str, Any] | None = None  # Kubernetes Events about this run: recorded, notRecorded
@@ -205,6 +210,18 @@ _WAIT_EXIT = {
     WaitState.TIMEOUT: ExitCode.TIMEOUT,
     WaitState.INTERRUPTED: ExitCode.INTERRUPTED,
     WaitState.UNREACHABLE: ExitCode.ERROR,
+}
+
+
+def sessions_exit(state: IdleWaitState) -> ExitCode:
+    """The exit code of a converged run whose ``--wait-sessions`` ended in ``state``."""
+    return _SESSIONS_EXIT[state]
+
+
+_SESSIONS_EXIT = {  # --wait-sessions: quiet (IDLE), not quiet in time, interrupted
+    IdleWaitState.IDLE: ExitCode.OK,
+    IdleWaitState.TIMEOUT: ExitCode.SESSIONS_ACTIVE,
+    IdleWaitState.INTERRUPTED: ExitCode.INTERRUPTED,
 }
 _IDLE_EXIT = {
     IdleWaitState.IDLE: ExitCode.OK,

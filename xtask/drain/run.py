@@ -36,7 +36,7 @@ from xtask.drain.edges.fanout import FanOut
 from xtask.drain.edges.journal import Journal
 from xtask.drain.edges.kube_events import DRAINED, UNDRAINED, Fact, outcome_facts
 from xtask.drain.edges.waiter import ConvergenceWaiter, WaitResult
-from xtask.drain.finish import end_after_wait, note_still_held, read_back, wait_idle
+from xtask.drain.finish import end_after_wait, note_still_held, read_back, wait_idle, wait_sessions
 from xtask.drain.gates.base import Gate, GateReading
 from xtask.drain.locked import LockedWrites
 from xtask.drain.prepare import Prepared, prepare
@@ -444,6 +444,8 @@ class _DrainRun:
     def end(self, latch: SignalLatch) -> Ending:
         req = self.req
         if self.staged:
+            if req.wait_sessions is not None and (ending := wait_sessions(self.ctx, self.results, self.record, latch)):
+                return ending
             if req.wait_idle:
                 return wait_idle(self.ctx, self.results, self.record, self.targets, latch)
             self.record.enter(RunState.COMPLETE)
@@ -452,6 +454,12 @@ class _DrainRun:
         result = self.last_wait
         if result is None:
             return read_back(self.ctx, self.results, self.record)
+        if result.state is WaitState.CONVERGED and req.wait_sessions is not None:
+            if ending := wait_sessions(self.ctx, self.results, self.record, latch):
+                return ending
+            if not req.wait_idle:
+                self.record.enter(RunState.COMPLETE)
+                return Ending(f"drained, serving on {', '.join(req.consumers)}, and its sessions quiet")
         if result.state is WaitState.CONVERGED and req.wait_idle:
             return wait_idle(self.ctx, self.results, self.record, self.targets, latch)
         return end_after_wait(

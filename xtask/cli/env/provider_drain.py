@@ -20,6 +20,7 @@ from xtask.cli.complete import complete_context, complete_gateway, complete_prov
 from xtask.cli.env import VERBOSE_HELP
 from xtask.cli.env.drain_view import PlainReporter, plain_final
 from xtask.cli.env.options import namespace_type, object_name_type, output_option
+from xtask.cli.env.session_options import SESSION_DEADLINE, WAIT_SESSIONS
 from xtask.cli.formats import REPORT_FORMATS, TABLE, emit_report
 from xtask.cli.helptext import Example, HelpMixin
 from xtask.cli.output import err_console, fancy, out_console, printable
@@ -83,6 +84,7 @@ CLUSTER_SELECTION = (
         "over DURATION (1s-1h: 60, 90s, 5m), judged by the gateways on the API server's clock; a later drain "
         "cancels it (docs/provider-drain.md).",
     ),
+    SESSION_DEADLINE,
 )
 
 TARGETS = (
@@ -122,6 +124,7 @@ TARGETS = (
         metavar="DURATION",
         help=f"How long to wait for idle with --wait-idle (default: {DEFAULT_IDLE_TIMEOUT:.0f}); then exit 9, drain kept.",
     ),
+    *WAIT_SESSIONS,
 )
 
 SAFETY = (

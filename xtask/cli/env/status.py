@@ -227,6 +227,19 @@ def _render_objects(objs: dict, con: Console, *, wide: bool) -> None:
     for c in objs["consumers"]:
         if c.get("overlayPending"):
             con.print(f"[yellow]consumer {e(c['name'])}:[/yellow] {e(c['overlayPending'])}")
+        for line in sessions_lines(c.get("sessions")):
+            con.print(f"consumer {e(c['name'])} sessions: {e(line)}")
+
+
+def sessions_lines(report: dict | None) -> list[str]:
+    """A consumer's ``status.sessions`` in words: one line per provider that is not admitted."""
+    lines = [
+        f"{p['provider']} {p['sessions']} session(s), last turn {p.get('lastTurn', '-')}, {p['rehomed']} rehomed"
+        for p in (report or {}).get("providers", ())
+    ]
+    if (report or {}).get("omitted"):
+        lines.append(f"and {report['omitted']} more provider(s)")  # type: ignore[index]
+    return lines
 
 
 def _yes(value: bool) -> str:

@@ -9,8 +9,8 @@ import enum
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from agn.model import ADMITTED, Candidate, Overlay, group_admitted_counts
-from agn.objects import drain_of
+from agn.model import ADMITTED, Candidate, Overlay, group_admitted_counts, rfc3339
+from agn.objects import drain_of, parse_time
 from xtask.drain.core.holds import AT, BY, OPERATION, REASON, is_hold_key, is_ours, owner_key, plan_hold
 from xtask.drain.core.states import RestoreOutcome
 
@@ -39,6 +39,10 @@ class Change:
     # (None: none), and spec.trafficPolicy.slowStart as it was (raw; None: omitted), restored with it.
     slow_start: int | None = None
     previous_slow_start: Mapping[str, Any] | None = None
+    # Session deadline (--session-deadline): the seconds after the write at which the drained
+    # provider's sessions are moved (None: none), and spec.trafficPolicy.sessionDeadline as it was.
+    session_deadline: int | None = None
+    previous_session_deadline: str | None = None
 
     @property
     def current(self) -> bool:
@@ -70,6 +74,12 @@ def raw_slow_start(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return dict(value) if isinstance(value, Mapping) else None
 
 
+def raw_session_deadline(obj: Mapping[str, Any]) -> str | None:
+    """``spec.trafficPolicy.sessionDeadline`` as written (None: omitted)."""
+    value = ((obj.get("spec") or {}).get("trafficPolicy") or {}).get("sessionDeadline")
+    return value if isinstance(value, str) else None
+
+
 def plan_changes(
     selected: Iterable[Mapping[str, Any]],
     *,
@@ -77,13 +87,22 @@ def plan_changes(
     hold_key: str | None = None,
     release_all: bool = False,
     slow_start: int | None = None,
+    session_deadline: int | None = None,
 ) -> list[Change]:
     """One change per provider. With ``hold_key`` (the caller's hold) a drain adds that hold and
     an undrain removes it, clearing the flag only when no other hold remains (``release_all``:
     removing every hold); without it only the flag is planned. ``slow_start``: an undrain's window
-    (seconds), written with the flag when the flag clears."""
+    (seconds), written with the flag when the flag clears; ``session_deadline``: a drain's
+    (seconds after the write), written with the flag when the flag is set."""
     return [
-        plan_change(obj, requested=requested, hold_key=hold_key, release_all=release_all, slow_start=slow_start)
+        plan_change(
+            obj,
+            requested=requested,
+            hold_key=hold_key,
+            release_all=release_all,
+            slow_start=slow_start,
+            session_deadline=session_deadline,
+        )
         for obj in selected
     ]
 
@@ -95,6 +114,7 @@ def plan_change(
     hold_key: str | None = None,
     release_all: bool = False,
     slow_start: int | None = None,
+    session_deadline: int | None = None,
 ) -> Change:
     meta = obj.get("metadata", {})
     annotations = meta.get("annotations") or {}
@@ -119,6 +139,8 @@ def plan_change(
         release_all=release_all,
         slow_start=None if requested else slow_start,
         previous_slow_start=raw_slow_start(obj),
+        session_deadline=session_deadline if requested else None,
+        previous_session_deadline=raw_session_deadline(obj),
     )
 
 
@@ -135,6 +157,7 @@ def replan(change: Change, obj: Mapping[str, Any]) -> Change:
         hold_key=change.hold_key,
         release_all=change.release_all,
         slow_start=change.slow_start,
+        session_deadline=change.session_deadline,
     )
 
 
@@ -157,6 +180,9 @@ def drain_patch(
     When the flag changes, ``slowStart`` goes with it: a drain clears one that is there
     (cancelling a window in progress); an undrain with :attr:`Change.slow_start` writes ``{startTime: now,
     durationSeconds}`` (``now``: the API server's time at this write, RFC 3339), else leaves it.
+    ``sessionDeadline`` too: a drain with :attr:`Change.session_deadline` writes ``now`` plus those
+    seconds; any other flag change clears one that is there (a deadline belongs to the drain it
+    was written with).
 
     ``metadata.resourceVersion`` makes it conditional: if anything changed the object since
     we read it, the API server answers 409 and we re-read instead of acting on stale data; so
@@ -186,6 +212,13 @@ def drain_patch(
             if now is None:
                 raise ValueError("an undrain with a slow start needs the server's time of the write")
             policy["slowStart"] = {"startTime": now, "durationSeconds": change.slow_start}
+        if change.target and change.session_deadline is not None:
+            written = parse_time(now)
+            if written is None:
+                raise ValueError("a drain with a session deadline needs the server's time of the write")
+            policy["sessionDeadline"] = rfc3339(written + change.session_deadline)
+        elif change.previous_session_deadline is not None:
+            policy["sessionDeadline"] = None
         patch["spec"] = {"trafficPolicy": policy}
     return patch
 
@@ -199,6 +232,8 @@ def restore_patch(change: Change, *, resource_version: str, flag: bool = True) -
         policy: dict[str, Any] = {"drain": change.previous}
         if change.previous_slow_start is not None or change.slow_start is not None:
             policy["slowStart"] = change.previous_slow_start  # the window as it was (None: removed)
+        if change.previous_session_deadline is not None or change.session_deadline is not None:
+            policy["sessionDeadline"] = change.previous_session_deadline
         patch: dict[str, Any] = {"spec": {"trafficPolicy": policy}}
     else:
         annotations = {k: change.previous_annotations.get(k) for k in with_owners(touched)}

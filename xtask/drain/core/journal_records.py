@@ -213,6 +213,8 @@ def _change_from(provider: str, requested: bool, rec: Mapping[str, Any]) -> Chan
         release_all=holds.get("releaseAll") is True,
         slow_start=slow_start,
         previous_slow_start=previous_slow_start,
+        session_deadline=_positive_int(rec.get("sessionDeadline"), "sessionDeadline"),
+        previous_session_deadline=_optional_text(rec.get("previousSessionDeadline"), "previousSessionDeadline"),
     )
 
 
@@ -226,6 +228,19 @@ def _slow_start_from(rec: Mapping[str, Any]) -> tuple[int | None, Mapping[str, A
     if previous is not None and not isinstance(previous, Mapping):
         raise ValueError("previousSlowStart must be an object")
     return seconds, previous
+
+
+def _positive_int(value: Any, key: str) -> int | None:
+    """A plan item's whole number of seconds (absent in older journals: None)."""
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+        raise ValueError(f"{key} must be a positive whole number of seconds, got {value!r}")
+    return value
+
+
+def _optional_text(value: Any, key: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{key} must be a string")
+    return value
 
 
 def _check_namespace(value: str, where: str) -> None:
@@ -301,6 +316,10 @@ def _plan_item(c: Change) -> dict[str, Any]:
         item["slowStart"] = c.slow_start
     if c.previous_slow_start is not None:
         item["previousSlowStart"] = dict(c.previous_slow_start)
+    if c.session_deadline is not None:
+        item["sessionDeadline"] = c.session_deadline
+    if c.previous_session_deadline is not None:
+        item["previousSessionDeadline"] = c.previous_session_deadline
     if c.hold_key is not None:
         item["holds"] = {
             "key": c.hold_key,

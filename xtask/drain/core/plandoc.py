@@ -43,6 +43,13 @@ PLANNED_FLAGS = (
         "slow_start", "--slow-start", None, lambda r: r.slow_start, lambda s: s["operation"].get("slowStartSeconds")
     ),
     PlannedFlag(
+        "session_deadline",
+        "--session-deadline",
+        None,
+        lambda r: r.session_deadline,
+        lambda s: s["operation"].get("sessionDeadlineSeconds"),
+    ),
+    PlannedFlag(
         "max_unavailable",
         "--max-unavailable",
         None,

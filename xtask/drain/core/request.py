@@ -12,7 +12,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agn.model import MAX_SLOW_START_SECONDS, MIN_SLOW_START_SECONDS
+from agn.model import (
+    MAX_SESSION_DEADLINE_SECONDS,
+    MAX_SLOW_START_SECONDS,
+    MIN_SESSION_DEADLINE_SECONDS,
+    MIN_SLOW_START_SECONDS,
+)
 from agn.yamltext import show
 from xtask.drain.core.amounts import Amount
 from xtask.drain.core.holds import MAX_EXPIRES_SECONDS, holder_problem, override_problem, ticket_problem
@@ -26,6 +31,7 @@ if TYPE_CHECKING:
 FIELD_MANAGER = "agn-xtask-provider-drain"
 MAX_CONCURRENCY = 64
 DEFAULT_IDLE_TIMEOUT = 300.0
+DEFAULT_SESSIONS_TIMEOUT = 600.0
 DEFAULT_SOAK = 30.0
 ON_BREACH = ("hold", "restore")
 
@@ -70,6 +76,11 @@ class DrainRequest:
     release_all: bool = False
     # --undrain --slow-start DURATION: the returning providers' window, whole seconds (None: none).
     slow_start: int | None = None
+    # --session-deadline DURATION: whole seconds after the drain's write (server clock) at which the
+    # drained providers' sessions are moved; --wait-sessions QUIET and its --sessions-timeout.
+    session_deadline: int | None = None
+    wait_sessions: float | None = None
+    sessions_timeout: float | None = None  # None: DEFAULT_SESSIONS_TIMEOUT
     # The wave gates' flags by key (xtask.drain.gates: each gate declares and checks its own).
     gate_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -80,6 +91,30 @@ class DrainRequest:
     @property
     def soak_seconds(self) -> float:
         return DEFAULT_SOAK if self.soak is None else self.soak
+
+    def _check_sessions(self) -> None:
+        """--session-deadline, --wait-sessions and --sessions-timeout (docs/provider-drain.md)."""
+        if self.session_deadline is not None and not self.drain:
+            raise UsageError(
+                "--session-deadline moves the sessions of providers a drain takes out: it does not apply to "
+                "--undrain (an undrain clears a deadline)"
+            )
+        if self.session_deadline is not None and not (
+            MIN_SESSION_DEADLINE_SECONDS <= self.session_deadline <= MAX_SESSION_DEADLINE_SECONDS
+        ):
+            raise UsageError(
+                f"--session-deadline {self.session_deadline} must be between {MIN_SESSION_DEADLINE_SECONDS} and "
+                f"{MAX_SESSION_DEADLINE_SECONDS} seconds"
+            )
+        if self.wait_sessions is not None and not self.drain:
+            raise UsageError("--wait-sessions waits for drained providers' sessions; it does not apply to --undrain")
+        if self.wait_sessions is not None and not self.network:
+            raise UsageError(
+                "--wait-sessions reads the consumers' session reports once the drain is serving: name --network "
+                "and every --consumer to wait for"
+            )
+        if self.sessions_timeout is not None and self.wait_sessions is None:
+            raise UsageError("--sessions-timeout bounds the wait of --wait-sessions; it does nothing without it")
 
     def __post_init__(self) -> None:
         if bool(self.network) != bool(self.consumers):
@@ -130,6 +165,7 @@ class DrainRequest:
                 f"--slow-start {self.slow_start} must be between {MIN_SLOW_START_SECONDS} and "
                 f"{MAX_SLOW_START_SECONDS} seconds"
             )
+        self._check_sessions()
         if self.expires_in is not None and not 0 < self.expires_in <= MAX_EXPIRES_SECONDS:
             raise UsageError(f"--expires-in must be between 1 and {MAX_EXPIRES_SECONDS} seconds")
         self._check_waves()

@@ -124,12 +124,14 @@ class RunState(enum.StrEnum):
     NEEDS_INSPECTION = "needs-inspection"
     WAITING = "waiting"
     WAITING_IDLE = "waiting-idle"
+    WAITING_SESSIONS = "waiting-sessions"  # --wait-sessions
     COMPLETE = "complete"
     APPLIED_TIMEOUT = "applied-timeout"
     APPLIED_INTERRUPTED = "applied-interrupted"
     APPLIED_UNREACHABLE = "applied-unreachable"
     APPLIED_IDLE_TIMEOUT = "applied-idle-timeout"
     APPLIED_IDLE_INTERRUPTED = "applied-idle-interrupted"
+    APPLIED_SESSIONS_TIMEOUT = "applied-sessions-timeout"  # --wait-sessions: not quiet in time
     SOAKING = "soaking"  # waves: a wave converged and its gates are being read over the soak
     APPLIED_BREACHED = "applied-breached"  # waves: a gate did not hold; the written waves are kept
     APPLIED_REFUSED = "applied-refused"  # refused under the drain lock before a wave; written waves are kept

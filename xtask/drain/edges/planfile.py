@@ -111,6 +111,7 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
                 "force": req.force,
                 # --slow-start (undrain): written only when given, so earlier plans read the same.
                 **({"slowStartSeconds": req.slow_start} if req.slow_start is not None else {}),
+                **({"sessionDeadlineSeconds": req.session_deadline} if req.session_deadline is not None else {}),
             },
             "selection": [selection_entry(o) for o in inputs.selected],
             "changes": list(inputs.to_change),
