@@ -20,6 +20,7 @@ import yaml
 from kindenv import CONTEXT, ENV, NAMESPACE, REPO_ROOT, PortForward
 
 from agn.model import SlowStart
+from agn.objects import parse_time
 from agn.shards import assemble
 from agnprocs import http_json, wait_for
 from kubetest import cluster_entry
@@ -263,6 +264,75 @@ def test_slow_start_ramps_new_sessions_through_a_gateway_service(kind_env):
         lambda: all(revisions()[c] - before[c] == 2 for c in before), timeout=30, what="the window gone: revision 2"
     )
     assert all(revisions()[c] - before[c] <= 2 for c in before)
+
+
+def test_sessions_end_on_purpose_through_a_gateway_service(kind_env):
+    """``--session-deadline 10s --wait-sessions 3`` on kind: five sticky chat sessions (a turn each
+    per second through consumer-a's Service) stay on the drained provider-one until the deadline,
+    then every turn lands on provider-three (the admitted provider of their group) and none fails;
+    the wait cannot end before the deadline (they talk every second until then) and ends once
+    they have moved; `env status` shows consumer-a's five rehomed sessions; scaling provider-one's
+    Deployment to zero afterwards fails no turn."""
+    forward = PortForward(kind_env, "service/agn-gateway-consumer-a", 8080)
+    base = f"http://127.0.0.1:{forward.port}"
+    sessions = [f"talk-{i}" for i in range(5)]
+    turns: list[tuple[float, int, str | None]] = []  # (sent, status, provider)
+    stop = threading.Event()
+
+    def talk() -> None:
+        due = time.monotonic()
+        while not stop.is_set():
+            for s in sessions:
+                at = time.time()
+                try:
+                    body = http_json(
+                        f"{base}/v1/completions",
+                        method="POST",
+                        body={"prompt": "hi"},
+                        headers={"x-selection-group": "chat", "x-session-id": s},
+                    )
+                    turns.append((at, 200, body["provider"]))
+                except Exception:  # every failed turn counts
+                    turns.append((at, 0, None))
+            due += 1.0
+            stop.wait(max(0.0, due - time.monotonic()))
+
+    def scale(replicas: int) -> None:
+        kind_env.kubectl("-n", NAMESPACE, "scale", "deployment/fake-provider-one", f"--replicas={replicas}")
+
+    worker = threading.Thread(target=talk, daemon=True)
+    try:
+        worker.start()
+        wait_for(lambda: len(turns) >= 10, timeout=60, what="the sessions under way")
+        assert {p for _, _, p in turns} == {"provider-one"}  # rank 0 of the chat group
+        started = time.monotonic()
+        drain(kind_env, "--provider", "provider-one", "--session-deadline", "10s", "--wait-sessions", "3", *TARGETS)
+        took = time.monotonic() - started
+        written = kind_env.kubectl_json("-n", NAMESPACE, "get", "inferenceprovider", "provider-one")["spec"]
+        deadline = parse_time(written["trafficPolicy"]["sessionDeadline"])
+        assert deadline is not None and took >= 10 - 2, f"--wait-sessions ended {took:.1f}s after the drain"
+        after = [t for t in turns if t[0] >= deadline + 1.5]
+        assert len(after) >= 5 and {p for _, _, p in after} == {"provider-three"}, after
+        status = parse_report(kind_env.run("env", "status", "--env", ENV, "-o", "json").stdout)
+        a = next(c for c in status["objects"]["consumers"] if c["name"] == "consumer-a")
+        line = next(p for p in a["sessions"]["providers"] if p["provider"] == "provider-one")
+        assert line["rehomed"] == 5 and line["sessions"] == 0, a["sessions"]
+        scale(0)
+        gone = time.time()
+        wait_for(lambda: len([t for t in turns if t[0] >= gone]) >= 25, timeout=60, what="five more turns each")
+    finally:
+        stop.set()
+        worker.join(timeout=30)
+        forward.stop()
+        scale(1)
+        kind_env.kubectl("-n", NAMESPACE, "rollout", "status", "deployment/fake-provider-one", "--timeout=180s")
+        undrain = ("env", "provider-drain", "--context", CONTEXT, "--provider", "provider-one", "--undrain", *TARGETS)
+        # exit 7 (kept out: not healthy again yet) until the operator has probed the new pod
+        wait_for(lambda: kind_env.run(*undrain, timeout=300).returncode == 0, timeout=300, interval=2)
+    assert [t for t in turns if t[1] != 200] == []
+    assert {p for at, _, p in turns if at >= gone} == {"provider-three"}
+    policy = kind_env.kubectl_json("-n", NAMESPACE, "get", "inferenceprovider", "provider-one")["spec"]
+    assert "sessionDeadline" not in policy["trafficPolicy"]
 
 
 def test_pods_deleted_during_a_drains_wait(kind_env):
