@@ -16,8 +16,8 @@ once it has no session and its last turn is older than ``ttl``.
 
 :func:`report_loop` publishes :meth:`SessionBook.report` as ``status.sessions`` of the consumer
 (through the status writer, so nothing else is written): at most once per ``interval`` seconds
-and only when what it says changed (a session count, a last turn to the second, a rehomed count,
-the serving revision). A busy gateway therefore writes at most once a second, and only while a
+and only when what it says changed (a session count, a last turn, a rehomed count, the serving
+revision; times in milliseconds, rounded up). A busy gateway therefore writes at most once a second, and only while a
 provider that is not admitted (drained, or out of the overlay) has sessions or recent turns;
 admitted providers are not listed. The report lists at most :data:`MAX_REPORTED` providers (most
 sessions first, then the latest turn); ``omitted`` counts the rest.
@@ -40,6 +40,12 @@ DEFAULT_REPORT_INTERVAL = 1.0  # seconds between two looks at the book for statu
 MAX_REPORTED = 100  # providers listed in status.sessions (the rest are counted in ``omitted``)
 
 
+def rfc3339_ms(at: float) -> str:
+    """Unix seconds as RFC 3339 UTC text with milliseconds, rounded up (never earlier than ``at``)."""
+    ms = math.ceil(at * 1000)
+    return f"{rfc3339(ms // 1000)[:-1]}.{ms % 1000:03d}Z"
+
+
 @dataclasses.dataclass(slots=True)
 class _Sticky:
     provider: str
@@ -58,7 +64,7 @@ class ProviderSessions:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"provider": self.provider, "sessions": self.sessions, "rehomed": self.rehomed}
         if self.last_turn is not None:
-            out["lastTurn"] = rfc3339(math.ceil(self.last_turn))  # rounded up: never earlier than the turn
+            out["lastTurn"] = rfc3339_ms(self.last_turn)
         return out
 
 
@@ -164,7 +170,7 @@ def report_of(
     """``status.sessions``: the providers that are not admitted in the served overlay (``lines``)."""
     out: dict[str, Any] = {
         "revision": revision,
-        "since": rfc3339(math.ceil(since)),
+        "since": rfc3339_ms(since),
         "intervalSeconds": interval,
         "ttlSeconds": ttl,
         "providers": [line.to_dict() for line in lines[:limit]],

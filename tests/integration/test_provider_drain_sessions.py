@@ -9,10 +9,11 @@ five sticky sessions of ``chat`` through c-a's gateway all start on p-one.
 
 Timing bound of ``--wait-sessions 5``: a turn reaches the consumer's ``status.sessions`` at most
 one report interval (1 s, the gateway's ``--sessions-report-interval``) plus a status write
-after it is routed, with its time rounded up to the second; the CLI counts QUIET from that time
-plus the interval it reads in the report, and looks at least every 0.5 s. So it ends within
-QUIET + 1 (interval) + 1 (rounding) + 0.5 (its look) + a write's latency of the last turn:
-the test allows QUIET + 4 s, and requires at least QUIET.
+after it is routed, its time in milliseconds; the CLI counts QUIET plus the interval it reads in
+the report (one observation) from that time, and looks at least every 0.5 s. Both processes
+estimate the API server's clock from its whole-second ``Date`` header (±0.5 s each). So it ends
+within QUIET + 1 (the observation) + 0.5 (its look) + 1 (two clock estimates) + a write and the
+CLI's exit after the last turn: the test allows QUIET + 3.5 s, and requires at least QUIET - 1.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def test_wait_sessions_blocks_while_sessions_talk_and_ends_after_quiet(env: Drai
         last = talkers.halt()
     assert run.wait(timeout=QUIET + 30) == 0, run.output
     ended = time.time()
-    assert QUIET <= ended - last <= QUIET + 4, f"ended {ended - last:.1f}s after the last turn\n{run.output}"
+    assert QUIET - 1 <= ended - last <= QUIET + 3.5, f"ended {ended - last:.1f}s after the last turn\n{run.output}"
     # The sessions stayed on the drained provider (no deadline): sticky, none failed.
     assert all(code == 200 and p == "p-one" for _, _, code, p in talkers.turns), talkers.turns[-10:]
     assert env.journals()[-1]["state"] == "complete"
@@ -162,7 +163,7 @@ def test_session_deadline_moves_sessions_in_the_cluster_and_the_drained_provider
         before = [t for t in talkers.turns if t[0] < deadline - 1]
         assert before and {p for *_, p in before[-SESSIONS:]} == {"p-one"}, "sticky until the deadline"
         wait_for(lambda: time.time() >= deadline + 4, timeout=30, interval=0.5, what="four turns past the deadline")
-        after = talkers.since(deadline + 1.5)  # past the gateway's clock estimate (±1 s) and the rounding
+        after = talkers.since(deadline + 1.5)  # past the gateway's clock estimate (±0.5 s) and a turn's own time
         assert len(after) >= 2 * SESSIONS and {p for *_, p in after} == {"p-three"}, after
         wait_for(
             lambda: (line := sessions_line(env, "c-a", "p-one")) is not None and line["rehomed"] == SESSIONS,

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from agn.gateway.metrics import GatewayMetrics
 from agn.gateway.routing import AFFINITY, REHOMED, choose
-from agn.gateway.sessions import SessionBook, report_loop
+from agn.gateway.sessions import SessionBook, report_loop, rfc3339_ms
 from agn.gateway.table import Routes, RoutingTable
 from agn.gateway.validation import InvalidOverlay, validate_overlay
 from agn.model import (
@@ -29,7 +29,7 @@ from agn.model import (
     overlay_digest,
     rfc3339,
 )
-from agn.objects import provider_view
+from agn.objects import parse_time, provider_view
 
 T0 = 1_700_000_000
 DEADLINE = T0 + 10
@@ -169,18 +169,18 @@ def test_table_rehomes_at_the_deadline_counts_it_and_reports_it():
     report = table.session_report(interval=1.0)
     assert report["revision"] == 2
     assert report["providers"] == [
-        {"provider": "p1", "sessions": 3, "rehomed": 0, "lastTurn": rfc3339(DEADLINE - 1)}
+        {"provider": "p1", "sessions": 3, "rehomed": 0, "lastTurn": rfc3339_ms(DEADLINE - 1)}
     ]  # p2 is admitted: not listed
     clock.now = DEADLINE + 0.5
     assert [table.route(s).candidate.provider for s in ("s1", "s2")] == ["p2", "p2"]
     assert table.route("s1").reason == AFFINITY  # rebound: it stays on p2
     line = table.session_report(interval=1.0)["providers"][0]
-    assert line == {"provider": "p1", "sessions": 1, "rehomed": 2, "lastTurn": rfc3339(DEADLINE - 1)}
+    assert line == {"provider": "p1", "sessions": 1, "rehomed": 2, "lastTurn": rfc3339_ms(DEADLINE - 1)}
     assert table.snapshot()["affinities"] == {"s1": "p2", "s2": "p2", "s3": "p1"}
 
 
 def test_report_is_bounded_and_rounds_the_last_turn_up():
-    clock = Clock(T0 + 0.2)
+    clock = Clock(T0 + 0.2004)
     table = RoutingTable(clock=clock)
     drained = [cand(f"p{i:03d}", group=f"g{i}", state=EXISTING_ONLY) for i in range(105)]
     table.swap(overlay_of(1, [dataclasses.replace(c, admission_state=ADMITTED) for c in drained]))
@@ -189,8 +189,9 @@ def test_report_is_bounded_and_rounds_the_last_turn_up():
     table.swap(overlay_of(2, drained))
     report = table.session_report(interval=1.0)
     assert len(report["providers"]) == 100 and report["omitted"] == 5
-    assert report["providers"][0]["lastTurn"] == rfc3339(T0 + 1)  # never earlier than the turn
-    assert report["since"] == rfc3339(T0 + 1) and report["ttlSeconds"] == 600.0
+    assert report["providers"][0]["lastTurn"] == rfc3339(T0)[:-1] + ".201Z"  # never earlier than the turn
+    assert report["since"] == rfc3339(T0)[:-1] + ".201Z" and report["ttlSeconds"] == 600.0
+    assert parse_time(report["since"]) == pytest.approx(T0 + 0.201)
 
 
 def test_report_loop_submits_only_changes():

@@ -4,7 +4,7 @@ Pure: no I/O, no clock (callers pass ``now``, the API server's time as they esti
 The source of truth is what each consumer's gateway reports in its InferenceConsumer's
 ``status.sessions`` (:mod:`agn.gateway.sessions`): per provider that is not admitted in the
 overlay it serves, the sticky sessions bound to it, the time of its last turn (on the API
-server's clock, rounded up to the second) and the sessions rehomed away from it; ``since``, when
+server's clock, milliseconds, rounded up) and the sessions rehomed away from it; ``since``, when
 its reports began; ``intervalSeconds``, how often it looks (a turn reaches the status at most
 about that long after it was routed). For one consumer and one drained provider the report is:
 
