@@ -27,7 +27,7 @@ OWN_MODULES = frozenset(
     agn.kubeconfig.write agn.kubeconnect agn.kubeerrors agn.kubetls agn.model agn.names agn.objects
     agn.operator agn.operator.heartbeat agn.operator.lease agn.outputfile agn.overlays agn.resources
     agn.shards agn.watching agn.yamltext xtask xtask.cli xtask.cli.complete xtask.cli.env
-    xtask.cli.env.drain_view xtask.cli.env.options xtask.cli.formats xtask.cli.helptext
+    xtask.cli.env.drain_view xtask.cli.env.options xtask.cli.env.session_options xtask.cli.formats xtask.cli.helptext
     xtask.cli.output xtask.drain xtask.drain.context xtask.drain.core xtask.drain.core.amounts
     xtask.drain.core.budget xtask.drain.core.changes xtask.drain.core.converge
     xtask.drain.core.guard xtask.drain.core.holds xtask.drain.core.idle

@@ -17,10 +17,8 @@ from xtask.drain.core.guard import Targets
 from xtask.drain.core.holds import holder_name, holds_of
 from xtask.drain.core.progress import WaitBegun
 from xtask.drain.core.request import DEFAULT_IDLE_TIMEOUT, DEFAULT_SESSIONS_TIMEOUT
-from xtask.drain.core.sessions import describe_not_quiet
 from xtask.drain.core.states import IdleWaitState, RunState, WaitState
 from xtask.drain.edges.idle_waiter import IdleWaiter
-from xtask.drain.edges.session_waiter import SessionsWaiter
 from xtask.drain.record import RunRecord
 from xtask.drain.render import idle_dict, idle_summary
 from xtask.drain.report import Ending, RunResults, exit_code_for, sessions_exit
@@ -109,6 +107,9 @@ def wait_sessions(ctx: RunContext, results: RunResults, record: RunRecord, latch
     """``--wait-sessions QUIET``: after convergence, wait until no named consumer has routed a turn
     to a drained provider for QUIET seconds. None when they are quiet (the run goes on: to
     ``--wait-idle``, or done); else the run's end (exit 11 on timeout, 8 when interrupted)."""
+    from xtask.drain.core.sessions import describe_not_quiet  # loads only for --wait-sessions
+    from xtask.drain.edges.session_waiter import SessionsWaiter
+
     req = ctx.req
     assert req.wait_sessions is not None
     record.enter(RunState.WAITING_SESSIONS)
