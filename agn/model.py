@@ -54,6 +54,10 @@ class ProviderView:
     # The status's MetricsFresh condition is True: a probes heartbeat (agn.operator.heartbeat)
     # renewed after metrics_observed_at vouches that the reading was still fresh then.
     metrics_fresh_claimed: bool = False
+    # spec.capacity.maxConcurrent: how many requests it serves at once (None: none declared).
+    # Read by the drain's load-aware capacity guard (xtask.drain.core.capacity); the operator
+    # publishes the load of a provider that declares it.
+    max_concurrent: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
