@@ -13,7 +13,7 @@ measures with the real CLI, ``--gateway gw-big`` with both consumers as targets 
    ``/admin/state``), published by the operator in ``status.load``; the drain weighs the four
    groups (250 leaving each, headroom 1,000 each) before its writes and again under the lock.
 
-Each drain runs ``--repeat`` times (undone directly between runs, not measured); the table
+Each drain runs ``--repeat`` times (undone with ``--undrain`` between runs, not measured); the table
 gives the median and the range, the guard's own time (its decision over the listed fleet,
 timed in this process on the objects the CLI reads) and the verdicts the report carries.
 Numbers are from this machine, this run; compare rows, not absolutes.
@@ -71,8 +71,7 @@ def drains(bench: Bench, names: list[str], repeat: int) -> tuple[list[float], di
     for _ in range(repeat):
         secs, report = bench.xtask("--gateway", "gw-big", "--concurrency", "8", "--timeout", "300", *TARGETS)
         times.append(secs)
-        bench.set_drain(names, None)
-        bench.wait_all_admitted_and_served()
+        bench.xtask("--gateway", "gw-big", "--undrain", "--concurrency", "32", "--timeout", "300", *TARGETS)
     return times, report
 
 
