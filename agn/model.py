@@ -144,6 +144,10 @@ class ProviderView:
     metrics_fresh_claimed: bool = False
     slow_start: SlowStart | None = None  # spec.trafficPolicy.slowStart
     session_deadline: int | None = None  # spec.trafficPolicy.sessionDeadline (unix seconds, server clock)
+    # spec.capacity.maxConcurrent: how many requests it serves at once (None: none declared).
+    # Read by the drain's load-aware capacity guard (xtask.drain.core.capacity); the operator
+    # publishes the load of a provider that declares it.
+    max_concurrent: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -109,7 +109,17 @@ def _provider_view(obj: Mapping[str, Any]) -> ProviderView:
         metrics_fresh_claimed=any(
             c.get("type") == "MetricsFresh" and c.get("status") == "True" for c in status.get("conditions") or ()
         ),
+        max_concurrent=max_concurrent_of(spec),
     )
+
+
+def max_concurrent_of(spec: Mapping[str, Any]) -> int | None:
+    """``spec.capacity.maxConcurrent`` when it is a whole number of at least 1, else None (the
+    CRD refuses anything else; an object stored before it counts as declaring nothing)."""
+    value = (spec.get("capacity") or {}).get("maxConcurrent")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return None
+    return value
 
 
 def network_view(obj: Mapping[str, Any]) -> NetworkView:

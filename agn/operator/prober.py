@@ -39,7 +39,7 @@ import aiohttp
 
 from agn.logs import JsonLog
 from agn.model import NetworkView
-from agn.objects import Obj, drain_of, metrics_format_of, network_view
+from agn.objects import Obj, drain_of, max_concurrent_of, metrics_format_of, network_view
 from agn.operator.heartbeat import HEARTBEAT_SECONDS
 from agn.operator.informer import Store
 from agn.operator.lease import Leadership
@@ -418,8 +418,9 @@ class Prober:
             threshold=self.settings.probe_failure_threshold,
             previously_healthy=was_healthy,
         )
-        # Only a drained provider's load is published: it is what `provider-drain --wait-idle`
-        # waits on; every other provider's readings stay here (see agn.operator.heartbeat).
+        # Only a drained provider's load is published (what `provider-drain --wait-idle` waits
+        # on), and that of a provider declaring spec.capacity.maxConcurrent (what the drain's
+        # capacity guard weighs); every other provider's readings stay here (agn.operator.heartbeat).
         desired = next_status(
             previous,
             outcome,
@@ -430,7 +431,9 @@ class Prober:
         )
         mem.current = desired
         refresh = self.settings.status_refresh
-        desired = published(desired, load=refresh or drain_of(obj))
+        desired = published(
+            desired, load=refresh or drain_of(obj) or max_concurrent_of(obj.get("spec") or {}) is not None
+        )
         now = time.time()
         if not should_write(
             mem.status,

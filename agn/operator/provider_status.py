@@ -224,7 +224,8 @@ def next_status(
 
 def published(status: Mapping[str, Any], *, load: bool) -> dict[str, Any]:
     """The status as written to the API: without ``load`` unless ``load`` (a drained provider,
-    the only kind a ``--wait-idle`` waits on). The operator keeps the reading either way, so a
+    the only kind a ``--wait-idle`` waits on, or one that declares ``spec.capacity``, whose load
+    the drain's capacity guard weighs). The operator keeps the reading either way, so a
     provider drained later publishes its last reading at once, with its own ``observedAt``."""
     out = dict(status)
     if not load:

@@ -64,13 +64,14 @@ def consumer_body(name: str) -> dict:
     }
 
 
-def provider_body(name: str, endpoint: str, *, gateway: str, group: str, rank: int) -> dict:
-    return {
-        "apiVersion": "agn.dev/v1alpha1",
-        "kind": "InferenceProvider",
-        "metadata": {"name": name},
-        "spec": {"endpoint": endpoint, "providerGateway": gateway, "selectionGroup": group, "rank": rank},
-    }
+def provider_body(
+    name: str, endpoint: str, *, gateway: str, group: str, rank: int, capacity: int | None = None
+) -> dict:
+    """One provider; ``capacity``: its ``spec.capacity.maxConcurrent`` (None: none declared)."""
+    spec: dict = {"endpoint": endpoint, "providerGateway": gateway, "selectionGroup": group, "rank": rank}
+    if capacity is not None:
+        spec["capacity"] = {"maxConcurrent": capacity}
+    return {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceProvider", "metadata": {"name": name}, "spec": spec}
 
 
 class Bench:
@@ -110,11 +111,20 @@ class Bench:
         self.sup.start(pool.name, pool.argv(sys.executable), env=self.env)
         self.pool = pool.url()
 
-    def scenario(self, name: str, *, providers: int, coalesce: float = 0.1, components: bool = True) -> None:
+    def scenario(
+        self,
+        name: str,
+        *,
+        providers: int,
+        coalesce: float = 0.1,
+        components: bool = True,
+        capacity: tuple[int, int] | None = None,
+    ) -> None:
         """A fresh namespace: ``providers`` providers p000… in gateway gw-big plus one spare per
         selection group in gw-spare (so draining all of gw-big passes the capacity guard), one
         network, consumers c-a and c-b; with ``components``, the operator and both gateways,
-        waited on until every provider is admitted and served."""
+        waited on until every provider is admitted and served. ``capacity``: the
+        ``spec.capacity.maxConcurrent`` of each gw-big provider and of each spare."""
         for proc in ("operator", *(f"gateway-{c}" for c in CONSUMER_NAMES)):
             self.sup.stop(proc)
         self.ns = name
@@ -124,11 +134,25 @@ class Bench:
         for c in CONSUMER_NAMES:
             k.create(CONSUMERS, self.ns, consumer_body(c))
         bodies = [
-            provider_body(f"p{i:03d}", f"{self.pool}/pool/p{i:03d}", gateway="gw-big", group=f"g{i % 4}", rank=i)
+            provider_body(
+                f"p{i:03d}",
+                f"{self.pool}/pool/p{i:03d}",
+                gateway="gw-big",
+                group=f"g{i % 4}",
+                rank=i,
+                capacity=capacity and capacity[0],
+            )
             for i in range(providers)
         ]
         bodies += [
-            provider_body(f"spare{g}", f"{self.pool}/pool/spare{g}", gateway="gw-spare", group=f"g{g}", rank=1000)
+            provider_body(
+                f"spare{g}",
+                f"{self.pool}/pool/spare{g}",
+                gateway="gw-spare",
+                group=f"g{g}",
+                rank=1000,
+                capacity=capacity and capacity[1],
+            )
             for g in range(4)
         ]
         import concurrent.futures as cf

@@ -1090,6 +1090,23 @@ ROWS: dict[str, Row] = {
         1,
         "spec.rank: Invalid value: -1: spec.rank in body should be greater than or equal to 0",
     ),
+    "edit-capacity-zero": Row(
+        ("kubectl", "patch", "iprov", "p-two", "--type", "merge", "-p", '{"spec":{"capacity":{"maxConcurrent":0}}}'),
+        1,
+        "spec.capacity.maxConcurrent: Invalid value: 0: spec.capacity.maxConcurrent in body should be greater than or "
+        "equal to 1",
+    ),
+    "edit-capacity-a-string": Row(
+        ("kubectl", "patch", "iprov", "p-two", "--type", "merge", "-p", '{"spec":{"capacity":{"maxConcurrent":"8"}}}'),
+        1,
+        'spec.capacity.maxConcurrent: Invalid value: "string": spec.capacity.maxConcurrent in body must be of type '
+        "integer",
+    ),
+    "edit-capacity-fraction": Row(
+        ("kubectl", "patch", "iprov", "p-two", "--type", "merge", "-p", '{"spec":{"capacity":{"maxConcurrent":2.5}}}'),
+        1,
+        "spec.capacity.maxConcurrent: Invalid value",
+    ),
     "edit-endpoint-removed": Row(
         ("kubectl", "patch", "iprov", "p-two", "--type", "merge", "-p", '{"spec":{"endpoint":null}}'),
         1,
@@ -1243,6 +1260,14 @@ ROWS: dict[str, Row] = {
     "max-unavailable-word": usage("--max-unavailable", "few", "'few' is not a count"),
     "max-unavailable-on-undrain": Row(
         (*P1, "--undrain", "--max-unavailable", "1"), 2, "--max-unavailable bounds what a drain takes out"
+    ),
+    # -- the load-aware capacity guard: --capacity-margin ----------------------------------------------------
+    "capacity-margin-negative": usage("--capacity-margin", "-2", "'-2' is not a count (N) or a percentage (P%)"),
+    "capacity-margin-over-100-percent": usage("--capacity-margin", "150%", "'150%' is more than 100%"),
+    "capacity-margin-fraction": usage("--capacity-margin", "2.5", "'2.5' is not a count (N) or a percentage (P%)"),
+    "capacity-margin-word": usage("--capacity-margin", "some", "'some' is not a count"),
+    "capacity-margin-on-undrain": Row(
+        (*P1, "--undrain", "--capacity-margin", "2"), 2, "--capacity-margin weighs what a drain moves"
     ),
     # -- declared budgets and the drain lock: --override-budget, --lock-timeout ------------------------------
     "override-budget-empty": usage("--override-budget", "", "'' is empty: say why the budget is overridden"),

@@ -467,6 +467,62 @@ def test_drain_holds_belong_to_their_owner_on_kind(kind_env):
     assert obj["spec"]["trafficPolicy"]["drain"] is False
 
 
+def _capacity_and_load(kind_env, provider: str, forward: PortForward, *, capacity: int | None, waiting: int) -> None:
+    """Declare ``provider``'s capacity (None: none), fix its load over the pod's loopback
+    /admin/state (a port-forward arrives there) and wait until the operator publishes it."""
+    kind_env.kubectl(
+        "-n", NAMESPACE, "patch", "inferenceprovider", provider, "--type", "merge",
+        "-p", json.dumps({"spec": {"capacity": None if capacity is None else {"maxConcurrent": capacity}}}),
+    )  # fmt: skip
+    http_json(f"http://127.0.0.1:{forward.port}/admin/state", method="POST", body={"waiting": waiting})
+    if capacity is None:
+        return
+    wait_for(
+        lambda: (
+            (kind_env.kubectl_json("-n", NAMESPACE, "get", "inferenceprovider", provider).get("status") or {})
+            .get("load", {})
+            .get("waiting")
+            == waiting
+        ),
+        timeout=120,
+        interval=1,
+        what=f"{provider}'s published load to show waiting {waiting}",
+    )
+
+
+def test_the_load_aware_capacity_guard_on_kind(kind_env):
+    """provider-one and provider-three (group chat) declare 10 each: draining provider-one (6
+    waiting) onto provider-three (5 waiting, headroom 5) is refused naming the numbers; once
+    provider-three carries 1 (headroom 9) the same drain passes."""
+    forwards = {
+        p: PortForward(kind_env, f"deployment/fake-provider-{p.split('-')[1]}", 8080)
+        for p in ("provider-one", "provider-three")
+    }
+    args = ("env", "provider-drain", "--context", CONTEXT, "--provider", "provider-one", *TARGETS, "-o", "json")
+    try:
+        _capacity_and_load(kind_env, "provider-one", forwards["provider-one"], capacity=10, waiting=6)
+        _capacity_and_load(kind_env, "provider-three", forwards["provider-three"], capacity=10, waiting=5)
+        proc = kind_env.run(*args, timeout=300)
+        report = parse_report(proc.stdout)
+        assert proc.returncode == 3, proc.stdout + proc.stderr
+        (refusal,) = report["refused"]
+        assert "selection group 'chat'" in refusal and "carry load 6 (provider-one 6)" in refusal, refusal
+        assert "over the headroom 5" in refusal, refusal
+        obj = kind_env.kubectl_json("-n", NAMESPACE, "get", "inferenceprovider", "provider-one")
+        assert not (obj["spec"].get("trafficPolicy") or {}).get("drain")
+
+        _capacity_and_load(kind_env, "provider-three", forwards["provider-three"], capacity=10, waiting=1)
+        proc = kind_env.run(*args, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        (group,) = [g for g in parse_report(proc.stdout)["capacity"]["groups"] if g["group"] == "chat"]
+        assert (group["load"], group["headroom"], group["verdict"]) == (6, 9, "fits")
+        drain(kind_env, "--provider", "provider-one", "--undrain", *TARGETS)
+    finally:
+        for provider, forward in forwards.items():
+            _capacity_and_load(kind_env, provider, forward, capacity=None, waiting=0)
+            forward.stop()
+
+
 def test_down_deletes_the_cluster_and_leaves_nothing_it_made(kind_env):
     state = json.loads((kind_env.home / "xtask" / "envs" / ENV / "kind.json").read_text())
     engine = state["engine"]

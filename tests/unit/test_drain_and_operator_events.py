@@ -134,6 +134,26 @@ def test_the_note_says_what_why_which_operation_and_who():
     assert bare == "drained; operation op by bob@h"
 
 
+def test_a_capacity_guard_overridden_by_force_is_said_on_provider_drained_only():
+    said = {
+        reason: note(
+            Fact("a", reason, "Drain", "Normal"),
+            operation="op",
+            actor="bob@h",
+            context=None,
+            user=None,
+            reason=None,
+            capacity_override="network net, group 'chat': exceeds (load 6, headroom 5)",
+        )
+        for reason in (DRAINED, RESTORED)
+    }
+    assert said[DRAINED] == (
+        "drained; capacity guard overridden (--force): network net, group 'chat': exceeds (load 6, headroom 5); "
+        "operation op by bob@h"
+    )
+    assert "capacity" not in said[RESTORED]
+
+
 # -- what the operator records ---------------------------------------------------------------------
 def cand(provider: str, state: str) -> Candidate:
     return Candidate(f"c-{provider}", provider, f"http://{provider}", "g", 0, state)

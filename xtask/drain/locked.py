@@ -24,6 +24,7 @@ from typing import Any
 from agn.kube import NETWORKS, PROVIDERS
 from agn.objects import drain_of
 from agn.operator.heartbeat import read_heartbeat
+from xtask.drain.capacity_check import check_capacity
 from xtask.drain.context import RunContext
 from xtask.drain.core.budget import declares_budget, group_budgets
 from xtask.drain.core.changes import Change
@@ -82,7 +83,7 @@ class LockedWrites:
         for a in got:
             taken = f" (taken over from {a.previous_holder}, last renewed {a.previous_renew_time})"
             self.ctx.say(f"drain lock: network {a.network} ({a.lease}){taken if a.previous_holder else ''}")
-        refusals = self._recheck(changes) if self.ctx.req.drain else []
+        refusals = self._recheck(changes, where) if self.ctx.req.drain else []
         if refusals:
             self.leave()
             self.results.refused += refusals
@@ -94,8 +95,9 @@ class LockedWrites:
             record.enter(RunState.APPLIED_REFUSED if code is ExitCode.REFUSED else RunState.APPLIED_INTERRUPTED)
         return Ending(summary, code)
 
-    def _recheck(self, changes: list[Change]) -> list[str]:
-        """The budget and the capacity guard on a fresh read, under the locks."""
+    def _recheck(self, changes: list[Change], where: str) -> list[str]:
+        """The budget, the load-aware capacity guard and the last-provider guard on a fresh read,
+        under the locks (``where``: before which wave)."""
         ctx, req = self.ctx, self.ctx.req
         providers = ctx.kube.list(PROVIDERS, ctx.namespace)[0]
         networks = ctx.kube.list(NETWORKS, ctx.namespace)[0]
@@ -108,6 +110,15 @@ class LockedWrites:
         )
         budgeted = req.max_unavailable is not None or override or declares_budget(networks)
         refusals = budget_report(ctx, self.results, rows) if budgeted else []
+        refusals += check_capacity(
+            ctx,
+            self.results,
+            providers=providers,
+            networks=networks,
+            to_drain=to_drain,
+            heartbeat=heartbeat,
+            where=where,
+        )
         if targets is not None:
             names = {c.provider for c in changes}
             selected = [p for p in providers if p["metadata"]["name"] in names]

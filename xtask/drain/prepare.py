@@ -16,6 +16,7 @@ from typing import Any
 
 from agn.kube import NETWORKS, PROVIDERS, NotFound
 from agn.operator.heartbeat import read_heartbeat
+from xtask.drain.capacity_check import check_capacity
 from xtask.drain.context import RunContext
 from xtask.drain.core.amounts import Amount, split_waves
 from xtask.drain.core.budget import GroupBudget, declares_budget, group_budgets, networks_of
@@ -183,18 +184,30 @@ def _target_refusals(
 
 
 def _budget(ctx: RunContext, results: RunResults, candidates: list[dict[str, Any]], prepared: Prepared) -> list[str]:
-    """The networks whose drain locks the writes take; for a drain, the budget's rows (in the
-    report) and its refusals — a first look, without the lock: the writes check again under it
-    (:mod:`xtask.drain.locked`). Every network of the namespace, and every provider (one more
-    LIST when one provider was read by name and a budget applies)."""
+    """The networks whose drain locks the writes take; for a drain, the budget's rows and the
+    capacity guard's groups (in the report) and their refusals — a first look, without the lock:
+    the writes check again under it (:mod:`xtask.drain.locked`). Every network of the namespace,
+    and every provider (one more LIST when one provider was read by name), read once for both."""
     kube, namespace, req = ctx.kube, ctx.namespace, ctx.req
     networks = kube.list(NETWORKS, namespace)[0]
     changing = {c.provider for c in prepared.changes if not c.already}
     prepared.networks = networks_of([p for p in candidates if p["metadata"]["name"] in changing], networks)
-    if not req.drain or (req.max_unavailable is None and req.override_budget is None and not declares_budget(networks)):
+    budgeted = req.max_unavailable is not None or req.override_budget is not None or declares_budget(networks)
+    if not req.drain or not (budgeted or changing):
         return []
     providers = candidates if req.selector.provider is None else kube.list(PROVIDERS, namespace)[0]
     heartbeat = prepared.targets.heartbeat if prepared.targets else read_heartbeat(kube, namespace)
+    refusals = check_capacity(
+        ctx,
+        results,
+        providers=providers,
+        networks=networks,
+        to_drain=changing,
+        heartbeat=heartbeat,
+        where="before writing",
+    )
+    if not budgeted:
+        return refusals
     rows = group_budgets(
         providers,
         networks,
@@ -204,7 +217,7 @@ def _budget(ctx: RunContext, results: RunResults, candidates: list[dict[str, Any
         now=time.time(),
         override=req.override_budget is not None,
     )
-    return budget_report(ctx, results, rows)
+    return budget_report(ctx, results, rows) + refusals
 
 
 def budget_report(ctx: RunContext, results: RunResults, rows: list[GroupBudget]) -> list[str]:
@@ -287,6 +300,7 @@ def _write_plan(
             budget=[
                 {k: v for k, v in g.items() if k in _PLAN_BUDGET} for g in (results.budget or {}).get("groups", [])
             ],
+            capacity=(results.capacity or {}).get("groups") if req.drain else None,
             waves=split_waves(todo, req.wave_size or Amount(100, percent=True)),
         )
     )

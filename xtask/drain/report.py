@@ -70,6 +70,7 @@ class RunResults:
     dry_run_outcomes: list[Outcome] = dataclasses.field(default_factory=list)
     plan_file: dict[str, Any] | None = None
     budget: dict[str, Any] | None = None
+    capacity: dict[str, Any] | None = None  # the load-aware capacity guard (xtask.drain.capacity_check)
     waves: list[WaveResult] | None = None
     lock: dict[str, Any] | None = None  # the drain locks taken (xtask.drain.locked)
     outcomes: list[Outcome] = dataclasses.field(default_factory=list)
@@ -120,6 +121,7 @@ def build_report(results: RunResults, ending: Ending, *, events: dict[str, Any],
         summary=ending.summary,
         plan_file=results.plan_file,
         budget=results.budget,
+        capacity=results.capacity,
         waves=None if results.waves is None else [w.to_dict() for w in results.waves],
         lock=results.lock,
     )
@@ -155,6 +157,7 @@ class Report:
     summary: str = ""
     plan_file: dict[str, Any] | None = None  # --plan-out / --plan: path, digest, action (written | applied)
     budget: dict[str, Any] | None = None  # declared budgets and --max-unavailable: the bounds and groups
+    capacity: dict[str, Any] | None = None  # the capacity guard: margin, per group load and headroom, forced
     waves: list[dict] | None = None  # a drain in waves: per wave its providers, state and gates' readings
     lock: dict[str, Any] | None = None  # the drain locks: identity, networks, each acquisition, lost
 

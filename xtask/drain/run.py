@@ -178,6 +178,7 @@ class _DrainRun:
                 waves=[w.providers for w in self.waves] if self.staged else None,
                 selection=self.results.selection if self.staged else None,
                 budget_override=req.override_budget,
+                capacity_override=(self.results.capacity or {}).get("overridden"),
             )
             self.record = RunRecord(Journal.create(header, folder=req.journal_dir))
             ctx.say(f"journal: {self.record.path}")

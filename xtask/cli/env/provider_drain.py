@@ -136,7 +136,15 @@ SAFETY = (
     click.option(
         "--force",
         is_flag=True,
-        help="Drain even if a named consumer's selection group would lose its last admitted provider.",
+        help="Drain even if a named consumer's selection group would lose its last admitted provider, or the "
+        "load-aware capacity guard refuses (the override is recorded in the journal, the Events and the report).",
+    ),
+    click.option(
+        "--capacity-margin",
+        type=AmountType(minimum=0),
+        help="Drain only: requests held back from the headroom of the providers that stay admitted when the "
+        "capacity guard weighs the load leaving (N requests, or P% of their declared spec.capacity.maxConcurrent, "
+        "rounded up; default 0). Applies to selection groups where a provider declares a capacity.",
     ),
     click.option(
         "--max-unavailable",

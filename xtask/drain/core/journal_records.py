@@ -286,6 +286,7 @@ class JournalHeader:
     waves: list[list[str]] | None = None  # a drain in waves: each wave's providers
     selection: list[str] | None = None  # a drain in waves: every provider selected
     budget_override: str | None = None  # --override-budget REASON: the declared budget set aside
+    capacity_override: list[str] | None = None  # the capacity guard's refusals --force set aside
 
     def record(self) -> dict[str, Any]:
         return {
@@ -301,6 +302,7 @@ class JournalHeader:
             "plan": [_plan_item(c) for c in self.changes],
             **({"planDigest": self.plan_digest} if self.plan_digest is not None else {}),
             **({"budgetOverride": self.budget_override} if self.budget_override is not None else {}),
+            **({"capacityOverride": list(self.capacity_override)} if self.capacity_override else {}),
         }
 
 

@@ -56,6 +56,13 @@ PLANNED_FLAGS = (
         lambda r: r.max_unavailable,
         lambda s: _amount_or_none(s["budget"] and s["budget"]["maxUnavailable"]),
     ),
+    PlannedFlag(
+        "capacity_margin",
+        "--capacity-margin",
+        None,
+        lambda r: r.capacity_margin,
+        lambda s: _amount_or_none((s.get("capacity") or {}).get("margin")),
+    ),
     PlannedFlag("wave_size", "--wave-size", None, lambda r: r.wave_size, lambda s: _amount_or_none(s["waves"]["size"])),
     # The hold a plan writes or releases: who holds it (the planner's user@host unless --holder
     # named someone), its ticket and expiry, and whether every hold is released.

@@ -62,6 +62,9 @@ class DrainRequest:
     max_unavailable: Amount | None = None  # --max-unavailable: the fleet budget
     # --override-budget REASON: set the networks' declared disruption budgets aside (recorded).
     override_budget: str | None = None
+    # --capacity-margin N|P%: requests held back from the staying providers' headroom
+    # (xtask.drain.core.capacity; P% of their declared capacity). None: not given (0).
+    capacity_margin: Amount | None = None
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT  # --lock-timeout: seconds to wait for the drain locks
     # Waves (None: not given on the command line; the defaults are DEFAULT_SOAK and so on).
     soak: float | None = None
@@ -139,6 +142,8 @@ class DrainRequest:
             raise UsageError("--max-unavailable bounds what a drain takes out; it does not apply to --undrain")
         if self.override_budget is not None and not self.drain:
             raise UsageError("--override-budget sets a drain's budget aside; it does not apply to --undrain")
+        if self.capacity_margin is not None and not self.drain:
+            raise UsageError("--capacity-margin weighs what a drain moves; it does not apply to --undrain")
         if self.override_budget is not None and (problem := override_problem(self.override_budget)):
             raise UsageError(f"--override-budget {show(self.override_budget)} {problem}")
         if not 0 < self.lock_timeout <= MAX_LOCK_TIMEOUT:

@@ -101,6 +101,7 @@ def note(
     user: str | None,
     reason: str | None,
     budget_override: str | None = None,
+    capacity_override: str | None = None,
 ) -> str:
     """The Event's note: what happened, why (``--reason``), the operation and who."""
     what = {
@@ -116,6 +117,8 @@ def note(
         parts.append(f"reason: {reason}")
     if budget_override and fact.reason == DRAINED:
         parts.append(f"disruption budget overridden: {budget_override}")
+    if capacity_override and fact.reason == DRAINED:
+        parts.append(f"capacity guard overridden (--force): {capacity_override}")
     who = actor
     via = ", ".join(x for x in (f"kube user {user}" if user else "", f"context {context}" if context else "") if x)
     parts.append(f"operation {operation} by {who}" + (f" ({via})" if via else ""))
@@ -146,6 +149,7 @@ class DrainEvents:
         self._actor = actor
         self._reason = reason
         self.budget_override: str | None = None  # --override-budget: said on ProviderDrained
+        self.capacity_override: str | None = None  # --force over the capacity guard: said on ProviderDrained
         self._warn = warn
         self._clock: Callable[[], float] = time.time
         self._workers = workers
@@ -197,6 +201,7 @@ class DrainEvents:
                     user=self._kube.user,
                     reason=self._reason,
                     budget_override=self.budget_override,
+                    capacity_override=self.capacity_override,
                 ),
                 type_=fact.type,
                 reporter=Reporter(CONTROLLER, self._actor),

@@ -86,6 +86,7 @@ class PlanInputs:
     to_change: Sequence[str]
     groups: Sequence[Mapping[str, Any]]
     budget: Sequence[Mapping[str, Any]]
+    capacity: Sequence[Mapping[str, Any]] | None = None  # the capacity guard's groups (None: a drain it did not weigh)
     waves: Sequence[Sequence[str]]
 
 
@@ -120,6 +121,12 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
             "budget": None
             if req.max_unavailable is None
             else {"maxUnavailable": str(req.max_unavailable), "groups": [dict(b) for b in inputs.budget]},
+            "capacity": None
+            if inputs.capacity is None
+            else {
+                "margin": None if req.capacity_margin is None else str(req.capacity_margin),
+                "groups": [dict(g) for g in inputs.capacity],
+            },
             "waves": {
                 "size": None if req.wave_size is None else str(req.wave_size),
                 "waves": [list(w) for w in inputs.waves],
