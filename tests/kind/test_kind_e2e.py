@@ -300,11 +300,26 @@ def test_sessions_end_on_purpose_through_a_gateway_service(kind_env):
     def scale(replicas: int) -> None:
         kind_env.kubectl("-n", NAMESPACE, "scale", "deployment/fake-provider-one", f"--replicas={replicas}")
 
+    # Earlier tests in this kind env leave idle sessions of their own on provider-one (within the
+    # gateway's session TTL): what this test asserts is that its five moved, so it records the
+    # most provider-one had while they talked to it (reported once it is drained, before the
+    # deadline) and compares with the count after.
+    reported: list[int] = []
+
+    def watch_reports() -> None:
+        while not stop.is_set():
+            consumer = kind_env.kubectl_json("-n", NAMESPACE, "get", "inferenceconsumer", "consumer-a")
+            lines = ((consumer.get("status") or {}).get("sessions") or {}).get("providers") or []
+            reported.extend(p["sessions"] for p in lines if p["provider"] == "provider-one" and not p["rehomed"])
+            stop.wait(0.5)
+
     worker = threading.Thread(target=talk, daemon=True)
+    watcher = threading.Thread(target=watch_reports, daemon=True)
     try:
         worker.start()
         wait_for(lambda: len(turns) >= 10, timeout=60, what="the sessions under way")
         assert {p for _, _, p in turns} == {"provider-one"}  # rank 0 of the chat group
+        watcher.start()
         started = time.monotonic()
         drain(kind_env, "--provider", "provider-one", "--session-deadline", "10s", "--wait-sessions", "3", *TARGETS)
         took = time.monotonic() - started
@@ -316,13 +331,16 @@ def test_sessions_end_on_purpose_through_a_gateway_service(kind_env):
         status = parse_report(kind_env.run("env", "status", "--env", ENV, "-o", "json").stdout)
         a = next(c for c in status["objects"]["consumers"] if c["name"] == "consumer-a")
         line = next(p for p in a["sessions"]["providers"] if p["provider"] == "provider-one")
-        assert line["rehomed"] == 5 and line["sessions"] == 0, a["sessions"]
+        assert line["rehomed"] == 5, a["sessions"]  # only this test's sessions had turns to move
+        assert reported and max(reported) >= 5 and line["sessions"] <= max(reported) - 5, (reported, a["sessions"])
         scale(0)
         gone = time.time()
         wait_for(lambda: len([t for t in turns if t[0] >= gone]) >= 25, timeout=60, what="five more turns each")
     finally:
         stop.set()
         worker.join(timeout=30)
+        if watcher.is_alive():
+            watcher.join(timeout=30)
         forward.stop()
         scale(1)
         kind_env.kubectl("-n", NAMESPACE, "rollout", "status", "deployment/fake-provider-one", "--timeout=180s")
