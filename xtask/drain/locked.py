@@ -99,10 +99,12 @@ class LockedWrites:
         """The budget, the load-aware capacity guard and the last-provider guard on a fresh read,
         under the locks (``where``: before which wave)."""
         ctx, req = self.ctx, self.ctx.req
-        providers = ctx.kube.list(PROVIDERS, ctx.namespace)[0]
+        # Read side by side (no write of this run is in flight under the locks yet).
+        providers_read = ctx.pool.submit(ctx.kube.list, PROVIDERS, ctx.namespace)
         networks = ctx.kube.list(NETWORKS, ctx.namespace)[0]
         to_drain = [c.provider for c in changes if not c.already]
-        targets = read_targets(ctx.kube, ctx.namespace, req) if req.network else None
+        targets = read_targets(ctx.kube, ctx.namespace, req, networks=networks) if req.network else None
+        providers = providers_read.result()[0]
         heartbeat = targets.heartbeat if targets else read_heartbeat(ctx.kube, ctx.namespace)
         override = req.override_budget is not None
         rows = group_budgets(
