@@ -9,6 +9,7 @@ import pytest
 from agn.objects import max_concurrent_of, provider_view, rfc3339
 from xtask.drain.core.amounts import Amount
 from xtask.drain.core.capacity import EXCEEDS, FITS, UNKNOWN_VERDICT, capacity_groups, capacity_refusals
+from xtask.drain.core.journal_records import JournalHeader
 
 NOW = 1_800_000_010.0
 FRESH = rfc3339(NOW - 2)
@@ -155,3 +156,19 @@ def test_the_report_row_carries_every_number():
         "verdict": FITS,
     }
     assert d["leaving"] == [{"provider": "a", "load": 2, "capacity": 10, "detail": "running 2, waiting 0"}]
+
+
+def test_the_journal_header_records_what_force_set_aside_and_nothing_otherwise():
+    def header(overridden):
+        return JournalHeader(
+            operation="op",
+            context=None,
+            namespace="ns",
+            requested=True,
+            reason=None,
+            changes=[],
+            capacity_override=overridden,
+        ).record()
+
+    assert header(["capacity: network net, ... exceeds"])["capacityOverride"] == ["capacity: network net, ... exceeds"]
+    assert "capacityOverride" not in header(None) and "capacityOverride" not in header([])

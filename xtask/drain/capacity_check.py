@@ -32,6 +32,7 @@ def check_capacity(
     req = ctx.req
     if not req.drain:
         return []
+    started = time.monotonic()
     rows = capacity_groups(providers, networks, to_drain, req.capacity_margin, heartbeat=heartbeat, now=time.time())
     refusals = capacity_refusals(rows)
     previous: list[str] = (results.capacity or {}).get("overridden", [])
@@ -45,6 +46,7 @@ def check_capacity(
     }
     for r in rows:
         ctx.say(r.summary())
+    results.add_time("capacitySeconds", time.monotonic() - started)  # every check of the run, added up
     if req.force and refusals:
         ctx.events.capacity_override = override_note(rows)
         ctx.say(f"capacity guard overridden by --force: {'; '.join(refusals)}")

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agn.model import hard_failure, selects
-from agn.objects import network_view, provider_view
+from agn.objects import max_concurrent_of, network_view, provider_view
 from xtask.drain.core.amounts import Amount
 from xtask.drain.core.idle import UNKNOWN, classify
 
@@ -174,6 +174,8 @@ def capacity_groups(
     """One row per (network, selection group) that holds a provider of ``to_drain`` not drained
     yet and a provider declaring a capacity; sorted by network and group."""
     objs = list(providers)
+    if not any(max_concurrent_of(o.get("spec") or {}) is not None for o in objs):
+        return []  # a fleet that declares no capacity: nothing to weigh (and no view to build)
     views = [provider_view(o, heartbeat) for o in objs]
     draining = set(to_drain)
     rows = []
