@@ -134,10 +134,16 @@ def finish(code: int) -> NoReturn:
     standard stream or inside the TLS library while the runtime is being torn down. So when any
     other thread is alive, the streams and log handlers are flushed and the process ends without
     finalization; else it exits normally.
+
+    The outcome is decided: a signal arriving now (a second Ctrl-C, SIGTERM or SIGHUP while an
+    interrupted run tears down) is ignored, or it would replace ``code`` with death by that
+    signal (-2 for SIGINT, through an uncaught ``KeyboardInterrupt``).
     """
     import logging
     import threading
 
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:
