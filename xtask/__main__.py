@@ -11,15 +11,29 @@ import os
 import signal
 import sys
 
+# SIGTERM and SIGHUP (a dropped terminal) end a command as SIGINT does: as an interrupted run,
+# exit 8. A command that has cleanup to do handles them itself (a drain's SignalLatch, env up's
+# xtask.interrupts); before and after those, they raise KeyboardInterrupt like SIGINT. One the
+# process was started ignoring (nohup) stays ignored.
+HANGUPS = (signal.SIGTERM, signal.SIGHUP)
+
 
 def _interrupted_while_starting(signum: int, frame: object) -> None:
-    """SIGINT before the CLI has started (its modules still loading): nothing has been read or
-    written yet, so end as an interrupted run (exit 8) rather than with a traceback."""
+    """SIGINT, SIGTERM or SIGHUP before the CLI has started (its modules still loading): nothing
+    has been read or written yet, so end as an interrupted run (exit 8) rather than with a
+    traceback or death by the signal."""
     os.write(2, b"interrupted\n")
     os._exit(8)  # ExitCode.INTERRUPTED; xtask.errors may not be loaded yet
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 signal.signal(signal.SIGINT, _interrupted_while_starting)
+for _sig in HANGUPS:
+    if signal.getsignal(_sig) is not signal.SIG_IGN:
+        signal.signal(_sig, _interrupted_while_starting)
 
 import io  # noqa: E402
 import traceback  # noqa: E402
@@ -31,8 +45,12 @@ from agn.kube import KubeError  # noqa: E402
 from xtask.cli.output import printable_lines  # noqa: E402
 from xtask.errors import CommandFailed, ComponentFailed, ExitCode, XtaskError  # noqa: E402
 
-# Loaded: from here on a SIGINT is a KeyboardInterrupt, which main() and the commands handle.
+# Loaded: from here on a SIGINT, SIGTERM or SIGHUP is a KeyboardInterrupt, which main() and the
+# commands handle.
 signal.signal(signal.SIGINT, signal.default_int_handler)
+for _sig in HANGUPS:
+    if signal.getsignal(_sig) is not signal.SIG_IGN:
+        signal.signal(_sig, _interrupt)
 
 # Shell completion is keyed by the console script's name, however the CLI was started:
 # eval "$(_XTASK_COMPLETE=bash_source xtask)".
