@@ -13,7 +13,8 @@ turns true stamped with an ``agn.dev/drain-operation`` id never seen on that pro
 a CLI run's drain (a restore puts back an older id; the harness's raw writer never touches the
 flag; no harness run passes ``--override-budget``). It violates I6 when, right after it, its
 group has more unavailable providers than the declared budget allows, counting the drained ones
-and those out for a hard failure continuously for at least ``GRACE`` seconds. A failure younger
+and those out for a hard failure continuously for at least ``GRACE`` seconds; a drain of a
+provider that was itself out for a hard failure adds nothing (budget.py does not refuse it). A failure younger
 than that may have appeared between the run's read under the network's lock and its write (the
 operator writes status without the lock, and readings go stale by the clock alone): the budget
 cannot order it. Every other moment above the budget (a provider killed while its partner is
@@ -97,6 +98,7 @@ class BudgetChecker:
         """The state after one event (``changed``: the provider's version before and after, when
         the event was a provider's); the I6 violations it shows."""
         self.evaluations += 1
+        failed_before = set(self.failed_since)
         rows = group_budgets(providers.values(), list(networks), list(providers), None, heartbeat=heartbeat, now=now)
         live = set()
         above = False
@@ -125,6 +127,8 @@ class BudgetChecker:
         for row in rows:
             if name not in row.drained or row.budget is None:
                 continue
+            if (row.network, row.group, name) in failed_before:
+                continue  # it was out for a hard failure already: draining it adds nothing (as budget.py says)
             settled = [p for p in row.failed if now - self.failed_since[(row.network, row.group, p)] >= self.grace]
             count = len(row.drained) + len(settled)
             if count > row.budget:

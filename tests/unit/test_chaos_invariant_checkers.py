@@ -106,3 +106,13 @@ def test_a_granted_releaser_may_remove_any_hold():
     checker = HoldChecker({hold_id("bob"): "bob"}, releasers=["agn-admin"])
     write = AuditWrite("one", "agn-admin", 9, frozenset({hold_id("bob")}))
     assert checker.check([Removal("one", hold_id("bob"), "bob", 8, 9, NOW)], [write])[0] == []
+
+
+def test_draining_a_provider_already_out_for_a_failure_adds_nothing():
+    """As budget.py: a run that drains only providers already counted is not refused."""
+    checker = BudgetChecker(grace=3.0)
+    state = {"one": provider("one", drained=True, op="op-1"), "three": provider("three", healthy=False)}
+    observe(checker, state, NOW)  # 2 unavailable: one drained, three failed (the soak killed it)
+    three = provider("three", drained=True, healthy=False, op="op-2", rv=2)
+    before, state["three"] = state["three"], three
+    assert observe(checker, state, NOW + 10, (before, three)) == []
