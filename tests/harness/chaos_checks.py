@@ -129,6 +129,7 @@ class Checks:
                 "declaredMaxUnavailable": 1,
                 "watchEvents": self.recorder.events,
                 "drainWrites": self.recorder.budget.drain_writes,
+                "excused": dict(sorted(self.recorder.budget.excused.items())),
                 "evaluationsAboveBudget": self.recorder.budget.above_budget,
                 "mostUnavailable": dict(sorted(self.recorder.budget.max_unavailable.items())),
             },
@@ -175,7 +176,8 @@ def table(r: dict[str, Any]) -> str:
         (
             "declared budget (I6)",
             f"maxUnavailable {r['budget']['declaredMaxUnavailable']}; {r['budget']['watchEvents']} watch events, "
-            f"{r['budget']['drainWrites']} budgeted drain writes checked; evaluations with a group above the "
+            f"{r['budget']['drainWrites']} budgeted drain writes checked (over the budget but let pass: "
+            f"{kv(r['budget']['excused'])}); evaluations with a group above the "
             f"budget for any cause {r['budget']['evaluationsAboveBudget']}; most unavailable per group: "
             f"{kv(r['budget']['mostUnavailable'])}",
         ),

@@ -84,6 +84,7 @@ class BudgetChecker:
         self.ops_seen: dict[str, set[str]] = collections.defaultdict(set)
         self.evaluations = 0
         self.drain_writes = 0
+        self.excused = collections.Counter()  # drain writes over the budget let pass, by why
         self.above_budget = 0  # evaluations where some group was above its budget, whatever the cause
         self.max_unavailable: dict[str, int] = {}  # group -> most unavailable seen
 
@@ -128,9 +129,13 @@ class BudgetChecker:
             if name not in row.drained or row.budget is None:
                 continue
             if (row.network, row.group, name) in failed_before:
+                if row.unavailable_now > row.budget:
+                    self.excused["drained a provider already out"] += 1
                 continue  # it was out for a hard failure already: draining it adds nothing (as budget.py says)
             settled = [p for p in row.failed if now - self.failed_since[(row.network, row.group, p)] >= self.grace]
             count = len(row.drained) + len(settled)
+            if count <= row.budget < row.unavailable_now:
+                self.excused[f"a failure younger than {self.grace:g} s"] += 1
             if count > row.budget:
                 out.append(
                     f"drain write of {name} (operation {op}) left network {row.network} group {row.group!r} with "

@@ -76,6 +76,7 @@ def test_a_failure_counts_against_a_drain_only_once_it_has_lasted_the_grace():
         before, state["three"] = state["three"], three
         found = observe(checker, state, NOW + failed_for, (before, three))
         assert bool(found) is flagged, (failed_for, found)
+        assert checker.excused == ({} if flagged else {"a failure younger than 3 s": 1})
 
 
 def holds(**owners: str) -> dict:
@@ -116,3 +117,4 @@ def test_draining_a_provider_already_out_for_a_failure_adds_nothing():
     three = provider("three", drained=True, healthy=False, op="op-2", rv=2)
     before, state["three"] = state["three"], three
     assert observe(checker, state, NOW + 10, (before, three)) == []
+    assert checker.excused == {"drained a provider already out": 1}
