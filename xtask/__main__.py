@@ -63,16 +63,19 @@ def prog_name() -> str:
 
 
 def main(argv: list[str] | None = None, *, command: click.Command | None = None, prog: str | None = None) -> int:
-    """Run ``command`` (default: the whole ``xtask`` tree) on ``argv`` as ``prog`` (usage lines)."""
-    if command is None:
-        from xtask.cli import cli
+    """Run ``command`` (default: the whole ``xtask`` tree) on ``argv`` as ``prog`` (usage lines).
 
-        command = cli
-
+    The command tree is loaded inside the ``try``: loading it takes a second or more on a busy
+    machine, and a signal then (a KeyboardInterrupt, nothing read or written yet) must end the
+    run as interrupted, not escape as a traceback and death by SIGINT (-2)."""
     args = sys.argv[1:] if argv is None else argv
     verbose = "-v" in args or "--verbose" in args
-    _library_logging(verbose)
     try:
+        _library_logging(verbose)
+        if command is None:
+            from xtask.cli import cli
+
+            command = cli
         # Without standalone mode click returns (not raises) the code of a ctx.exit()/Exit.
         code = command.main(args=args, prog_name=prog or prog_name(), complete_var=COMPLETE_VAR, standalone_mode=False)
         return code if isinstance(code, int) else ExitCode.OK
@@ -157,11 +160,11 @@ def finish(code: int) -> NoReturn:
     interrupted run tears down) is ignored, or it would replace ``code`` with death by that
     signal (-2 for SIGINT, through an uncaught ``KeyboardInterrupt``).
     """
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     import logging
     import threading
 
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -174,8 +177,13 @@ def finish(code: int) -> NoReturn:
 
 
 def run() -> NoReturn:
-    """The console script and ``python -m xtask``."""
-    finish(main())
+    """The console script and ``python -m xtask``. A signal between main()'s return and
+    finish() (the few instructions where neither handles it) still ends the run as interrupted."""
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        code = ExitCode.INTERRUPTED
+    finish(code)
 
 
 if __name__ == "__main__":
