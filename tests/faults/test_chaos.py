@@ -47,6 +47,9 @@ def test_a_seeded_soak_violates_no_invariant(tmp_path):
     assert any(kind.startswith("cli ") for kind in report["faults"]), report["faults"]  # a run interrupted
     assert report["faults"].get("cli sighup", 0) >= 1, report["faults"]  # a dropped terminal among them
     assert any(kind.startswith("interrupted sighup:") for kind in report["exits"]), report["exits"]
+    # A run stopped by SIGINT or SIGHUP ends as an interrupted run (or finished first), never by the signal.
+    died = [k for k in report["exits"] if k.startswith("interrupted") and "sigkill" not in k and ":-" in k]
+    assert died == [], report["exits"]
     assert sum(v for k, v in report["bob"].items() if k.startswith("bob ")) >= 3, report["bob"]  # the second maintainer
     assert any(k.startswith("bob ") and k.endswith((":0", ":3")) for k in report["exits"]), report["exits"]
     assert report["budget"]["watchEvents"] > 100, report["budget"]  # the watch recorder really watched

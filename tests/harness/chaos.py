@@ -263,12 +263,14 @@ class Soak(Faults, Checks):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(held, signal.SIGCONT)
         try:
-            proc.communicate(timeout=120)
+            out, _ = proc.communicate(timeout=120)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.communicate()
+            out, _ = proc.communicate()
         self.exits[f"interrupted {how}:{proc.returncode}"] += 1
         self.say(f"interrupted run exit {proc.returncode}")
+        if proc.returncode < 0 and how != "sigkill":  # died by a signal it should have handled: say how
+            self.say(f"its output:\n{out[-3000:]}")
         if proc.returncode in STORED:  # finished before the signal landed
             self.hold(GATEWAYS[gateway], ADMIN, not undrain)
         else:
