@@ -11,22 +11,29 @@ import os
 import signal
 import sys
 
+# SIGTERM and SIGHUP (a dropped terminal) end a command as SIGINT does: as an interrupted run,
+# exit 8. A command that has cleanup to do handles them itself (a drain's SignalLatch, env up's
+# xtask.interrupts); before and after those, they raise KeyboardInterrupt like SIGINT. One the
+# process was started ignoring (nohup) stays ignored.
+HANGUPS = (signal.SIGTERM, signal.SIGHUP)
+
 
 def _interrupted_while_starting(signum: int, frame: object) -> None:
     """SIGINT, SIGTERM or SIGHUP before the CLI has started (its modules still loading): nothing
     has been read or written yet, so end as an interrupted run (exit 8) rather than with a
-    traceback or killed by the signal."""
+    traceback or death by the signal."""
     os.write(2, b"interrupted\n")
     os._exit(8)  # ExitCode.INTERRUPTED; xtask.errors may not be loaded yet
 
 
-# The signals that interrupt a run. One the process was started ignoring stays ignored (nohup:
-# SIGHUP; a background job of a non-interactive shell: SIGINT), as Python leaves such a SIGINT.
-_INTERRUPTING = [
-    sig for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if signal.getsignal(sig) is not signal.SIG_IGN
-]
-for _sig in _INTERRUPTING:
-    signal.signal(_sig, _interrupted_while_starting)
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+signal.signal(signal.SIGINT, _interrupted_while_starting)
+for _sig in HANGUPS:
+    if signal.getsignal(_sig) is not signal.SIG_IGN:
+        signal.signal(_sig, _interrupted_while_starting)
 
 import io  # noqa: E402
 import traceback  # noqa: E402
@@ -38,17 +45,12 @@ from agn.kube import KubeError  # noqa: E402
 from xtask.cli.output import printable_lines  # noqa: E402
 from xtask.errors import CommandFailed, ComponentFailed, ExitCode, XtaskError  # noqa: E402
 
-
-def _interrupt(signum: int, frame: object) -> None:
-    """SIGTERM or SIGHUP outside a command's own handling (a drain's signal latch, ``env up``'s
-    rollback): a KeyboardInterrupt, as SIGINT is, so the command unwinds and ends interrupted
-    (exit 8) instead of being killed by the signal with nothing said."""
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
-# Loaded: from here on these signals are a KeyboardInterrupt, which main() and the commands handle.
-for _sig in _INTERRUPTING:
-    signal.signal(_sig, signal.default_int_handler if _sig == signal.SIGINT else _interrupt)
+# Loaded: from here on a SIGINT, SIGTERM or SIGHUP is a KeyboardInterrupt, which main() and the
+# commands handle.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+for _sig in HANGUPS:
+    if signal.getsignal(_sig) is not signal.SIG_IGN:
+        signal.signal(_sig, _interrupt)
 
 # Shell completion is keyed by the console script's name, however the CLI was started:
 # eval "$(_XTASK_COMPLETE=bash_source xtask)".
@@ -61,16 +63,19 @@ def prog_name() -> str:
 
 
 def main(argv: list[str] | None = None, *, command: click.Command | None = None, prog: str | None = None) -> int:
-    """Run ``command`` (default: the whole ``xtask`` tree) on ``argv`` as ``prog`` (usage lines)."""
-    if command is None:
-        from xtask.cli import cli
+    """Run ``command`` (default: the whole ``xtask`` tree) on ``argv`` as ``prog`` (usage lines).
 
-        command = cli
-
+    The command tree is loaded inside the ``try``: loading it takes a second or more on a busy
+    machine, and a signal then (a KeyboardInterrupt, nothing read or written yet) must end the
+    run as interrupted, not escape as a traceback and death by SIGINT (-2)."""
     args = sys.argv[1:] if argv is None else argv
     verbose = "-v" in args or "--verbose" in args
-    _library_logging(verbose)
     try:
+        _library_logging(verbose)
+        if command is None:
+            from xtask.cli import cli
+
+            command = cli
         # Without standalone mode click returns (not raises) the code of a ctx.exit()/Exit.
         code = command.main(args=args, prog_name=prog or prog_name(), complete_var=COMPLETE_VAR, standalone_mode=False)
         return code if isinstance(code, int) else ExitCode.OK
@@ -150,7 +155,13 @@ def finish(code: int) -> NoReturn:
     standard stream or inside the TLS library while the runtime is being torn down. So when any
     other thread is alive, the streams and log handlers are flushed and the process ends without
     finalization; else it exits normally.
+
+    The outcome is decided: a signal arriving now (a second Ctrl-C, SIGTERM or SIGHUP while an
+    interrupted run tears down) is ignored, or it would replace ``code`` with death by that
+    signal (-2 for SIGINT, through an uncaught ``KeyboardInterrupt``).
     """
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     import logging
     import threading
 
@@ -166,8 +177,13 @@ def finish(code: int) -> NoReturn:
 
 
 def run() -> NoReturn:
-    """The console script and ``python -m xtask``."""
-    finish(main())
+    """The console script and ``python -m xtask``. A signal between main()'s return and
+    finish() (the few instructions where neither handles it) still ends the run as interrupted."""
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        code = ExitCode.INTERRUPTED
+    finish(code)
 
 
 if __name__ == "__main__":

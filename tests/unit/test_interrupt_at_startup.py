@@ -117,3 +117,35 @@ def test_a_drain_waiting_on_its_first_request_is_interrupted_not_killed(tmp_path
     assert cli.returncode == ExitCode.INTERRUPTED, err  # before: killed by the signal (-15, -1)
     assert err.split() == ["aborted"], err  # as a Ctrl-C there says it (click's Abort), no traceback
     assert not list((tmp_path / "journal").glob("*"))  # no journal: nothing was begun
+
+
+# A SIGHUP or SIGTERM after the CLI has loaded, before a command installs handlers of its own
+# (a drain reads its kubeconfig and the cluster before its signal latch): found by the chaos
+# soak, a SIGHUP'd drain died by the signal (-1) instead of ending as an interrupted run.
+SIGNAL_IN_A_COMMAND = """
+import os, signal, sys, time
+import click
+import xtask.__main__ as entry
+
+@click.command()
+def command():
+    os.kill(os.getpid(), signal.{sig})
+    time.sleep(10)
+    print("not interrupted")
+
+entry.finish(entry.main([], command=command))
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGHUP", "SIGTERM", "SIGINT"])
+def test_a_signal_before_a_command_handles_it_is_an_interrupted_run(sig):
+    proc = subprocess.run(
+        [sys.executable, "-c", SIGNAL_IN_A_COMMAND.format(sig=sig)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
+    )
+    assert proc.returncode == ExitCode.INTERRUPTED, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr and "not interrupted" not in proc.stdout

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import socket
 import ssl
 import time
@@ -32,6 +33,31 @@ APISERVER = "kube-apiserver"
 # How long `up` gives a running kube-apiserver that does not answer /readyz (its etcd untouched)
 # before restarting it: one shutting down after a SIGTERM, paused or wedged never recovers alone.
 UNREADY_GRACE = 10.0
+# A file to write kube-apiserver's audit log of InferenceProvider writes to (who wrote what, at
+# level RequestResponse): opt-in, for tests that must know which identity made a change (the
+# chaos soak's hold-release invariant). Read when kube-apiserver starts.
+AUDIT_LOG_ENV = "AGN_XTASK_AUDIT_LOG"
+AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: RequestResponse
+    verbs: [create, update, patch, delete]
+    resources:
+      - group: agn.dev
+        resources: [inferenceproviders]
+  - level: None
+"""
+
+
+def audit_args(state_dir: Path) -> list[str]:
+    """kube-apiserver's audit flags when ``AGN_XTASK_AUDIT_LOG`` names a file, else none."""
+    path = os.environ.get(AUDIT_LOG_ENV)
+    if not path:
+        return []
+    policy = state_dir / "audit-policy.yaml"
+    policy.write_text(AUDIT_POLICY)
+    return [f"--audit-policy-file={policy}", f"--audit-log-path={path}", "--audit-log-mode=blocking"]
 
 
 def free_port() -> int:
@@ -241,6 +267,7 @@ class ControlPlane:
             "--disable-admission-plugins=ServiceAccount",
             "--profiling=false",
             "--v=1",
+            *audit_args(self.state_dir),
         ]
         rec = self.supervisor.start(APISERVER, argv)
         on_spawn(APISERVER)
