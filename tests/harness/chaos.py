@@ -221,6 +221,7 @@ class Soak(Faults, Checks):
         self.say(f"exit {code}: {out.strip().splitlines()[-1] if out.strip() else ''}")
         if code in STORED and release_all:
             self.model.update({p: set() for p in selected})
+            self.released.update(selected)
         elif code in STORED:
             self.hold(selected, ADMIN, not undrain)
         elif code not in UNCHANGED:
@@ -307,6 +308,7 @@ class Soak(Faults, Checks):
     def one_step(self) -> None:
         rng = random.Random(f"{self.seed}:{self.step}")
         self.close_window()
+        self.released: set[str] = set()  # providers whose every hold the step's run released
         bob = self.team.start(self.seed, self.step)
         if bob is not None:
             self.bob[bob.kind] += 1
@@ -338,6 +340,21 @@ class Soak(Faults, Checks):
         self.finish_bob()
         self.check_model()
 
+    def raced_release(self, provider: str) -> None:
+        """Bob's drain and the admin's --release-all of the same provider ran at once: they do
+        not commute, and the API server ordered them. Either order is legal: released after
+        bob's hold was added (no hold), or bob's hold added after (bob's alone)."""
+        self.bob["drain raced a release-all"] += 1
+        try:
+            flag, owners = self.api.holds()[provider]
+        except Exception:
+            return  # I2 reads it again
+        if (flag, set(owners)) in ((False, set()), (True, {BOB})):
+            self.model[provider] = set(owners)
+            self.say(f"bob's drain of {provider} raced a release-all: ordered as {sorted(owners) or 'released last'}")
+        else:
+            self.hold([provider], BOB, True)  # neither legal order: I2 reports it
+
     def finish_bob(self) -> None:
         """Bob's operation of this step: its exit, the model, and a restore of what it left."""
         done = self.team.finish()
@@ -352,6 +369,8 @@ class Soak(Faults, Checks):
             self.bob["undrain refused: held by another"] += 1
         if code in STORED and run.release_all:
             self.model[run.provider] = set()
+        elif code in STORED and not run.undrain and run.provider in self.released:
+            self.raced_release(run.provider)
         elif code in STORED:
             self.hold([run.provider], BOB, not run.undrain)
         elif code not in UNCHANGED:
