@@ -237,6 +237,8 @@ class Soak(Faults, Checks):
         undrain removes it (the flag stays while another hold remains)."""
         for p in providers:
             (self.model[p].add if drain else self.model[p].discard)(user)
+            if user == ADMIN:
+                self.admin_stored[p] = (set(self.model[p]), drain)
 
     def interrupted(self, rng: random.Random) -> None:
         """A paced run stopped on purpose, then ``env drain-restore`` of its journal."""
@@ -309,6 +311,7 @@ class Soak(Faults, Checks):
         rng = random.Random(f"{self.seed}:{self.step}")
         self.close_window()
         self.released: set[str] = set()  # providers whose every hold the step's run released
+        self.admin_stored: dict[str, tuple[set[str], bool]] = {}  # the step's stored admin run: model after, drain
         bob = self.team.start(self.seed, self.step)
         if bob is not None:
             self.bob[bob.kind] += 1
@@ -355,6 +358,26 @@ class Soak(Faults, Checks):
         else:
             self.hold([provider], BOB, True)  # neither legal order: I2 reports it
 
+    def raced_admin(self, provider: str) -> None:
+        """Bob's ``--release-all`` undrain and the admin's run of the same provider, in the same
+        step, both stored: the API server ordered them (bob's run may even find nothing to write,
+        read back before the admin's write lands). Either order is legal: bob's last (no hold,
+        undrained) or the admin's last (the admin's run's result)."""
+        self.bob["release-all raced the admin"] += 1
+        after, _ = self.admin_stored[provider]
+        try:
+            flag, owners = self.api.holds()[provider]
+        except Exception:
+            self.model[provider] = set()
+            return  # I2 reads it again
+        if (flag, set(owners)) in ((False, set()), (bool(after), after)):
+            self.model[provider] = set(owners)
+            self.say(
+                f"bob's release-all of {provider} raced the admin's run: ordered as {sorted(owners) or 'bob last'}"
+            )
+        else:
+            self.model[provider] = set()  # neither legal order: I2 reports it
+
     def finish_bob(self) -> None:
         """Bob's operation of this step: its exit, the model, and a restore of what it left."""
         done = self.team.finish()
@@ -367,7 +390,9 @@ class Soak(Faults, Checks):
             self.bob["release-all refused"] += 1
         elif code == 3 and run.undrain and refused_for_another_owner(out):
             self.bob["undrain refused: held by another"] += 1
-        if code in STORED and run.release_all:
+        if code in STORED and run.release_all and run.provider in self.admin_stored:
+            self.raced_admin(run.provider)
+        elif code in STORED and run.release_all:
             self.model[run.provider] = set()
         elif code in STORED and not run.undrain and run.provider in self.released:
             self.raced_release(run.provider)
