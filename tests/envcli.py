@@ -4,6 +4,7 @@ journal folder (shared by the e2e and faults suites)."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,21 @@ def run_xtask(*args: str, env: dict[str, str], timeout: float, preexec_fn=None) 
         env={**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1", **env},
         timeout=timeout,
         preexec_fn=preexec_fn,
+    )
+
+
+def run_python(script: str, *, env: dict[str, str] | None = None, hangup=signal.SIG_DFL) -> subprocess.CompletedProcess:
+    """``python -c SCRIPT`` from the repo, output captured: the scaffold of the signal tests.
+    ``hangup`` is SIGHUP's disposition at start: ``SIG_DFL`` as a terminal session starts a
+    command, ``SIG_IGN`` as ``nohup`` does."""
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        timeout=60,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, hangup),
     )
 
 

@@ -403,6 +403,18 @@ class Soak(Faults, Checks):
                 self.exits[f"bob drain-restore:{rcode}"] += 1
                 self.say(f"bob drain-restore {name}: exit {rcode}" + ("" if rcode == 0 else f"\n{said[-600:]}"))
 
+    def stop_actors(self) -> None:
+        self.team.stop()
+        if hasattr(self, "recorder"):
+            self.recorder.close()
+        for t in getattr(self, "traffic", []):
+            t.stop.set()
+        for t in getattr(self, "traffic", []):
+            t.thread.join(timeout=10)
+        if hasattr(self, "poller"):
+            self.poller.stop.set()
+            self.poller.thread.join(timeout=10)
+
     def run(self) -> int:
         start = time.monotonic()
         try:
@@ -412,18 +424,11 @@ class Soak(Faults, Checks):
                 self.one_step()
             self.close_window()
         finally:
-            self.team.stop()
-            if hasattr(self, "recorder"):
-                self.recorder.close()
-            for t in getattr(self, "traffic", []):
-                t.stop.set()
-            for t in getattr(self, "traffic", []):
-                t.thread.join(timeout=10)
-            if hasattr(self, "poller"):
-                self.poller.stop.set()
-                self.poller.thread.join(timeout=10)
-            if not self.args.keep:
-                self.env.run("env", "down", timeout=300)
+            try:
+                self.stop_actors()
+            finally:  # the env comes down even when the soak is stopped mid-bring-up
+                if not self.args.keep:
+                    self.env.run("env", "down", timeout=300)
         self.check_traffic()
         self.check_budget_and_holds()
         report = self.report(time.monotonic() - start)
@@ -450,7 +455,18 @@ def main(argv: list[str] | None = None) -> int:
     home = args.workdir or Path(tempfile.mkdtemp(prefix=f"agn-chaos-{args.seed}-"))
     home.mkdir(parents=True, exist_ok=True)
     print(f"chaos: seed {args.seed}, folder {home}", flush=True)
-    return Soak(args, home).run()
+    # SIGTERM and SIGHUP end the soak as Ctrl-C does, through its cleanup (the env comes down).
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, stopped)
+    try:
+        return Soak(args, home).run()
+    except KeyboardInterrupt as stop:
+        print(f"chaos: stopped by {stop or 'SIGINT'} at its cleanup's end (env down unless --keep)", flush=True)
+        return 130
+
+
+def stopped(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 if __name__ == "__main__":

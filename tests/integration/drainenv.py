@@ -7,11 +7,14 @@ processes tracked by pid. The CLI runs as ``python -m xtask`` in a subprocess, a
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from agn.kube import CONSUMERS, NETWORKS, PROVIDERS, Kube
@@ -227,3 +230,18 @@ class Running:
         code = self.proc.wait(timeout=timeout)
         self._reader.join(timeout=5)
         return code
+
+
+def complete(gateway: str, *, session: str, group: str = "chat") -> tuple[int, str | None]:
+    """One completion through ``gateway`` in a sticky session: its status and the provider that
+    served it (``x-agn-provider``); a refused connection is status 0."""
+    headers = {"Content-Type": "application/json", "x-session-id": session, "x-selection-group": group}
+    req = urllib.request.Request(f"{gateway}/v1/completions", data=b'{"prompt": "hi"}', method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            json.loads(resp.read())
+            return resp.status, resp.headers.get("x-agn-provider")
+    except urllib.error.HTTPError as exc:
+        return exc.code, None
+    except OSError:
+        return 0, None

@@ -18,37 +18,20 @@ CLI's exit after the last turn: the test allows QUIET + 3.5 s, and requires at l
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
 from agn.kube import CONSUMERS
 from agn.objects import parse_time
 from agnprocs import wait_for
-from drainenv import DrainEnv
+from drainenv import DrainEnv, complete
 
 pytestmark = pytest.mark.integration
 
 QUIET = 5
 SESSIONS = 5
-
-
-def complete(gateway: str, *, session: str, group: str = "chat") -> tuple[int, str | None]:
-    """One completion through ``gateway``: its status and the provider that served it."""
-    headers = {"Content-Type": "application/json", "x-session-id": session, "x-selection-group": group}
-    req = urllib.request.Request(f"{gateway}/v1/completions", data=b'{"prompt": "hi"}', method="POST", headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            json.loads(resp.read())
-            return resp.status, resp.headers.get("x-agn-provider")
-    except urllib.error.HTTPError as exc:
-        return exc.code, None
-    except OSError:
-        return 0, None
 
 
 @pytest.fixture

@@ -18,37 +18,22 @@ check that fails by chance about once in 10⁵ runs. After the window p-one take
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 
 import pytest
 
 from agn.model import SlowStart
 from agnprocs import wait_for
-from drainenv import CONSUMER_NAMES, DrainEnv
+from drainenv import CONSUMER_NAMES, DrainEnv, complete
 
 pytestmark = pytest.mark.integration
 
 WINDOW = 60
 RATE = 40.0  # new sessions per second
 FLOOR = 0.05
-
-
-def complete(gateway: str, *, session: str, group: str) -> tuple[int, str | None]:
-    """One completion through ``gateway``: its status and the provider that served it."""
-    headers = {"Content-Type": "application/json", "x-session-id": session, "x-selection-group": group}
-    req = urllib.request.Request(f"{gateway}/v1/completions", data=b'{"prompt": "hi"}', method="POST", headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            json.loads(resp.read())
-            return resp.status, resp.headers.get("x-agn-provider")
-    except urllib.error.HTTPError as exc:
-        return exc.code, None
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ killed. A signal the CLI was started ignoring (nohup) stays ignored."""
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from envcli import run_python
 from xtask.errors import ExitCode
 from xtask.state import REPO_ROOT
 
@@ -40,16 +40,9 @@ runpy.run_module("xtask", run_name="__main__", alter_sys=True)
 INTERRUPTING = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
 
 
-def started(signum: int) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", INTERRUPT_WHILE_IMPORTING],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "SIGNUM": str(int(signum))},
-        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),  # as a terminal session starts it
-    )
+def started(signum: int, *, argv: str = '"xtask", "env", "status"', hangup=signal.SIG_DFL):
+    script = INTERRUPT_WHILE_IMPORTING.replace('"xtask", "env", "status"', argv)
+    return run_python(script, env={"SIGNUM": str(int(signum))}, hangup=hangup)
 
 
 @pytest.mark.parametrize("sig", INTERRUPTING, ids=lambda s: s.name)
@@ -60,15 +53,7 @@ def test_a_signal_while_the_cli_loads_is_an_interrupted_run(sig):
 
 
 def test_a_hangup_the_cli_was_started_ignoring_stays_ignored_while_it_loads():
-    proc = subprocess.run(
-        [sys.executable, "-c", INTERRUPT_WHILE_IMPORTING.replace('"xtask", "env", "status"', '"xtask", "--version"')],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "SIGNUM": str(int(signal.SIGHUP))},
-        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),  # as nohup starts it
-    )
+    proc = started(signal.SIGHUP, argv='"xtask", "--version"', hangup=signal.SIG_IGN)  # as nohup starts it
     assert proc.returncode == 0, proc.stderr
     assert "interrupted" not in proc.stderr
 
@@ -139,13 +124,6 @@ entry.finish(entry.main([], command=command))
 
 @pytest.mark.parametrize("sig", ["SIGHUP", "SIGTERM", "SIGINT"])
 def test_a_signal_before_a_command_handles_it_is_an_interrupted_run(sig):
-    proc = subprocess.run(
-        [sys.executable, "-c", SIGNAL_IN_A_COMMAND.format(sig=sig)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
-    )
+    proc = run_python(SIGNAL_IN_A_COMMAND.format(sig=sig))
     assert proc.returncode == ExitCode.INTERRUPTED, (proc.returncode, proc.stderr)
     assert "Traceback" not in proc.stderr and "not interrupted" not in proc.stdout

@@ -5,13 +5,9 @@ traceback) instead of exit 8."""
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
-
 import pytest
 
-from envcli import REPO
+from envcli import run_python
 
 # finish() as the CLI calls it, with the signal sent at the moment it flushes its log handlers
 # (logging.shutdown is its first step), so it lands inside the teardown every time.
@@ -29,14 +25,7 @@ entry.finish(8)
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGHUP"])
 def test_a_signal_during_teardown_keeps_the_exit_code(sig):
-    run = subprocess.run(
-        [sys.executable, "-c", SCRIPT.format(sig=sig)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
-        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
-    )
+    run = run_python(SCRIPT.format(sig=sig))
     assert run.returncode == 8, (run.returncode, run.stderr)
     assert "Traceback" not in run.stderr, run.stderr
 
@@ -53,7 +42,7 @@ entry.run()
 
 
 def test_an_interrupt_that_escapes_main_is_an_interrupted_run_not_death_by_sigint():
-    run = subprocess.run([sys.executable, "-c", ESCAPING], capture_output=True, text=True, cwd=REPO, timeout=60)
+    run = run_python(ESCAPING)
     assert run.returncode == 8, (run.returncode, run.stderr)
     assert "Traceback" not in run.stderr, run.stderr
 
@@ -69,5 +58,5 @@ class Tree:
 sys.modules["xtask.cli"] = Tree()
 sys.exit(entry.main(["env", "status"]))
 """
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=60)
+    run = run_python(script)
     assert run.returncode == 8, (run.returncode, run.stderr)
