@@ -35,7 +35,7 @@ OWN_MODULES = frozenset(
     xtask.drain.core.progress xtask.drain.core.request xtask.drain.core.selection
     xtask.drain.core.states xtask.drain.core.waves xtask.drain.edges xtask.drain.edges.fanout
     xtask.drain.edges.idle_waiter xtask.drain.edges.journal xtask.drain.edges.kube_events
-    xtask.drain.edges.lock xtask.drain.edges.preflight xtask.drain.edges.targets
+    xtask.drain.edges.lock xtask.drain.edges.members xtask.drain.edges.preflight xtask.drain.edges.targets
     xtask.drain.edges.waiter xtask.drain.finish xtask.drain.gates xtask.drain.gates.base
     xtask.drain.gates.flags xtask.drain.locked xtask.drain.prepare xtask.drain.record
     xtask.drain.render xtask.drain.report xtask.drain.restore xtask.drain.run xtask.drain.signals

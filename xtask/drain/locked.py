@@ -32,6 +32,7 @@ from xtask.drain.core.guard import target_refusals
 from xtask.drain.core.lock import DEFAULT_TTL, run_identity
 from xtask.drain.core.states import RunState
 from xtask.drain.edges.lock import DrainLocks
+from xtask.drain.edges.members import read_members
 from xtask.drain.edges.targets import OverlayReader, read_targets
 from xtask.drain.prepare import budget_report
 from xtask.drain.record import RunRecord
@@ -45,8 +46,17 @@ LOST = "the loss of the drain lock"  # how a run interrupted by a failed renewal
 class LockedWrites:
     """Take the locks and check again before a wave's writes (:meth:`enter`), release after (:meth:`leave`)."""
 
-    def __init__(self, ctx: RunContext, results: RunResults, networks: list[str], latch: SignalLatch) -> None:
+    def __init__(
+        self,
+        ctx: RunContext,
+        results: RunResults,
+        networks: list[str],
+        latch: SignalLatch,
+        *,
+        scope: dict[str, str] | None = None,
+    ) -> None:
         self.ctx, self.results, self.networks, self.latch = ctx, results, networks, latch
+        self.scope = scope  # the selection's groups when only their members are read (Prepared.scope)
         identity = run_identity(actor=ctx.actor, pid=os.getpid(), operation=ctx.operation)
         self.locks = DrainLocks(
             ctx.kube, ctx.namespace, identity=identity, ttl=DEFAULT_TTL, progress=ctx.progress, on_lost=self._lost
@@ -100,11 +110,11 @@ class LockedWrites:
         under the locks (``where``: before which wave)."""
         ctx, req = self.ctx, self.ctx.req
         # Read side by side (no write of this run is in flight under the locks yet).
-        providers_read = ctx.pool.submit(ctx.kube.list, PROVIDERS, ctx.namespace)
+        providers_read = ctx.pool.submit(self._read_providers)
         networks = ctx.kube.list(NETWORKS, ctx.namespace)[0]
         to_drain = [c.provider for c in changes if not c.already]
         targets = read_targets(ctx.kube, ctx.namespace, req, networks=networks) if req.network else None
-        providers = providers_read.result()[0]
+        providers = providers_read.result()
         heartbeat = targets.heartbeat if targets else read_heartbeat(ctx.kube, ctx.namespace)
         override = req.override_budget is not None
         rows = group_budgets(
@@ -128,6 +138,14 @@ class LockedWrites:
             elsewhere = [p for p in providers if drain_of(p) and p["metadata"]["name"] not in names]
             refusals += target_refusals(targets, req, selected, changes, reader, drained_elsewhere=elsewhere)
         return refusals
+
+    def _read_providers(self) -> list[Any]:
+        """The providers the checks weigh: the selection's groups when the run read only those
+        (unless a selected provider left its group meanwhile), else every provider."""
+        kube, namespace = self.ctx.kube, self.ctx.namespace
+        if self.scope is not None:
+            return read_members(kube, namespace, self.scope)
+        return kube.list(PROVIDERS, namespace)[0]
 
     def leave(self) -> None:
         """Release the locks (the writes of the wave are done, or the run ends)."""

@@ -29,6 +29,7 @@ from xtask.drain.core.states import WriteOutcome
 from xtask.drain.core.waves import resume_problems
 from xtask.drain.edges import fanout
 from xtask.drain.edges.lock import look_at_locks
+from xtask.drain.edges.members import group_of, read_members
 from xtask.drain.edges.targets import OverlayReader, read_targets
 from xtask.drain.gates import wave_gates
 from xtask.drain.gates.base import Gate, GateSetup
@@ -52,6 +53,9 @@ class Prepared:
     targets: Targets | None = None
     ending: Ending | None = None
     networks: list[str] = dataclasses.field(default_factory=list)  # whose drain locks the writes take
+    # The selection's groups (provider -> selection group) when the guards read only those groups'
+    # members (a --provider run: xtask.drain.edges.members); None: they read every provider.
+    scope: dict[str, str] | None = None
 
 
 def prepare(ctx: RunContext, results: RunResults) -> Prepared:
@@ -67,6 +71,8 @@ def prepare(ctx: RunContext, results: RunResults) -> Prepared:
         return Prepared(ending=ending)
     changes = _plan(ctx, results, selected)
     prepared = Prepared(changes=changes, targets=targets_read.result() if targets_read else None)
+    if req.selector.provider is not None:
+        prepared.scope = {p["metadata"]["name"]: group_of(p) for p in candidates}
     counts: list[GroupCount] | None = [] if req.plan_out is not None else None
     refusal = _hold_refusals(ctx, selected) + _target_refusals(ctx, prepared, selected, counts)
     refusal += _budget(ctx, results, candidates, prepared)
@@ -187,7 +193,8 @@ def _budget(ctx: RunContext, results: RunResults, candidates: list[dict[str, Any
     """The networks whose drain locks the writes take; for a drain, the budget's rows and the
     capacity guard's groups (in the report) and their refusals — a first look, without the lock:
     the writes check again under it (:mod:`xtask.drain.locked`). Every network of the namespace,
-    and every provider (one more LIST when one provider was read by name), read once for both."""
+    and the providers of the selection's groups (one LIST of that group when one provider was read
+    by name: :mod:`xtask.drain.edges.members`), read once for both."""
     kube, namespace, req = ctx.kube, ctx.namespace, ctx.req
     networks = kube.list(NETWORKS, namespace)[0]
     changing = {c.provider for c in prepared.changes if not c.already}
@@ -195,7 +202,7 @@ def _budget(ctx: RunContext, results: RunResults, candidates: list[dict[str, Any
     budgeted = req.max_unavailable is not None or req.override_budget is not None or declares_budget(networks)
     if not req.drain or not (budgeted or changing):
         return []
-    providers = candidates if req.selector.provider is None else kube.list(PROVIDERS, namespace)[0]
+    providers = candidates if prepared.scope is None else read_members(kube, namespace, prepared.scope)
     heartbeat = prepared.targets.heartbeat if prepared.targets else read_heartbeat(kube, namespace)
     refusals = check_capacity(
         ctx,

@@ -124,7 +124,7 @@ class _DrainRun:
             self.results.interrupted = latch.name
             return Ending(f"interrupted by {latch.name} before any write", ExitCode.INTERRUPTED)
         waves, first = self.begin(prepared)
-        self.locked = LockedWrites(self.ctx, self.results, prepared.networks, latch)
+        self.locked = LockedWrites(self.ctx, self.results, prepared.networks, latch, scope=prepared.scope)
         try:
             return self.waves_and_end(waves, first, latch)
         finally:

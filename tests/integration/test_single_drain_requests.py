@@ -1,0 +1,105 @@
+"""What a single drain asks the API server: its own selection group, never the whole fleet, and
+a number of requests that may shrink but never grow unnoticed.
+
+The real CLI runs through ``scripts/bench/requestprobe.py`` (it records every request the
+official client sends) against the real API server, operator and gateways, in a namespace where
+most providers are in another selection group than the drained one.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from agn.kube import PROVIDERS
+from agnprocs import wait_for
+from drainenv import CONSUMER_NAMES, DrainEnv
+from reportschema import parse_report
+from xtask.drain.edges.members import read_members
+
+pytestmark = pytest.mark.integration
+
+PROBE = Path(__file__).resolve().parents[2] / "scripts" / "bench" / "requestprobe.py"
+BULK = 24  # providers of another group, sharing one fake provider
+
+# The requests of a converged single drain with two targets (its first look, the server-side
+# dry run, the lock, the look under it, the write and its Event, the waiter's watches and
+# reads). Lower it when a change removes requests; raising it is a decision for review.
+MAX_REQUESTS = 39
+
+
+@pytest.fixture
+def env(kube, namespace, agn, control_plane, tmp_path) -> DrainEnv:
+    env = DrainEnv(kube, namespace, agn, control_plane, tmp_path).up()
+    for i in range(BULK):
+        env.add_provider(f"bulk-{i:02d}", "gw-bulk", "bulk", i, env.urls["p-two"])
+    total = len(env.urls) + BULK
+    wait_for(
+        lambda: all(env.serving_all_admitted(c, total) for c in CONSUMER_NAMES),
+        timeout=60,
+        what=f"both consumers serving all {total} providers admitted",
+    )
+    return env
+
+
+def probed_run(env: DrainEnv, out: Path, *args: str) -> tuple[int, dict, list[tuple[str, str, dict]]]:
+    """Run the CLI through the request probe: exit code, report, and each request as (verb, path, query)."""
+    argv = env.argv(*args, "--output", "json")
+    assert argv[1:3] == ["-m", "xtask"]
+    run = subprocess.run(
+        [sys.executable, str(PROBE), str(out), *argv[1:]], capture_output=True, text=True, env=env.env(), timeout=120
+    )
+    seen = json.loads(out.read_text())
+    calls = []
+    for line in seen["calls"]:
+        _, verb, target = line.split(" ", 2)
+        parts = urlsplit("/" + target)
+        calls.append((verb, parts.path, parse_qs(parts.query)))
+    assert seen["requests"] == len(calls) > 0, seen
+    return run.returncode, parse_report(run.stdout), calls
+
+
+def provider_lists(calls: list[tuple[str, str, dict]]) -> list[dict]:
+    """The queries of every LIST (or WATCH) of the InferenceProvider collection."""
+    return [q for verb, path, q in calls if verb == "GET" and path.endswith("/inferenceproviders")]
+
+
+def test_a_single_drain_reads_its_group_not_the_fleet(env: DrainEnv, tmp_path):
+    code, report, calls = probed_run(env, tmp_path / "calls.json", "--provider", "p-one", *env.targets())
+    assert code == 0, report
+    assert report["convergence"]["state"] == "converged"
+    lists = provider_lists(calls)
+    assert lists, calls
+    # Every read of the collection names what it wants: the drained provider (the waiter) or its group.
+    assert [q for q in lists if "fieldSelector" not in q] == [], "a LIST of every provider"
+    selectors = sorted({q["fieldSelector"][0] for q in lists})
+    assert selectors == ["metadata.name=p-one", "spec.selectionGroup=chat"], selectors
+    assert len(calls) <= MAX_REQUESTS, "\n".join(f"{v} {p} {q}" for v, p, q in calls)
+
+
+def test_the_budget_counts_the_whole_group_read_by_its_field(env: DrainEnv, tmp_path):
+    code, report = env.run_json("--provider", "p-three")
+    assert code == 0, report
+    code, report, calls = probed_run(env, tmp_path / "calls.json", "--provider", "p-one", "--max-unavailable", "1")
+    assert code == 3, report  # p-three of the same group is drained already
+    (row,) = report["budget"]["groups"]
+    assert (row["group"], row["size"], row["drained"], row["budget"]) == ("chat", 2, ["p-three"], 1)
+    assert [q for q in provider_lists(calls) if "fieldSelector" not in q] == []
+    assert env.drain_value("p-one") is None  # refused: nothing written
+
+
+def test_group_names_are_escaped_in_the_field_selector(env: DrainEnv):
+    odd = ("a,b", "a=b", "a\\b", "a")
+    for i, group in enumerate(odd):
+        env.add_provider(f"odd-{i}", "gw-odd", group, 0, env.urls["p-two"])
+    for i, group in enumerate(odd):
+        members = read_members(env.kube, env.ns, {f"odd-{i}": group})
+        assert [p["metadata"]["name"] for p in members] == [f"odd-{i}"], group
+    # A provider whose group moved away from the one given: every provider is read instead.
+    moved = read_members(env.kube, env.ns, {"odd-3": "elsewhere"})
+    assert len(moved) == len(env.kube.list(PROVIDERS, env.ns)[0])
