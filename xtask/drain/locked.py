@@ -4,7 +4,8 @@ Before each wave's writes (a drain without ``--wave-size`` is one wave) the run 
 of every network that selects a provider it changes, in sorted order, waiting up to
 ``--lock-timeout`` (exit 3 naming the holder when another run keeps one). Under the locks a
 drain reads the providers and networks afresh and checks the budget (the networks' declared
-``disruptionBudget`` and ``--max-unavailable``) and the capacity guard again; only then does it
+``disruptionBudget`` and ``--max-unavailable``), the capacity guard and its targets again (a real
+drain in one wave checks them only here: :func:`xtask.drain.prepare.checked_once`); only then does it
 write, and it releases the locks once the wave's writes (and any restoration) are done. Waits
 and soaks run without the locks: a drained provider is counted by every later check from the
 moment its write lands, so holding the lock from check to write is what keeps two runs from
@@ -28,7 +29,7 @@ from xtask.drain.capacity_check import check_capacity
 from xtask.drain.context import RunContext
 from xtask.drain.core.budget import declares_budget, group_budgets
 from xtask.drain.core.changes import Change
-from xtask.drain.core.guard import target_refusals
+from xtask.drain.core.guard import Targets, target_refusals
 from xtask.drain.core.lock import DEFAULT_TTL, run_identity
 from xtask.drain.core.states import RunState
 from xtask.drain.edges.lock import DrainLocks
@@ -57,6 +58,7 @@ class LockedWrites:
     ) -> None:
         self.ctx, self.results, self.networks, self.latch = ctx, results, networks, latch
         self.scope = scope  # the selection's groups when only their members are read (Prepared.scope)
+        self.targets: Targets | None = None  # as the last check under the locks read them
         identity = run_identity(actor=ctx.actor, pid=os.getpid(), operation=ctx.operation)
         self.locks = DrainLocks(
             ctx.kube, ctx.namespace, identity=identity, ttl=DEFAULT_TTL, progress=ctx.progress, on_lost=self._lost
@@ -114,6 +116,7 @@ class LockedWrites:
         networks = ctx.kube.list(NETWORKS, ctx.namespace)[0]
         to_drain = [c.provider for c in changes if not c.already]
         targets = read_targets(ctx.kube, ctx.namespace, req, networks=networks) if req.network else None
+        self.targets = targets
         providers = providers_read.result()
         heartbeat = targets.heartbeat if targets else read_heartbeat(ctx.kube, ctx.namespace)
         override = req.override_budget is not None

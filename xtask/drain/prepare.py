@@ -1,5 +1,6 @@
 """The first phase of a drain run, everything before the first write: select, plan, check the
-targets, the capacity guard and the budget, plan the waves and their gates, and send every
+targets, the capacity guard and the budget (a real drain in one wave leaves them to the look
+under the drain locks: :func:`checked_once`), plan the waves and their gates, and send every
 patch as a server-side dry run. It ends the run early (an :class:`~xtask.drain.report.Ending`)
 when something refuses, for ``--dry-run`` and for ``--plan-out``.
 
@@ -24,6 +25,7 @@ from xtask.drain.core.changes import Change, GroupCount, plan_changes
 from xtask.drain.core.guard import Targets, target_refusals
 from xtask.drain.core.holds import holder_name, holds_of, undrain_refusal
 from xtask.drain.core.progress import DryRunChecked, Planned
+from xtask.drain.core.request import DrainRequest
 from xtask.drain.core.selection import Selector, select
 from xtask.drain.core.states import WriteOutcome
 from xtask.drain.core.waves import resume_problems
@@ -56,13 +58,17 @@ class Prepared:
     # The selection's groups (provider -> selection group) when the guards read only those groups'
     # members (a --provider run: xtask.drain.edges.members); None: they read every provider.
     scope: dict[str, str] | None = None
+    # A real drain in one wave checks its guards once, under the drain locks (checked_once).
+    checked_under_lock: bool = False
 
 
 def prepare(ctx: RunContext, results: RunResults) -> Prepared:
     """Select, plan and check; the selection, plan, refusals and dry-run outcomes go to ``results``."""
     req = ctx.req
-    # The targets are read while the providers are listed: two round trips become one.
-    targets_read = ctx.pool.submit(read_targets, ctx.kube, ctx.namespace, req) if req.network else None
+    once = checked_once(req)
+    # The targets and networks are read while the providers are listed: round trips side by side.
+    targets_read = ctx.pool.submit(read_targets, ctx.kube, ctx.namespace, req) if req.network and not once else None
+    networks_read = ctx.pool.submit(ctx.kube.list, NETWORKS, ctx.namespace)
     if req.plan is not None:
         results.plan_file = {"path": str(req.plan.path), "digest": req.plan.digest, "action": "applied"}
     candidates = _read_candidates(ctx, req.selector)
@@ -74,8 +80,19 @@ def prepare(ctx: RunContext, results: RunResults) -> Prepared:
     if req.selector.provider is not None:
         prepared.scope = {p["metadata"]["name"]: group_of(p) for p in candidates}
     counts: list[GroupCount] | None = [] if req.plan_out is not None else None
-    refusal = _hold_refusals(ctx, selected) + _target_refusals(ctx, prepared, selected, counts)
-    refusal += _budget(ctx, results, candidates, prepared)
+    networks = networks_read.result()[0]
+    changing = {c.provider for c in changes if not c.already}
+    prepared.networks = networks_of([p for p in candidates if p["metadata"]["name"] in changing], networks)
+    if once and prepared.networks and changing:
+        # Its guards run once, on a fresh read under the drain locks, before the journal and any
+        # write (xtask.drain.locked): a first look here would read the same objects twice.
+        prepared.checked_under_lock = True
+        refusal: list[str] = []
+    else:
+        if req.network and prepared.targets is None:
+            prepared.targets = read_targets(ctx.kube, ctx.namespace, req, networks=networks)
+        refusal = _hold_refusals(ctx, selected) + _target_refusals(ctx, prepared, selected, counts)
+        refusal += _budget(ctx, results, candidates, prepared, networks)
     if not refusal and req.in_waves:
         refusal = _plan_waves(ctx, results, selected, prepared)
     if refusal:
@@ -92,6 +109,13 @@ def prepare(ctx: RunContext, results: RunResults) -> Prepared:
         todo = sum(1 for c in changes if not c.already)
         prepared.ending = Ending(f"dry run: {todo} change(s) accepted by the API server; nothing written")
     return prepared
+
+
+def checked_once(req: DrainRequest) -> bool:
+    """Whether a run's guards (targets, budget, capacity) are checked only under the drain locks:
+    a real drain in one wave. A dry run and a plan take no lock, an undrain is not guarded under
+    it, and waves check each wave under the locks after a first look at all of them."""
+    return req.drain and not req.dry_run and req.plan_out is None and not req.in_waves
 
 
 def _look_at_locks(ctx: RunContext, results: RunResults, networks: list[str]) -> None:
@@ -189,16 +213,15 @@ def _target_refusals(
     return target_refusals(prepared.targets, ctx.req, selected, prepared.changes, reader, counts=counts)
 
 
-def _budget(ctx: RunContext, results: RunResults, candidates: list[dict[str, Any]], prepared: Prepared) -> list[str]:
-    """The networks whose drain locks the writes take; for a drain, the budget's rows and the
-    capacity guard's groups (in the report) and their refusals — a first look, without the lock:
-    the writes check again under it (:mod:`xtask.drain.locked`). Every network of the namespace,
-    and the providers of the selection's groups (one LIST of that group when one provider was read
-    by name: :mod:`xtask.drain.edges.members`), read once for both."""
+def _budget(
+    ctx: RunContext, results: RunResults, candidates: list[dict[str, Any]], prepared: Prepared, networks: list[Any]
+) -> list[str]:
+    """For a drain, the budget's rows and the capacity guard's groups (in the report) and their
+    refusals — a first look, without the lock: the writes of each wave check again under it
+    (:mod:`xtask.drain.locked`). The providers of the selection's groups (one LIST of that group
+    when one provider was read by name: :mod:`xtask.drain.edges.members`), read once for both."""
     kube, namespace, req = ctx.kube, ctx.namespace, ctx.req
-    networks = kube.list(NETWORKS, namespace)[0]
     changing = {c.provider for c in prepared.changes if not c.already}
-    prepared.networks = networks_of([p for p in candidates if p["metadata"]["name"] in changing], networks)
     budgeted = req.max_unavailable is not None or req.override_budget is not None or declares_budget(networks)
     if not req.drain or not (budgeted or changing):
         return []

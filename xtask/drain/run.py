@@ -1,7 +1,8 @@
 """One ``provider-drain`` run as one pipeline of phases over one :class:`RunContext`:
 
-1. **prepare** (:mod:`xtask.drain.prepare`): select, plan, check targets, capacity and budget,
-   plan the waves and their gates, server-side dry run;
+1. **prepare** (:mod:`xtask.drain.prepare`): select, plan, check targets, capacity and budget
+   (a real drain in one wave checks them only under the drain locks, :mod:`xtask.drain.locked`,
+   and creates its journal once they pass), plan the waves and their gates, server-side dry run;
 2. per wave — a drain without ``--wave-size`` is *one wave without gates* — **write** (the
    fan-out; on a failed write or a signal: **restore**, the one restore path in
    :mod:`xtask.drain.restore`), **wait** until every named consumer serves it, and **soak**
@@ -102,6 +103,7 @@ class _DrainRun:
         self.last_wait: WaitResult | None = None
         self.targets: Targets | None = None
         self.locked: LockedWrites | None = None
+        self.journal_todo: list[Change] | None = None  # a journal to create under the locks
 
     def on_second_signal(self, signum: int) -> None:
         changed = self.record.changed_names()
@@ -155,8 +157,11 @@ class _DrainRun:
         else:  # one wave of every change; with --wave-size and nothing to change, as without it
             self.waves = [WaveResult(1, [c.provider for c in changes])]
             pairs = [(self.waves[0], changes)]
-        first = self.open_journal([c for c in changes if not c.already])
-        return pairs, first
+        todo = [c for c in changes if not c.already]
+        if prepared.checked_under_lock and not self.staged:
+            self.journal_todo = todo  # created once the checks under the lock pass (locked_write)
+            return pairs, 1
+        return pairs, self.open_journal(todo)
 
     def open_journal(self, todo: list[Change]) -> int:
         """Create the journal (or reopen the one resumed); the number of the first wave to run."""
@@ -202,6 +207,8 @@ class _DrainRun:
             ending = self.locked_write(wave, changes, latch)
             if ending is not None:
                 return ending
+            if waiter is not None and self.targets is not None:
+                waiter.know_network(self.targets.network)
             if not self.req.drain:
                 note_still_held(self.ctx, self.results, wave.providers)
             self.mark(wave, WaveState.WRITTEN)
@@ -249,6 +256,11 @@ class _DrainRun:
             if wave.number > 1:
                 ending = dataclasses.replace(ending, summary=ending.summary + "; the waves written so far are kept")
             return ending
+        if self.targets is None:
+            self.targets = self.locked.targets  # read under the locks (a drain checked once)
+        if self.journal_todo is not None:
+            self.open_journal(self.journal_todo)
+            self.journal_todo = None
         try:
             return self.write(changes, latch)
         finally:

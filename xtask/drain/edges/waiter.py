@@ -219,6 +219,11 @@ class ConvergenceWaiter:
         self._parsed[name] = (key, overlay)
         return overlay
 
+    def know_network(self, network_obj: Obj | None) -> None:
+        """The network as the run read it after the waiter started (under the drain locks)."""
+        if network_obj is not None:
+            self._network_obj = network_obj
+
     def _cached(self, res: Resource, name: str) -> Obj | None:
         return self._caches[res.plural].get(name)
 
