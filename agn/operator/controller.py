@@ -99,6 +99,7 @@ class Operator:
             shards=caches.shards.store,
             identity=self.leadership.identity,
             log=log,
+            writers=settings.shard_writers,
         )
         self.metrics = metrics or OperatorMetrics()
         self.events = EventSink(self.writes, instance=self.leadership.identity, log=log, stop=stop)
@@ -202,6 +203,7 @@ class Operator:
             self._worker.join(5.0)
             if self._pool is not None:
                 self._pool.shutdown(wait=True, cancel_futures=True)
+            self.storage.close()
             self.prober.stop(timeout=self.settings.probe_timeout * 2 + 1.0)
             self.events.join(1.0)
             self.hold_expiry.join(1.0)
