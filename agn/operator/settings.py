@@ -167,9 +167,9 @@ class Settings:
     )
     # The changed shards of one publication written at once (the index only after all of them).
     # A publication that writes its shards one by one gets one request's share of an API server
-    # that also takes a burst of creates and their status writes.
+    # that also takes a burst of creates and their status writes (docs/benchmarks.md).
     shard_writers: int = setting(
-        1,
+        4,
         type=_workers,
         metavar="N",
         help=f"shard writes of one publication in flight at once, 1-{MAX_RECONCILE_WORKERS} (the index "

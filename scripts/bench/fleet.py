@@ -568,7 +568,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-batch-wait", type=non_negative, default=1.0, help="operator --max-batch-wait (1.0)")
     parser.add_argument("--reconcile-workers", type=int, default=1, help="operator --reconcile-workers (1)")
     parser.add_argument("--overlay-shards", type=int, default=16, help="operator --overlay-shards (16)")
-    parser.add_argument("--shard-writers", type=int, default=1, help="operator --shard-writers (1)")
+    parser.add_argument("--shard-writers", type=int, default=4, help="operator --shard-writers (4)")
     args = parser.parse_args(argv)
     for flag in ("baseline", "repeat", "probe_concurrency", "reconcile_workers", "overlay_shards", "shard_writers"):
         if getattr(args, flag) < 1:
