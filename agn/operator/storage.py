@@ -21,6 +21,7 @@ Events: it reports whether a write went through and leaves the rest to the contr
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 from collections.abc import Mapping
 from typing import Any
@@ -159,8 +160,13 @@ class OverlayStorage:
         shards: Store,
         identity: str,
         log: JsonLog,
+        writers: int = 1,
     ) -> None:
         self.kube = kube
+        # The changed shards of one publication are written this many at once (the index after).
+        self._writers = (
+            concurrent.futures.ThreadPoolExecutor(writers, thread_name_prefix="shard-write") if writers > 1 else None
+        )
         self.writes = writes
         self.namespace = namespace
         self.consumers = consumers
@@ -190,20 +196,8 @@ class OverlayStorage:
         again and nothing more is written; the caller plans again."""
         name = consumer["metadata"]["name"]
         owners = desired_owner_references(current, consumer)
-        labels = shard_labels(name)
         try:
-            for shard in work.shards:
-                spec = sharded.shards[shard]
-                old = stored.get(shard)
-                if old is None:
-                    body = object_body(
-                        SHARDS, shard, spec, owner_references=owners, published_by=self.identity, labels=labels
-                    )
-                    written = self.writes.create(SHARDS, self.namespace, body)
-                else:
-                    patch = conditional_patch(old, owners, self.identity, spec, labels=labels)
-                    written = self.writes.merge_patch(SHARDS, self.namespace, shard, patch)
-                self.shards.upsert(written)
+            self._write_shards(name, sharded, work.shards, owners=owners, stored=stored)
             if work.index:
                 if current is None:
                     body = object_body(
@@ -228,6 +222,45 @@ class OverlayStorage:
             self.log.info("overlay changed under us; re-planning", consumer=name, reason=type(exc).__name__)
             return False
         return True
+
+    def _write_shards(
+        self,
+        consumer: str,
+        sharded: Sharded,
+        shards: list[str],
+        *,
+        owners: list[dict[str, Any]],
+        stored: dict[str, Obj],
+    ) -> None:
+        """Create or patch ``shards``, up to ``writers`` at once; every one of them has ended
+        when this returns, and the first failure (in shard order) is raised."""
+        labels = shard_labels(consumer)
+
+        def one(shard: str) -> None:
+            spec, old = sharded.shards[shard], stored.get(shard)
+            if old is None:
+                body = object_body(
+                    SHARDS, shard, spec, owner_references=owners, published_by=self.identity, labels=labels
+                )
+                written = self.writes.create(SHARDS, self.namespace, body)
+            else:
+                patch = conditional_patch(old, owners, self.identity, spec, labels=labels)
+                written = self.writes.merge_patch(SHARDS, self.namespace, shard, patch)
+            self.shards.upsert(written)
+
+        if self._writers is None or len(shards) < 2:
+            for shard in shards:
+                one(shard)
+            return
+        futures = [self._writers.submit(one, shard) for shard in shards]
+        concurrent.futures.wait(futures)
+        for future in futures:
+            future.result()  # raises the first failure
+
+    def close(self) -> None:
+        """Stop the shard writers (the operator is stopping; nothing is being written)."""
+        if self._writers is not None:
+            self._writers.shutdown(wait=True, cancel_futures=True)
 
     def remove(self, name: str, overlay: Obj | None, shards: dict[str, Obj]) -> bool:
         """Delete an overlay (index and shards) whose consumer is gone, or of an earlier consumer
