@@ -99,7 +99,6 @@ class Operator:
             shards=caches.shards.store,
             identity=self.leadership.identity,
             log=log,
-            writers=settings.shard_writers,
         )
         self.metrics = metrics or OperatorMetrics()
         self.events = EventSink(self.writes, instance=self.leadership.identity, log=log, stop=stop)
@@ -113,8 +112,7 @@ class Operator:
             stop=stop,
             metrics=self.metrics,
         )
-        # A status a probe decided marks every consumer at once: the reconcile judges by it
-        # before its write comes back (provider_views).
+        # A probe's decided status marks every consumer: the reconcile judges by it (provider_views).
         self.prober.on_decided = lambda: self.queue.add_all(caches.consumers.store.names())
         self.hold_expiry = self._hold_expiry()
         self._watch_metrics()
@@ -190,6 +188,7 @@ class Operator:
         # Only a process whose caches are synced competes for the lease.
         if self.elector is not None:
             self.elector.start()
+        self.storage.start_writers(self.settings.shard_writers)
         self.prober.start()
         self.events.start()
         self.hold_expiry.start()

@@ -160,13 +160,10 @@ class OverlayStorage:
         shards: Store,
         identity: str,
         log: JsonLog,
-        writers: int = 1,
     ) -> None:
         self.kube = kube
-        # The changed shards of one publication are written this many at once (the index after).
-        self._writers = (
-            concurrent.futures.ThreadPoolExecutor(writers, thread_name_prefix="shard-write") if writers > 1 else None
-        )
+        # Writes the changed shards of one publication at once, once started (the index after).
+        self._writers: concurrent.futures.ThreadPoolExecutor | None = None
         self.writes = writes
         self.namespace = namespace
         self.consumers = consumers
@@ -256,6 +253,11 @@ class OverlayStorage:
         concurrent.futures.wait(futures)
         for future in futures:
             future.result()  # raises the first failure
+
+    def start_writers(self, writers: int) -> None:
+        """From now on write the changed shards of a publication ``writers`` at once (1: one by one)."""
+        if writers > 1 and self._writers is None:
+            self._writers = concurrent.futures.ThreadPoolExecutor(writers, thread_name_prefix="shard-write")
 
     def close(self) -> None:
         """Stop the shard writers (the operator is stopping; nothing is being written)."""

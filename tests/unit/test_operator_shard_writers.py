@@ -52,7 +52,7 @@ class Kube:
 
 
 def storage(writes: Writes, writers: int) -> OverlayStorage:
-    return OverlayStorage(
+    store = OverlayStorage(
         Kube(),
         writes,
         "ns",
@@ -61,8 +61,9 @@ def storage(writes: Writes, writers: int) -> OverlayStorage:
         shards=Store(),
         identity="op",
         log=JsonLog(component="test", stream=io.StringIO()),
-        writers=writers,
     )
+    store.start_writers(writers)
+    return store
 
 
 def planned():
