@@ -33,7 +33,7 @@ from typing import Any
 from agn.kube import Kube, KubeError
 from agn.logs import JsonLog
 from agn.model import ConsumerView, Overlay, ProviderView
-from agn.objects import Obj, consumer_view, network_view
+from agn.objects import Obj, consumer_view, network_view, provider_view, with_heartbeat
 from agn.operator.caches import Caches
 from agn.operator.diffing import PublicationDiff, change_log, note_for, publication_diff
 from agn.operator.elector import LeaderElector
@@ -48,7 +48,6 @@ from agn.operator.reconcile import Planned, replan
 from agn.operator.settings import Settings
 from agn.operator.storage import OverlayStorage, ShardWork, shard_work
 from agn.operator.verdicts import NetworkVerdict
-from agn.operator.views import ProviderViews
 from agn.operator.workqueue import CoalescingQueue
 from agn.operator.writes import LeaderWrites, NotLeader
 
@@ -112,12 +111,11 @@ class Operator:
             stop=stop,
             metrics=self.metrics,
         )
-        # A probe's decided status marks every consumer: the reconcile judges by it (provider_views).
-        self.prober.on_decided = lambda: self.queue.add_all(caches.consumers.store.names())
         self.hold_expiry = self._hold_expiry()
         self._watch_metrics()
         self.memory = TermMemory()
-        self._views = ProviderViews(caches.providers.store)
+        # provider name -> (the store's view, the heartbeat it was judged at, the view as of it)
+        self._views: dict[str, tuple[ProviderView, float | None, ProviderView]] = {}
         self._verdict_lock = threading.Lock()  # the verdicts and the hard-failure memory are shared
         workers = settings.reconcile_workers
         self._pool = (
@@ -188,7 +186,6 @@ class Operator:
         # Only a process whose caches are synced competes for the lease.
         if self.elector is not None:
             self.elector.start()
-        self.storage.start_writers(self.settings.shard_writers)
         self.prober.start()
         self.events.start()
         self.hold_expiry.start()
@@ -202,7 +199,6 @@ class Operator:
             self._worker.join(5.0)
             if self._pool is not None:
                 self._pool.shutdown(wait=True, cancel_futures=True)
-            self.storage.close()
             self.prober.stop(timeout=self.settings.probe_timeout * 2 + 1.0)
             self.events.join(1.0)
             self.hold_expiry.join(1.0)
@@ -314,8 +310,22 @@ class Operator:
 
     # -- reconcile -----------------------------------------------------------------------
     def provider_views(self) -> tuple[ProviderView, ...]:
-        """Every provider's view as this leader judges it now (:class:`.views.ProviderViews`)."""
-        return self._views.views(heartbeat=self.prober.heartbeat_at, decided=self.prober.decided())
+        """Every provider's view as of this process's last probes heartbeat, judged as every
+        reader judges them (:func:`agn.objects.with_heartbeat`). A view object is kept while
+        neither the provider nor the heartbeat changed, so the verdicts' cache holds."""
+        heartbeat = self.prober.heartbeat_at
+        memo, fresh = self._views, {}
+        out = []
+        for view in self.caches.providers.store.derived(provider_view):
+            kept = memo.get(view.name)
+            if kept is not None and kept[0] is view and kept[1] == heartbeat:
+                judged = kept[2]
+            else:
+                judged = with_heartbeat(view, heartbeat)
+            fresh[view.name] = (view, heartbeat, judged)
+            out.append(judged)
+        self._views = fresh
+        return tuple(out)
 
     def _reconcile_leading(self, term: int, name: str, providers: tuple[ProviderView, ...]) -> None:
         if self._leading(term):  # else it waits for the next term's full pass

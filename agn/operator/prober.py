@@ -12,11 +12,10 @@ keep-alive client (:mod:`.probe_http`). Every tunable is read from the operator'
 :class:`.settings.Settings` when it is used: a new probe setting is a field there, nothing more.
 
 The result becomes a status (see :mod:`.provider_status`) that is kept here and written
-(:mod:`.probe_writes`) only when its meaning changed (a drained provider's too: a new load
-reading that says the same is no news); the probes heartbeat (:mod:`.heartbeat`), renewed while
-every status is current, vouches for the unchanged ones (docs/operator.md, "Status writes at
-fleet size"). A write runs on a small thread pool and the probe's slot is free at once; until
-it is done the leader's reconcile judges the provider by the decided status (:mod:`.probe_pending`).
+(:mod:`.probe_writes`, in a small thread pool while its probe's slot stays taken) only when its
+meaning changed (a drained provider's too: a new load reading that says the same is no news); the probes heartbeat
+(:mod:`.heartbeat`), renewed while every status is current, vouches for the unchanged ones
+(docs/operator.md, "Status writes at fleet size").
 
 Only the leader probes and writes (see :mod:`.lease`): while this process does not lead, the
 scheduler keeps nothing due, and every write goes through :class:`.writes.LeaderWrites`,
@@ -46,7 +45,6 @@ from agn.operator.informer import Store
 from agn.operator.lease import Leadership
 from agn.operator.metrics import OperatorMetrics
 from agn.operator.probe_http import probe_endpoint_async, probe_session
-from agn.operator.probe_pending import PendingStatuses
 from agn.operator.probe_writes import ProbeWrites
 from agn.operator.provider_status import (
     ProbeOutcome,
@@ -64,11 +62,10 @@ from agn.operator.schedule import (
     Backlog,
     ProbeSchedule,
     RateWindow,
-    after_failure,
+    asked_rate,
     down_recheck,
     fast_recheck,
     probe_interval,
-    probe_load,
 )
 from agn.operator.settings import Settings
 from agn.operator.writes import LeaderWrites
@@ -119,12 +116,10 @@ class Prober:
         self._stop = stop
         # Probes run as tasks on one event loop (the "prober" thread), as many at once as the
         # schedule has slots, so a due probe waits in the schedule (where it is counted as
-        # backlog). A status write blocks on the API server, so it runs in this pool, handed
-        # over (agn.operator.probe_pending) with the probe's slot freed at once.
+        # backlog). A status write blocks on the API server, so it runs in this pool (a write
+        # holds its probe's slot, never the loop).
         concurrency = settings.probe_concurrency
         self._pool = ThreadPoolExecutor(max_workers=min(concurrency, STATUS_WRITERS), thread_name_prefix="probe-write")
-        self._pending = PendingStatuses(self._pool)
-        self.on_decided: Callable[[], None] = lambda: None  # a probe decided a new status
         self._tasks: set[asyncio.Task[None]] = set()
         self._session: aiohttp.ClientSession | None = None  # the probes' client, while the loop runs
         self._slot_freed: asyncio.Event | None = None  # set when a probe ends, to start the next at once
@@ -211,7 +206,6 @@ class Prober:
             self._term = term
             self._memory.clear()
             self._writes.keep_only(())
-            self._pending.keep_only(())
             self.schedule.clear()
             self._schedule_version = None
             self.first_round.clear()
@@ -277,7 +271,6 @@ class Prober:
                     prune(self._memory, names)
                     self._down &= names
                     self._writes.keep_only(names)
-                    self._pending.keep_only(names)
                     self.metrics.forget_providers(names)
                     self._note_first_round_locked(set(self._first_round_left or ()) - names)
                 if active and version != self._schedule_version:
@@ -308,15 +301,38 @@ class Prober:
             return self.schedule.backlog()
 
     def load(self, now: float) -> dict[str, object]:
-        """The probe load for ``/healthz`` (``now``: monotonic seconds): :func:`.schedule.probe_load`."""
+        """The probe load for ``/healthz`` (``now``: monotonic seconds).
+
+        ``behind`` is true while a due probe has waited longer than ``--probe-interval``: load
+        readings are then ageing because of the operator, not because of the providers. Then
+        ``fitsIntervalSeconds`` names the one interval at which every provider's probes would fit
+        the rate probes finished at over the last 10 s (``finishedPerSecond``), against what the
+        networks ask for (``askedPerSecond``).
+        """
         with self._lock:
             backlog, in_flight = self.schedule.backlog(), self.schedule.in_flight_count()
             finished = self._finished.rate(now)
-        networks, default = [network_view(n) for n in self.networks.peek_all()], self.settings.probe_interval
-        labels = ((p.get("metadata") or {}).get("labels") or {} for p in self.providers.peek_all())
-        intervals = [probe_interval(ls, networks, default=default) for ls in labels]
-        running = {"concurrency": self.schedule.concurrency, "in_flight": in_flight}
-        return probe_load(backlog, now=now, finished=finished, intervals=intervals, interval=default, **running)
+        lag = backlog.lag(now)
+        behind = lag > self.settings.probe_interval
+        providers = self.providers.peek_all()
+        networks = [network_view(n) for n in self.networks.peek_all()]
+        asked = asked_rate(
+            probe_interval(
+                (p.get("metadata") or {}).get("labels") or {}, networks, default=self.settings.probe_interval
+            )
+            for p in providers
+        )
+        fits = round(len(providers) / finished, 1) if behind and finished else None
+        return {
+            "concurrency": self.schedule.concurrency,
+            "inFlight": in_flight,
+            "backlog": backlog.waiting,
+            "lagSeconds": round(lag, 3),
+            "behind": behind,
+            "askedPerSecond": round(asked, 1),
+            "finishedPerSecond": None if finished is None else round(finished, 1),
+            "fitsIntervalSeconds": fits,
+        }
 
     def remembered(self) -> set[str]:
         """Provider names the prober holds any state for (tests: nothing of a deleted provider stays)."""
@@ -338,8 +354,7 @@ class Prober:
                     name, again_at=None if mem is None or mem.recheck_in is None else now + mem.recheck_in
                 )
                 self._finished.add(now)
-                if not self._pending.busy(name):  # else its write notes it once done
-                    self._note_first_round_locked((name,))
+                self._note_first_round_locked((name,))
                 if name not in self.providers:
                     # Deleted while its probe ran, perhaps after the tick that forgot it: a tick
                     # only looks again when the membership changes, so forget what the probe
@@ -373,24 +388,13 @@ class Prober:
             now=time.time(),
             metrics_format=metrics_format_of(spec),
         )
-        decided = self._record(obj, endpoint, outcome, seconds=time.perf_counter() - started)
-        if decided is not None:
-            status, write = decided  # written after any earlier write of it; the slot is free now
-            meta = obj["metadata"]
-            self._pending.submit(meta["name"], meta.get("uid", ""), status, write)
-            self.on_decided()
+        write = self._record(obj, endpoint, outcome, seconds=time.perf_counter() - started)
+        if write is not None:
+            await asyncio.get_running_loop().run_in_executor(self._pool, write)
 
-    def decided(self) -> dict[str, tuple[str, Obj]]:
-        """Name -> (uid, status) of the statuses this term's probes decided and the API does not
-        hold yet: the leader's reconcile judges those providers by them (:mod:`.views`)."""
-        return self._pending.decided()
-
-    def _record(
-        self, obj: Obj, endpoint: str, outcome: ProbeOutcome, *, seconds: float
-    ) -> tuple[Obj, Callable[[], bool]] | None:
-        """Take one probe's outcome into the provider's memory; the status it calls for and the
-        write of it (to run off the event loop), or None when the status is to stay as written
-        (or as a write under way will leave it)."""
+    def _record(self, obj: Obj, endpoint: str, outcome: ProbeOutcome, *, seconds: float) -> Callable[[], None] | None:
+        """Take one probe's outcome into the provider's memory; the status write it calls for
+        (to run off the event loop), or None when the status is to stay as written."""
         meta = obj["metadata"]
         name = meta["name"]
         labels = meta.get("labels") or {}
@@ -431,18 +435,16 @@ class Prober:
             desired, load=refresh or drain_of(obj) or max_concurrent_of(obj.get("spec") or {}) is not None
         )
         now = time.time()
-        under_way = self._pending.basis(name, mem.uid)
         if not should_write(
-            mem.status if under_way is None else under_way,
+            mem.status,
             desired,
             last_write_at=mem.written_at,
             now=now,
             refresh=refresh_seconds(metrics_max_age(networks)) if refresh else None,
         ):
-            if under_way is None:  # else this probe counts for the heartbeat once that write is done
-                mem.probed_at = outcome.observed_at
+            mem.probed_at = outcome.observed_at
             return None
-        return desired, lambda: self._write(name, mem, desired, now, probed_at=outcome.observed_at)
+        return lambda: self._write(name, mem, desired, now, probed_at=outcome.observed_at)
 
     def _recheck_in(
         self,
@@ -457,10 +459,15 @@ class Prober:
         """In how many seconds a provider whose probe failed is probed again (None: at its
         interval, as usual); keeps the set of down providers, whose re-checks share the slots."""
         settings = self.settings
-        state = after_failure(
-            outcome.healthy, was_healthy=was_healthy, failures=failures, threshold=settings.probe_failure_threshold
-        )
-        suspect, down = state == "suspect", state == "down"
+        # Failed, but not yet failure_threshold times in a row: probed again soon, so a provider
+        # that stopped answering is out within (threshold - 1) fast intervals of its first failed
+        # probe (HAProxy's fastinter), while a healthy fleet is probed no more often than before.
+        suspect = outcome.healthy is False and was_healthy and failures < settings.probe_failure_threshold
+        # Failed and counted unavailable (or never healthy): probed again after the down interval
+        # (HAProxy's downinter), so one that answers again is re-admitted within about that,
+        # not up to a whole interval later; all down providers' re-checks share a bounded part
+        # of the slots (agn.operator.schedule.down_recheck).
+        down = outcome.healthy is False and not suspect
         with self._lock:
             if down and name in self.providers:
                 self._down.add(name)
@@ -480,11 +487,10 @@ class Prober:
             timeout=settings.probe_timeout,
         )
 
-    def _write(self, name: str, mem: ProviderMemory, desired: Obj, now: float, *, probed_at: float) -> bool:
-        """Write the status one probe called for (whether it was written); only then does the
-        probe count for the first round and the watermark (a renewal vouches that every probe since
-        it is *written*). A failed write holds the heartbeat back instead (:meth:`vouching`)."""
-        written = None
+    def _write(self, name: str, mem: ProviderMemory, desired: Obj, now: float, *, probed_at: float) -> None:
+        """Write the status one probe called for; only then does that probe count for the
+        heartbeat's watermark (a renewal vouches that every probe since it is *written*, not
+        merely done). A failed write holds the heartbeat back instead (:meth:`vouching`)."""
         try:
             written = self._writes.status(name, mem.status, desired)
             if written is not None:
@@ -492,6 +498,3 @@ class Prober:
                 mem.written_at = now
         finally:
             mem.probed_at = probed_at
-            with self._lock:
-                self._note_first_round_locked((name,))
-        return written is not None

@@ -59,17 +59,6 @@ def next_slot(name: str, *, interval: float, now: float) -> float:
     return offset + k * interval
 
 
-def after_failure(healthy: bool | None, *, was_healthy: bool, failures: int, threshold: int) -> str | None:
-    """What a probe's health answer makes of a provider for its re-checks: ``"suspect"`` when
-    it failed but not yet ``threshold`` times in a row since it was healthy (probed again soon,
-    :func:`fast_recheck`), ``"down"`` when it failed and counts unavailable or never was
-    healthy (probed again after the down interval, :func:`down_recheck`, so one that answers
-    again is re-admitted within about that, not up to a whole interval later), else None."""
-    if healthy is not False:
-        return None
-    return "suspect" if was_healthy and failures < threshold else "down"
-
-
 def fast_recheck(interval: float, *, fast: float) -> float:
     """How soon a provider is probed again after a failed probe that did not yet make it
     unavailable (fewer than the failure threshold in a row): ``fast``, never later than its
@@ -144,39 +133,6 @@ class RateWindow:
 def asked_rate(intervals: Iterable[float]) -> float:
     """Probes per second the networks ask for: each provider once per its interval."""
     return sum(1.0 / i for i in intervals if i > 0)
-
-
-def probe_load(
-    backlog: Backlog,
-    *,
-    now: float,
-    concurrency: int,
-    in_flight: int,
-    finished: float | None,
-    intervals: Sequence[float],
-    interval: float,
-) -> dict[str, object]:
-    """The probe load for the operator's ``/healthz`` (``now``: monotonic seconds).
-
-    ``behind`` is true while a due probe has waited longer than ``interval`` (``--probe-interval``):
-    load readings are then ageing because of the operator, not because of the providers. Then
-    ``fitsIntervalSeconds`` names the one interval at which every provider's probes (one per
-    entry of ``intervals``, each provider's own) would fit the rate probes finished at over the
-    last 10 s (``finished``, ``finishedPerSecond``), against what the networks ask for
-    (``askedPerSecond``)."""
-    lag = backlog.lag(now)
-    behind = lag > interval
-    fits = round(len(intervals) / finished, 1) if behind and finished else None
-    return {
-        "concurrency": concurrency,
-        "inFlight": in_flight,
-        "backlog": backlog.waiting,
-        "lagSeconds": round(lag, 3),
-        "behind": behind,
-        "askedPerSecond": round(asked_rate(intervals), 1),
-        "finishedPerSecond": None if finished is None else round(finished, 1),
-        "fitsIntervalSeconds": fits,
-    }
 
 
 @dataclasses.dataclass(frozen=True)

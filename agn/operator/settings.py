@@ -165,16 +165,6 @@ class Settings:
         "overlap instead of queueing behind each other; worth it only when the API server has CPU to "
         "spare (default: %(default)s)",
     )
-    # The changed shards of one publication written at once (the index only after all of them).
-    # A publication that writes its shards one by one gets one request's share of an API server
-    # that also takes a burst of creates and their status writes (docs/benchmarks.md).
-    shard_writers: int = setting(
-        4,
-        type=_workers,
-        metavar="N",
-        help=f"shard writes of one publication in flight at once, 1-{MAX_RECONCILE_WORKERS} (the index "
-        "is written once all of them are) (default: %(default)s)",
-    )
     log_level: str = setting(
         "info", choices=("debug", "info", "warning", "error"), help="least severe log line written"
     )
@@ -212,8 +202,6 @@ class Settings:
         check_shard_count(self.overlay_shards)
         if not 1 <= self.reconcile_workers <= MAX_RECONCILE_WORKERS:
             raise ValueError(f"reconcile workers must be between 1 and {MAX_RECONCILE_WORKERS}")
-        if not 1 <= self.shard_writers <= MAX_RECONCILE_WORKERS:
-            raise ValueError(f"shard writers must be between 1 and {MAX_RECONCILE_WORKERS}")
         problems = self.timings.problems()
         if problems:
             raise ValueError("; ".join(problems))

@@ -21,7 +21,6 @@ Events: it reports whether a write went through and leaves the rest to the contr
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 from collections.abc import Mapping
 from typing import Any
@@ -162,8 +161,6 @@ class OverlayStorage:
         log: JsonLog,
     ) -> None:
         self.kube = kube
-        # Writes the changed shards of one publication at once, once started (the index after).
-        self._writers: concurrent.futures.ThreadPoolExecutor | None = None
         self.writes = writes
         self.namespace = namespace
         self.consumers = consumers
@@ -193,8 +190,20 @@ class OverlayStorage:
         again and nothing more is written; the caller plans again."""
         name = consumer["metadata"]["name"]
         owners = desired_owner_references(current, consumer)
+        labels = shard_labels(name)
         try:
-            self._write_shards(name, sharded, work.shards, owners=owners, stored=stored)
+            for shard in work.shards:
+                spec = sharded.shards[shard]
+                old = stored.get(shard)
+                if old is None:
+                    body = object_body(
+                        SHARDS, shard, spec, owner_references=owners, published_by=self.identity, labels=labels
+                    )
+                    written = self.writes.create(SHARDS, self.namespace, body)
+                else:
+                    patch = conditional_patch(old, owners, self.identity, spec, labels=labels)
+                    written = self.writes.merge_patch(SHARDS, self.namespace, shard, patch)
+                self.shards.upsert(written)
             if work.index:
                 if current is None:
                     body = object_body(
@@ -219,50 +228,6 @@ class OverlayStorage:
             self.log.info("overlay changed under us; re-planning", consumer=name, reason=type(exc).__name__)
             return False
         return True
-
-    def _write_shards(
-        self,
-        consumer: str,
-        sharded: Sharded,
-        shards: list[str],
-        *,
-        owners: list[dict[str, Any]],
-        stored: dict[str, Obj],
-    ) -> None:
-        """Create or patch ``shards``, up to ``writers`` at once; every one of them has ended
-        when this returns, and the first failure (in shard order) is raised."""
-        labels = shard_labels(consumer)
-
-        def one(shard: str) -> None:
-            spec, old = sharded.shards[shard], stored.get(shard)
-            if old is None:
-                body = object_body(
-                    SHARDS, shard, spec, owner_references=owners, published_by=self.identity, labels=labels
-                )
-                written = self.writes.create(SHARDS, self.namespace, body)
-            else:
-                patch = conditional_patch(old, owners, self.identity, spec, labels=labels)
-                written = self.writes.merge_patch(SHARDS, self.namespace, shard, patch)
-            self.shards.upsert(written)
-
-        if self._writers is None or len(shards) < 2:
-            for shard in shards:
-                one(shard)
-            return
-        futures = [self._writers.submit(one, shard) for shard in shards]
-        concurrent.futures.wait(futures)
-        for future in futures:
-            future.result()  # raises the first failure
-
-    def start_writers(self, writers: int) -> None:
-        """From now on write the changed shards of a publication ``writers`` at once (1: one by one)."""
-        if writers > 1 and self._writers is None:
-            self._writers = concurrent.futures.ThreadPoolExecutor(writers, thread_name_prefix="shard-write")
-
-    def close(self) -> None:
-        """Stop the shard writers (the operator is stopping; nothing is being written)."""
-        if self._writers is not None:
-            self._writers.shutdown(wait=True, cancel_futures=True)
 
     def remove(self, name: str, overlay: Obj | None, shards: dict[str, Obj]) -> bool:
         """Delete an overlay (index and shards) whose consumer is gone, or of an earlier consumer

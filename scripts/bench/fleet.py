@@ -299,7 +299,7 @@ class Fleet:
             str(a.reconcile_workers),
             "--overlay-shards",
             str(a.overlay_shards),
-        ] + (["--shard-writers", str(a.shard_writers)] if a.shard_writers is not None else [])
+        ]
 
     def start_size(self, providers: int, consumers: int) -> None:
         """Namespace, network, consumers; operator and gateways up and serving empty overlays."""
@@ -479,8 +479,7 @@ def fmt(value: float | None, spec: str, unit: str = "") -> str:
 def render(rows: list[Row], baselines: dict[int, float], args: argparse.Namespace, started: str) -> Table:
     caption = (
         f"Operator: --probe-interval {args.probe_interval:g} --probe-concurrency {args.probe_concurrency} "
-        f"--coalesce-window {args.coalesce_window:g} --max-batch-wait {args.max_batch_wait:g} --reconcile-workers {args.reconcile_workers} --overlay-shards {args.overlay_shards}"
-        f"{'' if args.shard_writers is None else f' --shard-writers {args.shard_writers}'}, other flags default "
+        f"--coalesce-window {args.coalesce_window:g} --max-batch-wait {args.max_batch_wait:g} --reconcile-workers {args.reconcile_workers} --overlay-shards {args.overlay_shards}, other flags default "
         f"(--probe-timeout 1, leader election on). Network: probeIntervalSeconds {args.network_probe_interval:g}, "
         f"metricsMaxAgeSeconds {args.metrics_max_age}. Fleet: N healthy providers (+{SPARES} spares) served by one "
         f"fake-provider process. Single drain: median of {args.repeat}, vs {args.baseline} providers with the "
@@ -587,12 +586,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-batch-wait", type=non_negative, default=1.0, help="operator --max-batch-wait (1.0)")
     parser.add_argument("--reconcile-workers", type=int, default=1, help="operator --reconcile-workers (1)")
     parser.add_argument("--overlay-shards", type=int, default=16, help="operator --overlay-shards (16)")
-    parser.add_argument(
-        "--shard-writers", type=int, default=None, help="operator --shard-writers (not passed: the operator's default)"
-    )
     args = parser.parse_args(argv)
-    for flag in ("baseline", "repeat", "probe_concurrency", "reconcile_workers", "overlay_shards", "shard_writers"):
-        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+    for flag in ("baseline", "repeat", "probe_concurrency", "reconcile_workers", "overlay_shards"):
+        if getattr(args, flag) < 1:
             parser.error(f"--{flag.replace('_', '-')}: must be a whole number >= 1, got {getattr(args, flag)}")
     return args
 

@@ -79,6 +79,7 @@ class Row:
     drained: int = 0
     writes_s: float | None = None
     status_writes_s: float | None = None
+    writes_by_resource: dict[str, float] = field(default_factory=dict)  # per second, steady
     probes_s: float | None = None
     behind: bool | None = None
     detect_s: list[float] = field(default_factory=list)
@@ -122,7 +123,8 @@ class Runner:
 
     # -- readings --------------------------------------------------------------------------
     def api_writes(self) -> tuple[float, float]:
-        """(every write, provider status writes) the kube-apiserver served since it started."""
+        """(every write, provider status writes) the kube-apiserver served since it started; the
+        writes by resource, subresource and verb are kept in :attr:`by_resource`."""
         if self._tls is None:
             c = self.bench.cp.certs
             self._tls = ssl.create_default_context(cafile=str(c.ca_cert))
@@ -130,11 +132,14 @@ class Runner:
         with urllib.request.urlopen(f"{self.bench.cp.server}/metrics", context=self._tls, timeout=30) as r:
             text = r.read().decode()
         total = status = 0.0
+        self.by_resource: dict[str, float] = {}
         for family in text_string_to_metric_families(text):
             for s in family.samples:
                 if s.name != "apiserver_request_total" or s.labels.get("verb") not in WRITE_VERBS:
                     continue
                 total += s.value
+                key = f"{s.labels.get('verb')} {s.labels.get('resource')}/{s.labels.get('subresource') or ''}"
+                self.by_resource[key] = self.by_resource.get(key, 0.0) + s.value
                 if s.labels.get("resource") == "inferenceproviders" and s.labels.get("subresource") == "status":
                     status += s.value
         return total, status
@@ -239,10 +244,14 @@ class Runner:
     def steady(self, row: Row) -> None:
         time.sleep(2 * row.interval)  # settle: the admission's own writes are done
         w0, s0 = self.api_writes()
+        by0 = dict(self.by_resource)
         p0, t0 = self.probes(), time.monotonic()
         time.sleep(self.args.window)  # the measurement window itself: nothing changes in it
         w1, s1 = self.api_writes()
         p1, t1 = self.probes(), time.monotonic()
+        row.writes_by_resource = {
+            k: round((v - by0.get(k, 0.0)) / (t1 - t0), 2) for k, v in self.by_resource.items() if v > by0.get(k, 0.0)
+        }
         row.writes_s = (w1 - w0) / (t1 - t0)
         row.status_writes_s = (s1 - s0) / (t1 - t0)
         row.probes_s = (p1 - p0) / (t1 - t0)

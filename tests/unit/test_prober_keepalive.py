@@ -216,9 +216,9 @@ def test_down_providers_are_rechecked_at_the_down_interval_and_many_down_stretch
         outcome = ProbeOutcome(
             observed_at=time.time(), probed=True, healthy=healthy, health_error=None if healthy else "x"
         )
-        decided = prober._record(providers.peek(name), "http://127.0.0.1:9", outcome, seconds=0.01)
-        if decided is not None:
-            decided[1]()  # its status write
+        write = prober._record(providers.peek(name), "http://127.0.0.1:9", outcome, seconds=0.01)
+        if write is not None:
+            write()
         return prober._memory[name].recheck_in
 
     assert probed("p0", True) is None  # healthy: its grid
