@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from agn.kube import PROVIDERS, KubeError
-from xtask.drain.edges.members import MAX_GROUP_READS, field_value, group_of, read_members
+from xtask.drain.core.guard import group_of
+from xtask.drain.edges.members import MAX_GROUP_READS, field_value, read_members
 
 
 def provider(name: str, group: str | None) -> dict:

@@ -22,7 +22,7 @@ from xtask.drain.context import RunContext
 from xtask.drain.core.amounts import Amount, split_waves
 from xtask.drain.core.budget import GroupBudget, declares_budget, group_budgets, networks_of
 from xtask.drain.core.changes import Change, GroupCount, plan_changes
-from xtask.drain.core.guard import Targets, target_refusals
+from xtask.drain.core.guard import Targets, group_of, target_refusals
 from xtask.drain.core.holds import holder_name, holds_of, undrain_refusal
 from xtask.drain.core.progress import DryRunChecked, Planned
 from xtask.drain.core.request import DrainRequest
@@ -31,7 +31,7 @@ from xtask.drain.core.states import WriteOutcome
 from xtask.drain.core.waves import resume_problems
 from xtask.drain.edges import fanout
 from xtask.drain.edges.lock import look_at_locks
-from xtask.drain.edges.members import group_of, read_members
+from xtask.drain.edges.members import read_members
 from xtask.drain.edges.targets import OverlayReader, read_targets
 from xtask.drain.gates import wave_gates
 from xtask.drain.gates.base import Gate, GateSetup

@@ -158,7 +158,7 @@ class _DrainRun:
             self.waves = [WaveResult(1, [c.provider for c in changes])]
             pairs = [(self.waves[0], changes)]
         todo = [c for c in changes if not c.already]
-        if prepared.checked_under_lock and not self.staged:
+        if prepared.checked_under_lock:  # never in waves (checked_once)
             self.journal_todo = todo  # created once the checks under the lock pass (locked_write)
             return pairs, 1
         return pairs, self.open_journal(todo)

@@ -132,9 +132,10 @@ def _lagging(
     selected: Sequence[Mapping[str, Any]], changing: set[str], drained_elsewhere: Sequence[Mapping[str, Any]]
 ) -> list[Mapping[str, Any]]:
     """The providers drained elsewhere in a selection group this run drains."""
-    groups = {_group(p) for p in selected if p["metadata"]["name"] in changing}
-    return [p for p in drained_elsewhere if p["metadata"]["name"] not in changing and _group(p) in groups]
+    groups = {group_of(p) for p in selected if p["metadata"]["name"] in changing}
+    return [p for p in drained_elsewhere if p["metadata"]["name"] not in changing and group_of(p) in groups]
 
 
-def _group(provider: Mapping[str, Any]) -> str:
+def group_of(provider: Mapping[str, Any]) -> str:
+    """A provider's selection group as the guards count it (absent: ``""``)."""
     return str((provider.get("spec") or {}).get("selectionGroup") or "")

@@ -22,15 +22,11 @@ from typing import Any
 
 from agn.kube import PROVIDERS, Kube, KubeError
 from agn.objects import Obj
+from xtask.drain.core.guard import group_of
 
 # More groups than this are read with one LIST of every provider: a whole gateway's drain
 # usually touches most groups, and one LIST is then fewer requests for the same bytes.
 MAX_GROUP_READS = 4
-
-
-def group_of(provider: Mapping[str, Any]) -> str:
-    """A provider's selection group as the guards count it (absent: ``""``)."""
-    return str((provider.get("spec") or {}).get("selectionGroup") or "")
 
 
 def field_value(text: str) -> str:
