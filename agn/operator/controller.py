@@ -33,12 +33,13 @@ from typing import Any
 from agn.kube import Kube, KubeError
 from agn.logs import JsonLog
 from agn.model import ConsumerView, Overlay, ProviderView
-from agn.objects import Obj, consumer_view, network_view, provider_view, with_heartbeat
+from agn.objects import Obj, consumer_view, network_view, provider_view
 from agn.operator.caches import Caches
 from agn.operator.diffing import PublicationDiff, change_log, note_for, publication_diff
 from agn.operator.elector import LeaderElector
 from agn.operator.events import EventSink
 from agn.operator.hold_expiry import HoldExpiry
+from agn.operator.judged import JudgedViews, hold_seconds
 from agn.operator.lease import AlwaysLeader, Leadership, new_identity
 from agn.operator.memory import TermMemory
 from agn.operator.metrics import OperatorMetrics
@@ -114,8 +115,7 @@ class Operator:
         self.hold_expiry = self._hold_expiry()
         self._watch_metrics()
         self.memory = TermMemory()
-        # provider name -> (the store's view, the heartbeat it was judged at, the view as of it)
-        self._views: dict[str, tuple[ProviderView, float | None, ProviderView]] = {}
+        self._views = JudgedViews()
         self._verdict_lock = threading.Lock()  # the verdicts and the hard-failure memory are shared
         workers = settings.reconcile_workers
         self._pool = (
@@ -311,21 +311,11 @@ class Operator:
     # -- reconcile -----------------------------------------------------------------------
     def provider_views(self) -> tuple[ProviderView, ...]:
         """Every provider's view as of this process's last probes heartbeat, judged as every
-        reader judges them (:func:`agn.objects.with_heartbeat`). A view object is kept while
-        neither the provider nor the heartbeat changed, so the verdicts' cache holds."""
-        heartbeat = self.prober.heartbeat_at
-        memo, fresh = self._views, {}
-        out = []
-        for view in self.caches.providers.store.derived(provider_view):
-            kept = memo.get(view.name)
-            if kept is not None and kept[0] is view and kept[1] == heartbeat:
-                judged = kept[2]
-            else:
-                judged = with_heartbeat(view, heartbeat)
-            fresh[view.name] = (view, heartbeat, judged)
-            out.append(judged)
-        self._views = fresh
-        return tuple(out)
+        reader judges them; the same objects while that cannot change a verdict, so the
+        verdicts' cache holds (:mod:`.judged`)."""
+        hold = hold_seconds(network_view(n) for n in self.caches.networks.store.peek_all())
+        views = self.caches.providers.store.derived(provider_view)
+        return self._views.views(views, heartbeat=self.prober.heartbeat_at, hold=hold, now=time.time())
 
     def _reconcile_leading(self, term: int, name: str, providers: tuple[ProviderView, ...]) -> None:
         if self._leading(term):  # else it waits for the next term's full pass
