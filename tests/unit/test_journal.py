@@ -242,3 +242,35 @@ def test_replay_of_text_is_the_same_as_of_the_file(tmp_path):
     j.set_state("complete")
     j.close()
     assert replay(j.path.read_text(), source="x").to_dict() == read_journal(j.path).to_dict()
+
+
+def test_a_journal_appears_under_its_name_only_with_its_header_on_disk(tmp_path, monkeypatch):
+    # A reader listing drain-*.jsonl while a run starts must never find a journal without its
+    # header (an empty file before the header's write used to be one).
+    seen_during_write: list[list[str]] = []
+    write_line = Journal._write_line
+
+    def watched(self, rec):
+        seen_during_write.append(sorted(p.name for p in tmp_path.glob("drain-*.jsonl")))
+        write_line(self, rec)
+
+    monkeypatch.setattr(Journal, "_write_line", watched)
+    j = new_journal(tmp_path)
+    assert seen_during_write == [[]]  # the header was written before the name existed
+    assert [p.name for p in tmp_path.iterdir()] == [j.path.name]  # nothing staged is left
+    assert json.loads(j.path.read_text().splitlines()[0])["type"] == "header"
+    read_journal(j.path)  # a whole journal, as any reader replays it
+    assert j.path.stat().st_mode & 0o777 == 0o600
+    j.set_state("complete")  # still appended to through the descriptor the header was written with
+    j.close()
+    assert json.loads(j.path.read_text().splitlines()[-1])["state"] == "complete"
+
+
+def test_a_second_journal_of_the_same_operation_is_refused_and_the_first_kept(tmp_path):
+    first = new_journal(tmp_path)
+    first.close()
+    before = first.path.read_bytes()
+    with pytest.raises(JournalError, match="cannot create the drain journal"):
+        new_journal(tmp_path)
+    assert first.path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == [first.path.name]

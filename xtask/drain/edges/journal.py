@@ -95,21 +95,37 @@ class Journal:
 
     @classmethod
     def create(cls, header: JournalHeader, *, folder: Path | None = None) -> Journal:
-        """A new journal in ``folder`` whose first line is ``header``, durable before it returns."""
+        """A new journal in ``folder`` whose first line is ``header``, durable before it returns.
+
+        The header is written to a hidden file first and linked in under the journal's name
+        once it is on disk, so a reader (another run listing journals, ``drain-restore``) never
+        finds a journal without its header; the link fails as ``O_EXCL`` would if the name is
+        taken."""
         folder = folder or journal_dir()
         path = folder / f"drain-{header.operation}{SUFFIX}"
+        staged = folder / f".{path.name}.new"
         record = header.record()
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
+            fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             raise JournalError(
                 f"cannot create the drain journal in {folder}: {exc.strerror or exc}",
                 hint="choose a writable folder with --journal-dir or AGN_XTASK_JOURNAL_DIR",
             ) from exc
         journal = cls(path, state_from_header(record), fd)
-        journal._write_line(record)
-        journal.sync()
+        try:
+            journal._write_line(record)
+            journal.sync()
+            os.link(staged, path)
+        except OSError as exc:
+            os.close(fd)
+            raise JournalError(
+                f"cannot create the drain journal in {folder}: {exc.strerror or exc}",
+                hint="choose a writable folder with --journal-dir or AGN_XTASK_JOURNAL_DIR",
+            ) from exc
+        finally:
+            staged.unlink(missing_ok=True)
         _fsync_dir(folder)
         return journal
 
