@@ -109,10 +109,7 @@ class Journal:
             folder.mkdir(parents=True, exist_ok=True)
             fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
         except OSError as exc:
-            raise JournalError(
-                f"cannot create the drain journal in {folder}: {exc.strerror or exc}",
-                hint="choose a writable folder with --journal-dir or AGN_XTASK_JOURNAL_DIR",
-            ) from exc
+            raise _cannot_create(folder, exc) from exc
         journal = cls(path, state_from_header(record), fd)
         try:
             journal._write_line(record)
@@ -120,10 +117,7 @@ class Journal:
             os.link(staged, path)
         except OSError as exc:
             os.close(fd)
-            raise JournalError(
-                f"cannot create the drain journal in {folder}: {exc.strerror or exc}",
-                hint="choose a writable folder with --journal-dir or AGN_XTASK_JOURNAL_DIR",
-            ) from exc
+            raise _cannot_create(folder, exc) from exc
         finally:
             staged.unlink(missing_ok=True)
         _fsync_dir(folder)
@@ -208,6 +202,13 @@ class Journal:
         """Providers this run may have changed (for messages after a second signal)."""
         with self._lock:
             return sorted(n for n, e in self.state.entries.items() if e.maybe_written)
+
+
+def _cannot_create(folder: Path, exc: OSError) -> JournalError:
+    return JournalError(
+        f"cannot create the drain journal in {folder}: {exc.strerror or exc}",
+        hint="choose a writable folder with --journal-dir or AGN_XTASK_JOURNAL_DIR",
+    )
 
 
 def read_journal(path: Path) -> JournalState:
