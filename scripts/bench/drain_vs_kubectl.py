@@ -10,9 +10,13 @@ as a user would see it (process start included).
    ``kubectl patch`` + ``kubectl wait --for=jsonpath=…`` on both consumers' overlays, vs
    ``xtask env provider-drain --provider … --network … --consumer … --consumer …`` (which also
    waits for both consumers' accepted and serving revisions, over two observations).
+   Beside them, the floor of any command on the official Python client: a fresh process that
+   loads the kubeconfig and sends the one PATCH, waiting for nothing.
 2. Patch-only drain of a whole gateway of ``--providers`` providers: a sequential
    ``kubectl patch`` loop, a raw client thread pool doing only the writes at the same
-   concurrency, and ``xtask`` (selection, plan, server-side dry run, journal, writes, read-back).
+   concurrency, the same pool sending every request xtask sends per provider (a server-side
+   dry run, the patch, an Event), and ``xtask`` (selection, plan, server-side dry run,
+   journal, writes, read-back, Events).
 3. The same gateway drain with convergence targets: overlay revisions per consumer.
 4. Journal bytes for the gateway drain and for a ``--fleet``-provider patch-only drain.
 
@@ -55,6 +59,30 @@ body = {"spec": {"trafficPolicy": {"drain": value}}}
 with cf.ThreadPoolExecutor(workers) as pool:
     list(pool.map(lambda n: api.patch_namespaced_custom_object("agn.dev", "v1alpha1", namespace, "inferenceproviders", n, body), names))
 """
+
+# The same client sending what a safe drain sends per provider (what xtask does beside its journal,
+# selection, locks and report): every patch checked with a server-side dry run first, then the
+# patches, then one Event per provider. The floor of that design on this client and API server.
+RAW_POOL_SAME_REQUESTS = (
+    RAW_POOL[: RAW_POOL.index("with cf.ThreadPoolExecutor")]
+    + """
+def patch(n, dry):
+    kw = {"dry_run": "All"} if dry else {}
+    return api.patch_namespaced_custom_object("agn.dev", "v1alpha1", namespace, "inferenceproviders", n, body, **kw)
+def event(n):
+    meta = {"generateName": n + ".drain-"}
+    regarding = {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceProvider", "name": n, "namespace": namespace}
+    ev = {"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": meta, "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "bench/raw",
+          "reportingInstance": "bench", "action": "Drain", "reason": "ProviderDrained", "type": "Normal",
+          "regarding": regarding, "note": "drained"}
+    return api.create_namespaced_custom_object("events.k8s.io", "v1", namespace, "events", ev)
+with cf.ThreadPoolExecutor(workers) as pool:
+    list(pool.map(lambda n: patch(n, True), names))
+    list(pool.map(lambda n: patch(n, False), names))
+    list(pool.map(event, names))
+"""
+)
+assert RAW_POOL_SAME_REQUESTS != RAW_POOL
 
 
 # ``-v=6`` logs one line per response: klog's structured ``"Response" verb="GET" url=… status="200 OK"``
@@ -168,7 +196,10 @@ def main() -> int:
             # 1. single converged drain, small env (4 providers + 4 spares, like the example)
             bench.scenario("single", providers=4)
             kubectl_s, xtask_s, xtask_wait, kubectl_reqs, firsts, xtask_reqs = [], [], [], [], [], []
+            floor = []
             for _ in range(args.repeat):
+                reset(bench, ["p000"])
+                floor.append(bench.timed([sys.executable, "-c", RAW_POOL, CTX, bench.ns, "1", "true", "p000"]))
                 reset(bench, ["p000"])
                 waits = [
                     kubectl_wait(bench, overlay_object(bench, c, "p000"), "p000", "existing_only")
@@ -205,6 +236,15 @@ def main() -> int:
                 )
             )
 
+            rows.append(
+                (
+                    "floor: the official Python client alone (start, kubeconfig, one PATCH, no wait)",
+                    f"median {median(floor):.2f}s",
+                    f"min {min(floor):.2f}s max {max(floor):.2f}s",
+                    f"x{median(floor) / base:.2f} of kubectl's whole drain: where any command on this client starts",
+                )
+            )
+
             if args.single_only:
                 return print_table(rows)
 
@@ -215,9 +255,13 @@ def main() -> int:
             for name in names:
                 loop += bench.timed(kubectl_patch(bench, name, True))
             reset(bench, names)
-            raw = []
+            raw, same = [], []
             for _ in range(3):
                 raw.append(bench.timed([sys.executable, "-c", RAW_POOL, CTX, bench.ns, conc, "true", *names]))
+                reset(bench, names)
+                same.append(
+                    bench.timed([sys.executable, "-c", RAW_POOL_SAME_REQUESTS, CTX, bench.ns, conc, "true", *names])
+                )
                 reset(bench, names)
             ours, journal_bytes = [], 0
             for _ in range(3):
@@ -240,10 +284,19 @@ def main() -> int:
             )
             rows.append(
                 (
+                    f"patch-only drain of {n}: raw client thread pool ({conc}), a dry run + a patch + an Event each",
+                    f"median {median(same):.2f}s",
+                    "3 runs",
+                    f"x{median(same) / median(raw):.2f} of the writes-only pool: the floor of xtask's requests",
+                )
+            )
+            rows.append(
+                (
                     f"patch-only drain of {n}: xtask --gateway --concurrency {conc} (dry run+journal+read-back)",
                     f"median {median(ours):.2f}s",
                     "3 runs",
-                    f"x{loop / median(ours):.1f} faster than the loop, x{median(ours) / median(raw):.2f} of the pool",
+                    f"x{loop / median(ours):.1f} faster than the loop, x{median(ours) / median(raw):.2f} of the pool, "
+                    f"x{median(ours) / median(same):.2f} of the pool sending the same requests",
                 )
             )
 
