@@ -82,7 +82,6 @@ with cf.ThreadPoolExecutor(workers) as pool:
     list(pool.map(event, names))
 """
 )
-assert RAW_POOL_SAME_REQUESTS != RAW_POOL
 
 
 # ``-v=6`` logs one line per response: klog's structured ``"Response" verb="GET" url=… status="200 OK"``
