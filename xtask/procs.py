@@ -65,11 +65,31 @@ def _proc_stat(pid: int) -> tuple[str, int] | None:
 
 def is_alive(record: ProcessRecord) -> bool:
     """True when the recorded process is running (not a zombie) and is the same process."""
-    stat = _proc_stat(record.pid)
+    return pid_running(record.pid, record.start_ticks)
+
+
+def pid_running(pid: int, start_ticks: int) -> bool:
+    """True when ``pid`` is running (not a zombie) and started at ``start_ticks``: the same
+    process, not one that reused its pid."""
+    stat = _proc_stat(pid)
     if stat is None:
         return False
     state, ticks = stat
-    return state not in ("Z", "X") and ticks == record.start_ticks
+    return state not in ("Z", "X") and ticks == start_ticks
+
+
+def own_start_ticks() -> int | None:
+    """This process's kernel start time (clock ticks since boot), None where /proc cannot say."""
+    stat = _proc_stat(os.getpid())
+    return stat[1] if stat else None
+
+
+def boot_id() -> str | None:
+    """The kernel's id of this boot (differs per host and per boot), None where it cannot be read."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
 
 
 def log_tail(path: str | Path, *, lines: int = 30) -> str:

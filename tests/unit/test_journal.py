@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -10,6 +13,8 @@ import pytest
 from xtask.drain.core.changes import plan_changes
 from xtask.drain.core.holds import OPERATION
 from xtask.drain.core.states import IdleWaitState, RestoreOutcome, RunState, WaitState
+from xtask.drain.edges import journal as journal_module
+from xtask.drain.edges import journal_staging
 from xtask.drain.edges.journal import Journal, JournalError, JournalHeader, read_journal, replay
 
 
@@ -274,3 +279,87 @@ def test_a_second_journal_of_the_same_operation_is_refused_and_the_first_kept(tm
         new_journal(tmp_path)
     assert first.path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == [first.path.name]
+
+
+@pytest.mark.parametrize("answer", [errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.ENOSYS])
+def test_a_filesystem_without_hard_links_gets_the_journal_created_exclusively(tmp_path, monkeypatch, answer):
+    # vfat, some network and FUSE mounts answer link(2) with one of these: every drain failed.
+    tried: list[tuple] = []
+
+    def no_links(src, dst, *args, **kwargs):
+        tried.append((Path(src).name, Path(dst).name))
+        raise OSError(answer, os.strerror(answer))
+
+    monkeypatch.setattr(journal_module.os, "link", no_links)
+    j = new_journal(tmp_path)
+    assert tried and tried[0][1] == j.path.name  # the link was tried first, and refused
+    assert [p.name for p in tmp_path.iterdir()] == [j.path.name]  # the hidden file is gone
+    assert read_journal(j.path).operation == "op-1"  # a whole journal, header first
+    assert j.path.stat().st_mode & 0o777 == 0o600
+    j.set_state("complete")  # appended through the descriptor of the journal's own name
+    j.close()
+    assert json.loads(j.path.read_text().splitlines()[-1])["state"] == "complete"
+    before = j.path.read_bytes()
+    with pytest.raises(JournalError, match="cannot create the drain journal in .*: File exists"):
+        new_journal(tmp_path)  # a second create of the same operation is still refused
+    assert j.path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == [j.path.name]
+
+
+def test_a_link_refused_for_another_reason_is_the_one_error_and_leaves_nothing(tmp_path, monkeypatch):
+    def no_space(src, dst, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(journal_module.os, "link", no_space)
+    with pytest.raises(JournalError, match="cannot create the drain journal in .*: No space left on device"):
+        new_journal(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_staging_file_names_its_writer_and_a_dead_writers_is_removed_by_the_next_run(tmp_path, monkeypatch):
+    # A run killed while creating its journal leaves its staging file; the next one removes it
+    # when its writer is gone and says so, and leaves a live writer's alone without a word.
+    monkeypatch.setattr(journal_staging, "_boot_prefix", lambda: "0123abcd")
+    monkeypatch.setattr(journal_staging, "own_start_ticks", lambda: 4242)
+    staged = journal_staging.staged_path(tmp_path / "drain-op-1.jsonl")
+    assert staged.name == f".drain-op-1.0123abcd-{os.getpid()}-4242.jsonl.new"
+    dead = tmp_path / ".drain-op-0.0123abcd-999999-17.jsonl.new"
+    dead.write_text('{"type":"hea')
+    live = tmp_path / ".drain-op-9.0123abcd-4321-99.jsonl.new"
+    live.write_text("")
+    monkeypatch.setattr(journal_staging, "pid_running", lambda pid, ticks: (pid, ticks) == (4321, 99))
+    j = new_journal(tmp_path)
+    assert j.leftovers == [
+        f"removed the stale staging file {dead}: its writer (pid 999999) is no longer running: "
+        "it was stopped while creating its journal"
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([j.path.name, live.name])
+
+
+def test_a_staging_file_of_another_host_is_listed_until_it_is_an_hour_old(tmp_path, monkeypatch):
+    monkeypatch.setattr(journal_staging, "_boot_prefix", lambda: "0123abcd")
+    other = tmp_path / ".drain-op-0.fedc9876-12-34.jsonl.new"  # another boot id: its pid says nothing here
+    older = tmp_path / ".drain-op-5.jsonl.new"  # an older xtask's: no writer named
+    for path in (other, older):
+        path.write_text("")
+    hour_ago = time.time() - journal_staging.STALE_SECONDS - 5
+    os.utime(older, (hour_ago, hour_ago))
+    said = journal_staging.sweep_leftovers(tmp_path)
+    assert said == [
+        f"left {other} in place: a staging file written on another host or before a reboot, 0s old; "
+        "a run removes it once it is an hour old",
+        f"removed the stale staging file {older}: it is 60 minutes old; creating a journal takes milliseconds",
+    ]
+    assert [p.name for p in tmp_path.iterdir()] == [other.name]
+
+
+def test_a_staging_file_is_judged_by_its_writer_then_by_its_age():
+    left = journal_staging.parse_leftover(".drain-20261207T085200Z-abc123.0123abcd-77-88.jsonl.new", 10.0)
+    assert (left.boot, left.pid, left.ticks) == ("0123abcd", 77, 88)
+    alive = journal_staging.leftover_verdict(left, boot="0123abcd", running=lambda pid, ticks: True)
+    assert alive == (False, "")
+    assert journal_staging.leftover_verdict(left, boot="0123abcd", running=lambda pid, ticks: False)[0] is True
+    assert journal_staging.leftover_verdict(left, boot=None, running=lambda pid, ticks: False)[0] is False
+    unnamed = journal_staging.parse_leftover(".drain-20261207T085200Z-abc123.jsonl.new", 3600.0)
+    assert unnamed.pid is None
+    assert journal_staging.leftover_verdict(unnamed, boot="0123abcd", running=lambda pid, ticks: False)[0] is True

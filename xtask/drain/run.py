@@ -185,7 +185,10 @@ class _DrainRun:
                 budget_override=req.override_budget,
                 capacity_override=(self.results.capacity or {}).get("overridden"),
             )
-            self.record = RunRecord(Journal.create(header, folder=req.journal_dir))
+            journal = Journal.create(header, folder=req.journal_dir)
+            for line in journal.leftovers:  # stale staging files of runs killed while creating theirs
+                ctx.say(line)
+            self.record = RunRecord(journal)
             ctx.say(f"journal: {self.record.path}")
             first = 1
         else:

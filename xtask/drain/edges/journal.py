@@ -34,6 +34,7 @@ are :mod:`xtask.drain.core.journal_records`. It never talks to the API server.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import json
 import os
 import threading
@@ -55,10 +56,14 @@ from xtask.drain.core.journal_records import (
     state_from_header,
 )
 from xtask.drain.core.states import RestoreOutcome, RunState, WaveState
+from xtask.drain.edges.journal_staging import staged_path, sweep_leftovers
 
 __all__ = ["Journal", "JournalError", "JournalHeader", "JournalState", "journal_dir", "read_journal", "replay"]
 
 SUFFIX = ".jsonl"
+# What link(2) answers on a filesystem without hard links (vfat, some network and FUSE mounts):
+# the journal is then created under its name exclusively (Journal.create).
+NO_HARD_LINKS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.ENOSYS})
 
 
 def journal_dir() -> Path:
@@ -92,36 +97,64 @@ class Journal:
         self._lock = threading.Lock()  # held for one state update + one write(2)
         self._sync_lock = threading.Lock()
         self.bytes_written = 0
+        self.leftovers: list[str] = []  # what creating it did with staging files earlier runs left
 
     @classmethod
     def create(cls, header: JournalHeader, *, folder: Path | None = None) -> Journal:
         """A new journal in ``folder`` whose first line is ``header``, durable before it returns.
 
-        The header is written to a hidden file first and linked in under the journal's name
-        once it is on disk, so a reader (another run listing journals, ``drain-restore``) never
-        finds a journal without its header; the link fails as ``O_EXCL`` would if the name is
-        taken."""
+        The header is written to a hidden file first (:mod:`~xtask.drain.edges.journal_staging`,
+        which also removes the stale ones earlier runs left: :attr:`leftovers` says what it did)
+        and linked in under the journal's name once it is on disk, so a reader (another run
+        listing journals, ``drain-restore``) never finds a journal without its header; the link
+        fails as ``O_EXCL`` would if the name is taken. Where the filesystem has no hard links
+        (:data:`NO_HARD_LINKS`), the journal's name is created exclusively and the header written
+        and synced there: a reader may then briefly find it without a complete header, and
+        refuses it as such."""
         folder = folder or journal_dir()
         path = folder / f"drain-{header.operation}{SUFFIX}"
-        staged = folder / f".{path.name}.new"
         record = header.record()
         try:
             folder.mkdir(parents=True, exist_ok=True)
+            leftovers = sweep_leftovers(folder)
+            staged = staged_path(path)
             fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             raise _cannot_create(folder, exc) from exc
         journal = cls(path, state_from_header(record), fd)
+        journal.leftovers = leftovers
         try:
             journal._write_line(record)
             journal.sync()
-            os.link(staged, path)
+            try:
+                os.link(staged, path)
+            except OSError as exc:
+                if exc.errno not in NO_HARD_LINKS:
+                    raise
+                journal._recreate_at(path, record)
         except OSError as exc:
-            os.close(fd)
+            if journal._fd is not None:
+                os.close(journal._fd)  # not synced: nothing in it is kept
+                journal._fd = None
             raise _cannot_create(folder, exc) from exc
         finally:
             staged.unlink(missing_ok=True)
         _fsync_dir(folder)
         return journal
+
+    def _recreate_at(self, path: Path, record: Mapping[str, Any]) -> None:
+        """Write the header again to ``path``, created exclusively, and append there from now on
+        (a filesystem without hard links). A failed write removes what it created."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd, self.bytes_written = fd, 0
+        try:
+            self._write_line(record)
+            self.sync()
+        except OSError:
+            path.unlink(missing_ok=True)
+            raise
 
     @classmethod
     def open(cls, path: Path) -> Journal:
