@@ -11,14 +11,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 from identities import grant, users_kubeconfig
 
-from agn.kube import PROVIDERS
+from agn.kube import PROVIDERS, Invalid
 from agnprocs import wait_for
-from kubetest import events
+from kubetest import denying_updates, events
 from reportschema import parse_report
 from xtask.drain.core.holds import HOLD_PREFIX, hold_key, holds_of
 from xtask.reports import ENV_DRAINS, PROVIDER_DRAIN
@@ -296,3 +297,96 @@ def test_env_drains_lists_holders_and_expired_holds(cli, kube, namespace, fleet)
     code, report = cli.drain_json(A, "--provider", "p005", "--undrain")
     # C's hold was written before holds had owners (no owner annotation): reported as such.
     assert code == 0 and report["stillHeld"] == {"p005": [f"{C} (owner unknown)"]}
+
+
+def hold_of(kube, namespace: str, name: str, holder: str = A) -> dict:
+    (hold,) = [h for h in holds_of(kube.get(PROVIDERS, namespace, name)) if h["holder"] == holder]
+    return hold
+
+
+def drains_reason(cli: Cli, name: str) -> list[str | None]:
+    report = parse_report(cli.drains("-o", "json").stdout, ENV_DRAINS)
+    (row,) = [p for p in report["providers"] if p["provider"] == name]
+    return [h["reason"] for h in row["holds"]]
+
+
+def test_a_rerun_by_the_holder_updates_its_hold_and_says_what_changed(cli, kube, namespace, fleet):
+    code, first = cli.drain_json(A, "--provider", "p010", "--reason", "kernel", "--ticket", "CHG-1")
+    assert code == 0, first["summary"]
+    since = hold_of(kube, namespace, "p010")["since"]
+
+    # --dry-run shows the update and writes nothing.
+    rv = kube.get(PROVIDERS, namespace, "p010")["metadata"]["resourceVersion"]
+    code, dry = cli.drain_json(A, "--provider", "p010", "--reason", "rack move", "--dry-run")
+    assert code == 0 and dry["plan"][0]["note"] == "will update hold: reason 'kernel' -> 'rack move'"
+    assert dry["dryRunOutcomes"][0]["holdUpdate"] == [{"field": "reason", "from": "kernel", "to": "rack move"}]
+    assert kube.get(PROVIDERS, namespace, "p010")["metadata"]["resourceVersion"] == rv
+
+    code, report = cli.drain_json(A, "--provider", "p010", "--reason", "rack move")
+    assert code == 0, report["summary"]
+    (outcome,) = report["outcomes"]
+    assert outcome["outcome"] == "changed" and outcome["note"] == "updated hold: reason 'kernel' -> 'rack move'"
+    assert outcome["holdUpdate"] == [{"field": "reason", "from": "kernel", "to": "rack move"}]
+    # The report, the hold on the object and `env drains` agree: the new reason stands; the
+    # ticket not given again is kept, and so is since; the hold is this run's now.
+    hold = hold_of(kube, namespace, "p010")
+    assert (hold["reason"], hold["ticket"], hold["since"], hold["operation"]) == (
+        "rack move",
+        "CHG-1",
+        since,
+        report["operation"],
+    )
+    assert drains_reason(cli, "p010") == ["rack move"]
+    notes = [e["note"] for e in events(kube, namespace, regarding="p010", reason="ProviderDrained")]
+    assert len(notes) == 2 and notes[1].startswith("drained: updated hold: reason 'kernel' -> 'rack move'; already")
+
+    # The same values again: no write, and it says so.
+    rv = kube.get(PROVIDERS, namespace, "p010")["metadata"]["resourceVersion"]
+    code, same = cli.drain_json(A, "--provider", "p010", "--reason", "rack move", "--ticket", "CHG-1")
+    assert code == 0 and same["outcomes"][0]["outcome"] == "unchanged"
+    assert "your hold already says this: nothing to update" in same["outcomes"][0]["note"]
+    assert kube.get(PROVIDERS, namespace, "p010")["metadata"]["resourceVersion"] == rv
+
+
+def test_a_failed_rerun_puts_the_earlier_hold_back(cli, kube, namespace, fleet):
+    for name in ("u1", "u2"):
+        spec = {"endpoint": f"http://127.0.0.1:9/{name}", "providerGateway": "gw-upd", "selectionGroup": "chat"}
+        kube.create(
+            PROVIDERS,
+            namespace,
+            {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceProvider", "metadata": {"name": name}, "spec": spec},
+        )
+    code, first = cli.drain_json(A, "--gateway", "gw-upd", "--reason", "kernel", "--ticket", "CHG-1")
+    assert code == 0, first["summary"]
+    key = hold_key(A)
+    before = {n: kube.get(PROVIDERS, namespace, n)["metadata"]["annotations"][key] for n in ("u1", "u2")}
+    token = uuid.uuid4().hex[:8]
+    with denying_updates(
+        kube,
+        namespace,
+        "inferenceproviders",
+        expression="request.dryRun == true",  # the dry run passes; u2's real write is refused
+        message="writes to this provider are frozen (test admission policy)",
+        object_selector={"matchLabels": {"reject-writes": token}},
+    ):
+        kube.merge_patch(PROVIDERS, namespace, "u2", {"metadata": {"labels": {"reject-writes": token}}})
+        wait_for(lambda: frozen(kube, namespace, "u2"), timeout=30, interval=0.2, what="the admission policy")
+        code, report = cli.drain_json(A, "--gateway", "gw-upd", "--reason", "rack move", "--ticket", "CHG-2")
+    assert code == 3, report["summary"]
+    outcomes = {o["provider"]: o for o in report["outcomes"]}
+    assert outcomes["u1"]["outcome"] == "changed" and outcomes["u2"]["outcome"] == "failed"
+    assert [u["field"] for u in outcomes["u1"]["holdUpdate"]] == ["reason", "ticket"]
+    assert {r["provider"]: r["outcome"] for r in report["restorations"]} == {"u1": "restored"}
+    # The earlier hold is back exactly (its reason, ticket and operation), not removed.
+    after = {n: kube.get(PROVIDERS, namespace, n)["metadata"]["annotations"][key] for n in ("u1", "u2")}
+    assert after == before
+    assert hold_of(kube, namespace, "u1")["reason"] == "kernel" and drains_reason(cli, "u1") == ["kernel"]
+    assert state(kube, namespace, "u1") == (True, [A])
+
+
+def frozen(kube, namespace: str, name: str) -> bool:
+    try:
+        kube.merge_patch(PROVIDERS, namespace, name, {"metadata": {"annotations": {"probe": uuid.uuid4().hex}}})
+    except Invalid:
+        return True
+    return False

@@ -19,7 +19,7 @@ from agn.kube import Kube
 from agn.names import label_problem
 from agn.yamltext import show
 from xtask.drain.core.changes import Change, drain_patch
-from xtask.drain.core.holds import hold_key, hold_value
+from xtask.drain.core.holds import HoldAsk, hold_key, hold_value, rfc3339
 from xtask.drain.core.journal_records import JournalState
 from xtask.drain.core.progress import Progress, Said
 from xtask.drain.core.request import DrainRequest, actor
@@ -62,6 +62,22 @@ class RunContext:
             expires_in=self.req.expires_in,
             operation=self.operation,
             budget_override=self.req.override_budget,
+        )
+
+    @functools.cached_property
+    def hold_ask(self) -> HoldAsk | None:
+        """What a drain asks of a hold the caller already has (a re-run updates it with the flags
+        given: ``--reason``, ``--holder``, ``--ticket``, ``--expires-in`` from this run's start)."""
+        req = self.req
+        if not req.drain:
+            return None
+        expires = rfc3339(self.started_at + dt.timedelta(seconds=req.expires_in)) if req.expires_in else None
+        return HoldAsk(
+            operation=self.operation,
+            holder=req.holder,
+            reason=req.reason or None,
+            ticket=req.ticket,
+            expires_at=expires,
         )
 
     def patch_for(self, change: Change) -> dict[str, Any]:

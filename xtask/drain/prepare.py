@@ -21,7 +21,7 @@ from xtask.drain.capacity_check import check_capacity
 from xtask.drain.context import RunContext
 from xtask.drain.core.amounts import Amount, split_waves
 from xtask.drain.core.budget import GroupBudget, declares_budget, group_budgets, networks_of
-from xtask.drain.core.changes import Change, GroupCount, plan_changes
+from xtask.drain.core.changes import Change, GroupCount, change_note, plan_changes
 from xtask.drain.core.guard import Targets, group_of, target_refusals
 from xtask.drain.core.holds import holder_name, holds_of, undrain_refusal
 from xtask.drain.core.progress import DryRunChecked, Planned
@@ -186,10 +186,21 @@ def _plan(ctx: RunContext, results: RunResults, selected: list[Any]) -> list[Cha
         release_all=req.release_all,
         slow_start=req.slow_start,
         session_deadline=req.session_deadline,
+        hold_ask=ctx.hold_ask,
     )
     holders = {p["metadata"]["name"]: tuple(holder_name(h) for h in holds_of(p)) for p in selected}
     for c in changes:
-        planned = Planned(c.provider, c.current, c.requested, c.already, c.target, holders[c.provider])
+        update = tuple(u.to_dict() for u in c.hold_update)
+        planned = Planned(
+            c.provider,
+            c.current,
+            c.requested,
+            c.already,
+            c.target,
+            holders[c.provider],
+            change_note(c, planned=True),
+            update,
+        )
         results.plan.append(planned)
         ctx.progress(planned)
     return changes

@@ -28,6 +28,7 @@ from agn.kube import CONNECT_TIMEOUT, READ_TIMEOUT, Kube
 from xtask.drain.context import RunContext, namespace_of, open_context
 from xtask.drain.core.changes import Change
 from xtask.drain.core.guard import Targets
+from xtask.drain.core.holds import describe_update
 from xtask.drain.core.journal_records import JournalHeader
 from xtask.drain.core.progress import GateRead, Progress, Soaking, WaitBegun, WaveChanged
 from xtask.drain.core.request import FIELD_MANAGER, DrainRequest
@@ -321,12 +322,15 @@ class _DrainRun:
         return Ending(f"{why}; restoration: " + restoration_summary(self.results.restorations), code)
 
     def _hold_details(self, facts: list[Fact], changes: list[Change]) -> list[Fact]:
-        """Say in the Events when a write changed only the caller's hold, not the flag."""
+        """Say in the Events when a write changed only the caller's hold, not the flag (added,
+        updated by a re-run, or released)."""
         planned = {c.provider: c for c in changes}
         out = []
         for fact in facts:
             change = planned.get(fact.provider)
-            if fact.reason in (DRAINED, UNDRAINED) and change is not None and not change.flag_changes:
+            if fact.reason == DRAINED and change is not None and change.hold_update:  # a re-run updated its hold
+                fact = dataclasses.replace(fact, detail=f"{describe_update(change.hold_update)}; already drained")
+            elif fact.reason in (DRAINED, UNDRAINED) and change is not None and not change.flag_changes:
                 verb = "added" if change.requested else "released"
                 held = "already drained" if change.requested else "still drained, held by others"
                 fact = dataclasses.replace(fact, detail=f"hold of {self.ctx.holder} {verb}; {held}")

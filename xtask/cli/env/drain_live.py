@@ -132,6 +132,7 @@ class RichReporter(PlainReporter):
         self.console.print(
             f"  {e(event.provider)}: drain {str(event.current).lower()} -> {str(event.drain_after).lower()}  {mark}"
             + (f"  held by {e(', '.join(event.holders))}" if event.holders else "")
+            + (f"  {e(event.note)}" if event.note else "")
         )
 
     def _write_started(self) -> None:

@@ -88,8 +88,9 @@ def plan_line(p: dict) -> str:
     """``  plan p-one: drain false -> true (will change)``, from one entry of the report's ``plan``."""
     state = "already in requested state" if p["alreadyInState"] else "will change"
     held = f"; held by {', '.join(p['holders'])}" if p.get("holders") else ""
+    note = f"; {p['note']}" if p.get("note") else ""  # a re-run's update of its hold, or none needed
     after = p.get("drainAfter", p["requested"])  # drainAfter: what holds leave; older reports had only requested
-    return f"  plan {p['provider']}: drain {str(p['current']).lower()} -> {str(after).lower()} ({state}){held}"
+    return f"  plan {p['provider']}: drain {str(p['current']).lower()} -> {str(after).lower()} ({state}){held}{note}"
 
 
 def selection_line(report: Report) -> str:

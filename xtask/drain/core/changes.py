@@ -11,7 +11,19 @@ from typing import Any
 
 from agn.model import ADMITTED, Candidate, Overlay, group_admitted_counts, rfc3339
 from agn.objects import drain_of, parse_time
-from xtask.drain.core.holds import AT, BY, OPERATION, REASON, is_hold_key, is_ours, owner_key, plan_hold
+from xtask.drain.core.holds import (
+    AT,
+    BY,
+    OPERATION,
+    REASON,
+    FieldChange,
+    HoldAsk,
+    describe_update,
+    is_hold_key,
+    is_ours,
+    owner_key,
+    plan_hold,
+)
 from xtask.drain.core.states import RestoreOutcome
 
 OUR_ANNOTATIONS = (REASON, BY, AT, OPERATION)
@@ -35,6 +47,12 @@ class Change:
     other_holds: tuple[str, ...] = ()
     hold_key: str | None = None
     release_all: bool = False
+    # A re-run's update of the caller's hold (xtask.drain.core.holds.updated_hold): what the run's
+    # flags ask of it (kept to plan again after a 409), the value written (None: the run's new
+    # hold) and the fields it changes (empty: no update).
+    hold_ask: HoldAsk | None = None
+    hold_text: str | None = None
+    hold_update: tuple[FieldChange, ...] = ()
     # Slow start (--undrain --slow-start): the window's seconds this undrain writes beside the flag
     # (None: none), and spec.trafficPolicy.slowStart as it was (raw; None: omitted), restored with it.
     slow_start: int | None = None
@@ -60,6 +78,21 @@ class Change:
     @property
     def already(self) -> bool:
         return not self.flag_changes and not self.hold_writes
+
+    @property
+    def held_as_asked(self) -> bool:
+        """A drain re-run whose hold already says what it was asked: nothing to write."""
+        return self.already and self.requested and self.hold_ask is not None and self.hold_key is not None
+
+
+def change_note(change: Change, *, planned: bool = False) -> str | None:
+    """What a provider's plan (``planned``) or outcome says beside it: a re-run's hold update,
+    or that the caller's hold already says what was asked (nothing is written); None for the rest."""
+    if change.hold_update:
+        return describe_update(change.hold_update, lead="will update hold" if planned else "updated hold")
+    if change.held_as_asked:
+        return "already drained and your hold already says this: nothing to update"
+    return None
 
 
 def raw_drain(obj: Mapping[str, Any]) -> bool | None:
@@ -88,12 +121,14 @@ def plan_changes(
     release_all: bool = False,
     slow_start: int | None = None,
     session_deadline: int | None = None,
+    hold_ask: HoldAsk | None = None,
 ) -> list[Change]:
     """One change per provider. With ``hold_key`` (the caller's hold) a drain adds that hold and
     an undrain removes it, clearing the flag only when no other hold remains (``release_all``:
     removing every hold); without it only the flag is planned. ``slow_start``: an undrain's window
     (seconds), written with the flag when the flag clears; ``session_deadline``: a drain's
-    (seconds after the write), written with the flag when the flag is set."""
+    (seconds after the write), written with the flag when the flag is set. ``hold_ask``: what a
+    drain's flags ask of a hold the caller already has there (a re-run updates it)."""
     return [
         plan_change(
             obj,
@@ -102,6 +137,7 @@ def plan_changes(
             release_all=release_all,
             slow_start=slow_start,
             session_deadline=session_deadline,
+            hold_ask=hold_ask,
         )
         for obj in selected
     ]
@@ -115,6 +151,7 @@ def plan_change(
     release_all: bool = False,
     slow_start: int | None = None,
     session_deadline: int | None = None,
+    hold_ask: HoldAsk | None = None,
 ) -> Change:
     meta = obj.get("metadata", {})
     annotations = meta.get("annotations") or {}
@@ -122,8 +159,11 @@ def plan_change(
     writes: dict[str, bool] = {}
     keep = False
     others: tuple[str, ...] = ()
+    hold = None
     if hold_key is not None:
-        hold = plan_hold(annotations, drained=bool(previous), drain=requested, key=hold_key, release_all=release_all)
+        hold = plan_hold(
+            annotations, drained=bool(previous), drain=requested, key=hold_key, release_all=release_all, ask=hold_ask
+        )
         writes, keep, others = dict(hold.writes), hold.keep_drain, hold.others
     return Change(
         provider=meta["name"],
@@ -137,6 +177,9 @@ def plan_change(
         other_holds=others,
         hold_key=hold_key,
         release_all=release_all,
+        hold_ask=hold_ask if requested else None,
+        hold_text=hold.value if hold is not None else None,
+        hold_update=hold.update if hold is not None else (),
         slow_start=None if requested else slow_start,
         previous_slow_start=raw_slow_start(obj),
         session_deadline=session_deadline if requested else None,
@@ -158,6 +201,7 @@ def replan(change: Change, obj: Mapping[str, Any]) -> Change:
         release_all=change.release_all,
         slow_start=change.slow_start,
         session_deadline=change.session_deadline,
+        hold_ask=change.hold_ask,
     )
 
 
@@ -187,7 +231,8 @@ def drain_patch(
     ``metadata.resourceVersion`` makes it conditional: if anything changed the object since
     we read it, the API server answers 409 and we re-read instead of acting on stale data; so
     two holders writing at once never lose a hold. The flag and the ``agn.dev/drain-*``
-    annotations are written only when the flag changes (a second holder adds just its hold).
+    annotations are written only when the flag changes (a second holder adds just its hold; a
+    re-run writes just its updated hold, :attr:`Change.hold_text`).
     """
     annotations: dict[str, str | None] = {}
     if change.flag_changes:
@@ -197,11 +242,7 @@ def drain_patch(
             # Undrain clears the drain's reason; the operation id stays so restoration can tell
             # whether the provider was changed again after this run.
             annotations = {REASON: None, BY: None, AT: None, OPERATION: operation}
-    for key, adds in change.hold_writes.items():
-        if adds and (hold is None or owner is None):
-            raise ValueError("a change that adds a hold needs the hold's value and its owner")
-        annotations[key] = hold if adds else None
-        annotations[owner_key(key)] = owner if adds else None
+    annotations.update(_hold_annotations(change, hold=hold, owner=owner))
     patch: dict[str, Any] = {"metadata": {"resourceVersion": change.resource_version, "annotations": annotations}}
     if change.flag_changes:
         policy: dict[str, Any] = {"drain": change.target}
@@ -221,6 +262,19 @@ def drain_patch(
             policy["sessionDeadline"] = None
         patch["spec"] = {"trafficPolicy": policy}
     return patch
+
+
+def _hold_annotations(change: Change, *, hold: str | None, owner: str | None) -> dict[str, str | None]:
+    """The hold annotations ``change`` writes: each hold it adds (a re-run's updated value, else
+    ``hold``) with its owner, and each it removes (null, its owner too)."""
+    out: dict[str, str | None] = {}
+    for key, adds in change.hold_writes.items():
+        value = change.hold_text if change.hold_text is not None else hold
+        if adds and (value is None or owner is None):
+            raise ValueError("a change that adds a hold needs the hold's value and its owner")
+        out[key] = value if adds else None
+        out[owner_key(key)] = owner if adds else None
+    return out
 
 
 def restore_patch(change: Change, *, resource_version: str, flag: bool = True) -> dict:

@@ -10,7 +10,8 @@ username that wrote it (its owner; ``<id>`` is derived from it). ``holder`` is a
 its own entry, so owners never overwrite one another. The operator reads only the flag to route,
 and the holds' expiry to report it.
 
-A drain sets the flag and adds the caller's hold; an undrain removes the caller's hold and
+A drain sets the flag and adds the caller's hold; a re-run by the same identity updates that
+hold with the values it was given (:func:`updated_hold`); an undrain removes the caller's hold and
 clears the flag only when no hold remains (:func:`plan_hold`). Expired holds are reported
 (:func:`expired`), never removed on their own: they still hold the provider.
 """
@@ -175,33 +176,109 @@ def is_ours(value: Any, operation: str) -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
+class HoldAsk:
+    """What a drain's flags ask of the caller's hold when it is already there (a re-run): each
+    field None when its flag was not given, so the earlier value stays. ``operation``: the run's
+    id, stamped on the hold it writes (its restoration knows the hold by it)."""
+
+    operation: str
+    holder: str | None = None
+    reason: str | None = None
+    ticket: str | None = None
+    expires_at: str | None = None  # RFC 3339: the run's start (server clock) plus --expires-in
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldChange:
+    """One field of a hold a re-run changed (``before``/``after``: None when there was none)."""
+
+    field: str
+    before: str | None
+    after: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"field": self.field, "from": self.before, "to": self.after}
+
+
+# The fields of a hold a re-run may change, in the order they are told; the JSON key each is.
+UPDATABLE = ("reason", "holder", "ticket", "expiresAt")
+
+
+def describe_update(changes: Iterable[FieldChange], *, lead: str = "updated hold") -> str:
+    """``updated hold: reason 'kernel' -> 'rack move', ticket none -> 'CHG-2'``."""
+    told = ", ".join(f"{c.field} {_told(c.before)} -> {_told(c.after)}" for c in changes)
+    return f"{lead}: {told}"
+
+
+def _told(value: str | None) -> str:
+    return "none" if value is None else repr(value)
+
+
+def updated_hold(value: Any, ask: HoldAsk) -> tuple[str, tuple[FieldChange, ...]] | None:
+    """The caller's hold ``value`` with the fields ``ask`` gives, and the fields that changed;
+    None when none would (a re-run with the same values writes nothing) or the hold is
+    unreadable (left as it is). ``since`` and ``budgetOverride`` stay; ``operation`` becomes the
+    run's."""
+    data = hold_body(value)
+    if data is None:
+        return None
+    asked = {"reason": ask.reason, "holder": ask.holder, "ticket": ask.ticket, "expiresAt": ask.expires_at}
+    changes = tuple(
+        FieldChange(field, _text_or_none(data.get(field)), new)
+        for field in UPDATABLE
+        if (new := asked[field]) is not None and new != _text_or_none(data.get(field))
+    )
+    if not changes:
+        return None
+    body: dict[str, Any] = {k: data.get(k) for k in ("holder", "reason", "ticket", "since", "expiresAt")}
+    body.update({c.field: c.after for c in changes})
+    body["operation"] = ask.operation
+    if data.get("budgetOverride") is not None:
+        body["budgetOverride"] = data["budgetOverride"]
+    return json.dumps(body, separators=(",", ":")), changes
+
+
+@dataclasses.dataclass(frozen=True)
 class HoldPlan:
     """What one provider's hold annotations and flag become.
 
     ``writes``: hold key -> True (write the caller's hold) or False (remove it).
     ``keep_drain``: an undrain leaves ``spec.trafficPolicy.drain`` as it is, because other
-    holds remain (``others``, their keys)."""
+    holds remain (``others``, their keys). ``value`` and ``update``: a re-run updating the
+    caller's hold writes ``value`` (None: the run's new hold), changing the fields ``update``."""
 
     writes: Mapping[str, bool]
     keep_drain: bool
     others: tuple[str, ...]
+    value: str | None = None
+    update: tuple[FieldChange, ...] = ()
 
 
 def plan_hold(
-    annotations: Mapping[str, Any], *, drained: bool, drain: bool, key: str, release_all: bool = False
+    annotations: Mapping[str, Any],
+    *,
+    drained: bool,
+    drain: bool,
+    key: str,
+    release_all: bool = False,
+    ask: HoldAsk | None = None,
 ) -> HoldPlan:
     """The hold change of one provider for the caller (hold ``key``).
 
-    Drain: add the caller's hold, unless it is there and the provider is drained (a re-run
-    changes nothing). Undrain: remove the caller's hold; the flag is cleared only when no other
-    hold remains (expired and unreadable holds still hold). ``release_all`` removes every hold
-    and clears the flag.
+    Drain: add the caller's hold; when it is there and the provider is drained (a re-run),
+    update it with what ``ask`` gives (nothing to write when that changes nothing, or without
+    ``ask``). Undrain: remove the caller's hold; the flag is cleared only when no other hold
+    remains (expired and unreadable holds still hold). ``release_all`` removes every hold and
+    clears the flag.
     """
     present = sorted(k for k in annotations if is_hold_key(k))
     others = tuple(k for k in present if k != key)
     if drain:
         if key in present and drained:
-            return HoldPlan({}, False, others)
+            update = updated_hold(annotations[key], ask) if ask is not None else None
+            if update is None:
+                return HoldPlan({}, False, others)
+            return HoldPlan({key: True}, False, others, value=update[0], update=update[1])
         return HoldPlan({key: True}, False, others)
     if release_all:
         return HoldPlan(dict.fromkeys(present, False), False, ())

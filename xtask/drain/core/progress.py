@@ -11,7 +11,7 @@ Pure: plain frozen values. Must not: print, or carry anything the report does no
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from xtask.drain.core.states import Outcome, Restoration
@@ -41,9 +41,13 @@ class Planned:
     already: bool
     drain_after: bool
     holders: tuple[str, ...] = ()
+    # A re-run by a holder: the update of its hold ("updated hold: reason 'a' -> 'b'"), or that
+    # its hold already says what was asked; and the fields the update changes ({field, from, to}).
+    note: str | None = None
+    hold_update: tuple[Mapping[str, str | None], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "provider": self.provider,
             "current": self.current,
             "requested": self.requested,
@@ -51,6 +55,11 @@ class Planned:
             "drainAfter": self.drain_after,
             "holders": list(self.holders),
         }
+        if self.note is not None:
+            out["note"] = self.note
+        if self.hold_update:
+            out["holdUpdate"] = [dict(c) for c in self.hold_update]
+        return out
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Mapping
 
 
 class WriteOutcome(enum.StrEnum):
@@ -46,9 +47,14 @@ class Outcome:
     status: int | None = None
     generation: int | None = None
     note: str | None = None
+    # A re-run that updated the caller's hold: the fields it changed ({field, from, to} each).
+    hold_update: tuple[Mapping[str, str | None], ...] | None = None
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        out = {k: v for k, v in dataclasses.asdict(self).items() if v is not None and k != "hold_update"}
+        if self.hold_update is not None:
+            out["holdUpdate"] = [dict(c) for c in self.hold_update]
+        return out
 
     @property
     def denied(self) -> bool:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from agn.kube import PROVIDERS, Conflict, Kube, KubeError, NotFound
-from xtask.drain.core.changes import Change, RestoreDecision, restore_decision, restore_patch
+from xtask.drain.core.changes import Change, RestoreDecision, change_note, restore_decision, restore_patch
 from xtask.drain.core.changes import replan as replan_change
 from xtask.drain.core.progress import Progress, RestoreFinished, WriteFinished, WriteStarted
 from xtask.drain.core.states import Outcome, Restoration, RestoreOutcome, WriteOutcome
@@ -57,7 +57,7 @@ def _write_one(
     try:
         try:
             obj = kube.merge_patch(PROVIDERS, namespace, change.provider, patch_for(change), dry_run=dry_run)
-            return Outcome(change.provider, done, generation=_generation(obj)), change
+            return _written(change, done, obj, dry_run=dry_run), change
         except Conflict:
             pass
         current = change
@@ -66,19 +66,23 @@ def _write_one(
                 # Someone wrote the object since we read it: decide again from what is there now.
                 current = replan_change(change, kube.get(PROVIDERS, namespace, change.provider))
                 if current.already:
-                    return Outcome(
-                        change.provider,
-                        WriteOutcome.UNCHANGED,
-                        note="already in requested state (set by another writer)",
-                    ), current
+                    note = change_note(current) or "already in requested state (set by another writer)"
+                    return Outcome(change.provider, WriteOutcome.UNCHANGED, note=note), current
                 if on_replan is not None:
                     on_replan(current)
                 obj = kube.merge_patch(PROVIDERS, namespace, change.provider, patch_for(current), dry_run=dry_run)
-        return Outcome(change.provider, done, generation=_generation(obj)), current
+        return _written(current, done, obj, dry_run=dry_run), current
     except KubeError as exc:
         return _failed(
             change.provider, exc, outcome=WriteOutcome.DRY_RUN_REJECTED if dry_run else WriteOutcome.FAILED
         ), change
+
+
+def _written(change: Change, done: WriteOutcome, obj: dict, *, dry_run: bool) -> Outcome:
+    """A write (or its dry run) that succeeded; a re-run's hold update says what it changed."""
+    update = tuple(c.to_dict() for c in change.hold_update) or None
+    note = change_note(change, planned=dry_run)
+    return Outcome(change.provider, done, generation=_generation(obj), note=note, hold_update=update)
 
 
 def _generation(obj: dict) -> int:
@@ -118,7 +122,7 @@ class FanOut:
         arrive and made durable by the next batch's sync and by a final one before returning.
         """
         outcomes = {
-            c.provider: Outcome(c.provider, WriteOutcome.UNCHANGED, note="already in requested state")
+            c.provider: Outcome(c.provider, WriteOutcome.UNCHANGED, note=change_note(c) or "already in requested state")
             for c in changes
             if c.already
         }
