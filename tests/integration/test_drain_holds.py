@@ -19,7 +19,7 @@ from identities import grant, users_kubeconfig
 
 from agn.kube import PROVIDERS, Invalid
 from agnprocs import wait_for
-from kubetest import denying_updates, events
+from kubetest import denying_updates, events, wait_crds_served
 from reportschema import parse_report
 from xtask.drain.core.holds import HOLD_PREFIX, hold_key, holds_of
 from xtask.reports import ENV_DRAINS, PROVIDER_DRAIN
@@ -84,6 +84,7 @@ HOLDERS = [A, B, C, "ops"]
 def cli(control_plane, kube, namespace, tmp_path) -> Cli:
     """The CLI run as the identity named by the holder (A, B and ops may drain; C may also
     release any hold); ``drains`` and ``drain-restore`` run as the admin."""
+    wait_crds_served(kube, namespace)  # the first drain of a session otherwise met "storage is (re)initializing"
     path = users_kubeconfig(control_plane, HOLDERS, tmp_path / "identities", namespace=namespace)
     grant(kube, namespace, drainers=[A, B, "ops"], releasers=[C])
     return Cli(control_plane, namespace, tmp_path, path)

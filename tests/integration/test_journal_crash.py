@@ -16,6 +16,7 @@ import pytest
 
 from agn.kube import PROVIDERS
 from agnprocs import wait_for
+from kubetest import wait_crds_served
 from reportschema import parse_report
 from xtask.drain.core.changes import OUR_ANNOTATIONS
 from xtask.drain.edges.journal import read_journal
@@ -202,3 +203,35 @@ def test_restore_dry_run_makes_the_real_runs_decisions_and_writes_nothing(
     outcomes = {r["provider"]: r["outcome"] for r in parse_report(real.stdout, DRAIN_RESTORE)["restorations"]}
     assert outcomes == {n: ("restored" if o == "would-restore" else o) for n, o in decided.items()}
     assert changed(kube, namespace) == ["p001"]
+
+
+def test_a_staging_file_left_by_a_killed_run_is_removed_by_the_next_run_which_says_so(
+    control_plane, kube, namespace, tmp_path
+):
+    # A run killed while creating its journal leaves its hidden staging file, named after its
+    # writer (boot, pid, start time). Killing the CLI at exactly that moment cannot be made
+    # deterministic without sleeps, so the writer here is a real process, killed and reaped.
+    wait_crds_served(kube, namespace)  # one provider is created at once: the CRDs may still be initializing
+    spec = {"endpoint": "http://127.0.0.1:9/p000", "providerGateway": "gw-fleet", "selectionGroup": "chat"}
+    kube.create(
+        PROVIDERS,
+        namespace,
+        {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceProvider", "metadata": {"name": "p000"}, "spec": spec},
+    )
+    writer = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    stat = Path(f"/proc/{writer.pid}/stat").read_text()
+    ticks = int(stat[stat.rindex(")") + 2 :].split()[19])
+    writer.kill()
+    writer.wait()
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip().replace("-", "")[:8]
+    journal_dir = tmp_path / "journal"
+    journal_dir.mkdir()
+    left = journal_dir / f".drain-20261207T000000Z-dead00.{boot}-{writer.pid}-{ticks}.jsonl.new"
+    left.write_text('{"type":"header","for')  # the header it was writing when it died
+    done = subprocess.run(
+        drain_argv(control_plane, namespace, journal_dir), capture_output=True, text=True, env=control_plane.env()
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"removed the stale staging file {left}: its writer (pid {writer.pid}) is no longer running" in done.stderr
+    (journal,) = journal_dir.iterdir()  # the new run's journal, nothing staged left
+    assert journal.name.startswith("drain-") and read_journal(journal).entries.keys() == {"p000"}

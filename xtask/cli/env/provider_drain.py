@@ -234,7 +234,8 @@ HOLDS = (
         type=CheckedText("holder", holder_problem),
         metavar="WHO",
         help="Who holds the drain (default: user@host). A drain adds this holder's hold; --undrain removes only it "
-        "and clears the drain only when no other hold remains.",
+        "and clears the drain only when no other hold remains. Draining again a provider you hold updates your "
+        "hold with the --reason, --holder, --ticket and --expires-in given (the others keep their values).",
     ),
     click.option(
         "--ticket",
