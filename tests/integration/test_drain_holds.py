@@ -328,6 +328,7 @@ def test_a_rerun_by_the_holder_updates_its_hold_and_says_what_changed(cli, kube,
     (outcome,) = report["outcomes"]
     assert outcome["outcome"] == "changed" and outcome["note"] == "updated hold: reason 'kernel' -> 'rack move'"
     assert outcome["holdUpdate"] == [{"field": "reason", "from": "kernel", "to": "rack move"}]
+    assert "your hold updated on 1" in report["summary"]
     # The report, the hold on the object and `env drains` agree: the new reason stands; the
     # ticket not given again is kept, and so is since; the hold is this run's now.
     hold = hold_of(kube, namespace, "p010")
@@ -346,6 +347,7 @@ def test_a_rerun_by_the_holder_updates_its_hold_and_says_what_changed(cli, kube,
     code, same = cli.drain_json(A, "--provider", "p010", "--reason", "rack move", "--ticket", "CHG-1")
     assert code == 0 and same["outcomes"][0]["outcome"] == "unchanged"
     assert "your hold already says this: nothing to update" in same["outcomes"][0]["note"]
+    assert "your hold already as asked on 1 (nothing to update)" in same["summary"]
     assert kube.get(PROVIDERS, namespace, "p010")["metadata"]["resourceVersion"] == rv
 
 

@@ -17,7 +17,7 @@ from xtask.drain.core.guard import Targets
 from xtask.drain.core.holds import holder_name, holds_of
 from xtask.drain.core.progress import WaitBegun
 from xtask.drain.core.request import DEFAULT_IDLE_TIMEOUT, DEFAULT_SESSIONS_TIMEOUT
-from xtask.drain.core.states import IdleWaitState, RunState, WaitState
+from xtask.drain.core.states import IdleWaitState, RunState, WaitState, WriteOutcome
 from xtask.drain.edges.idle_waiter import IdleWaiter
 from xtask.drain.record import RunRecord
 from xtask.drain.render import idle_dict, idle_summary
@@ -44,9 +44,18 @@ def read_back(ctx: RunContext, results: RunResults, record: RunRecord) -> Ending
             "provider(s) stay drained, still held by others (see above; --release-all removes every hold)"
         )
     return Ending(
-        f"stored: spec.trafficPolicy.drain={str(drain).lower()} on {len(names)} provider(s) "
-        "(read back from the API; pass --network/--consumer to wait until it is serving)"
+        f"stored: spec.trafficPolicy.drain={str(drain).lower()} on {len(names)} provider(s)"
+        f"{_hold_words(results)} (read back from the API; pass --network/--consumer to wait until it is serving)"
     )
+
+
+def _hold_words(results: RunResults) -> str:
+    """What a re-run did to the caller's holds, for the last line: updated, or already as asked."""
+    updated = sum(1 for o in results.outcomes if o.hold_update and o.outcome is WriteOutcome.CHANGED)
+    same = sum(1 for p in results.plan if p.already and p.note)  # Planned.note: the hold already says this
+    words = [f"your hold updated on {updated}"] if updated else []
+    words += [f"your hold already as asked on {same} (nothing to update)"] if same else []
+    return "; " + ", ".join(words) if words else ""
 
 
 def read_selected(ctx: RunContext, names: list[str]) -> dict[str, dict[str, Any]]:
