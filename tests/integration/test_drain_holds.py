@@ -350,6 +350,13 @@ def test_a_rerun_by_the_holder_updates_its_hold_and_says_what_changed(cli, kube,
     assert "your hold already as asked on 1 (nothing to update)" in same["summary"]
     assert kube.get(PROVIDERS, namespace, "p010")["metadata"]["resourceVersion"] == rv
 
+    # drain-restore of the updating run's journal puts the earlier hold back, not removes it.
+    proc = cli.restore(Path(report["journal"]))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    hold = hold_of(kube, namespace, "p010")
+    assert (hold["reason"], hold["operation"]) == ("kernel", first["operation"])
+    assert state(kube, namespace, "p010") == (True, [A])
+
 
 def test_a_failed_rerun_puts_the_earlier_hold_back(cli, kube, namespace, fleet):
     for name in ("u1", "u2"):
