@@ -12,16 +12,24 @@
 # the machine it runs on (rather than a fixture) fails in CI instead of on a newcomer's host.
 # It changes nothing outside a temporary folder, which it removes.
 #
-#   scripts/bare-host.sh [--keep PROGRAM]... COMMAND [ARG...]
-#     --keep PROGRAM   put this program (as found on today's PATH) on the bare PATH too: a newcomer
-#                      with Go installed is `--keep go` (scripts/test.sh then builds the control plane)
+#   scripts/bare-host.sh [--keep PROGRAM]... [--set NAME=VALUE]... COMMAND [ARG...]
+#     --keep PROGRAM     put this program (as found on today's PATH) on the bare PATH too: a newcomer
+#                        with Go installed is `--keep go` (scripts/test.sh then builds the control plane)
+#     --set NAME=VALUE   set a variable in the bare environment (KUBEBUILDER_ASSETS=/dir: a newcomer
+#                        who brings the control-plane binaries)
 set -euo pipefail
-usage() { echo "usage: scripts/bare-host.sh [--keep PROGRAM]... COMMAND [ARG...]" >&2; exit 2; }
+usage() { echo "usage: scripts/bare-host.sh [--keep PROGRAM]... [--set NAME=VALUE]... COMMAND [ARG...]" >&2; exit 2; }
 keep=()
-while [[ $# -gt 0 && "$1" == --keep ]]; do
+extra=()
+while [[ $# -gt 0 && ( "$1" == --keep || "$1" == --set ) ]]; do
   [[ $# -ge 2 ]] || usage
-  found="$(command -v "$2")" || { echo "bare-host: --keep $2: not on PATH" >&2; exit 2; }
-  keep+=("$found")
+  if [[ "$1" == --keep ]]; then
+    found="$(command -v "$2")" || { echo "bare-host: --keep $2: not on PATH" >&2; exit 2; }
+    keep+=("$found")
+  else
+    [[ "$2" =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || { echo "bare-host: --set $2: not NAME=VALUE" >&2; exit 2; }
+    extra+=("$2")
+  fi
   shift 2
 done
 [[ $# -gt 0 ]] || usage
@@ -49,7 +57,7 @@ limit=20000
 nofile="$(ulimit -Hn)"
 if [[ "$nofile" == unlimited || "$nofile" -gt "$limit" ]]; then ulimit -Hn "$limit" && ulimit -Sn "$limit"; fi
 
-environment=(HOME="$bare/home" PATH="$bare/bin" LANG=C.UTF-8 TMPDIR="${TMPDIR:-/tmp}" TERM=dumb)
+environment=(HOME="$bare/home" PATH="$bare/bin" LANG=C.UTF-8 TMPDIR="${TMPDIR:-/tmp}" TERM=dumb ${extra[@]+"${extra[@]}"})
 if [[ $(id -u) -eq 0 ]] && unshare --mount --propagation private true 2>/dev/null; then
   # In a private mount namespace: hide what the host setup writes, then drop to the bare environment.
   hide='for d in /etc/containers /usr/share/containers /lib/modules; do [ -d "$d" ] && mount --bind "$0" "$d"; done; exec "$@"'
