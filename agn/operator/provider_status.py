@@ -109,10 +109,13 @@ def desired_conditions(
 
     max_age = metrics_max_age(networks)
     error = f": {outcome.metrics_error}" if outcome.metrics_error else ""
+    # A scrape that succeeded without the engine's metrics says why (vLLM --disable-log-stats).
+    note = f"; {outcome.load.note}" if outcome.metrics_ok and outcome.load and outcome.load.note else ""
     if metrics_observed_at is None:
         out.append(ConditionState(METRICS_FRESH, "False", "NoMetrics", f"no successful metrics scrape yet{error}"))
     elif outcome.observed_at - metrics_observed_at <= max_age:
-        out.append(ConditionState(METRICS_FRESH, "True", "MetricsFresh", f"last successful scrape within {max_age}s"))
+        fresh = f"last successful scrape within {max_age}s{note}"
+        out.append(ConditionState(METRICS_FRESH, "True", "MetricsFresh", fresh))
     else:
         out.append(
             ConditionState(METRICS_FRESH, "False", "MetricsStale", f"no successful scrape within {max_age}s{error}")
