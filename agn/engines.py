@@ -77,7 +77,7 @@ SGLANG = Format(
     "sglang:num_queue_reqs",
     "sglang:token_usage",
     SGLANG_HEALTH_PATH,
-    replica_labels=("tp_rank", "pp_rank", "moe_ep_rank"),
+    replica_labels=("tp_rank", "pp_rank", "moe_ep_rank"),  # all report with --enable-metrics-for-all-schedulers
     total_label="priority",
     auth_is_up=True,
     metrics_off="start SGLang with --enable-metrics",

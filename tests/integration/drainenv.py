@@ -56,10 +56,16 @@ class DrainEnv:
         self.journal_dir = tmp / "journal"
 
     def up(
-        self, *, providers: dict | None = None, operator_args: tuple[str, ...] = (), formats: dict | None = None
+        self,
+        *,
+        providers: dict | None = None,
+        operator_args: tuple[str, ...] = (),
+        formats: dict | None = None,
+        pinned: dict | None = None,
     ) -> DrainEnv:
         """Create the objects and start every process; ``formats``: provider -> the exposition
-        its fake serves (``--metrics-format``; unnamed ones serve AGN's own)."""
+        its fake serves (``--metrics-format``; unnamed ones serve AGN's own); ``pinned``:
+        provider -> its ``spec.metrics.format`` (unnamed ones: ``auto``)."""
         layout = providers or LAYOUT
         self.kube.create(
             NETWORKS,
@@ -84,7 +90,7 @@ class DrainEnv:
             )
         for name, (gw, group, rank) in layout.items():
             self.urls[name] = self.agn.provider(name, metrics_format=(formats or {}).get(name))
-            self.add_provider(name, gw, group, rank, self.urls[name])
+            self.add_provider(name, gw, group, rank, self.urls[name], metrics_format=(pinned or {}).get(name))
         self.operator_url = self.agn.operator_with_health(*operator_args)
         for c in CONSUMER_NAMES:
             self.gateways[c] = self.agn.gateway(c)
@@ -95,7 +101,18 @@ class DrainEnv:
         )
         return self
 
-    def add_provider(self, name: str, gw: str, group: str, rank: int, url: str, *, labels: dict | None = None) -> None:
+    def add_provider(
+        self,
+        name: str,
+        gw: str,
+        group: str,
+        rank: int,
+        url: str,
+        *,
+        labels: dict | None = None,
+        metrics_format: str | None = None,
+    ) -> None:
+        metrics = {"metrics": {"format": metrics_format}} if metrics_format else {}
         self.kube.create(
             PROVIDERS,
             self.ns,
@@ -103,7 +120,7 @@ class DrainEnv:
                 "apiVersion": "agn.dev/v1alpha1",
                 "kind": "InferenceProvider",
                 "metadata": {"name": name, "labels": {"net": "yes", **(labels or {})}},
-                "spec": {"endpoint": url, "providerGateway": gw, "selectionGroup": group, "rank": rank},
+                "spec": {"endpoint": url, "providerGateway": gw, "selectionGroup": group, "rank": rank, **metrics},
             },
         )
 
