@@ -116,22 +116,24 @@ def _error_text(exc: BaseException) -> str:
 
 async def probe_health(
     session: aiohttp.ClientSession, base: str, *, timeout: float, metrics_format: str = AUTO
-) -> tuple[bool, str | None, str]:
-    """(healthy, error, the path that answered last) of the provider at ``base``: each of the
-    format's health paths in turn, the next one only after an answer that is no verdict on the
-    server (never after no answer). A 401 is up where the format says its health path answers
-    so behind an API key (SGLang's)."""
+) -> tuple[bool, str | None, str, str | None]:
+    """(healthy, error, the path that answered last, a note on a healthy answer) of the provider
+    at ``base``: each of the format's health paths in turn, the next one only after an answer
+    that is no verdict on the server (never after no answer). A 401 is up where the format says
+    its health path answers so behind an API key (SGLang's); the note says so."""
     paths = health_paths(metrics_format)
     pinned = format_of(metrics_format)
     for i, path in enumerate(paths):
         try:
             code, _ = await http_get(session, f"{base}{path}", timeout=timeout)
         except (aiohttp.ClientError, OSError, ValueError) as exc:
-            return False, f"GET {path}: {_error_text(exc)}", path
-        if 200 <= code < 300 or (code == 401 and pinned is not None and pinned.auth_is_up):
-            return True, None, path
+            return False, f"GET {path}: {_error_text(exc)}", path, None
+        if 200 <= code < 300:
+            return True, None, path, None
+        if code == 401 and pinned is not None and pinned.auth_is_up:
+            return True, None, path, f"HTTP 401: the server is up, behind {pinned.name}'s --api-key"
         if is_verdict(code) or i == len(paths) - 1:
-            return False, f"GET {path}: HTTP {code}", path
+            return False, f"GET {path}: HTTP {code}", path, None
     raise AssertionError("unreachable")
 
 
@@ -150,8 +152,10 @@ async def probe_endpoint_async(
             metrics_error="endpoint is invalid; not scraped",
         )
     base = endpoint.rstrip("/")
-    healthy, health_error, path = await probe_health(session, base, timeout=timeout, metrics_format=metrics_format)
-    seen = ProbeOutcome(now, True, healthy, health_error, health_path=path)
+    healthy, health_error, path, note = await probe_health(
+        session, base, timeout=timeout, metrics_format=metrics_format
+    )
+    seen = ProbeOutcome(now, True, healthy, health_error, health_path=path, health_note=note)
     try:
         code, body = await http_get(session, f"{base}/metrics", timeout=timeout)
         if not 200 <= code < 300:

@@ -48,7 +48,8 @@ class ProbeOutcome:
     metrics_ok: bool = False
     metrics_error: str | None = None
     load: LoadReading | None = None
-    health_path: str = AGN_HEALTH_PATH  # where the health answer came from (/healthz or /health)
+    health_path: str = AGN_HEALTH_PATH  # where the health answer came from (/healthz, /health, ...)
+    health_note: str | None = None  # a healthy answer that was not a 2xx: why it counts (SGLang's 401)
 
 
 def tolerated(outcome: ProbeOutcome, *, failures: int, previously_healthy: bool, threshold: int) -> ProbeOutcome:
@@ -102,7 +103,9 @@ def desired_conditions(
     if not outcome.probed:
         out.append(ConditionState(AVAILABLE, "Unknown", "NotProbed", "the endpoint is invalid, so it is not probed"))
     elif outcome.healthy:
-        out.append(ConditionState(AVAILABLE, "True", "HealthCheckPassed", f"GET {outcome.health_path} succeeded"))
+        passed = f"GET {outcome.health_path}: {outcome.health_note}" if outcome.health_note else None
+        passed = passed or f"GET {outcome.health_path} succeeded"
+        out.append(ConditionState(AVAILABLE, "True", "HealthCheckPassed", passed))
     else:
         failed = outcome.health_error or f"GET {outcome.health_path} failed"
         out.append(ConditionState(AVAILABLE, "False", "HealthCheckFailed", failed))

@@ -311,3 +311,10 @@ class TestStatus:
         fresh = next(c for c in s["conditions"] if c["type"] == "MetricsFresh")
         assert (fresh["status"], fresh["message"]) == ("True", f"last successful scrape within 45s; {note}")
         assert "running" not in s["load"] and s["probe"]["metricsFormat"] == "vllm"
+
+    def test_an_sglang_up_behind_its_api_key_says_so_in_available(self):
+        note = "HTTP 401: the server is up, behind sglang's --api-key"
+        outcome = ProbeOutcome(1.0, True, True, None, metrics_ok=True, health_path="/get_model_info", health_note=note)
+        s = next_status({}, outcome, uid="u", generation=1, endpoint="http://h:1", networks=self.NETS)
+        available = next(c for c in s["conditions"] if c["type"] == "Available")
+        assert (available["status"], available["message"]) == ("True", f"GET /get_model_info: {note}")

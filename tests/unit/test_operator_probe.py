@@ -232,7 +232,8 @@ def test_sglang_is_probed_where_it_does_not_generate_a_token(fake_provider):
     assert sick.healthy is False and sick.health_error == "GET /get_model_info: HTTP 503"
     # Behind --api-key SGLang answers 401 there (only /health* is open): the server is up.
     state.update({"healthy": True, "requireKey": True})
-    assert probe_endpoint(url, timeout=1.0, now=1.0, metrics_format="sglang").healthy is True
+    keyed = probe_endpoint(url, timeout=1.0, now=1.0, metrics_format="sglang")
+    assert (keyed.healthy, keyed.health_note) == (True, "HTTP 401: the server is up, behind sglang's --api-key")
     assert state.snapshot()["healthGenerations"] == 0
 
 
