@@ -105,9 +105,11 @@ LLAMACPP = Format(
 FORMATS: dict[str, Format] = {f.name: f for f in (AGN, VLLM, SGLANG, TGI, LLAMACPP)}
 FORMAT_NAMES: tuple[str, ...] = (AUTO, *FORMATS)  # spec.metrics.format's enum, in the CRD's order
 
-# Health paths ``auto`` tries, in order: AGN's own first (a fleet of fake providers pays one
-# request, as before), then the engines' (only when the first gave no verdict: see VERDICTS).
-AUTO_HEALTH_PATHS: tuple[str, ...] = (AGN_HEALTH_PATH, ENGINE_HEALTH_PATH)
+# Health paths ``auto`` tries, in order, each only when the one before gave no verdict (see
+# VERDICT_DOWN): AGN's own first (a fleet of fake providers pays one request, as before), then
+# SGLang's (before /health, which on SGLang generates a token and outlasts a probe's timeout),
+# then the other engines'.
+AUTO_HEALTH_PATHS: tuple[str, ...] = (AGN_HEALTH_PATH, SGLANG_HEALTH_PATH, ENGINE_HEALTH_PATH)
 # A health answer that is a verdict on the server, not on the path: 2xx (up) and 503 (AGN's fake
 # unhealthy; llama-server answers 503 on every path while it loads its model). Anything else
 # on a path that is not the last (404: no such route; 401: llama-server --api-key guards every

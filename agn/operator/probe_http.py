@@ -3,11 +3,12 @@ provider, ``/health`` for vLLM, TGI and llama.cpp's server, ``/get_model_info`` 
 ``/health`` generates a token) and ``GET {endpoint}/metrics``.
 
 The health path follows ``spec.metrics.format`` (:func:`agn.engines.health_paths`): a pinned
-format's own path, one request; ``auto`` asks ``/healthz`` and, unless that answer is a verdict
-on the server (2xx, 503: :func:`agn.engines.is_verdict`), ``/health``: a 404 (no such route)
-or a 401 (llama-server's ``--api-key`` guards every path but ``/health``) says nothing about the
-server. So a fleet of AGN providers costs what it did, and a real engine's URL works unpinned
-at one extra request per probe (pin its format to save it). A refused ``/metrics`` is named
+format's own path, one request; ``auto`` asks ``/healthz``, ``/get_model_info`` (SGLang's),
+``/health``, each only when the one before gave no verdict on the server (2xx, 503:
+:func:`agn.engines.is_verdict`): a 404 (no such route) or a 401 (llama-server's ``--api-key``
+guards every path but ``/health``) says nothing about the server. So a fleet of AGN providers
+costs what it did, and a real engine's URL works unpinned at one or two extra requests per probe
+(pin its format to save them). A refused ``/metrics`` is named
 with what to do where the engine says (:func:`agn.engines.metrics_refusal`: 401 is an
 authorization error, llama-server's 501 wants ``--metrics``).
 

@@ -56,16 +56,10 @@ class DrainEnv:
         self.journal_dir = tmp / "journal"
 
     def up(
-        self,
-        *,
-        providers: dict | None = None,
-        operator_args: tuple[str, ...] = (),
-        formats: dict | None = None,
-        pinned: dict | None = None,
+        self, *, providers: dict | None = None, operator_args: tuple[str, ...] = (), formats: dict | None = None
     ) -> DrainEnv:
         """Create the objects and start every process; ``formats``: provider -> the exposition
-        its fake serves (``--metrics-format``; unnamed ones serve AGN's own); ``pinned``:
-        provider -> its ``spec.metrics.format`` (unnamed ones: ``auto``)."""
+        its fake serves (``--metrics-format``; unnamed ones serve AGN's own)."""
         layout = providers or LAYOUT
         self.kube.create(
             NETWORKS,
@@ -90,7 +84,7 @@ class DrainEnv:
             )
         for name, (gw, group, rank) in layout.items():
             self.urls[name] = self.agn.provider(name, metrics_format=(formats or {}).get(name))
-            self.add_provider(name, gw, group, rank, self.urls[name], metrics_format=(pinned or {}).get(name))
+            self.add_provider(name, gw, group, rank, self.urls[name])
         self.operator_url = self.agn.operator_with_health(*operator_args)
         for c in CONSUMER_NAMES:
             self.gateways[c] = self.agn.gateway(c)
@@ -101,18 +95,7 @@ class DrainEnv:
         )
         return self
 
-    def add_provider(
-        self,
-        name: str,
-        gw: str,
-        group: str,
-        rank: int,
-        url: str,
-        *,
-        labels: dict | None = None,
-        metrics_format: str | None = None,
-    ) -> None:
-        metrics = {"metrics": {"format": metrics_format}} if metrics_format else {}
+    def add_provider(self, name: str, gw: str, group: str, rank: int, url: str, *, labels: dict | None = None) -> None:
         self.kube.create(
             PROVIDERS,
             self.ns,
@@ -120,7 +103,7 @@ class DrainEnv:
                 "apiVersion": "agn.dev/v1alpha1",
                 "kind": "InferenceProvider",
                 "metadata": {"name": name, "labels": {"net": "yes", **(labels or {})}},
-                "spec": {"endpoint": url, "providerGateway": gw, "selectionGroup": group, "rank": rank, **metrics},
+                "spec": {"endpoint": url, "providerGateway": gw, "selectionGroup": group, "rank": rank},
             },
         )
 

@@ -3,9 +3,9 @@ server's expositions (and AGN's own), health where each engine serves it, probed
 operator against the real API server; ``provider-drain --wait-idle`` run through the real CLI.
 
 Load is real in-flight completions (``holdCompletions``) and a queue set over each fake's
-loopback ``/admin/state``. docs/engines.md is the table these names come from. SGLang's
-provider is pinned (``spec.metrics.format: sglang``), as docs/engines.md advises: its ``/health``
-generates a token, so the operator asks ``/get_model_info``; the others are detected."""
+loopback ``/admin/state``. docs/engines.md is the table these names come from. Every format
+is detected (``auto``): SGLang's health is read at ``/get_model_info``, asked before ``/health``,
+which on SGLang generates a token."""
 
 from __future__ import annotations
 
@@ -32,8 +32,7 @@ KV = {"vllm": 0.6, "sglang": 0.6}  # published to tenths; TGI, llama.cpp (today)
 @pytest.fixture
 def env(kube, namespace, agn, control_plane, tmp_path) -> DrainEnv:
     formats = {name: fmt for fmt, name in NAMES.items() if fmt != "agn"}
-    pinned = {NAMES["sglang"]: "sglang"}
-    return DrainEnv(kube, namespace, agn, control_plane, tmp_path).up(providers=LAYOUT, formats=formats, pinned=pinned)
+    return DrainEnv(kube, namespace, agn, control_plane, tmp_path).up(providers=LAYOUT, formats=formats)
 
 
 def admin(env: DrainEnv, provider: str, **state) -> None:

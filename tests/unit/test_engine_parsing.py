@@ -208,8 +208,8 @@ def test_health_paths_follow_the_format():
     assert health_paths("agn") == ("/healthz",)
     assert all(health_paths(f) == ("/health",) for f in ("vllm", "tgi", "llamacpp"))
     assert health_paths("sglang") == ("/get_model_info",)  # SGLang's /health generates a token
-    assert health_paths("auto") == ("/healthz", "/health")
-    assert health_paths("triton") == ("/healthz", "/health")  # not pinned to anything: as auto
+    assert health_paths("auto") == ("/healthz", "/get_model_info", "/health")
+    assert health_paths("triton") == health_paths("auto")  # not pinned to anything: as auto
 
 
 def test_the_crds_enum_is_the_operators_list_of_formats():

@@ -235,6 +235,11 @@ def test_sglang_is_probed_where_it_does_not_generate_a_token(fake_provider):
     keyed = probe_endpoint(url, timeout=1.0, now=1.0, metrics_format="sglang")
     assert (keyed.healthy, keyed.health_note) == (True, "HTTP 401: the server is up, behind sglang's --api-key")
     assert state.snapshot()["healthGenerations"] == 0
+    # Unpinned, SGLang's /get_model_info is asked before /health: no generation either.
+    state.update({"requireKey": False})
+    auto = probe_endpoint(url, timeout=1.0, now=1.0)
+    assert (auto.healthy, auto.health_path, auto.load.format) == (True, "/get_model_info", "sglang")
+    assert state.snapshot()["healthGenerations"] == 0
 
 
 def test_auto_asks_health_after_a_401_llama_server_api_key(fake_provider):
