@@ -48,7 +48,8 @@ class ProbeOutcome:
     metrics_ok: bool = False
     metrics_error: str | None = None
     load: LoadReading | None = None
-    health_path: str = AGN_HEALTH_PATH  # where the health answer came from (/healthz or /health)
+    health_path: str = AGN_HEALTH_PATH  # where the health answer came from (/healthz, /health, ...)
+    health_note: str | None = None  # a healthy answer that was not a 2xx: why it counts (SGLang's 401)
 
 
 def tolerated(outcome: ProbeOutcome, *, failures: int, previously_healthy: bool, threshold: int) -> ProbeOutcome:
@@ -102,17 +103,22 @@ def desired_conditions(
     if not outcome.probed:
         out.append(ConditionState(AVAILABLE, "Unknown", "NotProbed", "the endpoint is invalid, so it is not probed"))
     elif outcome.healthy:
-        out.append(ConditionState(AVAILABLE, "True", "HealthCheckPassed", f"GET {outcome.health_path} succeeded"))
+        passed = f"GET {outcome.health_path}: {outcome.health_note}" if outcome.health_note else None
+        passed = passed or f"GET {outcome.health_path} succeeded"
+        out.append(ConditionState(AVAILABLE, "True", "HealthCheckPassed", passed))
     else:
         failed = outcome.health_error or f"GET {outcome.health_path} failed"
         out.append(ConditionState(AVAILABLE, "False", "HealthCheckFailed", failed))
 
     max_age = metrics_max_age(networks)
     error = f": {outcome.metrics_error}" if outcome.metrics_error else ""
+    # A scrape that succeeded without the engine's metrics says why (vLLM --disable-log-stats).
+    note = f"; {outcome.load.note}" if outcome.metrics_ok and outcome.load and outcome.load.note else ""
     if metrics_observed_at is None:
         out.append(ConditionState(METRICS_FRESH, "False", "NoMetrics", f"no successful metrics scrape yet{error}"))
     elif outcome.observed_at - metrics_observed_at <= max_age:
-        out.append(ConditionState(METRICS_FRESH, "True", "MetricsFresh", f"last successful scrape within {max_age}s"))
+        fresh = f"last successful scrape within {max_age}s{note}"
+        out.append(ConditionState(METRICS_FRESH, "True", "MetricsFresh", fresh))
     else:
         out.append(
             ConditionState(METRICS_FRESH, "False", "MetricsStale", f"no successful scrape within {max_age}s{error}")

@@ -2,15 +2,22 @@
 
 Endpoints:
 - ``GET /healthz`` — 200 ``ok`` while healthy, 503 otherwise. With ``--metrics-format`` of a
-  real engine (vllm, sglang, tgi, llamacpp) it is ``GET /health`` instead, where those engines
-  serve it, and ``/healthz`` is 404 as on them.
+  real engine it is where that engine answers instead (:data:`agn.engines.FORMATS`: ``/health``
+  for vllm, tgi, llamacpp; SGLang's ``/get_model_info``), and ``/healthz`` is 404 as on them.
+  SGLang's own ``/health`` generates a token: the fake answers it after ``healthGenerateSeconds``
+  (1 s, as SGLang's handler waits at least a second) and counts it (``healthGenerations``).
 - ``GET /metrics`` — Prometheus text with ``agn_provider_running`` and (unless turned off)
   ``agn_provider_waiting``, or the engine's own names in its shape (:mod:`.expositions`);
-  404 while metrics export is off, so a prober sees them go stale.
+  while metrics export is off, 404 (501 with llama-server's message for ``llamacpp``, whose
+  endpoint is off without ``--metrics``), so a prober sees them go stale.
 - ``POST /v1/completions`` — answers ``{"provider": NAME, ...}`` so callers see who served.
 - ``GET|POST /admin/state`` — loopback-only switches for tests: ``healthy``, ``metrics``,
   ``exportWaiting``, ``waiting``, ``kvCacheUsage`` (0 to 1), ``delaySeconds`` (how long ``/healthz`` and ``/metrics``
-  take to answer: a slow provider), ``holdCompletions``. They drive hard failures for real,
+  take to answer: a slow provider), ``engineMetrics`` (false: /metrics without the engine's
+  metrics, as vLLM's ``--disable-log-stats``), ``prioritySplit`` (SGLang's
+  ``--enable-priority-scheduling`` series), ``requireKey`` (as an engine started with
+  ``--api-key``: 401 on every path that engine guards; the fake accepts no key),
+  ``healthGenerateSeconds``, ``holdCompletions``. They drive hard failures for real,
   over HTTP. While ``holdCompletions`` is true, completions are accepted and then held in
   flight (counted in ``agn_provider_running``) until it is set false again: real running
   requests. While ``failCompletions`` is true, completions are answered 500 (``/healthz``
@@ -48,6 +55,7 @@ from agn.httpserve import JSON, LOOPBACK, TEXT
 from agn.provider.expositions import Load, exposition
 
 HOLD_LIMIT_SECONDS = 600
+LLAMACPP_NO_METRICS = "This server does not support metrics endpoint. Start it with `--metrics`"
 MAX_DELAY = 30.0
 POOL_PATH = re.compile(r"/pool/([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)(/.*)?")  # used with fullmatch
 
@@ -68,6 +76,12 @@ class ProviderState:
     health_checks: int = 0  # its health path answered (/healthz or /health): how often a prober looked
     metrics_format: str = "agn"  # the exposition served, and so the health path (agn.engines)
     kv_cache_usage: float = 0.0
+    engine_metrics: bool = True
+    priority_split: bool = False
+    require_key: bool = False
+    queued_ever: bool = False  # a completion arrived or waiting was set (TGI's lazy queue gauge)
+    health_generate_seconds: float = 1.0
+    health_generations: int = 0  # SGLang's generating /health answered
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
     released: threading.Condition = dataclasses.field(init=False, repr=False)
 
@@ -90,6 +104,11 @@ class ProviderState:
                 "kvCacheUsage": self.kv_cache_usage,
                 "failCompletions": self.fail_completions,
                 "failed": self.failed,
+                "engineMetrics": self.engine_metrics,
+                "prioritySplit": self.priority_split,
+                "requireKey": self.require_key,
+                "healthGenerateSeconds": self.health_generate_seconds,
+                "healthGenerations": self.health_generations,
             }
 
     def update(self, changes: dict[str, Any]) -> None:
@@ -102,8 +121,12 @@ class ProviderState:
             "failCompletions": ("fail_completions", bool),
             "delaySeconds": ("delay_seconds", float),
             "kvCacheUsage": ("kv_cache_usage", float),
+            "engineMetrics": ("engine_metrics", bool),
+            "prioritySplit": ("priority_split", bool),
+            "requireKey": ("require_key", bool),
+            "healthGenerateSeconds": ("health_generate_seconds", float),
         }
-        limits = {"delaySeconds": MAX_DELAY, "kvCacheUsage": 1.0}
+        limits = {"delaySeconds": MAX_DELAY, "kvCacheUsage": 1.0, "healthGenerateSeconds": MAX_DELAY}
         unknown = set(changes) - set(fields)
         if unknown:
             raise ValueError(f"unknown fields: {', '.join(sorted(unknown))}")
@@ -119,6 +142,7 @@ class ProviderState:
                 ):
                     raise ValueError(f"{key} must be a number within 0 and {limits[key]:g}")
                 setattr(self, attr, float(value) if typ is float else value)
+            self.queued_ever = self.queued_ever or self.waiting > 0
             self.released.notify_all()
 
     # -- a completion, for both servers ---------------------------------------------------------
@@ -134,6 +158,7 @@ class ProviderState:
         """Count a completion as running; whether it is to be held (holdCompletions)."""
         with self.lock:
             self.running += 1
+            self.queued_ever = True
             return self.hold_completions
 
     def wait_released(self) -> None:
@@ -152,8 +177,19 @@ class ProviderState:
 
     @property
     def health_path(self) -> str:
-        """Where this provider answers its health: ``/healthz`` (AGN), ``/health`` (the engines)."""
+        """Where this provider answers its health: ``/healthz`` (AGN), ``/health`` (vLLM, TGI,
+        llama.cpp), ``/get_model_info`` (SGLang)."""
         return FORMATS[self.metrics_format].health_path
+
+    def guarded(self, route: str) -> bool:
+        """Whether ``route`` answers 401 now (``requireKey``): the paths the engine's API key guards."""
+        if not self.require_key or route == "/admin/state":
+            return False
+        if self.metrics_format == "llamacpp":  # every path but its health (tools/server/server-http.cpp)
+            return route != "/health"
+        if self.metrics_format == "sglang":  # every path but /health* and /metrics (add_api_key_middleware)
+            return route not in (GENERATING_HEALTH, "/metrics")  # its route /health is /get_model_info
+        return route == "/v1/completions"  # vLLM's and TGI's keys guard the inference routes only
 
     def metrics_text(self) -> str:
         with self.lock:
@@ -164,6 +200,9 @@ class ProviderState:
                 export_waiting=self.export_waiting,
                 kv_cache_usage=self.kv_cache_usage,
                 served=self.served,
+                queued_ever=self.queued_ever,
+                engine_metrics=self.engine_metrics,
+                priority_split=self.priority_split,
             )
         return exposition(self.metrics_format, load)
 
@@ -191,8 +230,9 @@ class ProviderPool:
             return state
 
 
-ROUTES = ("/healthz", "/health", "/metrics", "/admin/state", "/v1/completions")
-HEALTH_ROUTES = ("/healthz", "/health")
+ROUTES = ("/healthz", "/health", "/get_model_info", "/metrics", "/admin/state", "/v1/completions")
+HEALTH_ROUTES = ("/healthz", "/health", "/get_model_info")
+GENERATING_HEALTH = "/health (generating)"  # SGLang's /health: a one-token generation
 METRICS_TYPE = "text/plain; version=0.0.4"
 SERVER_NAME = "agn-fake-provider/0.1"
 
@@ -208,7 +248,12 @@ def target(root: ProviderState, pool: ProviderPool, raw_path: str) -> tuple[Prov
         state, path = pool.get(match.group(1)), match.group(3) or "/"
     route = next((r for r in ROUTES if path == r or path.endswith(r)), path)
     if route in HEALTH_ROUTES:
-        route = "/health" if route == state.health_path else f"{route} (not this format's)"
+        if route == state.health_path:
+            route = "/health"
+        elif route == "/health" and state.metrics_format == "sglang":
+            route = GENERATING_HEALTH
+        else:
+            route = f"{route} (not this format's)"
     return state, route
 
 
@@ -260,10 +305,16 @@ class _AsyncProvider:
                 return _json(400, {"error": str(exc)})
             return _json(200, state.snapshot())
         if route == "/v1/completions":
+            if state.guarded(route):
+                return _json(401, {"error": "Unauthorized"})
             return await self._complete(request, state, body)
         return _response(404, b"not found\n")
 
     async def _get(self, request: web.Request, state: ProviderState, route: str) -> web.StreamResponse:
+        if state.guarded(route):
+            return _json(401, {"error": {"code": 401, "message": "Invalid API Key", "type": "authentication_error"}})
+        if route == GENERATING_HEALTH:
+            return await self._generating_health(state)
         if route in ("/health", "/metrics"):
             delay = state.snapshot()["delaySeconds"]
             if delay:
@@ -276,12 +327,26 @@ class _AsyncProvider:
         if route == "/metrics":
             if state.snapshot()["metrics"]:
                 return _response(200, state.metrics_text().encode(), METRICS_TYPE)
+            if state.metrics_format == "llamacpp":
+                return _json(
+                    501, {"error": {"code": 501, "message": LLAMACPP_NO_METRICS, "type": "not_supported_error"}}
+                )
             return _response(404, b"metrics export disabled\n")
         if route == "/admin/state":
             if request.remote != "127.0.0.1":
                 return _response(403, b"admin is loopback-only\n")
             return _json(200, state.snapshot())
         return _response(404, b"not found\n")
+
+    async def _generating_health(self, state: ProviderState) -> web.StreamResponse:
+        """SGLang's /health: 503 when down, else 200 once a one-token generation answered."""
+        snap = state.snapshot()
+        if not snap["healthy"]:
+            return _response(503, b"")
+        await asyncio.sleep(snap["healthGenerateSeconds"])
+        with state.lock:
+            state.health_generations += 1
+        return _response(200, b"")
 
     async def _complete(self, request: web.Request, state: ProviderState, body: Any) -> web.StreamResponse:
         refusal = state.refused_completion()

@@ -21,7 +21,8 @@ class ProviderSettings:
     metrics_format: str = setting(
         "agn",
         choices=tuple(FORMATS),
-        help="serve /metrics as this engine does, and health where it does (agn: /healthz; the others: /health)",
+        help="serve /metrics as this engine does, and health where it does "
+        "(agn: /healthz; sglang: /get_model_info; the others: /health)",
     )
 
 
