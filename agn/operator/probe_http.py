@@ -23,6 +23,7 @@ import asyncio
 import dataclasses
 import os
 import socket
+from collections.abc import Mapping
 
 import aiohttp
 
@@ -62,7 +63,9 @@ def probe_session(*, concurrency: int) -> aiohttp.ClientSession:
     return aiohttp.ClientSession(connector=connector, trust_env=False, cookie_jar=aiohttp.DummyCookieJar())
 
 
-async def http_get(session: aiohttp.ClientSession, url: str, *, timeout: float) -> tuple[int, bytes]:
+async def http_get(
+    session: aiohttp.ClientSession, url: str, *, timeout: float, headers: Mapping[str, str] | None = None
+) -> tuple[int, bytes]:
     """(status, body) of a GET; raises ``aiohttp.ClientError``, ``OSError``-family or
     ``ValueError`` errors when there is no HTTP answer.
 
@@ -77,7 +80,7 @@ async def http_get(session: aiohttp.ClientSession, url: str, *, timeout: float) 
         try:
             async with (
                 asyncio.timeout(max(REQUEST_DEADLINE_SECONDS, 4 * timeout)),
-                session.get(url, allow_redirects=False, timeout=limits, compress=None) as resp,
+                session.get(url, allow_redirects=False, timeout=limits, compress=None, headers=headers) as resp,
             ):
                 if not 200 <= resp.status < 300:
                     return resp.status, b""
@@ -110,14 +113,19 @@ def _error_text(exc: BaseException) -> str:
 
 
 async def probe_health(
-    session: aiohttp.ClientSession, base: str, *, timeout: float, metrics_format: str = AUTO
+    session: aiohttp.ClientSession,
+    base: str,
+    *,
+    timeout: float,
+    metrics_format: str = AUTO,
+    headers: Mapping[str, str] | None = None,
 ) -> tuple[bool, str | None, str]:
     """(healthy, error, the path that answered last) of the provider at ``base``: each of the
     format's health paths in turn, the next one only after a 404 (never after no answer)."""
     paths = health_paths(metrics_format)
     for i, path in enumerate(paths):
         try:
-            code, _ = await http_get(session, f"{base}{path}", timeout=timeout)
+            code, _ = await http_get(session, f"{base}{path}", timeout=timeout, headers=headers)
         except (aiohttp.ClientError, OSError, ValueError) as exc:
             return False, f"GET {path}: {_error_text(exc)}", path
         if 200 <= code < 300:
@@ -128,12 +136,19 @@ async def probe_health(
 
 
 async def probe_endpoint_async(
-    session: aiohttp.ClientSession, endpoint: str, *, timeout: float, now: float, metrics_format: str = AUTO
+    session: aiohttp.ClientSession,
+    endpoint: str,
+    *,
+    timeout: float,
+    now: float,
+    metrics_format: str = AUTO,
+    headers: Mapping[str, str] | None = None,
 ) -> ProbeOutcome:
     """One probe round against ``endpoint`` over ``session``; never raises (but may be cancelled).
 
     ``metrics_format`` is the provider's ``spec.metrics.format``: where its health is and how
-    its metrics are read."""
+    its metrics are read; ``headers`` go on every request (a provider's credentials:
+    :mod:`.credentials`)."""
     if not endpoint_valid(endpoint):
         return ProbeOutcome(
             observed_at=now,
@@ -142,10 +157,12 @@ async def probe_endpoint_async(
             metrics_error="endpoint is invalid; not scraped",
         )
     base = endpoint.rstrip("/")
-    healthy, health_error, path = await probe_health(session, base, timeout=timeout, metrics_format=metrics_format)
+    healthy, health_error, path = await probe_health(
+        session, base, timeout=timeout, metrics_format=metrics_format, headers=headers
+    )
     seen = ProbeOutcome(now, True, healthy, health_error, health_path=path)
     try:
-        code, body = await http_get(session, f"{base}/metrics", timeout=timeout)
+        code, body = await http_get(session, f"{base}/metrics", timeout=timeout, headers=headers)
         if not 200 <= code < 300:
             return dataclasses.replace(seen, metrics_error=f"GET /metrics: HTTP {code}")
         reading = load_reading(body.decode("utf-8", errors="replace"), format=metrics_format)

@@ -15,6 +15,9 @@ Endpoints:
   flight (counted in ``agn_provider_running``) until it is set false again: real running
   requests. While ``failCompletions`` is true, completions are answered 500 (``/healthz``
   stays as ``healthy`` says): a provider that is admitted and fails what it serves.
+  ``apiKeys`` (a list; write-only, ``apiKeyRequired`` shows whether any is set) makes it
+  check an API key exactly as llama.cpp's server does with ``--api-key`` (:data:`PUBLIC_ROUTES`,
+  :data:`INVALID_API_KEY`); ``--api-key-file`` sets them at start.
 
 Under ``/pool/<name>/`` every endpoint answers for a provider ``name`` with its own state
 (created on first use, starting from the process's flags), so one process stands in for many
@@ -35,9 +38,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hmac
 import json
 import re
 import threading
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -68,6 +73,7 @@ class ProviderState:
     health_checks: int = 0  # its health path answered (/healthz or /health): how often a prober looked
     metrics_format: str = "agn"  # the exposition served, and so the health path (agn.engines)
     kv_cache_usage: float = 0.0
+    api_keys: tuple[str, ...] = ()  # llama.cpp's --api-key: required on every route but the public ones
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
     released: threading.Condition = dataclasses.field(init=False, repr=False)
 
@@ -90,6 +96,7 @@ class ProviderState:
                 "kvCacheUsage": self.kv_cache_usage,
                 "failCompletions": self.fail_completions,
                 "failed": self.failed,
+                "apiKeyRequired": bool(self.api_keys),  # the keys themselves are never shown
             }
 
     def update(self, changes: dict[str, Any]) -> None:
@@ -104,12 +111,12 @@ class ProviderState:
             "kvCacheUsage": ("kv_cache_usage", float),
         }
         limits = {"delaySeconds": MAX_DELAY, "kvCacheUsage": 1.0}
-        unknown = set(changes) - set(fields)
+        unknown = set(changes) - set(fields) - {"apiKeys"}
         if unknown:
             raise ValueError(f"unknown fields: {', '.join(sorted(unknown))}")
         with self.lock:
             for key, value in changes.items():
-                attr, typ = fields[key]
+                attr, typ = fields.get(key, ("api_keys", list))
                 if typ is bool and not isinstance(value, bool):
                     raise ValueError(f"{key} must be a boolean")
                 if typ is int and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
@@ -118,6 +125,9 @@ class ProviderState:
                     not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= limits[key]
                 ):
                     raise ValueError(f"{key} must be a number within 0 and {limits[key]:g}")
+                if key == "apiKeys":
+                    self.api_keys = api_keys(value)
+                    continue
                 setattr(self, attr, float(value) if typ is float else value)
             self.released.notify_all()
 
@@ -186,6 +196,7 @@ class ProviderPool:
                     healthy=template.healthy,
                     metrics=template.metrics,
                     metrics_format=template.metrics_format,
+                    api_keys=template.api_keys,
                 )
                 self._states[name] = state
             return state
@@ -219,6 +230,31 @@ def target(root: ProviderState, pool: ProviderPool, raw_path: str) -> tuple[Prov
 FLEET_BACKLOG = 512
 
 
+# llama.cpp's server with --api-key (tools/server/server-http.cpp): every path needs the key but
+# these (and its web UI's assets); the key comes as "Authorization: Bearer KEY" (the "Bearer "
+# prefix optional) or "X-Api-Key: KEY"; anything else is this 401. The fake's own health path
+# stands in for /health, and /admin/state (loopback-only, the tests' switch) needs no key.
+PUBLIC_ROUTES = frozenset({"/health", "/v1/health", "/models", "/v1/models", "/", "/admin/state"})
+INVALID_API_KEY = {"error": {"message": "Invalid API Key", "type": "authentication_error", "code": 401}}
+
+
+def api_keys(value: object) -> tuple[str, ...]:
+    """The keys of an ``apiKeys`` admin change: a list of non-empty strings (empty: no key needed)."""
+    if not isinstance(value, list) or not all(isinstance(k, str) and k for k in value):
+        raise ValueError("apiKeys must be a list of non-empty strings")
+    return tuple(value)
+
+
+def authorized(state: ProviderState, route: str, headers: Mapping[str, str]) -> bool:
+    """Whether a request for ``route`` with ``headers`` passes llama.cpp's API key check."""
+    keys = state.api_keys
+    if not keys or route in PUBLIC_ROUTES:
+        return True
+    given = headers.get("Authorization") or headers.get("X-Api-Key") or ""
+    given = given.removeprefix("Bearer ")
+    return any(hmac.compare_digest(given.encode(), key.encode()) for key in keys)
+
+
 def _response(code: int, body: bytes, content_type: str = TEXT) -> web.Response:
     return web.Response(status=code, body=body, headers={"Content-Type": content_type, "Server": SERVER_NAME})
 
@@ -242,6 +278,8 @@ class _AsyncProvider:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         state, route = target(self.root, self.pool, request.raw_path)
+        if not authorized(state, route, request.headers):
+            return _json(401, INVALID_API_KEY)
         if request.method == "GET":
             return await self._get(request, state, route)
         if request.method != "POST":

@@ -23,6 +23,11 @@ class ProviderSettings:
         choices=tuple(FORMATS),
         help="serve /metrics as this engine does, and health where it does (agn: /healthz; the others: /health)",
     )
+    api_key_file: str = setting(
+        "",
+        help="require an API key as llama.cpp's server does with --api-key-file: one key per line of this file; "
+        "only the health path and /admin/state are answered without one (401 otherwise)",
+    )
 
 
 def parse_settings(argv: list[str] | None, *, description: str | None = None) -> ProviderSettings:
