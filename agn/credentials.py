@@ -139,6 +139,7 @@ class Tokens:
         self._clock = clock
         self._lock = threading.Lock()
         self._entries: dict[SecretRef, _Entry] = {}
+        self._sweep_at = clock() + ttl  # when expired entries are dropped next (refs no provider names any more)
 
     def _cached(self, ref: SecretRef) -> _Entry | None:
         with self._lock:
@@ -158,6 +159,9 @@ class Tokens:
                 entry = _Entry(at, None, _read_error(exc, ref))
             with self._lock:
                 self._entries[ref] = entry
+                if at >= self._sweep_at:  # at most once a TTL, so the cache holds only what is in use
+                    self._entries = {r: e for r, e in self._entries.items() if at - e.read_at < self._ttl}
+                    self._sweep_at = at + self._ttl
         if entry.error is not None:
             raise CredentialsError(entry.error.reason, str(entry.error))
         assert entry.token is not None
@@ -169,16 +173,14 @@ class Tokens:
             return self.token(ref)
         return await asyncio.to_thread(self.token, ref)
 
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
     def forget(self, ref: SecretRef) -> None:
         """Read ``ref`` again next time (the engine refused its token: it may have been rotated)."""
         with self._lock:
             self._entries.pop(ref, None)
-
-    def keep_only(self, refs: set[SecretRef]) -> None:
-        """Forget every reference not in ``refs`` (no provider names it any more)."""
-        with self._lock:
-            for ref in set(self._entries) - refs:
-                del self._entries[ref]
 
 
 def no_secrets(name: str) -> Mapping[str, bytes]:

@@ -111,12 +111,16 @@ class ProviderState:
             "kvCacheUsage": ("kv_cache_usage", float),
         }
         limits = {"delaySeconds": MAX_DELAY, "kvCacheUsage": 1.0}
-        unknown = set(changes) - set(fields) - {"apiKeys"}
+        changes = dict(changes)
+        keys = api_keys(changes.pop("apiKeys")) if "apiKeys" in changes else None
+        unknown = set(changes) - set(fields)
         if unknown:
             raise ValueError(f"unknown fields: {', '.join(sorted(unknown))}")
         with self.lock:
+            if keys is not None:
+                self.api_keys = keys
             for key, value in changes.items():
-                attr, typ = fields.get(key, ("api_keys", list))
+                attr, typ = fields[key]
                 if typ is bool and not isinstance(value, bool):
                     raise ValueError(f"{key} must be a boolean")
                 if typ is int and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
@@ -125,9 +129,6 @@ class ProviderState:
                     not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= limits[key]
                 ):
                     raise ValueError(f"{key} must be a number within 0 and {limits[key]:g}")
-                if key == "apiKeys":
-                    self.api_keys = api_keys(value)
-                    continue
                 setattr(self, attr, float(value) if typ is float else value)
             self.released.notify_all()
 

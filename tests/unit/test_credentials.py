@@ -83,6 +83,17 @@ def test_tokens_are_read_once_per_ttl_and_again_after_forget_so_a_rotation_takes
     assert tokens.token(REF) == "again" and secrets.reads == 3
 
 
+def test_references_no_one_asks_for_are_dropped_within_two_ttls():
+    secrets, clock = FakeSecrets({f"s{i}": {"token": b"t"} for i in range(3)}), Clock()
+    tokens = Tokens(secrets, clock=clock)
+    for i in range(3):
+        tokens.token(SecretRef(f"s{i}", "token"))
+    assert len(tokens) == 3
+    clock.now += 2 * DEFAULT_TTL
+    tokens.token(SecretRef("s0", "token"))  # re-read; the sweep drops s1 and s2
+    assert len(tokens) == 1
+
+
 def test_a_missing_secret_is_cached_as_an_error_for_the_ttl_then_read_again():
     secrets, clock = FakeSecrets({}), Clock()
     tokens = Tokens(secrets, clock=clock)

@@ -66,6 +66,10 @@ def test_the_fake_checks_the_key_as_llama_cpp_does(keyed):
     assert TOKEN not in get(f"{url}/admin/state")[1].decode()
     pooled = get(f"{url}/pool/p9/metrics")
     assert pooled[0] == 401  # a pool's providers inherit the keys
+    bad = get(f"{url}/admin/state", method="POST", data=b'{"apiKeys": "k", "waiting": 3}')
+    assert bad[0] == 400 and state.snapshot()["waiting"] == 0  # refused whole
+    assert get(f"{url}/admin/state", method="POST", data=b'{"apiKeys": []}')[0] == 200
+    assert get(f"{url}/metrics")[0] == 200  # no key set: nothing required
 
 
 def probe(url: str, spec_extra: dict, tokens: Tokens):
