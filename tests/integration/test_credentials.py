@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from test_operator import make_consumer, make_network, provider_status
+from test_operator import make_consumer, make_network, provider_status, states
 
 from agn.credentials import SecretRef
 from agn.kube import OVERLAYS, PROVIDERS, SHARDS, Forbidden, Kube
@@ -150,12 +150,8 @@ def condition(kube, ns: str, name: str, type_: str) -> dict:
 
 
 def candidates(kube, ns: str) -> set[str]:
-    try:
-        index = kube.get(OVERLAYS, ns, "c1")["spec"]
-    except Exception:  # noqa: BLE001 - not published yet
-        return set()
-    shards = [kube.get(SHARDS, ns, s["name"])["spec"] for s in index.get("shards") or ()]
-    return {c["provider"] for spec in [index, *shards] for c in spec.get("candidates") or ()}
+    """The providers in c1's overlay (index and shards assembled), in any admission state."""
+    return set(states(kube, ns, "c1"))
 
 
 def complete(gateway: str) -> tuple[int, dict]:
