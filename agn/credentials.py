@@ -13,7 +13,8 @@ A Secret that is missing, lacks the key, holds no usable token or cannot be read
 ``SecretKeyNotFound``, ``InvalidCredentials``, ``SecretForbidden``, ``SecretUnreadable``); its
 message names the Secret and key, never the token. :class:`Tokens` keeps what it read for
 :data:`DEFAULT_TTL` seconds (errors too), so a rotated token takes effect within that, at once
-after a provider answers 401 (:meth:`Tokens.forget`).
+after a provider answers 401 (:meth:`Tokens.forget`); a read that gets no answer (the API server
+unreachable) keeps the last token.
 
 No ``kubernetes`` import: the reading function comes from the caller (:meth:`agn.kube.Kube.secret_data`).
 """
@@ -156,7 +157,7 @@ class Tokens:
             except CredentialsError as exc:
                 entry = _Entry(at, None, exc)
             except KubeError as exc:
-                entry = _Entry(at, None, _read_error(exc, ref))
+                entry = self._after_failed_read(ref, _read_error(exc, ref), at)
             with self._lock:
                 self._entries[ref] = entry
                 if at >= self._sweep_at:  # at most once a TTL, so the cache holds only what is in use
@@ -166,6 +167,16 @@ class Tokens:
             raise CredentialsError(entry.error.reason, str(entry.error))
         assert entry.token is not None
         return entry.token
+
+    def _after_failed_read(self, ref: SecretRef, error: CredentialsError, at: float) -> _Entry:
+        """A read that got no answer about the Secret (the API server unreachable, a timeout)
+        keeps the token last read, so a blip of the API server does not take every keyed
+        provider out; a Secret that is gone or forbidden is believed at once."""
+        with self._lock:
+            last = self._entries.get(ref)
+        if error.reason == UNREADABLE and last is not None and last.token is not None:
+            return _Entry(at, last.token, None)
+        return _Entry(at, None, error)
 
     async def token_async(self, ref: SecretRef) -> str:
         """:meth:`token` for an event loop: a cached answer at once, a read on a worker thread."""

@@ -31,9 +31,12 @@ class FakeSecrets:
     def __init__(self, secrets: dict[str, dict[str, bytes]]) -> None:
         self.secrets = secrets
         self.reads = 0
+        self.error: Exception | None = None  # set: every read fails so (an unreachable API server)
 
     def __call__(self, name: str) -> dict[str, bytes]:
         self.reads += 1
+        if self.error is not None:
+            raise self.error
         if name not in self.secrets:
             raise NotFound(f'secrets "{name}" not found', status=404)
         return self.secrets[name]
@@ -92,6 +95,25 @@ def test_references_no_one_asks_for_are_dropped_within_two_ttls():
     clock.now += 2 * DEFAULT_TTL
     tokens.token(SecretRef("s0", "token"))  # re-read; the sweep drops s1 and s2
     assert len(tokens) == 1
+
+
+def test_an_unanswered_read_keeps_the_last_token_and_a_deleted_secret_does_not():
+    secrets, clock = FakeSecrets({"engine-key": {"token": TOKEN.encode()}}), Clock()
+    tokens = Tokens(secrets, clock=clock)
+    assert tokens.token(REF) == TOKEN
+    secrets.error = Unreachable("the API server did not answer within 20 s")
+    clock.now += DEFAULT_TTL
+    assert tokens.token(REF) == TOKEN  # a blip of the API server takes no keyed provider out
+    secrets.error = None
+    del secrets.secrets["engine-key"]
+    clock.now += DEFAULT_TTL
+    with pytest.raises(CredentialsError, match="not found"):
+        tokens.token(REF)
+    secrets.error = Unreachable("the API server did not answer within 20 s")
+    clock.now += DEFAULT_TTL
+    with pytest.raises(CredentialsError) as exc:  # nothing good to keep
+        tokens.token(REF)
+    assert exc.value.reason == "SecretUnreadable"
 
 
 def test_a_missing_secret_is_cached_as_an_error_for_the_ttl_then_read_again():
