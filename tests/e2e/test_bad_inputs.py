@@ -1190,20 +1190,39 @@ ROWS: dict[str, Row] = {
     "plan-with-a-selection-flag": Row(
         (*P1, "--plan", "{tmp}/p.yaml", "--undrain"),
         2,
-        "--plan applies the plan's selection and operation: do not give --provider, --undrain with it",
+        "--plan applies the plan's selection, operation and pacing: do not give --provider, --undrain with it",
         files={"p.yaml": plan_of()},
     ),
     "plan-with-release-all": Row(
         (*DRAIN, "--plan", "{tmp}/p.yaml", "--release-all"),
         2,
-        "--plan applies the plan's selection and operation: do not give --release-all with it",
+        "--plan applies the plan's selection, operation and pacing: do not give --release-all with it",
         files={"p.yaml": plan_of()},
     ),
     "plan-with-another-holder": Row(
         (*DRAIN, "--plan", "{tmp}/p.yaml", "--holder", "bob", "--ticket", "CHG-1"),
         2,
-        "--plan applies the plan's selection and operation: do not give --holder, --ticket with it",
+        "--plan applies the plan's selection, operation and pacing: do not give --holder, --ticket with it",
         files={"p.yaml": plan_of()},
+    ),
+    "plan-with-pacing-flags": Row(
+        (*DRAIN, "--plan", "{tmp}/p.yaml", "--soak", "9", "--concurrency", "8", "--max-error-ratio", "0.5"),
+        2,
+        "--plan applies the plan's selection, operation and pacing: do not give --soak, --concurrency, "
+        "--max-error-ratio with it",
+        files={"p.yaml": plan_of()},
+    ),
+    "plan-gate-value-its-flag-refuses": Row(
+        (*DRAIN, "--plan", "{tmp}/p.yaml"),
+        3,
+        "spec.pacing.gates.maxErrorRatio (--max-error-ratio): 2.0 is not in the range 0<=x<=1",
+        files={"p.yaml": plan_of(change=lambda d: d["spec"]["pacing"]["gates"].update(maxErrorRatio=2))},
+    ),
+    "plan-gate-no-gate-takes": Row(
+        (*DRAIN, "--plan", "{tmp}/p.yaml"),
+        3,
+        "spec.pacing.gates.maxLatency: unknown field (no wave gate takes it)",
+        files={"p.yaml": plan_of(change=lambda d: d["spec"]["pacing"]["gates"].update(maxLatency=1))},
     ),
     "plan-garbage-yaml": Row(
         (*DRAIN, "--plan", "{tmp}/p.yaml"),

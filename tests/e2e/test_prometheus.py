@@ -26,6 +26,7 @@ from reportschema import parse_report
 from xtask.drain.gates.promql import PrometheusUnavailable, PromQLError, PromQLGate
 from xtask.procs import ProcessRecord, is_alive
 from xtask.reports import ENV_UP
+from xtask.runtime import prometheus
 
 pytestmark = pytest.mark.e2e
 REQUIRED = os.environ.get("AGN_REQUIRE_PROMETHEUS") == "1"
@@ -83,6 +84,19 @@ def query_api(url: str, path: str, params: dict[str, str]) -> dict:
         body = json.loads(resp.read())
     assert body["status"] == "success", body
     return body["data"]
+
+
+def test_promtool_accepts_the_config(tmp_path: Path):
+    targets = prometheus.ScrapeTargets(
+        operator="127.0.0.1:1001",
+        gateways={"consumer-a": "127.0.0.1:1002"},
+        providers={"provider-one": "127.0.0.1:1004"},
+    )
+    prometheus.write_files(tmp_path, targets)
+    check = subprocess.run(
+        ["promtool", "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True, text=True, timeout=60
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
 
 
 def instant(url: str, expr: str) -> list[dict]:

@@ -3,6 +3,7 @@ against the real API server, real operator and real consumer gateways, through t
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import time
@@ -13,11 +14,13 @@ import yaml
 
 from agn.kube import PROVIDERS
 from agn.objects import parse_time
-from agnprocs import http_json, wait_for
+from agnprocs import Traffic, http_json, wait_for
 from drainenv import CONSUMER_NAMES, LAYOUT, DrainEnv
-from reportschema import check_report
+from reportschema import check_report, parse_report
 from xtask.drain.core.holds import OPERATION
+from xtask.drain.core.plandoc import PACING_FLAGS
 from xtask.drain.edges.journal import read_journal
+from xtask.drain.edges.planfile import plan_digest
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +49,10 @@ def make_plan(env: DrainEnv, path: Path, *args: str) -> dict:
 def test_plan_out_writes_a_plan_and_nothing_else_then_plan_applies_exactly_it(env: DrainEnv):
     before = written(env)
     path = env.tmp / "plan.yaml"
-    report = make_plan(env, path, "--gateway", "gw-a", "--reason", "kernel", *env.targets(), "--wave-size", "1")
+    # --soak 0: paced by convergence, no gate to feed traffic to (the plan fixes it).
+    report = make_plan(
+        env, path, "--gateway", "gw-a", "--reason", "kernel", *env.targets(), "--wave-size", "1", "--soak", "0"
+    )
     assert written(env) == before and env.journal_paths() == []  # a plan changes nothing, keeps no journal
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     plan = check_report(yaml.safe_load(path.read_text()), "ProviderDrainPlan")  # the plan's JSON Schema
@@ -54,7 +60,7 @@ def test_plan_out_writes_a_plan_and_nothing_else_then_plan_applies_exactly_it(en
     assert plan["metadata"]["namespace"] == env.ns and plan["metadata"]["context"] == env.cp.context
     assert plan["metadata"]["arguments"] == [
         "--gateway", "gw-a", "--reason", "kernel", "--network", "net",
-        "--consumer", "c-a", "--consumer", "c-b", "--wave-size", "1",
+        "--consumer", "c-a", "--consumer", "c-b", "--wave-size", "1", "--soak", "0",
     ]  # fmt: skip
     spec = plan["spec"]
     assert [p["name"] for p in spec["selection"]] == ["p-one", "p-two"]
@@ -76,11 +82,17 @@ def test_plan_out_writes_a_plan_and_nothing_else_then_plan_applies_exactly_it(en
     ]
     assert spec["waves"] == {"size": "1", "waves": [["p-one"], ["p-two"]]}
 
-    # The plan's waves, one after another (--soak 0: paced by convergence, no gate to feed traffic to).
-    code, applied = env.run_json("--plan", str(path), "--soak", "0")
+    # The plan's waves, one after another, at the plan's pacing.
+    code, applied = env.run_json("--plan", str(path))
     assert code == 0, applied
     assert [(w["providers"], w["state"]) for w in applied["waves"]] == [(["p-one"], "held"), (["p-two"], "held")]
-    assert applied["planFile"] == {"path": str(path), "digest": plan["metadata"]["digest"], "action": "applied"}
+    assert applied["planFile"] == {
+        "path": str(path),
+        "digest": plan["metadata"]["digest"],
+        "action": "applied",
+        "pacing": spec["pacing"],
+        "notRecorded": [],
+    }
     assert applied["selection"] == ["p-one", "p-two"] and applied["convergence"]["state"] == "converged"
     for c in CONSUMER_NAMES:
         states = env.states(c)
@@ -88,6 +100,65 @@ def test_plan_out_writes_a_plan_and_nothing_else_then_plan_applies_exactly_it(en
     assert env.provider("p-one")["metadata"]["annotations"]["agn.dev/drain-reason"] == "kernel"
     (journal,) = env.journal_paths()
     assert read_journal(journal).plan_digest == plan["metadata"]["digest"]
+
+
+def test_a_plan_applies_the_soak_and_gate_threshold_it_was_reviewed_with_and_refuses_another(env: DrainEnv):
+    path = env.tmp / "paced.yaml"
+    made = ("--gateway", "gw-a", *env.targets(), "--wave-size", "1", "--soak", "2", "--max-error-ratio", "0.05")
+    report = make_plan(env, path, *made)
+    plan = yaml.safe_load(path.read_text())
+    pacing = plan["spec"]["pacing"]
+    assert (pacing["soak"], pacing["onBreach"], pacing["gates"]["maxErrorRatio"]) == (2.0, "hold", 0.05)
+    assert plan["metadata"]["arguments"][-6:] == ["--wave-size", "1", "--soak", "2", "--max-error-ratio", "0.05"]
+    assert report["planFile"]["pacing"] == pacing  # the review (-o json) shows what the plan fixes
+    # ... and so does the human output of --plan-out, on stdout.
+    proc = env.run(*made, "--plan-out", str(env.tmp / "again.yaml"))
+    assert proc.returncode == 0, proc.stderr
+    assert "plan pacing: --soak 2 --on-breach hold --concurrency 8 --timeout 120 --max-error-ratio 0.05" in (
+        proc.stdout.splitlines()
+    )
+
+    before = written(env)
+    proc = env.run("--plan", str(path), "--soak", "9")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "do not give --soak with it" in proc.stderr
+    assert written(env) == before and env.journal_paths() == []
+
+    with Traffic([env.gateways[c] for c in CONSUMER_NAMES]) as traffic:
+        code, applied = env.run_json("--plan", str(path))
+    assert code == 0, applied
+    assert applied["planFile"]["pacing"] == pacing and applied["planFile"]["notRecorded"] == []
+    assert [w["providers"] for w in applied["waves"]] == [["p-one"], ["p-two"]]
+    for wave in applied["waves"]:
+        [gate] = wave["gates"]
+        assert (gate["gate"], gate["threshold"], gate["held"]) == ("error-ratio", "<= 0.05", True), gate
+        assert 2 <= wave["soakSeconds"] < 30, wave  # the plan's soak, not the default 30 s
+    assert applied["summary"].endswith("each soaked 2s with every gate held"), applied["summary"]
+    assert 200 in traffic.codes
+    soaked = [r for r in journal_records(env) if r["type"] == "wave" and r["state"] == "soaked"]
+    assert [r["gates"][0]["threshold"] for r in soaked] == ["<= 0.05", "<= 0.05"]
+
+
+def journal_records(env: DrainEnv) -> list[dict]:
+    (journal,) = env.journal_paths()
+    return [json.loads(line) for line in journal.read_text().splitlines()]
+
+
+def test_a_plan_made_before_plans_recorded_the_pacing_applies_the_defaults_and_says_so(env: DrainEnv):
+    path = env.tmp / "old.yaml"
+    make_plan(env, path, "--provider", "p-one")
+    doc = yaml.safe_load(path.read_text())
+    del doc["spec"]["pacing"]  # as plans were written before they recorded it
+    doc["metadata"]["digest"] = plan_digest(doc)
+    path.write_text(yaml.safe_dump(doc))
+    proc = env.run("--plan", str(path), "--output", "json")
+    assert proc.returncode == 0, proc.stderr
+    missing = [f.flag for f in PACING_FLAGS]
+    assert f"plan {path} does not record {', '.join(missing)} (made before plans recorded them)" in proc.stderr
+    report = parse_report(proc.stdout)
+    assert report["planFile"]["notRecorded"] == missing
+    assert (report["planFile"]["pacing"]["concurrency"], report["planFile"]["pacing"]["timeout"]) == (8, 120.0)
+    assert env.drain_value("p-one") is True
 
 
 def test_a_plan_made_stale_by_one_provider_change_is_refused_naming_it(env: DrainEnv):

@@ -27,9 +27,11 @@ OWN_MODULES = frozenset(
     agn.kubeconfig.write agn.kubeconnect agn.kubeerrors agn.kubetls agn.model agn.names agn.objects
     agn.operator agn.operator.heartbeat agn.operator.lease agn.outputfile agn.overlays agn.resources
     agn.shards agn.watching agn.yamltext xtask xtask.cli xtask.cli.complete xtask.cli.env
-    xtask.cli.env.drain_view xtask.cli.env.options xtask.cli.env.session_options xtask.cli.formats xtask.cli.helptext
+    xtask.cli.env.drain_view xtask.cli.env.gate_options xtask.cli.env.options xtask.cli.env.session_options
+    xtask.cli.formats xtask.cli.helptext
     xtask.cli.output xtask.drain xtask.drain.context xtask.drain.core xtask.drain.core.amounts
     xtask.drain.capacity_check xtask.drain.core.budget xtask.drain.core.capacity xtask.drain.core.changes xtask.drain.core.converge
+    xtask.drain.core.defaults
     xtask.drain.core.guard xtask.drain.core.holds xtask.drain.core.idle
     xtask.drain.core.journal_records xtask.drain.core.lock xtask.drain.core.plandoc
     xtask.drain.core.progress xtask.drain.core.request xtask.drain.core.selection

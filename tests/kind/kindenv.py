@@ -23,6 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from xtask.host import Host
 from xtask.runtime.kind_host import kind_problems
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +42,7 @@ REQUIRED = os.environ.get("AGN_REQUIRE_KIND") == "1"
 
 
 def problems() -> list[str]:
-    return kind_problems()
+    return kind_problems(host=Host.real())
 
 
 @dataclasses.dataclass

@@ -10,9 +10,8 @@ and gateways would leave them.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
-import resource
+import os
 import time
 from pathlib import Path
 
@@ -29,12 +28,12 @@ from xtask.cli.env.status import render_table
 from xtask.crds import crd_documents, policy_documents
 from xtask.envdef import ENVS_DIR, load_env, parse_env
 from xtask.errors import CommandFailed, EnvDefinitionError, RuntimeUnavailable, XtaskError
+from xtask.host import Host
 from xtask.images.agn_image import ImageBuilder
 from xtask.images.nodeimage import KUBEADM_PATCH_LABEL, NodeImageBuilder
 from xtask.manifests import deployment_names, render
 from xtask.reports import ENV_STATUS, envelope
 from xtask.runtime import kind as kind_module
-from xtask.runtime import kind_host
 from xtask.runtime.deployments import DEPLOYMENTS
 from xtask.runtime.kind import KindEnv, pinned
 from xtask.runtime.kind_host import host_cgroup_v1, kind_problems, pod_row, podman_host_problems, render_kind_config
@@ -286,22 +285,31 @@ class FakeKube:
 
 
 # -- fixtures ---------------------------------------------------------------------------------------
+NOFILE = 20000  # the hard limit of open files of the test hosts (a Debian login's)
+
+
+def prepared_host_root(root: Path) -> Path:
+    """A host root as ``scripts/kind-host-setup.sh`` leaves it: ``/lib/modules``, a containers.conf
+    that sets ``default_ulimits`` nofile, and cgroup v2."""
+    (root / "lib" / "modules").mkdir(parents=True)
+    (root / "etc" / "containers").mkdir(parents=True)
+    (root / "etc" / "containers" / "containers.conf").write_text(
+        f'[containers]\ndefault_ulimits = ["nofile={NOFILE}:{NOFILE}"]\n'
+    )
+    (root / "sys" / "fs" / "cgroup").mkdir(parents=True)
+    (root / "sys" / "fs" / "cgroup" / "cgroup.controllers").write_text("cpu memory pids\n")
+    return root
+
+
 @pytest.fixture(autouse=True)
 def home(tmp_path, monkeypatch):
-    """A state folder and kubeconfig of the test's own; a cgroup v2 host that meets podman's
-    needs (kind_problems reads /lib/modules and containers.conf: pointed at test files); the
-    app image built with ``<engine> build``; no node image built unless a test says so."""
+    """A state folder and kubeconfig of the test's own; a host root (``host_root``) of a cgroup v2
+    host that meets podman's needs; the app image built with ``<engine> build``; no node image
+    built unless a test says so."""
     monkeypatch.setenv("AGN_XTASK_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
     monkeypatch.delenv("KIND_EXPERIMENTAL_PROVIDER", raising=False)
-    conf = tmp_path / "containers.conf"
-    conf.write_text('[containers]\ndefault_ulimits = ["nofile=20000:20000"]\n')
-    monkeypatch.setenv("CONTAINERS_CONF", str(conf))
-    (tmp_path / "modules").mkdir()
-    monkeypatch.setattr(
-        kind_host, "podman_host_problems", functools.partial(podman_host_problems, modules=tmp_path / "modules")
-    )
-    monkeypatch.setattr(kind_module, "host_cgroup_v1", lambda: False)
+    prepared_host_root(tmp_path / "host")
     monkeypatch.setattr(ImageBuilder, "debootstrap_problems", lambda self: ["no debootstrap here (a unit test)"])
 
     def no_build(self):
@@ -358,11 +366,15 @@ def make(
         ENV,
         runner=fake.runner,
         kube_factory=lambda kubeconfig, context: kube,
-        which=lambda tool: f"/usr/bin/{tool}" if tool in tools else None,
-        environ=environ or {},
+        host=Host.fake(host_root(), tools=tools, environ=environ, nofile_hard=NOFILE),
         registry_probe=probe,
     )
     return Setup(kind, fake, kube, probes)
+
+
+def host_root() -> Path:
+    """The test's host root (made by the ``home`` fixture)."""
+    return Path(os.environ["AGN_XTASK_HOME"]).parent / "host"
 
 
 def commands(runner) -> list[str]:
@@ -584,8 +596,8 @@ def test_a_chosen_node_image_without_the_label_gets_the_configuration_as_it_is(h
     assert rendered_config() == BASE_CONFIG
 
 
-def test_on_a_cgroup_v1_host_the_kubelet_is_told_to_accept_it(home, envdef, monkeypatch):
-    monkeypatch.setattr(kind_module, "host_cgroup_v1", lambda: True)
+def test_on_a_cgroup_v1_host_the_kubelet_is_told_to_accept_it(home, envdef):
+    (host_root() / "sys" / "fs" / "cgroup" / "cgroup.controllers").unlink()
     s = make(envdef)
     up(s, envdef)
     assert rendered_config() == {**BASE_CONFIG, "kubeadmConfigPatches": [CGROUP_V1_PATCH]}
@@ -617,9 +629,11 @@ def test_render_kind_config():
 
 
 def test_host_cgroup_v1(tmp_path):
-    assert host_cgroup_v1(tmp_path) is True
-    (tmp_path / "cgroup.controllers").write_text("cpu memory pids\n")
-    assert host_cgroup_v1(tmp_path) is False
+    host = Host.fake(tmp_path)
+    (tmp_path / "sys" / "fs" / "cgroup").mkdir(parents=True)
+    assert host_cgroup_v1(host) is True
+    (tmp_path / "sys" / "fs" / "cgroup" / "cgroup.controllers").write_text("cpu memory pids\n")
+    assert host_cgroup_v1(host) is False
 
 
 # -- the engine ---------------------------------------------------------------------------------------
@@ -778,12 +792,10 @@ def test_a_pinned_engine_not_on_path_is_named(home, envdef):
     assert not any(argv[0] == "kind" for argv in s.runner.calls)
 
 
-def test_podman_host_problems_stop_up_before_anything_is_made(home, envdef, monkeypatch):
-    monkeypatch.setattr(
-        kind_host, "podman_host_problems", functools.partial(podman_host_problems, modules=home / "no-modules")
-    )
+def test_podman_host_problems_stop_up_before_anything_is_made(home, envdef):
+    (host_root() / "lib" / "modules").rmdir()
     s = make(envdef, cli="podman")
-    with pytest.raises(RuntimeUnavailable, match=r"no-modules does not exist \(kind mounts it into every node"):
+    with pytest.raises(RuntimeUnavailable, match=r"/lib/modules does not exist \(kind mounts it into every node"):
         up(s, envdef)
     assert not any(argv[0] == "kind" for argv in s.runner.calls)
     assert not env_dir(ENV).exists()
@@ -798,7 +810,7 @@ def test_env_up_on_the_local_runtime_is_refused(home, envdef):
 
 
 # -- problems -----------------------------------------------------------------------------------------
-def problems(*, tools=("docker", "podman", "kind", "kubectl"), down=(), environ=None, engine=None, info=None):
+def problems(root, *, tools=("docker", "podman", "kind", "kubectl"), down=(), environ=None, engine=None, info=None):
     handlers = {
         ("docker", "info"): lambda argv: (1, "Cannot connect to the Docker daemon") if "docker" in down else (0, "27"),
         ("podman", "info"): lambda argv: (
@@ -808,18 +820,16 @@ def problems(*, tools=("docker", "podman", "kind", "kubectl"), down=(), environ=
         ),
     }
     runner = FakeCmdRunner(handlers=handlers)
-    found = kind_problems(
-        runner, which=lambda t: f"/usr/bin/{t}" if t in tools else None, environ=environ or {}, engine=engine
-    )
+    found = kind_problems(runner, host=Host.fake(root, tools=tools, environ=environ), engine=engine)
     return found, runner.calls
 
 
 def test_no_problems_where_docker_answers():
-    assert problems() == ([], [INFO["docker"]])
+    assert problems(host_root()) == ([], [INFO["docker"]])
 
 
 def test_problems_name_each_missing_tool_and_why_no_engine():
-    found, _ = problems(tools=("docker",), down=("docker",))
+    found, _ = problems(host_root(), tools=("docker",), down=("docker",))
     assert found == [
         "`kind` is not on PATH",
         "`kubectl` is not on PATH",
@@ -828,23 +838,25 @@ def test_problems_name_each_missing_tool_and_why_no_engine():
 
 
 def test_problems_honour_the_provider_variable():
-    found, _ = problems(environ={"KIND_EXPERIMENTAL_PROVIDER": "podman"}, down=("podman",))
+    found, _ = problems(host_root(), environ={"KIND_EXPERIMENTAL_PROVIDER": "podman"}, down=("podman",))
     assert found == [
         "no container engine for kind: KIND_EXPERIMENTAL_PROVIDER=podman, but `podman info` fails: cannot connect to Podman"
     ]
 
 
 def test_problems_of_a_pinned_engine():
-    found, calls = problems(tools=("docker", "kind", "kubectl"), engine="podman")
+    found, calls = problems(host_root(), tools=("docker", "kind", "kubectl"), engine="podman")
     assert found == ["the env file pins kind.engine podman, and `podman` is not on PATH"]
     assert calls == []  # nothing else is asked for
-    found, calls = problems(engine="podman")
+    found, calls = problems(host_root(), engine="podman")
     assert found == []
     assert calls == [["podman", "info", "--format", "json"]]  # podman's host needs are checked
 
 
 def test_podman_host_problems_are_part_of_the_problems_on_podman():
-    found, _ = problems(down=("docker",), info={"host": {"cgroupVersion": "v1", "ociRuntime": {"name": "crun"}}})
+    found, _ = problems(
+        host_root(), down=("docker",), info={"host": {"cgroupVersion": "v1", "ociRuntime": {"name": "crun"}}}
+    )
     assert found == [
         "podman runs crun, which refuses cgroup v1 hosts: set runtime runc (run scripts/kind-host-setup.sh)"
     ]
@@ -858,66 +870,64 @@ def _info_runner(info=None, *, fails=False) -> FakeCmdRunner:
     )
 
 
-@pytest.fixture
-def nofile_limit(monkeypatch):
-    """Set the hard limit of open files kind_problems sees (the real one varies by host)."""
-    real = resource.getrlimit
-
-    def set_limit(hard):
-        monkeypatch.setattr(
-            resource, "getrlimit", lambda which: (1024, hard) if which == resource.RLIMIT_NOFILE else real(which)
-        )
-
-    return set_limit
+def bare_root(tmp_path) -> Path:
+    """A host root with ``/lib/modules`` and nothing else (no containers.conf)."""
+    root = tmp_path / "bare"
+    (root / "lib" / "modules").mkdir(parents=True)
+    return root
 
 
-@pytest.fixture
-def modules(tmp_path) -> Path:
-    (tmp_path / "modules").mkdir(exist_ok=True)  # the autouse fixture made it
-    return tmp_path / "modules"
+def host_problems(root: Path, info=None, *, fails=False, nofile=-1, environ=None) -> list[str]:
+    host = Host.fake(root, environ=environ, nofile_hard=nofile)
+    return podman_host_problems(_info_runner(info, fails=fails), host=host)
 
 
-def test_podman_host_without_problems(tmp_path, modules, nofile_limit):
-    nofile_limit(4096)
+def test_podman_host_without_problems(tmp_path):
     conf = tmp_path / "c.conf"
     conf.write_text('[containers]\ndefault_ulimits = [\n  "nofile=4096:4096",\n]\n')
     info = {"host": {"cgroupVersion": "v2", "ociRuntime": {"name": "crun"}}}
-    assert podman_host_problems(_info_runner(info), environ={"CONTAINERS_CONF": str(conf)}, modules=modules) == []
+    assert host_problems(bare_root(tmp_path), info, nofile=4096, environ={"CONTAINERS_CONF": str(conf)}) == []
 
 
-def test_a_missing_lib_modules_is_named_with_the_fix(tmp_path, nofile_limit):
-    nofile_limit(resource.RLIM_INFINITY)
-    found = podman_host_problems(_info_runner(), environ={}, modules=tmp_path / "no-modules")
-    assert found == [
-        f"{tmp_path / 'no-modules'} does not exist (kind mounts it into every node; run scripts/kind-host-setup.sh)"
-    ]
+def test_the_host_roots_containers_conf_files_are_read(tmp_path):
+    root = host_root()  # prepared by the autouse fixture
+    assert host_problems(root, nofile=NOFILE) == []
+    (root / "etc" / "containers" / "containers.conf").unlink()
+    assert len(host_problems(root, nofile=NOFILE)) == 1
+    (root / "etc" / "containers" / "containers.conf.d").mkdir()
+    (root / "etc" / "containers" / "containers.conf.d" / "50-agn.conf").write_text(
+        '[containers]\ndefault_ulimits = ["nofile=65536:65536"]\n'
+    )
+    assert host_problems(root, nofile=NOFILE) == []  # a drop-in counts
+
+
+def test_a_missing_lib_modules_is_named_with_the_fix(tmp_path):
+    found = host_problems(tmp_path)
+    assert found == ["/lib/modules does not exist (kind mounts it into every node; run scripts/kind-host-setup.sh)"]
 
 
 @pytest.mark.parametrize("conf_text", [None, "[containers]\npids_limit = 2048\n"], ids=["no file", "no nofile"])
-def test_a_low_nofile_limit_without_containers_conf_is_named(tmp_path, modules, nofile_limit, conf_text):
-    nofile_limit(20000)
+def test_a_low_nofile_limit_without_containers_conf_is_named(tmp_path, conf_text):
     conf = tmp_path / "c.conf"
     if conf_text is not None:
         conf.write_text(conf_text)
-    found = podman_host_problems(_info_runner(), environ={"CONTAINERS_CONF": str(conf)}, modules=modules)
+    found = host_problems(bare_root(tmp_path), nofile=20000, environ={"CONTAINERS_CONF": str(conf)})
     assert found == [
         "podman asks for 1048576 open files per container and this host allows 20000: no containers.conf sets "
         "default_ulimits nofile (run scripts/kind-host-setup.sh)"
     ]
 
 
-def test_a_commented_out_nofile_setting_does_not_count(tmp_path, modules, nofile_limit):
-    nofile_limit(20000)
+def test_a_commented_out_nofile_setting_does_not_count(tmp_path):
     conf = tmp_path / "c.conf"
     conf.write_text('[containers]\n#default_ulimits = [\n#  "nofile=1280:2560",\n#]\n')
-    found = podman_host_problems(_info_runner(), environ={"CONTAINERS_CONF": str(conf)}, modules=modules)
+    found = host_problems(bare_root(tmp_path), nofile=20000, environ={"CONTAINERS_CONF": str(conf)})
     assert len(found) == 1 and "no containers.conf sets default_ulimits nofile" in found[0]
 
 
-@pytest.mark.parametrize("hard", [1048576, 4194304, resource.RLIM_INFINITY])
-def test_a_high_nofile_limit_needs_no_containers_conf(tmp_path, modules, nofile_limit, hard):
-    nofile_limit(hard)
-    found = podman_host_problems(_info_runner(), environ={"CONTAINERS_CONF": str(tmp_path / "none")}, modules=modules)
+@pytest.mark.parametrize("hard", [1048576, 4194304, -1])
+def test_a_high_nofile_limit_needs_no_containers_conf(tmp_path, hard):
+    found = host_problems(bare_root(tmp_path), nofile=hard, environ={"CONTAINERS_CONF": str(tmp_path / "none")})
     assert found == []
 
 
@@ -933,15 +943,13 @@ def test_a_high_nofile_limit_needs_no_containers_conf(tmp_path, modules, nofile_
         ("v2", "crun", []),
     ],
 )
-def test_crun_on_cgroup_v1(tmp_path, modules, nofile_limit, cgroup, runtime, expected):
-    nofile_limit(resource.RLIM_INFINITY)
+def test_crun_on_cgroup_v1(tmp_path, cgroup, runtime, expected):
     info = {"host": {"cgroupVersion": cgroup, "ociRuntime": {"name": runtime}}}
-    assert podman_host_problems(_info_runner(info), environ={}, modules=modules) == expected
+    assert host_problems(bare_root(tmp_path), info) == expected
 
 
-def test_podman_info_failing_is_named(tmp_path, modules, nofile_limit):
-    nofile_limit(resource.RLIM_INFINITY)
-    [problem] = podman_host_problems(_info_runner(fails=True), environ={}, modules=modules)
+def test_podman_info_failing_is_named(tmp_path):
+    [problem] = host_problems(bare_root(tmp_path), fails=True)
     # It names the command and its exit status (not yet podman's own message: see the report).
     assert problem == "`podman info` fails: Error: no podman socket"
 

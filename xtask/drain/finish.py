@@ -13,10 +13,10 @@ from typing import Any
 from agn.kube import PROVIDERS, NotFound
 from agn.objects import network_view
 from xtask.drain.context import RunContext
+from xtask.drain.core.defaults import DEFAULT_IDLE_TIMEOUT, DEFAULT_SESSIONS_TIMEOUT
 from xtask.drain.core.guard import Targets
 from xtask.drain.core.holds import holder_name, holds_of
 from xtask.drain.core.progress import WaitBegun
-from xtask.drain.core.request import DEFAULT_IDLE_TIMEOUT, DEFAULT_SESSIONS_TIMEOUT
 from xtask.drain.core.states import IdleWaitState, RunState, WaitState
 from xtask.drain.edges.idle_waiter import IdleWaiter
 from xtask.drain.record import RunRecord

@@ -24,6 +24,7 @@ from xtask.drain.core.budget import GroupBudget, declares_budget, group_budgets,
 from xtask.drain.core.changes import Change, GroupCount, plan_changes
 from xtask.drain.core.guard import Targets, group_of, target_refusals
 from xtask.drain.core.holds import holder_name, holds_of, undrain_refusal
+from xtask.drain.core.plandoc import LoadedPlan, pacing_doc
 from xtask.drain.core.progress import DryRunChecked, Planned
 from xtask.drain.core.request import DrainRequest
 from xtask.drain.core.selection import Selector, select
@@ -70,7 +71,7 @@ def prepare(ctx: RunContext, results: RunResults) -> Prepared:
     targets_read = ctx.pool.submit(read_targets, ctx.kube, ctx.namespace, req) if req.network and not once else None
     networks_read = ctx.pool.submit(ctx.kube.list, NETWORKS, ctx.namespace)
     if req.plan is not None:
-        results.plan_file = {"path": str(req.plan.path), "digest": req.plan.digest, "action": "applied"}
+        _applying(ctx, results, req.plan)
     candidates = _read_candidates(ctx, req.selector)
     selected, ending = _select(ctx, results, candidates)
     if ending is not None:
@@ -109,6 +110,24 @@ def prepare(ctx: RunContext, results: RunResults) -> Prepared:
         todo = sum(1 for c in changes if not c.already)
         prepared.ending = Ending(f"dry run: {todo} change(s) accepted by the API server; nothing written")
     return prepared
+
+
+def _applying(ctx: RunContext, results: RunResults, plan: LoadedPlan) -> None:
+    """The plan applied, in the report with the pacing it applies; a plan made before plans
+    recorded the pacing applies the defaults, and the run says which (stderr and the report)."""
+    missing = plan.not_recorded()
+    results.plan_file = {
+        "path": str(plan.path),
+        "digest": plan.digest,
+        "action": "applied",
+        "pacing": pacing_doc(ctx.req),
+        "notRecorded": missing,
+    }
+    if missing:
+        ctx.say(
+            f"plan {plan.path} does not record {', '.join(missing)} (made before plans recorded them): "
+            "applying their defaults; make a new plan with --plan-out to fix them"
+        )
 
 
 def checked_once(req: DrainRequest) -> bool:
@@ -336,7 +355,7 @@ def _write_plan(
     )
     write_plan(path, doc)
     digest = doc["metadata"]["digest"]
-    results.plan_file = {"path": str(path), "digest": digest, "action": "written"}
+    results.plan_file = {"path": str(path), "digest": digest, "action": "written", "pacing": doc["spec"]["pacing"]}
     ctx.say(f"plan: {path} ({digest})")
     return Ending(
         f"plan written to {path}: {len(todo)} change(s) in {len(doc['spec']['waves']['waves'])} wave(s); "

@@ -31,9 +31,7 @@ captured output), so the command sequence is unit-tested with the fake runner.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -47,6 +45,7 @@ from xtask.engine import ENGINES, detect_engine, qualified
 from xtask.envdef import EnvDef, load_env
 from xtask.envschema import IMAGE_REF
 from xtask.errors import CommandFailed, EnvDefinitionError, RuntimeUnavailable, XtaskError
+from xtask.host import Host
 from xtask.manifests import IMAGE, deployment_names, render
 from xtask.procs import CmdRunner, RealCmdRunner
 from xtask.progress import Progress
@@ -55,8 +54,10 @@ from xtask.runtime.deployments import DEPLOYMENTS, IMAGE_FLAG, component, wait_r
 from xtask.runtime.kind_host import (
     SETUP_HINT,
     host_cgroup_v1,
+    image_labels,
     kind_config_path,
     kind_problems,
+    node_has_image,
     pod_row,
     registry_reachable,
     remove_images,
@@ -109,20 +110,23 @@ class KindEnv(Runtime):
         *,
         runner: CmdRunner | None = None,
         kube_factory: KubeFactory = _connect,
-        which: Callable[[str], str | None] = shutil.which,
+        host: Host | None = None,
         image: str | None = None,
-        environ: Mapping[str, str] = os.environ,
         registry_probe: Callable[[], bool] = registry_reachable,
     ) -> None:
         self.env = env
         self.context = context_name(RUNTIME, env)
         self.runner = runner or RealCmdRunner()
         self._kube_factory = kube_factory
-        self._which = which
+        self._given_host = host
         self._requested_image = image
-        self._environ = environ
         self._registry_probe = registry_probe
         self._engine: str | None = None
+
+    @property
+    def _host(self) -> Host:
+        """The machine kind runs on: read only when the runtime is used, not when it is made."""
+        return self._given_host or Host.real()
 
     @classmethod
     def create(cls, env: str, options: Options) -> KindEnv:
@@ -147,7 +151,7 @@ class KindEnv(Runtime):
             elif pinned:
                 self._engine = pinned
             else:
-                cli, reasons = detect_engine(environ=self._environ, which=self._which, runner=self.runner)
+                cli, reasons = detect_engine(environ=self._host.environ, which=self._host.which, runner=self.runner)
                 if cli is None:
                     raise RuntimeUnavailable("no container engine for kind: " + "; ".join(reasons), hint=SETUP_HINT)
                 self._engine = cli
@@ -160,13 +164,13 @@ class KindEnv(Runtime):
         return qualified(self._requested_image or IMAGE, self.engine())
 
     def _kind_env(self) -> dict[str, str]:
-        return {**self._environ, "KIND_EXPERIMENTAL_PROVIDER": self.engine()}
+        return {**self._host.environ, "KIND_EXPERIMENTAL_PROVIDER": self.engine()}
 
     def _kind(self, *args: str, timeout: float) -> str:
         return self.runner.run(["kind", *args], env=self._kind_env(), timeout=timeout).stdout
 
     def problems(self) -> list[str]:
-        return kind_problems(self.runner, which=self._which, environ=self._environ, engine=self._pinned_engine())
+        return kind_problems(self.runner, host=self._host, engine=self._pinned_engine())
 
     # -- state ---------------------------------------------------------------------------------
     def _state(self) -> dict:
@@ -210,7 +214,7 @@ class KindEnv(Runtime):
         engine = pinned(envdef, "engine")
         if self._engine is None and engine and not self._state().get("engine"):
             self._engine = engine
-        problems = kind_problems(self.runner, which=self._which, environ=self._environ, engine=engine)
+        problems = kind_problems(self.runner, host=self._host, engine=engine)
         if problems:
             raise RuntimeUnavailable(
                 "the kind runtime cannot be used here: " + "; ".join(problems),
@@ -261,7 +265,7 @@ class KindEnv(Runtime):
 
     def _chosen_node_image(self, envdef: EnvDef) -> str | None:
         """The node image the env file or ``KIND_NODE_IMAGE`` names (checked: an image reference)."""
-        chosen = pinned(envdef, "nodeImage") or self._environ.get("KIND_NODE_IMAGE") or None
+        chosen = pinned(envdef, "nodeImage") or self._host.environ.get("KIND_NODE_IMAGE") or None
         if chosen is not None and not IMAGE_REF.fullmatch(chosen):
             raise XtaskError(
                 f"KIND_NODE_IMAGE is not an image reference: {chosen!r}",
@@ -283,21 +287,14 @@ class KindEnv(Runtime):
         from xtask.engine import Engine
         from xtask.images.nodeimage import NodeImageBuilder
 
-        builder = NodeImageBuilder(Engine.from_environ(cli, self._environ, runner=self.runner), runner=self.runner)
+        builder = NodeImageBuilder(Engine.from_environ(cli, self._host.environ, runner=self.runner), runner=self.runner)
         before = self._image_ids()
         tag = builder.load()
         self._record_new_images(before)
         return tag, self._labels(tag)
 
     def _labels(self, image: str) -> dict:
-        out = self.runner.run(
-            [self.engine(), "image", "inspect", "--format", "{{json .Config.Labels}}", image], check=False, timeout=60
-        )
-        try:
-            labels = json.loads(out.stdout or "null")
-        except ValueError:
-            labels = None
-        return labels if isinstance(labels, dict) else {}
+        return image_labels(self.runner, self.engine(), image)
 
     def _create_cluster(self, ctx: UpContext) -> None:
         from xtask.images.nodeimage import KUBEADM_PATCH_LABEL
@@ -313,7 +310,7 @@ class KindEnv(Runtime):
             base,
             kubeadm_patches=[patch] if patch else [],
             own_node_image=bool(patch),
-            cgroup_v1=host_cgroup_v1(),
+            cgroup_v1=host_cgroup_v1(self._host),
         )
         config_file = claim_env_dir(self.env) / "kind-config.yaml"
         write_atomic(config_file, yaml.safe_dump(config, sort_keys=False))
@@ -349,8 +346,8 @@ class KindEnv(Runtime):
 
         cli = self.engine()
         before = self._image_ids()
-        engine = Engine.from_environ(cli, self._environ, runner=self.runner)
-        builder = ImageBuilder(engine, runner=self.runner, repo=REPO_ROOT, which=self._which)
+        engine = Engine.from_environ(cli, self._host.environ, runner=self.runner)
+        builder = ImageBuilder(engine, runner=self.runner, repo=REPO_ROOT, which=self._host.which)
         if builder.debootstrap_problems():
             # Where a registry works: the Dockerfile's own base image.
             self.runner.run([cli, "build", "-t", self.image, str(REPO_ROOT)], timeout=1800)
@@ -365,19 +362,10 @@ class KindEnv(Runtime):
         ``up`` then loads nothing)."""
         if not image_id:
             return False
-        want = image_id.removeprefix("sha256:")
         nodes = self._kind("get", "nodes", "--name", self.env, timeout=60).split()
-        for node in nodes:
-            res = self.runner.run(
-                [self.engine(), "exec", node, "crictl", "inspecti", "-o", "json", self.image], check=False, timeout=60
-            )
-            try:
-                have = json.loads(res.stdout or "{}").get("status", {}).get("id", "")
-            except ValueError:
-                have = ""
-            if res.returncode != 0 or have.removeprefix("sha256:") != want:
-                return False
-        return bool(nodes)
+        return bool(nodes) and all(
+            node_has_image(self.runner, self.engine(), node, self.image, image_id) for node in nodes
+        )
 
     def _load_image(self, ctx: UpContext) -> None:
         if self.engine() == "docker":

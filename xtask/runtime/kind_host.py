@@ -1,8 +1,9 @@
 """What the kind runtime needs of the host, and its pure helpers: whether kind, kubectl and a
 container engine are there (:func:`kind_problems`), the host settings privileged nodes need on
 Podman (:func:`podman_host_problems`; ``scripts/kind-host-setup.sh`` makes them), whether the
-registry of kind's default node image answers, the kind configuration a node image and the host
-need (:func:`render_kind_config`), and a pod as ``env status`` shows it.
+registry of kind's default node image answers, what an engine or a node holds of an image, the
+kind configuration a node image and the host need (:func:`render_kind_config`), and a pod as
+``env status`` shows it.
 
 Reads host files and asks the engine through a :class:`xtask.procs.CmdRunner`; creates nothing.
 :mod:`xtask.runtime.kind` is the runtime itself.
@@ -11,11 +12,9 @@ Reads host files and asks the engine through a :class:`xtask.procs.CmdRunner`; c
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,38 +22,33 @@ from agn.objects import name_of
 from xtask.engine import detect_engine
 from xtask.envdef import ENVS_DIR
 from xtask.errors import CommandFailed
+from xtask.host import Host
 from xtask.procs import CmdRunner, RealCmdRunner
 
 REGISTRY_PROBE = "https://registry-1.docker.io/v2/"  # where kind's default node image comes from
 SETUP_HINT = "scripts/kind-host-setup.sh"
 
 
-def kind_problems(
-    runner: CmdRunner | None = None,
-    *,
-    which: Callable[[str], str | None] = shutil.which,
-    environ: Mapping[str, str] = os.environ,
-    engine: str | None = None,
-) -> list[str]:
-    """What keeps the kind runtime from working here (empty when it can be used)."""
+def kind_problems(runner: CmdRunner | None = None, *, host: Host, engine: str | None = None) -> list[str]:
+    """What keeps the kind runtime from working on ``host`` (empty when it can be used)."""
     runner = runner or RealCmdRunner()
-    problems = [f"`{tool}` is not on PATH" for tool in ("kind", "kubectl") if which(tool) is None]
-    cli, reasons = (engine, []) if engine else detect_engine(environ=environ, which=which, runner=runner)
+    problems = [f"`{tool}` is not on PATH" for tool in ("kind", "kubectl") if host.which(tool) is None]
+    cli, reasons = (engine, []) if engine else detect_engine(environ=host.environ, which=host.which, runner=runner)
     if cli is None:
         problems.append("no container engine for kind: " + "; ".join(reasons))
-    elif engine and which(engine) is None:
+    elif engine and host.which(engine) is None:
         problems.append(f"the env file pins kind.engine {engine}, and `{engine}` is not on PATH")
     elif cli == "podman":
-        problems.extend(podman_host_problems(runner, environ=environ))
+        problems.extend(podman_host_problems(runner, host=host))
     return problems
 
 
-def _containers_conf_files(environ: Mapping[str, str]) -> list[Path]:
+def _containers_conf_files(host: Host) -> list[Path]:
     """containers.conf files podman reads, in its order (the last setting wins)."""
-    if environ.get("CONTAINERS_CONF"):
-        return [Path(environ["CONTAINERS_CONF"])]
-    files = [Path("/usr/share/containers/containers.conf"), Path("/etc/containers/containers.conf")]
-    dropins = Path("/etc/containers/containers.conf.d")
+    if host.environ.get("CONTAINERS_CONF"):
+        return [Path(host.environ["CONTAINERS_CONF"])]
+    files = [host.path("/usr/share/containers/containers.conf"), host.path("/etc/containers/containers.conf")]
+    dropins = host.path("/etc/containers/containers.conf.d")
     if dropins.is_dir():
         files += sorted(dropins.glob("*.conf"))
     return files
@@ -76,17 +70,14 @@ def _sets_nofile(files: list[Path]) -> bool:
     return False
 
 
-def podman_host_problems(
-    runner: CmdRunner, *, environ: Mapping[str, str] = os.environ, modules: Path = Path("/lib/modules")
-) -> list[str]:
+def podman_host_problems(runner: CmdRunner, *, host: Host) -> list[str]:
     """Host settings privileged kind nodes need on podman, each named with its fix."""
     problems = []
+    modules = host.path("/lib/modules")
     if not modules.is_dir():
-        problems.append(f"{modules} does not exist (kind mounts it into every node; run {SETUP_HINT})")
-    import resource
-
-    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    if hard != resource.RLIM_INFINITY and hard < 1048576 and not _sets_nofile(_containers_conf_files(environ)):
+        problems.append(f"/lib/modules does not exist (kind mounts it into every node; run {SETUP_HINT})")
+    hard = host.nofile_hard()
+    if 0 <= hard < 1048576 and not _sets_nofile(_containers_conf_files(host)):
         problems.append(
             f"podman asks for 1048576 open files per container and this host allows {hard}: no containers.conf "
             f"sets default_ulimits nofile (run {SETUP_HINT})"
@@ -99,15 +90,35 @@ def podman_host_problems(
     except ValueError as exc:
         problems.append(f"`podman info` fails: {exc}")
         return problems
-    host = info.get("host") or {}
-    runtime = (host.get("ociRuntime") or {}).get("name")
-    if host.get("cgroupVersion") == "v1" and runtime == "crun":
+    info_host = info.get("host") or {}
+    runtime = (info_host.get("ociRuntime") or {}).get("name")
+    if info_host.get("cgroupVersion") == "v1" and runtime == "crun":
         problems.append(f"podman runs crun, which refuses cgroup v1 hosts: set runtime runc (run {SETUP_HINT})")
     return problems
 
 
-def host_cgroup_v1(root: Path = Path("/sys/fs/cgroup")) -> bool:
-    return not (root / "cgroup.controllers").exists()
+def host_cgroup_v1(host: Host) -> bool:
+    return not host.path("/sys/fs/cgroup/cgroup.controllers").exists()
+
+
+def image_labels(runner: CmdRunner, cli: str, image: str) -> dict:
+    """The labels of an image the engine holds (empty when it has none, or holds no such image)."""
+    out = runner.run([cli, "image", "inspect", "--format", "{{json .Config.Labels}}", image], check=False, timeout=60)
+    try:
+        labels = json.loads(out.stdout or "null")
+    except ValueError:
+        labels = None
+    return labels if isinstance(labels, dict) else {}
+
+
+def node_has_image(runner: CmdRunner, cli: str, node: str, image: str, image_id: str) -> bool:
+    """Whether a kind node's containerd holds ``image`` with this id already."""
+    res = runner.run([cli, "exec", node, "crictl", "inspecti", "-o", "json", image], check=False, timeout=60)
+    try:
+        have = json.loads(res.stdout or "{}").get("status", {}).get("id", "")
+    except ValueError:
+        have = ""
+    return res.returncode == 0 and have.removeprefix("sha256:") == image_id.removeprefix("sha256:")
 
 
 def render_kind_config(

@@ -16,6 +16,7 @@ from xtask.cli.env.drain_view import (
     PlainReporter,
     api_server_line,
     idle_line,
+    pacing_line,
     plain_line,
     selection_line,
     shows_plan,
@@ -185,6 +186,8 @@ def _render_decided(report: Report, console: Console) -> None:
             drain = f"{str(p['current']).lower()} -> {str(p.get('drainAfter', p['requested'])).lower()}"
             table.add_row(e(p["provider"]), drain, change, e(", ".join(p.get("holders") or [])))
         console.print(table)
+    if (pacing := pacing_line(report)) is not None:
+        console.print(e(pacing))
     for r in report.refused:
         console.print(f"[red]refused:[/red] {e(r)}")
 

@@ -16,7 +16,8 @@ from xtask.cli.env.options import output_option
 from xtask.cli.formats import REPORT_FORMATS, emit_report
 from xtask.cli.helptext import Example, HelpCommand
 from xtask.cli.output import printable
-from xtask.drain.core.request import MAX_CONCURRENCY, RestoreRequest
+from xtask.drain.core.defaults import MAX_CONCURRENCY
+from xtask.drain.core.request import RestoreRequest
 from xtask.drain.core.states import RestoreOutcome
 from xtask.drain.restore import RestoreReport, restore_journal
 from xtask.errors import ExitCode, exit_codes_epilog

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from xtask.cli.output import printable
+from xtask.drain.core.plandoc import pacing_arguments
 from xtask.drain.core.progress import (
     ApiServerNotice,
     DryRunChecked,
@@ -97,6 +98,17 @@ def selection_line(report: Report) -> str:
     return f"selection ({report.selector}, namespace {report.namespace}): {', '.join(report.selection)}"
 
 
+def pacing_line(report: Report) -> str | None:
+    """``plan pacing: --soak 2 --on-breach hold ...``: what a plan written or applied fixes of how
+    the run goes (None: no plan), and what a plan made before plans recorded it does not."""
+    plan = report.plan_file or {}
+    if "pacing" not in plan:
+        return None
+    flags = " ".join(pacing_arguments(plan["pacing"])) or "(defaults)"
+    missing = plan.get("notRecorded") or []
+    return f"plan pacing: {flags}" + (f" (not recorded by the plan, defaults: {', '.join(missing)})" if missing else "")
+
+
 def shows_plan(report: Report) -> bool:
     """Whether the plan is the result (a dry run, or --plan-out), not only the run's progress."""
     return report.dry_run or (report.plan_file or {}).get("action") == "written"
@@ -140,6 +152,8 @@ def plain_final(report: Report, stream: TextIO) -> None:
     if shows_plan(report):
         for p in report.plan:
             say(plan_line(p))
+    if (pacing := pacing_line(report)) is not None:
+        say(pacing)
     for r in report.refused:
         say(f"  refused: {r}")
     if any(o["outcome"] != WriteOutcome.UNCHANGED for o in report.outcomes):

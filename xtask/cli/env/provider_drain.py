@@ -19,26 +19,27 @@ from agn.model import MAX_SLOW_START_SECONDS, MIN_SLOW_START_SECONDS
 from xtask.cli.complete import complete_context, complete_gateway, complete_provider
 from xtask.cli.env import VERBOSE_HELP
 from xtask.cli.env.drain_view import PlainReporter, plain_final
+from xtask.cli.env.gate_options import gate_options, gate_values
 from xtask.cli.env.options import namespace_type, object_name_type, output_option
 from xtask.cli.env.session_options import SESSION_DEADLINE, WAIT_SESSIONS
 from xtask.cli.formats import REPORT_FORMATS, TABLE, emit_report
 from xtask.cli.helptext import Example, HelpMixin
 from xtask.cli.output import err_console, fancy, out_console, printable
+from xtask.drain.core.defaults import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_SOAK,
+    DEFAULT_TIMEOUT,
+    MAX_CONCURRENCY,
+    ON_BREACH,
+)
 from xtask.drain.core.holds import MAX_EXPIRES_SECONDS, holder_problem, override_problem, ticket_problem
 from xtask.drain.core.lock import DEFAULT_LOCK_TIMEOUT, MAX_LOCK_TIMEOUT
 from xtask.drain.core.plandoc import PLANNED_FLAGS
-from xtask.drain.core.request import (
-    DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_SOAK,
-    MAX_CONCURRENCY,
-    ON_BREACH,
-    DrainRequest,
-)
+from xtask.drain.core.request import DrainRequest
 from xtask.drain.core.selection import Selector
 from xtask.drain.edges.journal import journal_dir as default_journal_dir
 from xtask.drain.edges.preflight import usable_journal_dir
-from xtask.drain.gates import gate_flags
-from xtask.drain.gates.base import GateFlag
 from xtask.drain.report import Report
 from xtask.drain.run import run_drain
 from xtask.errors import ExitCode, RefusedError, UsageError, exit_codes_epilog
@@ -106,9 +107,8 @@ TARGETS = (
         "--timeout",
         type=DurationType(minimum=1),
         metavar="DURATION",
-        default=120.0,
-        show_default=True,
-        help="How long to wait for convergence: seconds, or 90s, 5m, 1.5h (docs/provider-drain.md).",
+        help=f"How long to wait for convergence: seconds, or 90s, 5m, 1.5h (default: {DEFAULT_TIMEOUT:.0f}; "
+        "docs/provider-drain.md).",
     ),
     click.option(
         "--wait-idle",
@@ -180,8 +180,9 @@ SAFETY = (
         "--plan",
         type=NonEmptyPath(exists=True, dir_okay=False, path_type=Path),
         metavar="FILE",
-        help="Apply exactly the plan in FILE (made with --plan-out): its selection and operation, refused (exit 3) "
-        "if anything it records changed since. Selection and operation flags are not allowed with it.",
+        help="Apply exactly the plan in FILE (made with --plan-out): its selection, operation and pacing (soak, "
+        "gates, --on-breach, --concurrency, --qps, the waits and their timeouts), refused (exit 3) if anything it "
+        "records changed since. The flags it fixes are not allowed with it (exit 2).",
     ),
     click.option(
         "--max-plan-age",
@@ -261,9 +262,7 @@ WRITES = (
         "--concurrency",
         type=int,
         metavar="N",
-        default=8,
-        show_default=True,
-        help=f"Patch requests in flight at most (1-{MAX_CONCURRENCY}).",
+        help=f"Patch requests in flight at most (1-{MAX_CONCURRENCY}; default: {DEFAULT_CONCURRENCY}).",
     ),
     click.option(
         "--qps", type=FiniteFloat(min=0.1), metavar="QPS", help="Limit patch requests per second (default: no limit)."
@@ -293,46 +292,19 @@ def option_groups() -> list[tuple[str, str, tuple[Any, ...]]]:
     ]
 
 
-def gate_options() -> list[Any]:
-    """The click options of every wave gate's flags, as each gate declares them (an older name
-    of a flag becomes a hidden option of its own, merged by :func:`gate_values`)."""
-    out: list[Any] = []
-    for flag in gate_flags():
-        kwargs: dict[str, Any] = {"metavar": flag.metavar, "type": flag.type, "multiple": flag.multiple}
-        out.append(click.option(flag.name, flag.key, help=flag.help, **kwargs))
-        if flag.alias is not None:
-            out.append(click.option(flag.alias, _alias_key(flag), hidden=True, **kwargs))
-    return out
-
-
-def _alias_key(flag: GateFlag) -> str:
-    return f"{flag.key}__alias"
-
-
-def gate_values(flags: dict[str, Any]) -> dict[str, Any]:
-    """Take every gate flag's value out of ``flags`` (an alias's values join its flag's)."""
-    values = {}
-    for flag in gate_flags():
-        value = flags.pop(flag.key, None)
-        alias = flags.pop(_alias_key(flag), None) if flag.alias is not None else None
-        if flag.multiple:
-            value = tuple(value or ()) + tuple(alias or ())
-        elif value is None:
-            value = alias
-        if flag.given(value):
-            values[flag.key] = value
-    return values
-
-
 def drain_request(*, plan: Path | None = None, **flags: Any) -> DrainRequest:
     """The run the flags ask for: a usage error when they contradict one another, and (unless a
     dry run) an error when the journal folder cannot hold a journal. With ``--plan``, the plan
-    gives the selection and the operation (read and checked here, before any API request)."""
+    gives the selection, the operation and the pacing (read and checked here, before any API
+    request): a flag it fixes given with it is a usage error naming the flag."""
     if plan is None:
         return _request(**flags)
-    given = [f.flag for f in PLANNED_FLAGS if flags.get(f.key, f.unset) != f.unset]
+    given = [f.flag for f in PLANNED_FLAGS if f.given(flags)]
     if given:
-        raise UsageError(f"--plan applies the plan's selection and operation: do not give {', '.join(given)} with it")
+        raise UsageError(
+            f"--plan applies the plan's selection, operation and pacing: do not give {', '.join(given)} with it",
+            hint="make a new plan with --plan-out to change them",
+        )
     if flags.get("plan_out") is not None:
         raise UsageError("--plan-out makes a plan and --plan applies one: give one of them")
     from xtask.drain.edges.planfile import load_plan  # plans load when a flag names one
@@ -345,6 +317,11 @@ def drain_request(*, plan: Path | None = None, **flags: Any) -> DrainRequest:
     return _request(**flags, namespace=loaded.namespace, plan=loaded)
 
 
+# Flags whose default the request holds: the command line leaves them None when not given, so
+# that --plan can tell a flag given from one at its default.
+_REQUEST_DEFAULTS = ("concurrency", "timeout")
+
+
 def _request(
     *,
     provider: str | None,
@@ -355,6 +332,9 @@ def _request(
     journal_dir: Path | None,
     **flags: Any,
 ) -> DrainRequest:
+    for key in _REQUEST_DEFAULTS:  # not given (or not recorded by the plan): the request's default
+        if flags.get(key) is None:
+            flags.pop(key, None)
     if flags.get("plan_out") is not None:
         from xtask.drain.edges.planfile import plan_format
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 
 from agn.model import MAX_SESSION_DEADLINE_SECONDS, MIN_SESSION_DEADLINE_SECONDS
-from xtask.drain.core.request import DEFAULT_SESSIONS_TIMEOUT
+from xtask.drain.core.defaults import DEFAULT_SESSIONS_TIMEOUT
 from xtask.params import DurationType
 
 SESSION_DEADLINE = click.option(

@@ -20,6 +20,13 @@ from agn.model import (
 )
 from agn.yamltext import show
 from xtask.drain.core.amounts import Amount
+from xtask.drain.core.defaults import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_SOAK,
+    DEFAULT_TIMEOUT,
+    MAX_CONCURRENCY,
+    ON_BREACH,
+)
 from xtask.drain.core.holds import MAX_EXPIRES_SECONDS, holder_problem, override_problem, ticket_problem
 from xtask.drain.core.lock import DEFAULT_LOCK_TIMEOUT, MAX_LOCK_TIMEOUT
 from xtask.drain.core.selection import Selector
@@ -29,11 +36,6 @@ if TYPE_CHECKING:
     from xtask.drain.core.plandoc import LoadedPlan
 
 FIELD_MANAGER = "agn-xtask-provider-drain"
-MAX_CONCURRENCY = 64
-DEFAULT_IDLE_TIMEOUT = 300.0
-DEFAULT_SESSIONS_TIMEOUT = 600.0
-DEFAULT_SOAK = 30.0
-ON_BREACH = ("hold", "restore")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,9 +50,9 @@ class DrainRequest:
     dry_run: bool = False
     network: str | None = None
     consumers: tuple[str, ...] = ()
-    concurrency: int = 8
+    concurrency: int = DEFAULT_CONCURRENCY
     qps: float | None = None
-    timeout: float = 120.0
+    timeout: float = DEFAULT_TIMEOUT
     reason: str | None = None
     force: bool = False
     journal_dir: Path | None = None

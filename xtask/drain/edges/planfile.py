@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import click
+
 from agn.inputfile import YAML_INPUT_LIMIT, read_regular
 from agn.objects import parse_time, rfc3339
 from agn.outputfile import write_atomic
@@ -29,8 +31,9 @@ from agn.yamltext import YamlProblem, parse_yaml, show
 from xtask.drain.core.amounts import Amount
 from xtask.drain.core.changes import raw_drain
 from xtask.drain.core.holds import holds_of
-from xtask.drain.core.plandoc import LoadedPlan, planned_arguments
+from xtask.drain.core.plandoc import PACING_FLAGS, LoadedPlan, pacing_doc, planned_arguments
 from xtask.drain.core.request import DrainRequest
+from xtask.drain.gates import gate_flags
 from xtask.errors import RefusedError, UsageError
 from xtask.reports import API_VERSION, PROVIDER_DRAIN_PLAN
 from xtask.resources import data_dir
@@ -137,6 +140,7 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
                 "expiresIn": req.expires_in,
                 "releaseAll": req.release_all,
             },
+            "pacing": pacing_doc(req),
         },
     }
     doc["metadata"]["digest"] = plan_digest(doc)
@@ -198,6 +202,7 @@ SCHEMA_FILE = data_dir("schemas") / "provider-drain-plan.schema.json"
 _TYPE_WORDS = {
     "string": "a string",
     "integer": "an integer",
+    "number": "a number",
     "boolean": "a boolean",
     "null": "null",
     "array": "a list",
@@ -267,6 +272,36 @@ def plan_problems(doc: Any) -> list[str]:
     selector = doc["spec"]["selector"]
     if (selector["provider"] is None) == (selector["gateway"] is None):
         problems.append("spec.selector must name exactly one of provider and gateway")
+    return problems + gate_problems((doc["spec"].get("pacing") or {}).get("gates") or {})
+
+
+def gate_problems(gates: Mapping[str, Any]) -> list[str]:
+    """What is wrong with a plan's ``spec.pacing.gates``: a field no wave gate declares, or a
+    value its flag would not take on the command line (checked by the flag's own type)."""
+    flags = {f.field: f for f in PACING_FLAGS if f.gate}
+    types = {f.key: f.type for f in gate_flags()}
+    problems = []
+    for field, value in gates.items():
+        where = f"spec.pacing.gates.{field}"
+        if field not in flags:
+            problems.append(f"{where}: unknown field (no wave gate takes it)")
+            continue
+        flag = flags[field]
+        values = value if isinstance(value, list) else [] if value is None else [value]
+        if isinstance(value, list) != (flag.unset == ()):
+            problems.append(
+                f"{where} must be {'a list' if flag.unset == () else 'one value or null'}, got {show(value)}"
+            )
+            continue
+        for one in values:
+            kind = types[flag.key]
+            try:
+                if isinstance(one, bool) or (kind is None and not isinstance(one, str)):
+                    raise click.BadParameter(f"{show(one)} is not a value of {flag.flag}")
+                if kind is not None:
+                    kind.convert(one, None, None)
+            except click.BadParameter as exc:
+                problems.append(f"{where} ({flag.flag}): {exc.message}")
     return problems
 
 
