@@ -83,9 +83,15 @@ class CredentialsError(Exception):
 def refused_message(method_path: str, code: int, ref: SecretRef | None) -> tuple[str, str]:
     """(reason, message) for an engine's 401 or 403 answer to ``method_path`` ("GET /metrics")."""
     reason, words = (UNAUTHORIZED, "401 Unauthorized") if code == 401 else (REFUSED, f"{code} Forbidden")
+    return reason, f"{method_path}: {words}; {refusal_hint(ref)}"
+
+
+def refusal_hint(ref: SecretRef | None) -> str:
+    """What to check when an engine refused a request: the Secret key the provider names (never
+    its token), or that it names none."""
     if ref is None:
-        return reason, f"{method_path}: {words}; the engine asks for credentials: set spec.authorization"
-    return reason, f"{method_path}: {words}; check spec.authorization.credentials {ref.describe()}"
+        return "the engine asks for credentials: set spec.authorization"
+    return f"check spec.authorization.credentials {ref.describe()}"
 
 
 def token_from(data: Mapping[str, bytes], ref: SecretRef) -> str:

@@ -7,8 +7,11 @@ forbids reading it) nothing is dialled: the provider is unavailable with that re
 ``SecretUnreadable``), as a ServiceMonitor naming a missing Secret is not scraped. An engine's
 401 or 403 becomes a named error (reason ``Unauthorized`` or ``Forbidden``) that says which
 Secret key to check, and makes the next probe read the Secret again (it may have been rotated).
-llama.cpp's server keeps ``/health`` public, so a wrong token leaves it available with its load
-unknown (``MetricsFresh`` False, ``Unauthorized``): not admitted until a scrape succeeds.
+llama.cpp's server keeps ``/health`` public (and ``auto`` asks it after the 401s of the paths
+before it), so a wrong token leaves it available with its load unknown (``MetricsFresh``
+False, ``Unauthorized``): not admitted, as no network admits a provider without a fresh scrape.
+SGLang keeps ``/metrics`` public and answers 401 on ``/get_model_info`` while up: available,
+its condition's message naming the Secret key to check.
 
 No message here or in the outcome ever holds the token.
 """
@@ -22,7 +25,15 @@ from typing import Any
 
 import aiohttp
 
-from agn.credentials import CredentialsError, SecretRef, Tokens, authorization_of, bearer, refused_message
+from agn.credentials import (
+    CredentialsError,
+    SecretRef,
+    Tokens,
+    authorization_of,
+    bearer,
+    refusal_hint,
+    refused_message,
+)
 from agn.objects import metrics_format_of
 from agn.operator.probe_http import probe_endpoint_async
 from agn.operator.provider_status import ProbeOutcome
@@ -72,8 +83,11 @@ def unresolved(exc: CredentialsError, *, now: float) -> ProbeOutcome:
 
 def with_refusals_named(outcome: ProbeOutcome, ref: SecretRef | None) -> ProbeOutcome:
     """``outcome`` with each 401/403 answer named (reason and what to check); the same object
-    when there was none."""
+    when there was none. SGLang's health path answers 401 while it is up behind its key
+    (``health_note``): that note says what to check too, the provider staying available."""
     changes: dict[str, Any] = {}
+    if outcome.health_note and outcome.health_note.startswith("HTTP 401"):
+        changes["health_note"] = f"{outcome.health_note}; {refusal_hint(ref)}"
     for error, reason in (("health_error", "health_reason"), ("metrics_error", "metrics_reason")):
         match = _REFUSED.fullmatch(getattr(outcome, error) or "")
         if match is not None:

@@ -1,10 +1,17 @@
 """One probe of one provider over HTTP: its health (``GET {endpoint}/healthz`` for AGN's fake
-provider, ``/health`` for vLLM, SGLang, TGI and llama.cpp's server) and ``GET {endpoint}/metrics``.
+provider, ``/health`` for vLLM, TGI and llama.cpp's server, ``/get_model_info`` for SGLang, whose
+``/health`` generates a token) and ``GET {endpoint}/metrics``.
 
 The health path follows ``spec.metrics.format`` (:func:`agn.engines.health_paths`): a pinned
-format's own path, one request; ``auto`` asks ``/healthz`` and, only when that answers 404 (no
-such route: a real engine), ``/health``. So a fleet of AGN providers costs what it did, and a
-real engine's URL works unpinned at one extra 404 per probe (pin its format to save it).
+format's own path, one request; ``auto`` asks ``/healthz``, ``/get_model_info`` (SGLang's),
+``/health``, each only when the one before gave no verdict on the server (2xx, 503:
+:func:`agn.engines.is_verdict`): a 404 (no such route) or a 401 (llama-server's ``--api-key``
+guards every path but ``/health``) says nothing about the server. So a fleet of AGN providers
+costs what it did, and a real engine's URL works unpinned at one or two extra requests per probe
+(pin its format to save them). A refused ``/metrics`` is named
+with what to do where the engine says (:func:`agn.engines.metrics_refusal`: llama-server's 501
+wants ``--metrics``); a 401 or 403 is left bare here (``GET /metrics: HTTP 401``) for
+:mod:`.credentials` to name with the provider's ``spec.authorization``.
 
 A probe is exactly at the endpoint as given: no redirects, no proxies from the environment,
 no cookies, and an invalid endpoint is not dialled at all. Its result is a
@@ -27,7 +34,7 @@ from collections.abc import Mapping
 
 import aiohttp
 
-from agn.engines import AUTO, health_paths
+from agn.engines import AUTO, format_of, health_paths, is_verdict, metrics_refusal
 from agn.model import endpoint_valid
 from agn.operator.prometheus import MetricsParseError, load_reading
 from agn.operator.provider_status import ProbeOutcome
@@ -119,19 +126,24 @@ async def probe_health(
     timeout: float,
     metrics_format: str = AUTO,
     headers: Mapping[str, str] | None = None,
-) -> tuple[bool, str | None, str]:
-    """(healthy, error, the path that answered last) of the provider at ``base``: each of the
-    format's health paths in turn, the next one only after a 404 (never after no answer)."""
+) -> tuple[bool, str | None, str, str | None]:
+    """(healthy, error, the path that answered last, a note on a healthy answer) of the provider
+    at ``base``: each of the format's health paths in turn, the next one only after an answer
+    that is no verdict on the server (never after no answer). A 401 is up where the format says
+    its health path answers so behind an API key (SGLang's); the note says so."""
     paths = health_paths(metrics_format)
+    pinned = format_of(metrics_format)
     for i, path in enumerate(paths):
         try:
             code, _ = await http_get(session, f"{base}{path}", timeout=timeout, headers=headers)
         except (aiohttp.ClientError, OSError, ValueError) as exc:
-            return False, f"GET {path}: {_error_text(exc)}", path
+            return False, f"GET {path}: {_error_text(exc)}", path, None
         if 200 <= code < 300:
-            return True, None, path
-        if code != 404 or i == len(paths) - 1:
-            return False, f"GET {path}: HTTP {code}", path
+            return True, None, path, None
+        if code == 401 and pinned is not None and pinned.auth_is_up:
+            return True, None, path, f"HTTP 401: the server is up, behind {pinned.name}'s --api-key"
+        if is_verdict(code) or i == len(paths) - 1:
+            return False, f"GET {path}: HTTP {code}", path, None
     raise AssertionError("unreachable")
 
 
@@ -157,14 +169,14 @@ async def probe_endpoint_async(
             metrics_error="endpoint is invalid; not scraped",
         )
     base = endpoint.rstrip("/")
-    healthy, health_error, path = await probe_health(
+    healthy, health_error, path, note = await probe_health(
         session, base, timeout=timeout, metrics_format=metrics_format, headers=headers
     )
-    seen = ProbeOutcome(now, True, healthy, health_error, health_path=path)
+    seen = ProbeOutcome(now, True, healthy, health_error, health_path=path, health_note=note)
     try:
         code, body = await http_get(session, f"{base}/metrics", timeout=timeout, headers=headers)
         if not 200 <= code < 300:
-            return dataclasses.replace(seen, metrics_error=f"GET /metrics: HTTP {code}")
+            return dataclasses.replace(seen, metrics_error=f"GET /metrics: {metrics_refusal(code, metrics_format)}")
         reading = load_reading(body.decode("utf-8", errors="replace"), format=metrics_format)
         return dataclasses.replace(seen, metrics_ok=True, load=reading)
     except MetricsParseError as exc:

@@ -7,9 +7,13 @@ Which names mean running, waiting and KV-cache usage depends on the exposition's
 own, vLLM's, SGLang's, TGI's or llama.cpp's server's (:mod:`agn.engines`, docs/engines.md). The
 format is pinned per provider (``spec.metrics.format``) or detected from the metric namespaces
 the text carries; text that carries two engines' metrics is an error (:class:`MetricsFormatError`),
-not a guess. Several series of one count (data-parallel ranks, model labels) are summed; the
-KV-cache usage of several series is the fullest one's (a fraction of each rank's own cache:
-summing them would pass 1).
+not a guess. Several series of one count are chosen per format (:func:`count_of`): those of
+different data-parallel ranks or models are summed; schedulers that report the same batch
+(SGLang's tensor, pipeline and expert ranks) are read once; a total published beside its split
+(SGLang's ``priority=""`` beside each priority) is read, not its split again. The KV-cache usage
+of several series is the fullest one's (a fraction of each rank's own cache: summing them would
+pass 1). A gauge an engine renders only once set (TGI's) reads 0 when the scrape carries the
+engine's other series: it was never set, nothing was ever queued or batched.
 
 Samples are matched by their exact name. The parser follows the exposition format's typing
 rules, so a provider that declares ``# TYPE agn_provider_waiting counter`` has its samples
@@ -25,10 +29,11 @@ import math
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from agn.engines import AGN, AUTO, FORMAT_NAMES, FORMATS, Format
+from agn.engines import AGN, AUTO, FORMAT_NAMES, FORMATS, Format, no_metrics_note
 
 RUNNING = AGN.running
 WAITING = AGN.waiting
+NO_KNOWN_METRIC = "the scrape has no metric of a known format (a vLLM started with --disable-log-stats exports none)"
 
 
 class MetricsParseError(ValueError):
@@ -55,6 +60,7 @@ class LoadReading:
     waiting: int | None
     kv_cache_usage: float | None = None  # a fraction, 1 is full
     format: str | None = None  # the format it was read as; None when no known metric was there
+    note: str | None = None  # why the numbers are missing, for a person: a scrape without the engine's metrics
 
 
 def parse_samples(text: str) -> list[Sample]:
@@ -71,13 +77,36 @@ def parse_samples(text: str) -> list[Sample]:
 
 def gauge(samples: list[Sample], name: str) -> float | None:
     """The unlabelled sample of ``name``; else the sum of its labelled samples; else None (absent)."""
+    return count_of(samples, name, AGN)
+
+
+def count_of(samples: list[Sample], name: str, fmt: Format) -> float | None:
+    """One count from the series of ``name`` as ``fmt`` publishes them; None when absent.
+
+    The unlabelled sample, if any. Else: only the totals where ``fmt.total_label`` splits them
+    (its empty value, or no such label, beside the split series); per scheduler the sum of what
+    is left (the split, when no total is published); of the schedulers that differ only by
+    ``fmt.replica_labels`` (one batch, reported by each rank) the largest; summed over the rest
+    (data-parallel ranks, engines, models)."""
     matching = [s for s in samples if s.name == name]
     if not matching:
         return None
     plain = [s for s in matching if not s.labels]
     if plain:
         return plain[-1].value
-    return math.fsum(s.value for s in matching)
+    split = fmt.total_label
+    if split is not None:
+        totals = [s for s in matching if dict(s.labels).get(split, "") == ""]
+        matching = totals or matching
+    per_scheduler: dict[tuple, list[float]] = {}
+    for s in matching:
+        key = tuple(kv for kv in s.labels if kv[0] != split)
+        per_scheduler.setdefault(key, []).append(s.value)
+    per_batch: dict[tuple, float] = {}
+    for key, values in per_scheduler.items():
+        batch = tuple(kv for kv in key if kv[0] not in fmt.replica_labels)
+        per_batch[batch] = max(per_batch.get(batch, -math.inf), math.fsum(values))
+    return math.fsum(per_batch.values())
 
 
 def fullest(samples: list[Sample], name: str) -> float | None:
@@ -133,11 +162,19 @@ def load_reading(text: str, *, format: str = AUTO) -> LoadReading:
     samples = parse_samples(text)
     fmt = reading_format(samples, format)
     if fmt is None:
-        return LoadReading(running=None, waiting=None)
+        return LoadReading(running=None, waiting=None, note=NO_KNOWN_METRIC)
+    own = any(s.name.startswith(fmt.namespace) for s in samples)
+    unset = 0.0 if fmt.lazy_gauges and own else None  # TGI: never set, so never queued or batched
+
+    def count(name: str) -> int | None:
+        value = count_of(samples, name, fmt)
+        return _count(unset if value is None else value)
+
     kv = next((v for n in fmt.kv_names() if (v := fullest(samples, n)) is not None), None)
     return LoadReading(
-        running=_count(gauge(samples, fmt.running)),
-        waiting=_count(gauge(samples, fmt.waiting)),
+        running=count(fmt.running),
+        waiting=count(fmt.waiting),
         kv_cache_usage=_fraction(kv),
         format=fmt.name,
+        note=None if own else no_metrics_note(fmt),
     )

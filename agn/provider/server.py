@@ -2,22 +2,28 @@
 
 Endpoints:
 - ``GET /healthz`` — 200 ``ok`` while healthy, 503 otherwise. With ``--metrics-format`` of a
-  real engine (vllm, sglang, tgi, llamacpp) it is ``GET /health`` instead, where those engines
-  serve it, and ``/healthz`` is 404 as on them.
+  real engine it is where that engine answers instead (:data:`agn.engines.FORMATS`: ``/health``
+  for vllm, tgi, llamacpp; SGLang's ``/get_model_info``), and ``/healthz`` is 404 as on them.
+  SGLang's own ``/health`` generates a token: the fake answers it after ``healthGenerateSeconds``
+  (1 s, as SGLang's handler waits at least a second) and counts it (``healthGenerations``).
 - ``GET /metrics`` — Prometheus text with ``agn_provider_running`` and (unless turned off)
   ``agn_provider_waiting``, or the engine's own names in its shape (:mod:`.expositions`);
-  404 while metrics export is off, so a prober sees them go stale.
+  while metrics export is off, 404 (501 with llama-server's message for ``llamacpp``, whose
+  endpoint is off without ``--metrics``), so a prober sees them go stale.
 - ``POST /v1/completions`` — answers ``{"provider": NAME, ...}`` so callers see who served.
 - ``GET|POST /admin/state`` — loopback-only switches for tests: ``healthy``, ``metrics``,
   ``exportWaiting``, ``waiting``, ``kvCacheUsage`` (0 to 1), ``delaySeconds`` (how long ``/healthz`` and ``/metrics``
-  take to answer: a slow provider), ``holdCompletions``. They drive hard failures for real,
-  over HTTP. While ``holdCompletions`` is true, completions are accepted and then held in
+  take to answer: a slow provider), ``engineMetrics`` (false: /metrics without the engine's
+  metrics, as vLLM's ``--disable-log-stats``), ``prioritySplit`` (SGLang's
+  ``--enable-priority-scheduling`` series), ``healthGenerateSeconds``, ``holdCompletions``.
+  They drive hard failures for real, over HTTP. While ``holdCompletions`` is true, completions are accepted and then held in
   flight (counted in ``agn_provider_running``) until it is set false again: real running
   requests. While ``failCompletions`` is true, completions are answered 500 (``/healthz``
   stays as ``healthy`` says): a provider that is admitted and fails what it serves.
-  ``apiKeys`` (a list; write-only, ``apiKeyRequired`` shows whether any is set) makes it
-  check an API key exactly as llama.cpp's server does with ``--api-key`` (:data:`PUBLIC_ROUTES`,
-  :data:`INVALID_API_KEY`); ``--api-key-file`` sets them at start.
+  ``apiKeys`` (a list; write-only, ``apiKeyRequired`` shows whether any is set) makes it an
+  engine started with ``--api-key``: 401 without one of the keys on every path that format's
+  engine guards, with that engine's body (:mod:`.apikey`; llama.cpp's exactly);
+  ``--api-key-file`` sets them at start.
 
 Under ``/pool/<name>/`` every endpoint answers for a provider ``name`` with its own state
 (created on first use, starting from the process's flags), so one process stands in for many
@@ -38,7 +44,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hmac
 import json
 import re
 import threading
@@ -50,9 +55,12 @@ from aiohttp import web
 
 from agn.engines import FORMATS
 from agn.httpserve import JSON, LOOPBACK, TEXT
+from agn.provider import apikey
+from agn.provider.apikey import api_keys
 from agn.provider.expositions import Load, exposition
 
 HOLD_LIMIT_SECONDS = 600
+LLAMACPP_NO_METRICS = "This server does not support metrics endpoint. Start it with `--metrics`"
 MAX_DELAY = 30.0
 POOL_PATH = re.compile(r"/pool/([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)(/.*)?")  # used with fullmatch
 
@@ -73,7 +81,12 @@ class ProviderState:
     health_checks: int = 0  # its health path answered (/healthz or /health): how often a prober looked
     metrics_format: str = "agn"  # the exposition served, and so the health path (agn.engines)
     kv_cache_usage: float = 0.0
-    api_keys: tuple[str, ...] = ()  # llama.cpp's --api-key: required on every route but the public ones
+    api_keys: tuple[str, ...] = ()  # an engine's --api-key: required where that engine wants it (.apikey)
+    engine_metrics: bool = True
+    priority_split: bool = False
+    queued_ever: bool = False  # a completion arrived or waiting was set (TGI's lazy queue gauge)
+    health_generate_seconds: float = 1.0
+    health_generations: int = 0  # SGLang's generating /health answered
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
     released: threading.Condition = dataclasses.field(init=False, repr=False)
 
@@ -97,6 +110,10 @@ class ProviderState:
                 "failCompletions": self.fail_completions,
                 "failed": self.failed,
                 "apiKeyRequired": bool(self.api_keys),  # the keys themselves are never shown
+                "engineMetrics": self.engine_metrics,
+                "prioritySplit": self.priority_split,
+                "healthGenerateSeconds": self.health_generate_seconds,
+                "healthGenerations": self.health_generations,
             }
 
     def update(self, changes: dict[str, Any]) -> None:
@@ -109,8 +126,11 @@ class ProviderState:
             "failCompletions": ("fail_completions", bool),
             "delaySeconds": ("delay_seconds", float),
             "kvCacheUsage": ("kv_cache_usage", float),
+            "engineMetrics": ("engine_metrics", bool),
+            "prioritySplit": ("priority_split", bool),
+            "healthGenerateSeconds": ("health_generate_seconds", float),
         }
-        limits = {"delaySeconds": MAX_DELAY, "kvCacheUsage": 1.0}
+        limits = {"delaySeconds": MAX_DELAY, "kvCacheUsage": 1.0, "healthGenerateSeconds": MAX_DELAY}
         changes = dict(changes)
         keys = api_keys(changes.pop("apiKeys")) if "apiKeys" in changes else None
         unknown = set(changes) - set(fields)
@@ -130,6 +150,7 @@ class ProviderState:
                 ):
                     raise ValueError(f"{key} must be a number within 0 and {limits[key]:g}")
                 setattr(self, attr, float(value) if typ is float else value)
+            self.queued_ever = self.queued_ever or self.waiting > 0
             self.released.notify_all()
 
     # -- a completion, for both servers ---------------------------------------------------------
@@ -145,6 +166,7 @@ class ProviderState:
         """Count a completion as running; whether it is to be held (holdCompletions)."""
         with self.lock:
             self.running += 1
+            self.queued_ever = True
             return self.hold_completions
 
     def wait_released(self) -> None:
@@ -163,8 +185,17 @@ class ProviderState:
 
     @property
     def health_path(self) -> str:
-        """Where this provider answers its health: ``/healthz`` (AGN), ``/health`` (the engines)."""
+        """Where this provider answers its health: ``/healthz`` (AGN), ``/health`` (vLLM, TGI,
+        llama.cpp), ``/get_model_info`` (SGLang)."""
         return FORMATS[self.metrics_format].health_path
+
+    def refuses(self, route: str, headers: Mapping[str, str]) -> bool:
+        """Whether a request for ``route`` with ``headers`` is refused for want of an API key
+        (:mod:`.apikey`: where the format's engine wants one, while any is set)."""
+        keys = self.api_keys
+        if not keys or not apikey.guarded(self.metrics_format, route, sglang_open=(GENERATING_HEALTH, "/metrics")):
+            return False
+        return not apikey.authorized(keys, headers)
 
     def metrics_text(self) -> str:
         with self.lock:
@@ -175,6 +206,9 @@ class ProviderState:
                 export_waiting=self.export_waiting,
                 kv_cache_usage=self.kv_cache_usage,
                 served=self.served,
+                queued_ever=self.queued_ever,
+                engine_metrics=self.engine_metrics,
+                priority_split=self.priority_split,
             )
         return exposition(self.metrics_format, load)
 
@@ -203,8 +237,9 @@ class ProviderPool:
             return state
 
 
-ROUTES = ("/healthz", "/health", "/metrics", "/admin/state", "/v1/completions")
-HEALTH_ROUTES = ("/healthz", "/health")
+ROUTES = ("/healthz", "/health", "/get_model_info", "/metrics", "/admin/state", "/v1/completions")
+HEALTH_ROUTES = ("/healthz", "/health", "/get_model_info")
+GENERATING_HEALTH = "/health (generating)"  # SGLang's /health: a one-token generation
 METRICS_TYPE = "text/plain; version=0.0.4"
 SERVER_NAME = "agn-fake-provider/0.1"
 
@@ -220,7 +255,12 @@ def target(root: ProviderState, pool: ProviderPool, raw_path: str) -> tuple[Prov
         state, path = pool.get(match.group(1)), match.group(3) or "/"
     route = next((r for r in ROUTES if path == r or path.endswith(r)), path)
     if route in HEALTH_ROUTES:
-        route = "/health" if route == state.health_path else f"{route} (not this format's)"
+        if route == state.health_path:
+            route = "/health"
+        elif route == "/health" and state.metrics_format == "sglang":
+            route = GENERATING_HEALTH
+        else:
+            route = f"{route} (not this format's)"
     return state, route
 
 
@@ -229,31 +269,6 @@ def target(root: ProviderState, pool: ProviderPool, raw_path: str) -> tuple[Prov
 # standard listen backlog of 5 drops the rest of a burst; the kernel retransmits a dropped SYN
 # only after a second — past a probe's timeout, so a healthy provider read as down.
 FLEET_BACKLOG = 512
-
-
-# llama.cpp's server with --api-key (tools/server/server-http.cpp): every path needs the key but
-# these (and its web UI's assets); the key comes as "Authorization: Bearer KEY" (the "Bearer "
-# prefix optional) or "X-Api-Key: KEY"; anything else is this 401. The fake's own health path
-# stands in for /health, and /admin/state (loopback-only, the tests' switch) needs no key.
-PUBLIC_ROUTES = frozenset({"/health", "/v1/health", "/models", "/v1/models", "/", "/admin/state"})
-INVALID_API_KEY = {"error": {"message": "Invalid API Key", "type": "authentication_error", "code": 401}}
-
-
-def api_keys(value: object) -> tuple[str, ...]:
-    """The keys of an ``apiKeys`` admin change: a list of non-empty strings (empty: no key needed)."""
-    if not isinstance(value, list) or not all(isinstance(k, str) and k for k in value):
-        raise ValueError("apiKeys must be a list of non-empty strings")
-    return tuple(value)
-
-
-def authorized(state: ProviderState, route: str, headers: Mapping[str, str]) -> bool:
-    """Whether a request for ``route`` with ``headers`` passes llama.cpp's API key check."""
-    keys = state.api_keys
-    if not keys or route in PUBLIC_ROUTES:
-        return True
-    given = headers.get("Authorization") or headers.get("X-Api-Key") or ""
-    given = given.removeprefix("Bearer ")
-    return any(hmac.compare_digest(given.encode(), key.encode()) for key in keys)
 
 
 def _response(code: int, body: bytes, content_type: str = TEXT) -> web.Response:
@@ -279,8 +294,8 @@ class _AsyncProvider:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         state, route = target(self.root, self.pool, request.raw_path)
-        if not authorized(state, route, request.headers):
-            return _json(401, INVALID_API_KEY)
+        if state.refuses(route, request.headers):
+            return _json(401, apikey.refusal(state.metrics_format))
         if request.method == "GET":
             return await self._get(request, state, route)
         if request.method != "POST":
@@ -303,6 +318,8 @@ class _AsyncProvider:
         return _response(404, b"not found\n")
 
     async def _get(self, request: web.Request, state: ProviderState, route: str) -> web.StreamResponse:
+        if route == GENERATING_HEALTH:
+            return await self._generating_health(state)
         if route in ("/health", "/metrics"):
             delay = state.snapshot()["delaySeconds"]
             if delay:
@@ -315,12 +332,26 @@ class _AsyncProvider:
         if route == "/metrics":
             if state.snapshot()["metrics"]:
                 return _response(200, state.metrics_text().encode(), METRICS_TYPE)
+            if state.metrics_format == "llamacpp":
+                return _json(
+                    501, {"error": {"code": 501, "message": LLAMACPP_NO_METRICS, "type": "not_supported_error"}}
+                )
             return _response(404, b"metrics export disabled\n")
         if route == "/admin/state":
             if request.remote != "127.0.0.1":
                 return _response(403, b"admin is loopback-only\n")
             return _json(200, state.snapshot())
         return _response(404, b"not found\n")
+
+    async def _generating_health(self, state: ProviderState) -> web.StreamResponse:
+        """SGLang's /health: 503 when down, else 200 once a one-token generation answered."""
+        snap = state.snapshot()
+        if not snap["healthy"]:
+            return _response(503, b"")
+        await asyncio.sleep(snap["healthGenerateSeconds"])
+        with state.lock:
+            state.health_generations += 1
+        return _response(200, b"")
 
     async def _complete(self, request: web.Request, state: ProviderState, body: Any) -> web.StreamResponse:
         refusal = state.refused_completion()

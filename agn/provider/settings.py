@@ -21,12 +21,14 @@ class ProviderSettings:
     metrics_format: str = setting(
         "agn",
         choices=tuple(FORMATS),
-        help="serve /metrics as this engine does, and health where it does (agn: /healthz; the others: /health)",
+        help="serve /metrics as this engine does, and health where it does "
+        "(agn: /healthz; sglang: /get_model_info; the others: /health)",
     )
     api_key_file: str = setting(
         "",
-        help="require an API key as llama.cpp's server does with --api-key-file: one key per line of this file; "
-        "only the health path and /admin/state are answered without one (401 otherwise)",
+        help="require an API key as the engine of --metrics-format does with --api-key (llama.cpp's "
+        "--api-key-file: one key per line of this file), on the paths that engine guards "
+        "(llama.cpp: all but its health path; 401 otherwise); /admin/state never needs one",
     )
 
 

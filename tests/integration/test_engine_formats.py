@@ -3,11 +3,14 @@ server's expositions (and AGN's own), health where each engine serves it, probed
 operator against the real API server; ``provider-drain --wait-idle`` run through the real CLI.
 
 Load is real in-flight completions (``holdCompletions``) and a queue set over each fake's
-loopback ``/admin/state``. docs/engines.md is the table these names come from."""
+loopback ``/admin/state``. docs/engines.md is the table these names come from. Every format
+is detected (``auto``): SGLang's health is read at ``/get_model_info``, asked before ``/health``,
+which on SGLang generates a token."""
 
 from __future__ import annotations
 
 import threading
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -23,7 +26,7 @@ ENGINES = ("agn", "vllm", "sglang", "tgi", "llamacpp")
 NAMES = {fmt: f"p-{fmt}" for fmt in ENGINES}
 # Every engine's provider under one gateway (drained together); p-spare keeps the group served.
 LAYOUT = {**{name: ("gw-e", "chat", 0) for name in NAMES.values()}, "p-spare": ("gw-s", "chat", 1)}
-KV = {"vllm": 0.6, "sglang": 0.6, "llamacpp": 0.6}  # published to tenths; TGI and AGN export none
+KV = {"vllm": 0.6, "sglang": 0.6}  # published to tenths; TGI, llama.cpp (today) and AGN export none
 
 
 @pytest.fixture
@@ -38,6 +41,15 @@ def admin(env: DrainEnv, provider: str, **state) -> None:
 
 def status(env: DrainEnv, provider: str) -> dict:
     return env.provider(provider).get("status") or {}
+
+
+def condition(env: DrainEnv, provider: str, type_: str) -> dict:
+    return next((c for c in status(env, provider).get("conditions") or () if c["type"] == type_), {"message": ""})
+
+
+def http_text(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return resp.read().decode()
 
 
 def by_provider(report: dict) -> dict[str, dict]:
@@ -63,6 +75,9 @@ def hold_one_request_each(env: DrainEnv) -> list[threading.Thread]:
 def test_each_engine_reports_its_load_and_wait_idle_finishes_once_requests_end(env: DrainEnv):
     for name in NAMES.values():
         admin(env, name, waiting=2, kvCacheUsage=0.63)
+    # SGLang with --enable-priority-scheduling (each count as a total and again by priority),
+    # whose generating /health takes longer than the operator's 1 s probe timeout.
+    admin(env, NAMES["sglang"], prioritySplit=True, healthGenerateSeconds=3.0)
     threads = hold_one_request_each(env)
     try:
         run = env.spawn("--gateway", "gw-e", "--wait-idle", "--idle-timeout", "120", *env.targets())
@@ -90,6 +105,7 @@ def test_each_engine_reports_its_load_and_wait_idle_finishes_once_requests_end(e
         assert f"idle-wait {name}: idle (running 0, waiting 0" in run.output
     assert run.output.splitlines()[-1].startswith("ok: drained, serving on c-a, c-b, and idle: ")
     assert all(env.drain_value(name) is True for name in NAMES.values())
+    assert http_json(f"{env.urls[NAMES['sglang']]}/admin/state")["healthGenerations"] == 0  # never generated
 
 
 def test_an_engine_without_its_waiting_metric_is_unknown_and_the_wait_times_out(env: DrainEnv):
@@ -101,12 +117,64 @@ def test_an_engine_without_its_waiting_metric_is_unknown_and_the_wait_times_out(
     providers = by_provider(report)
     for fmt, name in NAMES.items():
         p = providers[name]
+        if fmt == "tgi":  # TGI renders tgi_queue_size only once set: absent is never queued
+            assert p["lastReading"]["waiting"] == 0 and "does not export" not in p["detail"], p
+            continue
         assert p["state"] == "unknown", p
         assert p["detail"] == f"the provider does not export {FORMATS[fmt].waiting}", p
         assert p["lastReading"]["running"] == 0 and "waiting" not in p["lastReading"]  # absent, not 0
         assert status(env, name)["probe"]["metricsFormat"] == fmt
     assert "the drain stays applied" in report["summary"]
     assert all(env.drain_value(name) is True for name in NAMES.values())
+
+
+def test_a_tgi_that_served_nothing_is_idle_and_wait_idle_finishes(env: DrainEnv):
+    tgi = NAMES["tgi"]
+    text = http_text(f"{env.urls[tgi]}/metrics")
+    assert "tgi_batch_max_total_tokens" in text and "tgi_queue_size" not in text  # as TGI: never set
+    assert "tgi_batch_current_size" not in text
+    code, report = env.run_json("--provider", tgi, "--wait-idle", "--idle-timeout", "60", *env.targets())
+    assert code == 0, report
+    p = by_provider(report)[tgi]
+    assert p["state"] == "idle" and (p["lastReading"]["running"], p["lastReading"]["waiting"]) == (0, 0), p
+    assert status(env, tgi)["probe"]["metricsFormat"] == "tgi"
+
+
+def test_a_vllm_without_its_metrics_is_unknown_and_says_disable_log_stats(env: DrainEnv):
+    vllm = NAMES["vllm"]
+    admin(env, vllm, engineMetrics=False)  # as vLLM started with --disable-log-stats
+    wait_for(
+        lambda: "--disable-log-stats" in condition(env, vllm, "MetricsFresh")["message"],
+        what="p-vllm's MetricsFresh naming --disable-log-stats",
+    )
+    assert condition(env, vllm, "MetricsFresh")["status"] == "True"  # a successful scrape, of nothing
+    code, report = env.run_json("--provider", vllm, "--wait-idle", "--idle-timeout", "3", *env.targets())
+    assert code == 9, report
+    p = by_provider(report)[vllm]
+    assert p["state"] == "unknown" and "--disable-log-stats" in p["detail"], p
+
+
+def test_a_llama_server_behind_a_key_stays_available_and_its_refusals_are_named(env: DrainEnv):
+    llama = NAMES["llamacpp"]
+    admin(env, llama, apiKeys=["engine-key"])  # --api-key: 401 on every path but /health
+    wait_for(
+        lambda: "401 Unauthorized" in status(env, llama).get("probe", {}).get("metricsError", ""),
+        what="p-llamacpp's metricsError naming the authorization",
+    )
+    s = status(env, llama)
+    assert s["probe"]["healthy"] is True and condition(env, llama, "Available")["status"] == "True", s
+    # The provider names no Secret: the refusal says to set spec.authorization.
+    assert s["probe"]["metricsError"] == (
+        "GET /metrics: 401 Unauthorized; the engine asks for credentials: set spec.authorization"
+    ), s
+    admin(env, llama, apiKeys=[], metrics=False)  # started without --metrics: 501
+    wait_for(
+        lambda: (
+            status(env, llama).get("probe", {}).get("metricsError")
+            == "GET /metrics: HTTP 501: metrics endpoint off (start llama-server with --metrics)"
+        ),
+        what="p-llamacpp's metricsError naming --metrics",
+    )
 
 
 @pytest.fixture

@@ -92,7 +92,8 @@ def test_tests_and_benches_pass_settings_by_field_name():
 def test_a_fake_serving_an_engines_format_is_checked_where_that_engine_serves_health(fmt):
     fake = components.fake_provider("p", port=8080, metrics_format=fmt)
     assert provider_settings(list(fake.args)).metrics_format == fmt
-    assert (fake.health_path, fake.ready_path) == ("/health", "/health")
+    health = "/get_model_info" if fmt == "sglang" else "/health"  # SGLang's /health generates a token
+    assert (fake.health_path, fake.ready_path) == (health, health)
     agn = components.fake_provider("p", port=8080)
     assert "--metrics-format" not in agn.args and agn.health_path == "/healthz"
 

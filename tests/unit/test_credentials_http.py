@@ -21,7 +21,8 @@ from agn.logs import JsonLog
 from agn.model import ADMITTED, Candidate, Overlay, overlay_digest
 from agn.operator.credentials import probe_provider
 from agn.operator.probe_http import probe_session
-from agn.provider.server import INVALID_API_KEY, ProviderState, serve_async
+from agn.provider.apikey import INVALID_API_KEY
+from agn.provider.server import ProviderState, serve_async
 
 
 def start(server) -> str:
@@ -109,9 +110,34 @@ def test_a_wrong_token_is_named_and_read_again_next_time(keyed):
     secrets.secrets[REF.name] = {REF.key: TOKEN.encode()}  # rotated to the right one
     assert probe(url, {**authorization(), "metrics": {"format": "llamacpp"}}, tokens).metrics_ok
     assert secrets.reads == 2  # the 401 forgot the cached token
-    unpinned = probe(url, {}, tokens)  # no credentials at all: /healthz is keyed too
-    assert unpinned.healthy is False and unpinned.health_reason == "Unauthorized"
-    assert unpinned.health_error.endswith("the engine asks for credentials: set spec.authorization")
+    # No credentials at all, unpinned: /healthz and /get_model_info are keyed too (a 401 is no
+    # verdict on the server), /health is public: available, its load refused and named.
+    unpinned = probe(url, {}, tokens)
+    assert (unpinned.healthy, unpinned.health_path, unpinned.health_reason) == (True, "/health", None)
+    assert (unpinned.metrics_reason, unpinned.metrics_error) == (
+        "Unauthorized",
+        "GET /metrics: 401 Unauthorized; the engine asks for credentials: set spec.authorization",
+    )
+
+
+def test_each_engine_format_guards_its_own_paths_with_its_own_401(keyed):
+    state, url = keyed
+    state.metrics_format = "sglang"
+    assert get(f"{url}/metrics")[0] == 200  # SGLang leaves /health* and /metrics open
+    code, body, _ = get(f"{url}/get_model_info")
+    assert (code, json.loads(body)) == (401, {"error": "Unauthorized"})
+    assert get(f"{url}/get_model_info", {"Authorization": f"Bearer {TOKEN}"})[0] == 200
+    # A wrong token on SGLang: up (its 401 there), its load read, the note naming the Secret key.
+    tokens = Tokens(FakeSecrets({REF.name: {REF.key: b"wrong"}}))
+    out = probe(url, {**authorization(), "metrics": {"format": "sglang"}}, tokens)
+    assert (out.healthy, out.metrics_ok) == (True, True)
+    assert out.health_note == (
+        "HTTP 401: the server is up, behind sglang's --api-key; "
+        "check spec.authorization.credentials secret engine-key key token"
+    )
+    state.metrics_format = "vllm"  # vLLM's key guards /v1/* only
+    assert (get(f"{url}/health")[0], get(f"{url}/metrics")[0]) == (200, 200)
+    assert get(f"{url}/v1/completions", method="POST", data=b"{}")[0] == 401
 
 
 def test_a_missing_secret_or_key_is_not_dialled(keyed):

@@ -90,7 +90,18 @@ class TestClassify:
         assert r.state == UNKNOWN
         assert (
             r.why
-            == "the provider exports none of the load metrics read (agn, vllm, sglang, tgi, llamacpp: docs/engines.md)"
+            == "the provider exports none of the load metrics read (agn, vllm, sglang, tgi, llamacpp: docs/engines.md; "
+            "a vLLM started with --disable-log-stats exports none)"
+        )
+
+    def test_a_vllm_without_any_of_its_gauges_is_unknown_with_the_hint(self):
+        obj = provider()
+        obj["status"]["probe"]["metricsFormat"] = "vllm"
+        r = judge(obj)
+        assert r.state == UNKNOWN
+        assert r.why == (
+            "the provider does not export vllm:num_requests_running nor vllm:num_requests_waiting "
+            "(vLLM started with --disable-log-stats exports none)"
         )
 
     def test_kv_cache_usage_does_not_decide_idleness(self):

@@ -13,6 +13,7 @@ import yaml
 from agn.engines import FORMAT_NAMES, FORMATS, health_paths
 from agn.model import NetworkView
 from agn.objects import rfc3339
+from agn.operator import prometheus
 from agn.operator.prometheus import LoadReading, MetricsFormatError, MetricsParseError, load_reading
 from agn.operator.provider_status import ProbeOutcome, next_status, semantic_key, should_write
 from agn.provider.expositions import Load, exposition
@@ -37,27 +38,40 @@ vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.5
 # HELP vllm:num_preemptions_total Cumulative number of preemption from the engine.
 # TYPE vllm:num_preemptions_total counter
 vllm:num_preemptions_total{engine="0",model_name="m"} 9.0
+# HELP vllm:num_preemptions_created Cumulative number of preemption from the engine.
+# TYPE vllm:num_preemptions_created gauge
+vllm:num_preemptions_created{engine="0",model_name="m"} 1.7e+09
 """
-SGLANG = """\
+# SGLang's scheduler labels (python/sglang/srt/managers/scheduler_metrics_mixin.py): one series per
+# data-parallel rank; tensor ranks of one dp rank report the same batch.
+SGLANG_LABELS = 'engine_type="unified",model_name="m",moe_ep_rank="0",pp_rank="0"'
+SGLANG = f"""\
 # TYPE sglang:num_running_reqs gauge
-sglang:num_running_reqs{model_name="m",tp_rank="0",dp_rank="0"} 3.0
-sglang:num_running_reqs{model_name="m",tp_rank="1",dp_rank="1"} 3.0
+sglang:num_running_reqs{{dp_rank="0",{SGLANG_LABELS},tp_rank="0"}} 3.0
+sglang:num_running_reqs{{dp_rank="1",{SGLANG_LABELS},tp_rank="0"}} 3.0
 # TYPE sglang:num_queue_reqs gauge
-sglang:num_queue_reqs{model_name="m",tp_rank="0",dp_rank="0"} 1.0
-sglang:num_queue_reqs{model_name="m",tp_rank="1",dp_rank="1"} 2.0
+sglang:num_queue_reqs{{dp_rank="0",{SGLANG_LABELS},tp_rank="0"}} 1.0
+sglang:num_queue_reqs{{dp_rank="1",{SGLANG_LABELS},tp_rank="0"}} 2.0
 # TYPE sglang:token_usage gauge
-sglang:token_usage{model_name="m",tp_rank="0",dp_rank="0"} 0.28
-sglang:token_usage{model_name="m",tp_rank="1",dp_rank="1"} 0.11
+sglang:token_usage{{dp_rank="0",{SGLANG_LABELS},tp_rank="0"}} 0.28
+sglang:token_usage{{dp_rank="1",{SGLANG_LABELS},tp_rank="0"}} 0.11
 # TYPE sglang:num_requests_total counter
-sglang:num_requests_total{model_name="m"} 77.0
+sglang:num_requests_total{{model_name="m"}} 77.0
 """
+# TGI's router renders a metric only once set; tgi_batch_max_total_tokens is set at start.
 TGI = """\
+# TYPE tgi_batch_max_total_tokens gauge
+tgi_batch_max_total_tokens 16000
+
 # TYPE tgi_request_count counter
 tgi_request_count 5
+
 # TYPE tgi_batch_current_size gauge
 tgi_batch_current_size 4
+
 # TYPE tgi_queue_size gauge
 tgi_queue_size 7
+
 # TYPE tgi_request_duration histogram
 tgi_request_duration_bucket{le="0.5"} 1
 tgi_request_duration_bucket{le="+Inf"} 1
@@ -94,7 +108,7 @@ def test_each_format_is_detected_and_read_series_summed_kv_the_fullest(fmt, want
     assert load_reading(TEXTS[fmt], format=fmt) == want  # pinned: the same reading
 
 
-@pytest.mark.parametrize("fmt", ["vllm", "sglang", "tgi", "llamacpp", "agn"])
+@pytest.mark.parametrize("fmt", ["vllm", "sglang", "llamacpp", "agn"])
 def test_a_missing_waiting_metric_stays_absent_never_zero(fmt):
     waiting = FORMATS[fmt].waiting
     text = "\n".join(line for line in TEXTS[fmt].splitlines() if waiting not in line) + "\n"
@@ -127,9 +141,58 @@ def test_a_pinned_format_the_scrape_does_not_carry_is_an_error():
 
 
 def test_no_known_metric_is_no_format_and_no_numbers():
-    assert load_reading("process_cpu_seconds_total 3\n") == LoadReading(None, None)
-    assert load_reading("") == LoadReading(None, None)
-    assert load_reading("", format="vllm") == LoadReading(None, None, format="vllm")
+    assert load_reading("process_cpu_seconds_total 3\n") == LoadReading(None, None, note=prometheus.NO_KNOWN_METRIC)
+    assert load_reading("") == LoadReading(None, None, note=prometheus.NO_KNOWN_METRIC)
+    assert "--disable-log-stats" in prometheus.NO_KNOWN_METRIC  # an unpinned vLLM without its metrics
+
+
+def test_a_pinned_vllm_without_its_metrics_says_disable_log_stats():
+    reading = load_reading("process_start_time_seconds 1.7e+09\n", format="vllm")
+    assert (reading.running, reading.waiting, reading.format) == (None, None, "vllm")
+    assert reading.note == "the scrape has no vllm: metrics (vLLM started with --disable-log-stats exports none)"
+    assert load_reading(VLLM, format="vllm").note is None
+
+
+def test_sglang_priority_totals_are_read_once_not_again_by_their_split():
+    # --enable-priority-scheduling: each count as the total (priority="") and again per priority.
+    lines = ["# TYPE sglang:num_running_reqs gauge", "# TYPE sglang:num_queue_reqs gauge"]
+    for rank, (running, waiting) in enumerate([(3, 2), (1, 0)]):
+        for name, total in (("sglang:num_running_reqs", running), ("sglang:num_queue_reqs", waiting)):
+            labels = f'dp_rank="{rank}",{SGLANG_LABELS},tp_rank="0"'
+            lines.append(f'{name}{{{labels},priority=""}} {total}')
+            lines.append(f'{name}{{{labels},priority="0"}} {total - total // 2}')
+            lines.append(f'{name}{{{labels},priority="5"}} {total // 2}')
+    reading = load_reading("\n".join(lines) + "\n")
+    assert (reading.running, reading.waiting) == (4, 2)
+    # Only the split published (no total): the split is the count.
+    split_only = "\n".join(line for line in lines if 'priority=""' not in line) + "\n"
+    assert (load_reading(split_only).running, load_reading(split_only).waiting) == (4, 2)
+
+
+def test_sglang_tensor_ranks_of_one_batch_are_read_once_dp_ranks_summed():
+    # --enable-metrics-for-all-schedulers: every tp rank of a dp rank reports the same batch.
+    text = "".join(
+        f'sglang:num_running_reqs{{dp_rank="{dp}",{SGLANG_LABELS},tp_rank="{tp}"}} {3 if dp == 0 else 2}\n'
+        for dp in (0, 1)
+        for tp in (0, 1, 2, 3)
+    )
+    assert load_reading(text).running == 5
+
+
+def test_tgi_that_served_nothing_is_idle_not_unknown():
+    # TGI renders tgi_batch_current_size and tgi_queue_size only once set: absent with its other
+    # series present is never queued, never batched.
+    fresh = "# TYPE tgi_batch_max_total_tokens gauge\ntgi_batch_max_total_tokens 16000\n"
+    assert load_reading(fresh) == LoadReading(0, 0, None, "tgi")
+    assert load_reading(fresh, format="tgi") == LoadReading(0, 0, None, "tgi")
+    queued_only = fresh + "tgi_queue_size 2\n"  # queued, no batch ran yet: running 0
+    assert (load_reading(queued_only).running, load_reading(queued_only).waiting) == (0, 2)
+    # Pinned to TGI, a scrape without any tgi_ series proves nothing: unknown, said so.
+    assert load_reading("process_start_time_seconds 1\n", format="tgi") == LoadReading(
+        None, None, None, "tgi", note="the scrape has no tgi_ metrics"
+    )
+    # Only TGI's gauges are lazy: another engine's missing gauge stays absent.
+    assert load_reading("vllm:num_requests_running 0\n").waiting is None
 
 
 def test_kv_usage_outside_zero_to_one_is_absent_and_older_names_are_read():
@@ -143,9 +206,10 @@ def test_kv_usage_outside_zero_to_one_is_absent_and_older_names_are_read():
 
 def test_health_paths_follow_the_format():
     assert health_paths("agn") == ("/healthz",)
-    assert all(health_paths(f) == ("/health",) for f in ("vllm", "sglang", "tgi", "llamacpp"))
-    assert health_paths("auto") == ("/healthz", "/health")
-    assert health_paths("triton") == ("/healthz", "/health")  # not pinned to anything: as auto
+    assert all(health_paths(f) == ("/health",) for f in ("vllm", "tgi", "llamacpp"))
+    assert health_paths("sglang") == ("/get_model_info",)  # SGLang's /health generates a token
+    assert health_paths("auto") == ("/healthz", "/get_model_info", "/health")
+    assert health_paths("triton") == health_paths("auto")  # not pinned to anything: as auto
 
 
 def test_the_crds_enum_is_the_operators_list_of_formats():
@@ -163,17 +227,45 @@ class TestFakeExpositions:
         load = Load(name="p", running=5, waiting=3, export_waiting=True, kv_cache_usage=0.4, served=9)
         reading = load_reading(exposition(fmt, load))
         assert (reading.running, reading.waiting, reading.format) == (5, 3, fmt)
-        assert reading.kv_cache_usage == (None if fmt in ("agn", "tgi") else 0.4)
+        assert reading.kv_cache_usage == (0.4 if fmt in ("vllm", "sglang") else None)  # llama.cpp: none today
 
     @pytest.mark.parametrize("fmt", sorted(FORMATS))
     def test_waiting_off_drops_the_gauge_in_every_format(self, fmt):
         load = Load(name="p", running=1, waiting=3, export_waiting=False, kv_cache_usage=0.0, served=0)
         assert FORMATS[fmt].waiting not in exposition(fmt, load)
-        assert load_reading(exposition(fmt, load)).waiting is None
+        # Absent is unknown, except on TGI, which renders it only once set: never queued.
+        assert load_reading(exposition(fmt, load)).waiting == (0 if fmt == "tgi" else None)
+
+    def test_tgi_renders_its_gauges_only_once_set(self):
+        fresh = exposition("tgi", Load("p", 0, 0, True, 0.0, 0, queued_ever=False))
+        assert "tgi_batch_max_total_tokens" in fresh and "tgi_queue_size" not in fresh
+        assert "tgi_batch_current_size" not in fresh
+        served = exposition("tgi", Load("p", 0, 0, True, 0.0, 3, queued_ever=True))
+        assert "tgi_queue_size 0" in served and "tgi_batch_current_size 0" in served
+
+    def test_vllm_counters_have_created_series_sglangs_do_not(self):
+        load = Load("p", 1, 1, True, 0.5, 4)
+        assert "vllm:request_success_created{" in exposition("vllm", load)
+        assert "# TYPE vllm:request_success_total counter" in exposition("vllm", load)
+        assert "_created" not in exposition("sglang", load)
+        labels = ('dp_rank="1"', 'engine_type="unified"', 'moe_ep_rank="0"', 'pp_rank="0"', 'tp_rank="0"')
+        assert all(label in exposition("sglang", load) for label in labels)
+
+    def test_sglang_priority_split_reads_back_as_the_load(self):
+        load = Load("p", 5, 3, True, 0.4, 0, priority_split=True)
+        text = exposition("sglang", load)
+        assert 'priority=""' in text and 'priority="1"' in text
+        assert (load_reading(text).running, load_reading(text).waiting) == (5, 3)
+
+    @pytest.mark.parametrize("fmt", ["vllm", "sglang", "tgi", "llamacpp"])
+    def test_engine_metrics_off_leaves_no_engine_metric(self, fmt):
+        text = exposition(fmt, Load("p", 1, 1, True, 0.5, 4, engine_metrics=False))
+        assert FORMATS[fmt].namespace not in text
+        assert load_reading(text, format=fmt).note is not None
 
     def test_vllm_and_sglang_split_their_counts_over_two_series(self):
         text = exposition("vllm", Load(name="p", running=3, waiting=0, export_waiting=True, kv_cache_usage=0, served=0))
-        assert 'engine="0"} 2' in text and 'engine="1"} 1' in text
+        assert 'engine="0",model_name="fake-p"} 2.0' in text and 'engine="1",model_name="fake-p"} 1.0' in text
 
 
 class TestStatus:
@@ -212,3 +304,17 @@ class TestStatus:
         after = next_status(s, failed, uid="u", generation=1, endpoint="http://h:1", networks=self.NETS)
         assert after["probe"]["metricsFormat"] == "sglang"
         assert after["probe"]["metricsError"].endswith("mix formats (sglang, vllm)")
+
+    def test_a_scrape_without_the_engines_metrics_says_why_in_metrics_fresh(self):
+        note = "the scrape has no vllm: metrics (vLLM started with --disable-log-stats exports none)"
+        s = self.status(LoadReading(None, None, None, "vllm", note=note))
+        fresh = next(c for c in s["conditions"] if c["type"] == "MetricsFresh")
+        assert (fresh["status"], fresh["message"]) == ("True", f"last successful scrape within 45s; {note}")
+        assert "running" not in s["load"] and s["probe"]["metricsFormat"] == "vllm"
+
+    def test_an_sglang_up_behind_its_api_key_says_so_in_available(self):
+        note = "HTTP 401: the server is up, behind sglang's --api-key"
+        outcome = ProbeOutcome(1.0, True, True, None, metrics_ok=True, health_path="/get_model_info", health_note=note)
+        s = next_status({}, outcome, uid="u", generation=1, endpoint="http://h:1", networks=self.NETS)
+        available = next(c for c in s["conditions"] if c["type"] == "Available")
+        assert (available["status"], available["message"]) == ("True", f"GET /get_model_info: {note}")

@@ -7,6 +7,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from agn.operator.credentials import with_refusals_named
 from agn.operator.probe_http import probe_endpoint
 from agn.provider.server import ProviderState, serve_async
 
@@ -186,7 +187,7 @@ def test_a_provider_trickling_its_answer_is_cut_off_by_the_request_deadline(monk
     assert out.health_error == "GET /healthz: timed out"
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang", "tgi", "llamacpp"])
+@pytest.mark.parametrize("engine", ["vllm", "tgi", "llamacpp"])
 def test_an_engines_health_is_read_at_health_pinned_or_after_a_404(fake_provider, engine):
     state, url = fake_provider
     state.metrics_format = engine  # serves /health, and /healthz is 404 as on the engine
@@ -216,3 +217,62 @@ def test_a_pool_provider_inherits_the_processes_format(fake_provider):
     state.metrics_format = "tgi"
     out = probe_endpoint(f"{url}/pool/p9", timeout=2, now=1.0)
     assert (out.healthy, out.health_path, out.load.format) == (True, "/health", "tgi")
+
+
+def test_sglang_is_probed_where_it_does_not_generate_a_token(fake_provider):
+    # SGLang's /health runs a one-token generation (a second or more); pinned, the operator
+    # asks /get_model_info, within a 1 s probe timeout, and never starts a generation.
+    state, url = fake_provider
+    state.metrics_format = "sglang"
+    state.update({"healthGenerateSeconds": 1.5, "waiting": 1})
+    out = probe_endpoint(url, timeout=1.0, now=1.0, metrics_format="sglang")
+    assert (out.healthy, out.health_error, out.health_path) == (True, None, "/get_model_info")
+    assert out.load.waiting == 1 and state.snapshot()["healthGenerations"] == 0
+    state.update({"healthy": False})
+    sick = probe_endpoint(url, timeout=1.0, now=1.0, metrics_format="sglang")
+    assert sick.healthy is False and sick.health_error == "GET /get_model_info: HTTP 503"
+    # Behind --api-key SGLang answers 401 there (only /health* is open): the server is up.
+    state.update({"healthy": True, "apiKeys": ["engine-key"]})  # the probe sends no key
+    keyed = probe_endpoint(url, timeout=1.0, now=1.0, metrics_format="sglang")
+    assert (keyed.healthy, keyed.health_note) == (True, "HTTP 401: the server is up, behind sglang's --api-key")
+    assert keyed.metrics_ok is True and state.snapshot()["healthGenerations"] == 0  # /metrics is open
+    # Unpinned, SGLang's /get_model_info is asked before /health: no generation either.
+    state.update({"apiKeys": []})
+    auto = probe_endpoint(url, timeout=1.0, now=1.0)
+    assert (auto.healthy, auto.health_path, auto.load.format) == (True, "/get_model_info", "sglang")
+    assert state.snapshot()["healthGenerations"] == 0
+
+
+def test_auto_asks_health_after_a_401_llama_server_api_key(fake_provider):
+    # llama-server --api-key answers 401 on every path but /health: no verdict on the server.
+    state, url = fake_provider
+    state.metrics_format = "llamacpp"
+    state.update({"apiKeys": ["engine-key"]})  # the probe sends no key
+    out = probe_endpoint(url, timeout=2, now=1.0)
+    assert (out.healthy, out.health_error, out.health_path) == (True, None, "/health")
+    assert out.metrics_error == "GET /metrics: HTTP 401"  # bare: the provider's credentials name it
+    named = with_refusals_named(out, None)
+    assert (named.metrics_reason, named.metrics_error) == (
+        "Unauthorized",
+        "GET /metrics: 401 Unauthorized; the engine asks for credentials: set spec.authorization",
+    )
+    state.update({"apiKeys": [], "healthy": False})  # loading or sick: 503 is the verdict
+    assert probe_endpoint(url, timeout=2, now=1.0).health_error == "GET /health: HTTP 503"
+
+
+def test_a_llama_server_without_metrics_says_start_it_with_metrics(fake_provider):
+    state, url = fake_provider
+    state.metrics_format = "llamacpp"
+    state.update({"metrics": False})
+    for fmt in ("llamacpp", "auto"):
+        out = probe_endpoint(url, timeout=2, now=1.0, metrics_format=fmt)
+        assert out.healthy is True and not out.metrics_ok
+        assert out.metrics_error == "GET /metrics: HTTP 501: metrics endpoint off (start llama-server with --metrics)"
+
+
+def test_an_sglang_without_metrics_says_enable_metrics(fake_provider):
+    state, url = fake_provider
+    state.metrics_format = "sglang"
+    state.update({"metrics": False})
+    out = probe_endpoint(url, timeout=2, now=1.0, metrics_format="sglang")
+    assert out.metrics_error == "GET /metrics: HTTP 404: no metrics endpoint (start SGLang with --enable-metrics)"

@@ -135,8 +135,13 @@ def _missing(format_name: object, *, running: int | None, waiting: int | None) -
     if running is not None and waiting is not None:
         return None
     if format_name is None and running is None and waiting is None:
-        return f"the provider exports none of the load metrics read ({', '.join(FORMATS)}: docs/engines.md)"
+        return (
+            f"the provider exports none of the load metrics read ({', '.join(FORMATS)}: docs/engines.md; "
+            f"a vLLM started with --disable-log-stats exports none)"
+        )
     fmt = FORMATS.get(str(format_name), AGN)
+    if running is None and waiting is None and fmt.no_metrics:
+        return f"the provider does not export {fmt.running} nor {fmt.waiting} ({fmt.no_metrics})"
     return f"the provider does not export {fmt.running if running is None else fmt.waiting}"
 
 
