@@ -134,13 +134,10 @@ def is_verdict(code: int) -> bool:
 
 
 def metrics_refusal(code: int, format_name: str) -> str:
-    """Why ``GET /metrics`` answered ``code`` (not 2xx), with what to do about it where known."""
+    """Why ``GET /metrics`` answered ``code`` (not 2xx), with what to do about it where known.
+    A 401 or 403 stays ``HTTP 401``: what to do depends on the provider's ``spec.authorization``,
+    which :func:`agn.credentials.refused_message` names."""
     fmt = format_of(format_name)
-    if code in (401, 403):
-        return (
-            f"HTTP {code}: not authorized (the engine wants an API key on /metrics, e.g. llama-server "
-            "started with --api-key; the operator sends none)"
-        )
     if code == 501 and format_name in (AUTO, LLAMACPP.name):
         return f"HTTP 501: metrics endpoint off ({LLAMACPP.metrics_off})"
     if code == 400 and format_name in (AUTO, LLAMACPP.name):

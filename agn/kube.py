@@ -5,16 +5,16 @@ Everything else talks to the API through :class:`Kube` and sees the project's ow
 exception as their cause. Objects cross this boundary as plain dicts. This module holds no
 policy: no retries beyond what a caller asks for, no decisions about what to write.
 
-Callers import every name from here (the error types and :mod:`agn.resources`' names are
-re-exported). The plain-Python helpers it uses (:mod:`agn.kubeerrors`, :mod:`agn.resources`,
-:mod:`agn.kubeconnect`, :mod:`agn.kubetls`) must not import ``kubernetes``; nothing else may.
-
-Importing this module does not import ``kubernetes`` (about half a second of CPU): ``--help``,
-usage errors and ``render`` must not pay for it. It is imported on the first call that needs it.
+Callers import every name from here (error types and :mod:`agn.resources`' names are re-exported).
+Its plain-Python helpers (:mod:`agn.kubeerrors`, :mod:`agn.resources`, :mod:`agn.kubeconnect`,
+:mod:`agn.kubetls`) must not import ``kubernetes``; nothing else may. Importing this module does
+not import it either (half a second of CPU ``--help`` and ``render`` must not pay): the first
+call that needs it does.
 """
 
 from __future__ import annotations
 
+import base64
 import builtins
 import contextlib
 import dataclasses
@@ -120,9 +120,8 @@ _api_errors = _Converting()  # for callers without a Kube (tests' raw API calls)
 
 
 def _load_tls_in_memory(config_dict: dict, context: str, cfg: client.Configuration) -> TlsMaterial:
-    """Fill ``cfg`` from ``context`` of ``config_dict`` the way the client's loader does, except
-    that no CA, client certificate or key is ever written to a temporary file (see
-    :mod:`agn.kubetls`): they stay in this process's memory."""
+    """Fill ``cfg`` from ``context`` of ``config_dict`` as the client's loader does, but no CA, client
+    certificate or key is ever written to a temporary file (:mod:`agn.kubetls`): they stay in memory."""
     from kubernetes import config
 
     from agn import kubetls
@@ -273,15 +272,13 @@ class Kube:
 
     @property
     def api_client(self) -> client.ApiClient:
-        """The underlying client, for callers that need an API class this boundary does not wrap
-        (the tests' SubjectAccessReviews and impersonation)."""
+        """The underlying client, for an API class this boundary does not wrap (tests' access reviews)."""
         return self._api
 
     @property
     def host(self) -> str:
         return self._api.configuration.host
 
-    # -- AGN custom objects (and any namespaced object of a group/version/plural) ------------
     def get(self, res: Resource, namespace: str, name: str, *, timeout: float | None = None) -> Obj:
         """``timeout`` (seconds) bounds the request, for callers that must not hang on a dead connection."""
         kwargs = {"_request_timeout": timeout} if timeout else {}
@@ -398,13 +395,16 @@ class Kube:
             review, _, headers = AuthenticationV1Api(self._api).create_self_subject_review_with_http_info(body)
         return str(review.status.user_info.username), parsedate_to_datetime(headers["Date"]).timestamp()
 
-    # -- Events (events.k8s.io/v1) ------------------------------------------------------------
     def create_event(self, namespace: str, body: Obj, *, timeout: float | None = None) -> Obj:
         return self.create(EVENTS, namespace, body, timeout=timeout)  # agn.events.event_body
 
-    # -- core and CRDs ----------------------------------------------------------------------
-    # A 404 or 409 that a method expects is caught as the error it was converted to
-    # (NotFound, Conflict), outside the converting block.
+    def secret_data(self, namespace: str, name: str) -> dict[str, bytes]:
+        """A Secret's data, decoded: only :mod:`agn.credentials` reads one (a token), and never shows it."""
+        with self._errors():
+            data = self.core.read_namespaced_secret(name, namespace).data or {}
+        return {key: base64.b64decode(value) for key, value in data.items()}
+
+    # Core and CRDs. An expected 404 or 409 is caught as NotFound or Conflict, outside the converter.
     def ensure_namespace(self, name: str) -> None:
         with contextlib.suppress(Conflict), self._errors():
             self.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})

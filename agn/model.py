@@ -32,6 +32,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import urlsplit
 
+from agn.credentials import SecretRef
+
 ADMITTED = "admitted"
 EXISTING_ONLY = "existing_only"
 DEFAULT_METRICS_MAX_AGE_SECONDS = 45
@@ -148,6 +150,9 @@ class ProviderView:
     # Read by the drain's load-aware capacity guard (xtask.drain.core.capacity); the operator
     # publishes the load of a provider that declares it.
     max_concurrent: int | None = None
+    # spec.authorization: the Secret key holding the engine's token (agn.credentials); its
+    # candidates carry this reference, never the token, and gateways read the Secret themselves.
+    authorization: SecretRef | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,6 +197,8 @@ class Candidate:
     # Only on an existing_only candidate: its provider's session deadline (whole unix seconds on
     # the API server's clock); in a digest row only when present, like the window.
     session_deadline: int | None = None
+    # The provider's spec.authorization (a Secret reference only); in a digest row only when present.
+    authorization: SecretRef | None = None
 
     def to_dict(self) -> dict:
         out = {
@@ -206,6 +213,8 @@ class Candidate:
             out["slowStart"] = self.slow_start.to_dict()
         if self.session_deadline is not None:
             out["sessionDeadline"] = rfc3339(self.session_deadline)
+        if self.authorization is not None:
+            out["authorization"] = self.authorization.to_dict()
         return out
 
     @property
@@ -216,6 +225,8 @@ class Candidate:
             items += [rfc3339(self.slow_start.start), self.slow_start.seconds]
         if self.session_deadline is not None:
             items += [{"sessionDeadline": rfc3339(self.session_deadline)}]
+        if self.authorization is not None:
+            items += [{"authorization": [self.authorization.name, self.authorization.key]}]
         return items
 
     @functools.cached_property
@@ -236,6 +247,7 @@ class Candidate:
             admission_state=str(data["admission_state"]),
             slow_start=SlowStart.from_dict(data.get("slowStart")),
             session_deadline=parse_deadline(data.get("sessionDeadline")),
+            authorization=SecretRef.from_dict(data.get("authorization")),
         )
 
 
@@ -388,7 +400,9 @@ def candidate_for(
     p = provider
     window = slow_start_of(p, now=now)
     deadline = p.session_deadline if p.drain else None  # a deadline moves a drained provider's sessions only
-    return Candidate(p.candidate_id, p.name, p.endpoint, p.selection_group, p.rank, state, window, deadline)
+    return Candidate(
+        p.candidate_id, p.name, p.endpoint, p.selection_group, p.rank, state, window, deadline, p.authorization
+    )
 
 
 def compute_candidates(

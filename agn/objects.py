@@ -11,6 +11,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
+from agn.credentials import authorization_of
 from agn.engines import AUTO
 from agn.model import (
     DEFAULT_METRICS_MAX_AGE_SECONDS,
@@ -110,6 +111,7 @@ def _provider_view(obj: Mapping[str, Any]) -> ProviderView:
             c.get("type") == "MetricsFresh" and c.get("status") == "True" for c in status.get("conditions") or ()
         ),
         max_concurrent=max_concurrent_of(spec),
+        authorization=authorization_of(spec),
     )
 
 

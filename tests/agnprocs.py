@@ -91,11 +91,18 @@ class AgnProcesses:
     def _placement(self) -> components.Placement:
         return components.Placement(kubeconfig=str(self.kubeconfig), context=self.context)
 
-    def provider(self, name: str, *, port: int | None = None, metrics_format: str | None = None) -> str:
-        """Start a fake provider (``metrics_format``: a real engine's exposition and health path);
-        returns its base URL once its health answers."""
+    def provider(
+        self, name: str, *, port: int | None = None, metrics_format: str | None = None, api_key_file: Path | None = None
+    ) -> str:
+        """Start a fake provider (``metrics_format``: a real engine's exposition and health path;
+        ``api_key_file``: the keys it requires, as llama.cpp's ``--api-key-file``); returns its
+        base URL once its health answers."""
         fake = components.fake_provider(
-            name, port=port or free_port(), name=f"provider-{name}", metrics_format=metrics_format
+            name,
+            port=port or free_port(),
+            name=f"provider-{name}",
+            metrics_format=metrics_format,
+            api_key_file=str(api_key_file) if api_key_file else None,
         )
         self._start(fake)
         wait_for(lambda: http_status(fake.url(fake.health_path)) == 200, what=f"fake provider {name}")

@@ -123,12 +123,21 @@ def fake_provider(
     placement: Placement = Placement(),
     name: str | None = None,
     metrics_format: str | None = None,
+    api_key_file: str | None = None,
 ) -> Component:
     """A fake provider answering as ``provider`` (a pool answers under ``/pool/<name>`` as well).
     Its /metrics is the provider's load report the operator probes, not the component's own.
     ``metrics_format`` (``--metrics-format``): serve a real engine's exposition, and its health
-    where that engine serves it (``/health``); None is AGN's own (``/healthz``)."""
-    args = argv_for(ProviderSettings, name=provider, host=placement.bind, port=port, metrics_format=metrics_format)
+    where that engine serves it (``/health``); None is AGN's own (``/healthz``). ``api_key_file``
+    (``--api-key-file``): require the keys in that file as llama.cpp's ``--api-key`` does."""
+    args = argv_for(
+        ProviderSettings,
+        name=provider,
+        host=placement.bind,
+        port=port,
+        metrics_format=metrics_format,
+        api_key_file=api_key_file,
+    )
     health = FORMATS[metrics_format or "agn"].health_path
     return Component(
         name or f"fake-{provider}",

@@ -120,6 +120,7 @@ def parse_env(data: Any, *, source: Path, expected_name: str | None = None) -> E
                 p["rank"],
                 p.get("labels") or {},
                 p.get("endpoint"),
+                p.get("authorization"),
             )
             for p in data["providers"] or ()
         ),

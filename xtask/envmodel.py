@@ -22,6 +22,8 @@ class ProviderDef:
     rank: int
     labels: Mapping[str, str]
     endpoint: str | None  # set: an external provider, no fake is started for it
+    # spec.authorization as the env file gives it (agn.credentials): a Secret reference only.
+    authorization: Mapping[str, Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +73,8 @@ class EnvDef:
             }
             if p.provider_gateway:
                 spec["providerGateway"] = p.provider_gateway
+            if p.authorization:
+                spec["authorization"] = {"type": "Bearer", **p.authorization}
             out.append(_obj("InferenceProvider", p.name, self.namespace, spec, labels=dict(p.labels)))
         return out
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator, FormatChecker, ValidationError, validators
 
-from agn.names import is_label
+from agn.names import is_label, is_subdomain
 from agn.yamltext import show
 from xtask.resources import data_dir
 
@@ -57,6 +57,7 @@ def endpoint_problem(value: Any) -> str | None:
 # The schema's formats: whether a string is one. Non-strings pass (the schema's `type` says).
 FORMATS: dict[str, Callable[[str], bool]] = {
     "dns1123-label": is_label,
+    "dns1123-subdomain": is_subdomain,
     "image-reference": lambda value: IMAGE_REF.fullmatch(value) is not None,
     "http-url": lambda value: endpoint_problem(value) is None,
 }

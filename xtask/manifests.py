@@ -24,7 +24,8 @@ from typing import Any
 
 import yaml
 
-from agn.objects import Obj
+from agn.model import selects
+from agn.objects import Obj, network_view
 from agn.shards import DEFAULT_SHARD_COUNT, check_shard_count, shard_names
 from xtask import components
 from xtask.drain.core.lock import lock_name
@@ -91,11 +92,7 @@ def render(
     ]
     identities = [OPERATOR, *(gateway_name(c) for c in consumers), PROVIDER_DRAIN]
     objects += [_service_account(name, ns) for name in identities]
-    roles = [
-        _role("operator.yaml", ns),
-        *(_role("gateway.yaml", ns, consumer=c, shard_count=envdef.overlay_shards) for c in consumers),
-        _expand(_role("provider-drain.yaml", ns), "{drain_leases}", _drain_leases(envdef)),
-    ]
+    roles = _roles(envdef)
     objects += roles
     objects += [_role_binding(role["metadata"]["name"], ns) for role in roles]
 
@@ -127,6 +124,45 @@ def render(
             )
         )
     return objects + env_objects(envdef)
+
+
+def _roles(envdef: EnvDef) -> list[Obj]:
+    """The Roles of the operator, each consumer's gateway and the drain, filled in for ``envdef``."""
+    ns = envdef.namespace
+    return [
+        _secrets(_role("operator.yaml", ns), "{provider_secrets}", provider_secrets(envdef)),
+        *(
+            _secrets(
+                _role("gateway.yaml", ns, consumer=c.name, shard_count=envdef.overlay_shards),
+                "{consumer_secrets}",
+                provider_secrets(envdef, consumer=c.name),
+            )
+            for c in envdef.consumers
+        ),
+        _expand(_role("provider-drain.yaml", ns), "{drain_leases}", _drain_leases(envdef)),
+    ]
+
+
+def provider_secrets(envdef: EnvDef, *, consumer: str | None = None) -> list[str]:
+    """The Secrets the env's providers name in ``authorization`` (their engines' tokens), sorted:
+    every provider's for the operator, those of the providers the consumer's network selects for
+    ``consumer``'s gateway. Only these names are readable (RBAC ``resourceNames``); a provider
+    added outside the env file naming another Secret gets ``SecretForbidden`` until the Role lists it."""
+    providers = envdef.providers
+    if consumer is not None:
+        network = next(c.network for c in envdef.consumers if c.name == consumer)
+        view = next(network_view(n) for n in envdef.network_objects() if n["metadata"]["name"] == network)
+        providers = tuple(p for p in providers if selects(view, p.labels))
+    return sorted({str(p.authorization["credentials"]["name"]) for p in providers if p.authorization})
+
+
+def _secrets(role: Obj, placeholder: str, names: list[str]) -> Obj:
+    """``role`` with its Secret rule naming ``names``, or without that rule when there are none
+    (an empty ``resourceNames`` would grant every Secret)."""
+    rules = [r for r in role["rules"] if placeholder not in (r.get("resourceNames") or ())]
+    if names:
+        rules = _expand(role["rules"], placeholder, names)
+    return {**role, "rules": rules}
 
 
 def _drain_leases(envdef: EnvDef) -> list[str]:

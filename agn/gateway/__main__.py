@@ -13,15 +13,17 @@ taken); 2 usage error.
 
 from __future__ import annotations
 
+import functools
 import signal
 import sys
 import threading
 from http.server import ThreadingHTTPServer
 from typing import Any
 
+from agn.credentials import Tokens
 from agn.gateway.follower import OverlayFollower
 from agn.gateway.metrics import GatewayMetrics
-from agn.gateway.server import serve
+from agn.gateway.server import GatewayApp, serve_app
 from agn.gateway.sessions import run_reports
 from agn.gateway.settings import GatewaySettings, parse_settings
 from agn.gateway.status_writer import StatusWriter
@@ -62,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     reporter = _LastReport(table, interval=settings.sessions_report_interval)
     try:
-        server = _listen(settings, table, follower, reporter, log=log)
+        tokens = Tokens(functools.partial(kube.secret_data, namespace))
+        server = _listen(settings, table, follower, reporter, log=log, tokens=tokens)
     except OSError as exc:
         log.error("start_failed", error=f"cannot listen on {settings.host}:{settings.port}: {exc}")
         kube.close()
@@ -108,7 +111,13 @@ class _LastReport:
 
 
 def _listen(
-    settings: GatewaySettings, table: RoutingTable, follower: OverlayFollower, reporter: _LastReport, *, log: JsonLog
+    settings: GatewaySettings,
+    table: RoutingTable,
+    follower: OverlayFollower,
+    reporter: _LastReport,
+    *,
+    log: JsonLog,
+    tokens: Tokens,
 ) -> ThreadingHTTPServer:
     """The gateway's HTTP server, bound (``OSError`` when it cannot listen), with its metrics."""
     metrics = GatewayMetrics(
@@ -118,16 +127,17 @@ def _listen(
         shard_gets=lambda: follower.shard_gets,
         sessions=lambda: reporter.last,
     )
-    return serve(
-        table,
+    app = GatewayApp(
+        table=table,
         consumer=settings.consumer,
         log=log,
-        port=settings.port,
         upstream_timeout=settings.upstream_timeout,
-        host=settings.host,
         health=follower.health_report,
         metrics=metrics,
+        # Providers' credentials: the Secrets their overlay candidates name, read as this gateway.
+        tokens=tokens,
     )
+    return serve_app(app, port=settings.port, host=settings.host)
 
 
 def _run(

@@ -28,6 +28,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
+from agn.credentials import Tokens
+from agn.gateway.credentials import credentials, named_refusal
 from agn.gateway.metrics import BAD_REQUEST, NO_ROUTE, ROUTED, UPSTREAM_ERROR, GatewayMetrics
 from agn.gateway.routing import AFFINITY, Decision
 from agn.gateway.table import RoutingTable
@@ -56,6 +58,7 @@ class GatewayApp:
     upstream_timeout: float
     health: Health | None = None
     metrics: GatewayMetrics | None = None
+    tokens: Tokens | None = None  # providers' credentials (agn.credentials); None: read no Secret
 
     def count(self, outcome: str, admission_state: str | None = None, *, sticky: bool = False) -> None:
         if self.metrics is not None:
@@ -143,8 +146,10 @@ class GatewayHandler(QuietHandler):  # no access log: structured logs only
         )
         sticky = decision.reason == AFFINITY
         try:
-            reply = post_completion(cand.endpoint, body, session=session, timeout=app.upstream_timeout)
+            headers = credentials(app.tokens, cand)
+            reply = post_completion(cand.endpoint, body, session=session, timeout=app.upstream_timeout, headers=headers)
         except UpstreamError as exc:
+            exc = named_refusal(app.tokens, cand, exc)
             app.log.warning("upstream_failed", provider=cand.provider, candidate_id=cand.id, error=str(exc))
             app.count(UPSTREAM_ERROR, cand.admission_state, sticky=sticky)
             self.send_json(
@@ -185,5 +190,9 @@ def serve(
     app = GatewayApp(
         table=table, consumer=consumer, log=log, upstream_timeout=upstream_timeout, health=health, metrics=metrics
     )
-    handler = make_handler(app)
-    return threaded_server(handler, host=host, port=port)
+    return serve_app(app, port=port, host=host)
+
+
+def serve_app(app: GatewayApp, *, port: int, host: str = LOOPBACK) -> ThreadingHTTPServer:
+    """:func:`serve` for a whole :class:`GatewayApp` (one with credentials: ``tokens``)."""
+    return threaded_server(make_handler(app), host=host, port=port)

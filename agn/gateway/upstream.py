@@ -10,18 +10,27 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from typing import Any
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 class UpstreamError(Exception):
-    """The provider could not be reached or did not answer with a JSON object."""
+    """The provider could not be reached or did not answer with a JSON object; ``status`` is
+    its HTTP status when it answered one (0: none)."""
+
+    def __init__(self, message: str, *, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
 
 
-def post_completion(endpoint: str, body: bytes, *, session: str | None, timeout: float) -> dict[str, Any]:
-    """POST ``body`` to ``{endpoint}/v1/completions``; the provider's JSON object."""
-    headers = {"Content-Type": "application/json"}
+def post_completion(
+    endpoint: str, body: bytes, *, session: str | None, timeout: float, headers: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """POST ``body`` to ``{endpoint}/v1/completions`` (with ``headers``: the provider's
+    credentials); the provider's JSON object."""
+    headers = {"Content-Type": "application/json", **(headers or {})}
     if session:
         headers["x-session-id"] = session
     request = urllib.request.Request(
@@ -31,7 +40,7 @@ def post_completion(endpoint: str, body: bytes, *, session: str | None, timeout:
         with _OPENER.open(request, timeout=timeout) as response:
             raw = response.read()
     except urllib.error.HTTPError as exc:
-        raise UpstreamError(f"provider answered HTTP {exc.code}") from exc
+        raise UpstreamError(f"provider answered HTTP {exc.code}", status=exc.code) from exc
     except (urllib.error.URLError, OSError) as exc:
         raise UpstreamError(f"provider unreachable: {exc}") from exc
     try:

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from operator import attrgetter
 from typing import Any, TypeGuard
 
+from agn.credentials import SecretRef
 from agn.model import (
     ADMITTED,
     EXISTING_ONLY,
@@ -86,6 +87,8 @@ def _candidate_problems(index: int, cand: Any) -> list[str]:
             problems.append(f"{where}.sessionDeadline {cand['sessionDeadline']!r} must be an RFC 3339 time")
         elif cand.get("admission_state") != EXISTING_ONLY:
             problems.append(f"{where}.sessionDeadline is only for an existing_only candidate")
+    if "authorization" in cand and SecretRef.from_dict(cand["authorization"]) is None:
+        problems.append(f"{where}.authorization must name a Secret: credentials.name and credentials.key")
     return problems
 
 
@@ -244,6 +247,7 @@ def parse_shard(spec: Any, *, entry: ShardEntry, shard_count: int) -> tuple[Cand
             c["admission_state"],
             SlowStart.from_dict(c.get("slowStart")),
             parse_deadline(c.get("sessionDeadline")),
+            SecretRef.from_dict(c.get("authorization")),
         )
         for c in raw
     )

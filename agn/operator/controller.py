@@ -30,6 +30,7 @@ import threading
 import time
 from typing import Any
 
+from agn.credentials import Tokens
 from agn.kube import Kube, KubeError
 from agn.logs import JsonLog
 from agn.model import ConsumerView, Overlay, ProviderView
@@ -102,12 +103,13 @@ class Operator:
         )
         self.metrics = metrics or OperatorMetrics()
         self.events = EventSink(self.writes, instance=self.leadership.identity, log=log, stop=stop)
+        tokens = Tokens(lambda name: kube.secret_data(namespace, name))  # providers' credentials (Secrets)
         self.prober = Prober(
             self.writes,
             namespace,
             settings=settings,
             leadership=self.leadership,
-            stores=ProbeStores(providers=caches.providers.store, networks=caches.networks.store),
+            stores=ProbeStores(caches.providers.store, caches.networks.store, tokens),
             log=log,
             stop=stop,
             metrics=self.metrics,

@@ -9,8 +9,9 @@ format's own path, one request; ``auto`` asks ``/healthz``, ``/get_model_info`` 
 guards every path but ``/health``) says nothing about the server. So a fleet of AGN providers
 costs what it did, and a real engine's URL works unpinned at one or two extra requests per probe
 (pin its format to save them). A refused ``/metrics`` is named
-with what to do where the engine says (:func:`agn.engines.metrics_refusal`: 401 is an
-authorization error, llama-server's 501 wants ``--metrics``).
+with what to do where the engine says (:func:`agn.engines.metrics_refusal`: llama-server's 501
+wants ``--metrics``); a 401 or 403 is left bare here (``GET /metrics: HTTP 401``) for
+:mod:`.credentials` to name with the provider's ``spec.authorization``.
 
 A probe is exactly at the endpoint as given: no redirects, no proxies from the environment,
 no cookies, and an invalid endpoint is not dialled at all. Its result is a
@@ -29,6 +30,7 @@ import asyncio
 import dataclasses
 import os
 import socket
+from collections.abc import Mapping
 
 import aiohttp
 
@@ -68,7 +70,9 @@ def probe_session(*, concurrency: int) -> aiohttp.ClientSession:
     return aiohttp.ClientSession(connector=connector, trust_env=False, cookie_jar=aiohttp.DummyCookieJar())
 
 
-async def http_get(session: aiohttp.ClientSession, url: str, *, timeout: float) -> tuple[int, bytes]:
+async def http_get(
+    session: aiohttp.ClientSession, url: str, *, timeout: float, headers: Mapping[str, str] | None = None
+) -> tuple[int, bytes]:
     """(status, body) of a GET; raises ``aiohttp.ClientError``, ``OSError``-family or
     ``ValueError`` errors when there is no HTTP answer.
 
@@ -83,7 +87,7 @@ async def http_get(session: aiohttp.ClientSession, url: str, *, timeout: float) 
         try:
             async with (
                 asyncio.timeout(max(REQUEST_DEADLINE_SECONDS, 4 * timeout)),
-                session.get(url, allow_redirects=False, timeout=limits, compress=None) as resp,
+                session.get(url, allow_redirects=False, timeout=limits, compress=None, headers=headers) as resp,
             ):
                 if not 200 <= resp.status < 300:
                     return resp.status, b""
@@ -116,7 +120,12 @@ def _error_text(exc: BaseException) -> str:
 
 
 async def probe_health(
-    session: aiohttp.ClientSession, base: str, *, timeout: float, metrics_format: str = AUTO
+    session: aiohttp.ClientSession,
+    base: str,
+    *,
+    timeout: float,
+    metrics_format: str = AUTO,
+    headers: Mapping[str, str] | None = None,
 ) -> tuple[bool, str | None, str, str | None]:
     """(healthy, error, the path that answered last, a note on a healthy answer) of the provider
     at ``base``: each of the format's health paths in turn, the next one only after an answer
@@ -126,7 +135,7 @@ async def probe_health(
     pinned = format_of(metrics_format)
     for i, path in enumerate(paths):
         try:
-            code, _ = await http_get(session, f"{base}{path}", timeout=timeout)
+            code, _ = await http_get(session, f"{base}{path}", timeout=timeout, headers=headers)
         except (aiohttp.ClientError, OSError, ValueError) as exc:
             return False, f"GET {path}: {_error_text(exc)}", path, None
         if 200 <= code < 300:
@@ -139,12 +148,19 @@ async def probe_health(
 
 
 async def probe_endpoint_async(
-    session: aiohttp.ClientSession, endpoint: str, *, timeout: float, now: float, metrics_format: str = AUTO
+    session: aiohttp.ClientSession,
+    endpoint: str,
+    *,
+    timeout: float,
+    now: float,
+    metrics_format: str = AUTO,
+    headers: Mapping[str, str] | None = None,
 ) -> ProbeOutcome:
     """One probe round against ``endpoint`` over ``session``; never raises (but may be cancelled).
 
     ``metrics_format`` is the provider's ``spec.metrics.format``: where its health is and how
-    its metrics are read."""
+    its metrics are read; ``headers`` go on every request (a provider's credentials:
+    :mod:`.credentials`)."""
     if not endpoint_valid(endpoint):
         return ProbeOutcome(
             observed_at=now,
@@ -154,11 +170,11 @@ async def probe_endpoint_async(
         )
     base = endpoint.rstrip("/")
     healthy, health_error, path, note = await probe_health(
-        session, base, timeout=timeout, metrics_format=metrics_format
+        session, base, timeout=timeout, metrics_format=metrics_format, headers=headers
     )
     seen = ProbeOutcome(now, True, healthy, health_error, health_path=path, health_note=note)
     try:
-        code, body = await http_get(session, f"{base}/metrics", timeout=timeout)
+        code, body = await http_get(session, f"{base}/metrics", timeout=timeout, headers=headers)
         if not 200 <= code < 300:
             return dataclasses.replace(seen, metrics_error=f"GET /metrics: {metrics_refusal(code, metrics_format)}")
         reading = load_reading(body.decode("utf-8", errors="replace"), format=metrics_format)

@@ -37,14 +37,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import aiohttp
 
+from agn.credentials import Tokens, no_secrets
 from agn.logs import JsonLog
 from agn.model import NetworkView
-from agn.objects import Obj, drain_of, max_concurrent_of, metrics_format_of, network_view
+from agn.objects import Obj, drain_of, max_concurrent_of, network_view
+from agn.operator.credentials import probe_provider
 from agn.operator.heartbeat import HEARTBEAT_SECONDS
 from agn.operator.informer import Store
 from agn.operator.lease import Leadership
 from agn.operator.metrics import OperatorMetrics
-from agn.operator.probe_http import probe_endpoint_async, probe_session
+from agn.operator.probe_http import probe_session
 from agn.operator.probe_writes import ProbeWrites
 from agn.operator.provider_status import (
     ProbeOutcome,
@@ -79,11 +81,13 @@ STATUS_WRITERS = 16
 
 @dataclasses.dataclass(frozen=True)
 class ProbeStores:
-    """The informer stores the prober reads: the providers it probes (its own status writes
-    are stored there at once) and the networks, which may ask for shorter intervals."""
+    """What the prober reads from the API: the informer stores of the providers it probes (its
+    own status writes are stored there at once) and of the networks, which may ask for shorter
+    intervals, and the tokens of the providers' credentials (:mod:`agn.credentials`)."""
 
     providers: Store
     networks: Store
+    tokens: Tokens = dataclasses.field(default_factory=lambda: Tokens(no_secrets))
 
 
 class Prober:
@@ -105,6 +109,7 @@ class Prober:
         stop: threading.Event,
         metrics: OperatorMetrics | None = None,
     ) -> None:
+        self.tokens = stores.tokens
         # Every tunable is read from here when it is used (the --probe-* flags, --status-refresh),
         # so a new probe setting is a field of Settings and nothing in between.
         self.settings = settings
@@ -381,13 +386,8 @@ class Prober:
         spec = obj.get("spec") or {}
         endpoint = str(spec.get("endpoint", ""))
         started = time.perf_counter()
-        outcome = await probe_endpoint_async(
-            session,
-            endpoint,
-            timeout=self.settings.probe_timeout,
-            now=time.time(),
-            metrics_format=metrics_format_of(spec),
-        )
+        timeout = self.settings.probe_timeout
+        outcome = await probe_provider(session, spec, tokens=self.tokens, timeout=timeout, now=time.time())
         write = self._record(obj, endpoint, outcome, seconds=time.perf_counter() - started)
         if write is not None:
             await asyncio.get_running_loop().run_in_executor(self._pool, write)

@@ -50,6 +50,10 @@ class ProbeOutcome:
     load: LoadReading | None = None
     health_path: str = AGN_HEALTH_PATH  # where the health answer came from (/healthz, /health, ...)
     health_note: str | None = None  # a healthy answer that was not a 2xx: why it counts (SGLang's 401)
+    # A named cause of a failed health probe or scrape, the condition's reason instead of the
+    # generic one: the provider's credentials (agn.credentials: Unauthorized, SecretNotFound, ...).
+    health_reason: str | None = None
+    metrics_reason: str | None = None
 
 
 def tolerated(outcome: ProbeOutcome, *, failures: int, previously_healthy: bool, threshold: int) -> ProbeOutcome:
@@ -108,21 +112,21 @@ def desired_conditions(
         out.append(ConditionState(AVAILABLE, "True", "HealthCheckPassed", passed))
     else:
         failed = outcome.health_error or f"GET {outcome.health_path} failed"
-        out.append(ConditionState(AVAILABLE, "False", "HealthCheckFailed", failed))
+        out.append(ConditionState(AVAILABLE, "False", outcome.health_reason or "HealthCheckFailed", failed))
 
     max_age = metrics_max_age(networks)
     error = f": {outcome.metrics_error}" if outcome.metrics_error else ""
     # A scrape that succeeded without the engine's metrics says why (vLLM --disable-log-stats).
     note = f"; {outcome.load.note}" if outcome.metrics_ok and outcome.load and outcome.load.note else ""
     if metrics_observed_at is None:
-        out.append(ConditionState(METRICS_FRESH, "False", "NoMetrics", f"no successful metrics scrape yet{error}"))
+        reason = outcome.metrics_reason or "NoMetrics"
+        out.append(ConditionState(METRICS_FRESH, "False", reason, f"no successful metrics scrape yet{error}"))
     elif outcome.observed_at - metrics_observed_at <= max_age:
         fresh = f"last successful scrape within {max_age}s{note}"
         out.append(ConditionState(METRICS_FRESH, "True", "MetricsFresh", fresh))
     else:
-        out.append(
-            ConditionState(METRICS_FRESH, "False", "MetricsStale", f"no successful scrape within {max_age}s{error}")
-        )
+        reason = outcome.metrics_reason or "MetricsStale"
+        out.append(ConditionState(METRICS_FRESH, "False", reason, f"no successful scrape within {max_age}s{error}"))
 
     if not valid:
         out.append(

@@ -5,16 +5,34 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from pathlib import Path
 
+from agn.inputfile import read_regular
 from agn.provider.server import ProviderState, serve_async
 from agn.provider.settings import parse_settings
+
+
+def read_api_keys(path: str) -> tuple[str, ...]:
+    """The keys of an ``--api-key-file``: its non-empty lines, as llama.cpp's server reads one."""
+    try:
+        text = read_regular(Path(path), limit=1 << 20).decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SystemExit(f"--api-key-file {path}: cannot read it: {exc}") from None
+    keys = tuple(line.strip() for line in text.splitlines() if line.strip())
+    if not keys:
+        raise SystemExit(f"--api-key-file {path}: holds no key")
+    return keys
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_settings(argv, description=__doc__)
 
     state = ProviderState(
-        name=args.name, healthy=not args.unhealthy, metrics=not args.no_metrics, metrics_format=args.metrics_format
+        name=args.name,
+        healthy=not args.unhealthy,
+        metrics=not args.no_metrics,
+        metrics_format=args.metrics_format,
+        api_keys=read_api_keys(args.api_key_file) if args.api_key_file else (),
     )
     server = serve_async(state, port=args.port, host=args.host)
     stop = threading.Event()

@@ -15,13 +15,15 @@ Endpoints:
   ``exportWaiting``, ``waiting``, ``kvCacheUsage`` (0 to 1), ``delaySeconds`` (how long ``/healthz`` and ``/metrics``
   take to answer: a slow provider), ``engineMetrics`` (false: /metrics without the engine's
   metrics, as vLLM's ``--disable-log-stats``), ``prioritySplit`` (SGLang's
-  ``--enable-priority-scheduling`` series), ``requireKey`` (as an engine started with
-  ``--api-key``: 401 on every path that engine guards; the fake accepts no key),
-  ``healthGenerateSeconds``, ``holdCompletions``. They drive hard failures for real,
-  over HTTP. While ``holdCompletions`` is true, completions are accepted and then held in
+  ``--enable-priority-scheduling`` series), ``healthGenerateSeconds``, ``holdCompletions``.
+  They drive hard failures for real, over HTTP. While ``holdCompletions`` is true, completions are accepted and then held in
   flight (counted in ``agn_provider_running``) until it is set false again: real running
   requests. While ``failCompletions`` is true, completions are answered 500 (``/healthz``
   stays as ``healthy`` says): a provider that is admitted and fails what it serves.
+  ``apiKeys`` (a list; write-only, ``apiKeyRequired`` shows whether any is set) makes it an
+  engine started with ``--api-key``: 401 without one of the keys on every path that format's
+  engine guards, with that engine's body (:mod:`.apikey`; llama.cpp's exactly);
+  ``--api-key-file`` sets them at start.
 
 Under ``/pool/<name>/`` every endpoint answers for a provider ``name`` with its own state
 (created on first use, starting from the process's flags), so one process stands in for many
@@ -45,6 +47,7 @@ import dataclasses
 import json
 import re
 import threading
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -52,6 +55,8 @@ from aiohttp import web
 
 from agn.engines import FORMATS
 from agn.httpserve import JSON, LOOPBACK, TEXT
+from agn.provider import apikey
+from agn.provider.apikey import api_keys
 from agn.provider.expositions import Load, exposition
 
 HOLD_LIMIT_SECONDS = 600
@@ -76,9 +81,9 @@ class ProviderState:
     health_checks: int = 0  # its health path answered (/healthz or /health): how often a prober looked
     metrics_format: str = "agn"  # the exposition served, and so the health path (agn.engines)
     kv_cache_usage: float = 0.0
+    api_keys: tuple[str, ...] = ()  # an engine's --api-key: required where that engine wants it (.apikey)
     engine_metrics: bool = True
     priority_split: bool = False
-    require_key: bool = False
     queued_ever: bool = False  # a completion arrived or waiting was set (TGI's lazy queue gauge)
     health_generate_seconds: float = 1.0
     health_generations: int = 0  # SGLang's generating /health answered
@@ -104,9 +109,9 @@ class ProviderState:
                 "kvCacheUsage": self.kv_cache_usage,
                 "failCompletions": self.fail_completions,
                 "failed": self.failed,
+                "apiKeyRequired": bool(self.api_keys),  # the keys themselves are never shown
                 "engineMetrics": self.engine_metrics,
                 "prioritySplit": self.priority_split,
-                "requireKey": self.require_key,
                 "healthGenerateSeconds": self.health_generate_seconds,
                 "healthGenerations": self.health_generations,
             }
@@ -123,14 +128,17 @@ class ProviderState:
             "kvCacheUsage": ("kv_cache_usage", float),
             "engineMetrics": ("engine_metrics", bool),
             "prioritySplit": ("priority_split", bool),
-            "requireKey": ("require_key", bool),
             "healthGenerateSeconds": ("health_generate_seconds", float),
         }
         limits = {"delaySeconds": MAX_DELAY, "kvCacheUsage": 1.0, "healthGenerateSeconds": MAX_DELAY}
+        changes = dict(changes)
+        keys = api_keys(changes.pop("apiKeys")) if "apiKeys" in changes else None
         unknown = set(changes) - set(fields)
         if unknown:
             raise ValueError(f"unknown fields: {', '.join(sorted(unknown))}")
         with self.lock:
+            if keys is not None:
+                self.api_keys = keys
             for key, value in changes.items():
                 attr, typ = fields[key]
                 if typ is bool and not isinstance(value, bool):
@@ -181,15 +189,13 @@ class ProviderState:
         llama.cpp), ``/get_model_info`` (SGLang)."""
         return FORMATS[self.metrics_format].health_path
 
-    def guarded(self, route: str) -> bool:
-        """Whether ``route`` answers 401 now (``requireKey``): the paths the engine's API key guards."""
-        if not self.require_key or route == "/admin/state":
+    def refuses(self, route: str, headers: Mapping[str, str]) -> bool:
+        """Whether a request for ``route`` with ``headers`` is refused for want of an API key
+        (:mod:`.apikey`: where the format's engine wants one, while any is set)."""
+        keys = self.api_keys
+        if not keys or not apikey.guarded(self.metrics_format, route, sglang_open=(GENERATING_HEALTH, "/metrics")):
             return False
-        if self.metrics_format == "llamacpp":  # every path but its health (tools/server/server-http.cpp)
-            return route != "/health"
-        if self.metrics_format == "sglang":  # every path but /health* and /metrics (add_api_key_middleware)
-            return route not in (GENERATING_HEALTH, "/metrics")  # its route /health is /get_model_info
-        return route == "/v1/completions"  # vLLM's and TGI's keys guard the inference routes only
+        return not apikey.authorized(keys, headers)
 
     def metrics_text(self) -> str:
         with self.lock:
@@ -225,6 +231,7 @@ class ProviderPool:
                     healthy=template.healthy,
                     metrics=template.metrics,
                     metrics_format=template.metrics_format,
+                    api_keys=template.api_keys,
                 )
                 self._states[name] = state
             return state
@@ -287,6 +294,8 @@ class _AsyncProvider:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         state, route = target(self.root, self.pool, request.raw_path)
+        if state.refuses(route, request.headers):
+            return _json(401, apikey.refusal(state.metrics_format))
         if request.method == "GET":
             return await self._get(request, state, route)
         if request.method != "POST":
@@ -305,14 +314,10 @@ class _AsyncProvider:
                 return _json(400, {"error": str(exc)})
             return _json(200, state.snapshot())
         if route == "/v1/completions":
-            if state.guarded(route):
-                return _json(401, {"error": "Unauthorized"})
             return await self._complete(request, state, body)
         return _response(404, b"not found\n")
 
     async def _get(self, request: web.Request, state: ProviderState, route: str) -> web.StreamResponse:
-        if state.guarded(route):
-            return _json(401, {"error": {"code": 401, "message": "Invalid API Key", "type": "authentication_error"}})
         if route == GENERATING_HEALTH:
             return await self._generating_health(state)
         if route in ("/health", "/metrics"):

@@ -24,6 +24,12 @@ class ProviderSettings:
         help="serve /metrics as this engine does, and health where it does "
         "(agn: /healthz; sglang: /get_model_info; the others: /health)",
     )
+    api_key_file: str = setting(
+        "",
+        help="require an API key as the engine of --metrics-format does with --api-key (llama.cpp's "
+        "--api-key-file: one key per line of this file), on the paths that engine guards "
+        "(llama.cpp: all but its health path; 401 otherwise); /admin/state never needs one",
+    )
 
 
 def parse_settings(argv: list[str] | None, *, description: str | None = None) -> ProviderSettings:

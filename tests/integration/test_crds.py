@@ -47,6 +47,20 @@ def provider_with(**spec_changes):
         (provider_with(metrics={"format": "triton"}), "spec.metrics.format"),
         (provider_with(metrics={"format": "VLLM"}), "spec.metrics.format"),
         (provider_with(metrics={"format": 3}), "spec.metrics.format"),
+        (
+            provider_with(authorization={"type": "Basic", "credentials": {"name": "s", "key": "k"}}),
+            "spec.authorization.type",
+        ),
+        (
+            provider_with(authorization={"credentials": {"name": "Bad_Secret", "key": "k"}}),
+            "spec.authorization.credentials.name",
+        ),
+        (
+            provider_with(authorization={"credentials": {"name": "s", "key": "a/b"}}),
+            "spec.authorization.credentials.key",
+        ),
+        (provider_with(authorization={"credentials": {"name": "s"}}), "spec.authorization.credentials.key"),
+        (provider_with(authorization={}), "spec.authorization.credentials"),
     ],
 )
 def test_invalid_providers_are_rejected_naming_the_field(kube, namespace, body, field):
@@ -57,6 +71,15 @@ def test_invalid_providers_are_rejected_naming_the_field(kube, namespace, body, 
 
 def test_valid_provider_is_accepted(kube, namespace):
     assert kube.create(PROVIDERS, namespace, PROVIDER)["spec"]["trafficPolicy"] == {"drain": False}
+
+
+def test_authorization_type_defaults_to_bearer(kube, namespace):
+    body = provider_with(authorization={"credentials": {"name": "engine.key-1", "key": "api_key.v2"}})
+    created = kube.create(PROVIDERS, namespace, body)
+    assert created["spec"]["authorization"] == {
+        "type": "Bearer",
+        "credentials": {"name": "engine.key-1", "key": "api_key.v2"},
+    }
 
 
 def test_a_bad_metrics_format_is_422_and_the_enum_is_the_operators(kube, namespace):

@@ -156,15 +156,18 @@ def test_a_vllm_without_its_metrics_is_unknown_and_says_disable_log_stats(env: D
 
 def test_a_llama_server_behind_a_key_stays_available_and_its_refusals_are_named(env: DrainEnv):
     llama = NAMES["llamacpp"]
-    admin(env, llama, requireKey=True)  # --api-key: 401 on every path but /health
+    admin(env, llama, apiKeys=["engine-key"])  # --api-key: 401 on every path but /health
     wait_for(
-        lambda: "not authorized" in status(env, llama).get("probe", {}).get("metricsError", ""),
+        lambda: "401 Unauthorized" in status(env, llama).get("probe", {}).get("metricsError", ""),
         what="p-llamacpp's metricsError naming the authorization",
     )
     s = status(env, llama)
     assert s["probe"]["healthy"] is True and condition(env, llama, "Available")["status"] == "True", s
-    assert s["probe"]["metricsError"].startswith("GET /metrics: HTTP 401: not authorized"), s
-    admin(env, llama, requireKey=False, metrics=False)  # started without --metrics: 501
+    # The provider names no Secret: the refusal says to set spec.authorization.
+    assert s["probe"]["metricsError"] == (
+        "GET /metrics: 401 Unauthorized; the engine asks for credentials: set spec.authorization"
+    ), s
+    admin(env, llama, apiKeys=[], metrics=False)  # started without --metrics: 501
     wait_for(
         lambda: (
             status(env, llama).get("probe", {}).get("metricsError")

@@ -313,3 +313,27 @@ def test_what_json_alone_would_let_through_is_refused(change, expected):
     with pytest.raises(EnvDefinitionError) as exc:
         parse_env(data, source=Path("envs/bad.yaml"), expected_name="example")
     assert str(exc.value).split("\n")[1:] == [f"  {expected}"]
+
+
+@pytest.mark.parametrize(
+    "authorization, expected",
+    [
+        ({"credentials": {"name": "Bad_Name", "key": "k"}}, "must be a Secret's name (a DNS-1123 subdomain)"),
+        ({"credentials": {"name": "s", "key": "a/b"}}, "must be a Secret data key"),
+        ({"type": "Basic", "credentials": {"name": "s", "key": "k"}}, "must be Bearer (the only type)"),
+        ({"credentials": {"name": "s"}}, "providers[0].authorization.credentials"),
+        ({"secret": "s"}, "providers[0].authorization"),
+    ],
+)
+def test_a_providers_authorization_is_checked_where_it_enters(authorization, expected):
+    data = example()
+    data["providers"][0]["authorization"] = authorization
+    assert any(expected in p for p in problems(data)), problems(data)
+
+
+def test_a_providers_authorization_is_rendered_as_its_spec():
+    data = example()
+    data["providers"][0]["authorization"] = {"credentials": {"name": "engine-key", "key": "token"}}
+    envdef = parse_env(data, source=Path("x.yaml"))
+    obj = envdef.provider_objects({p.name: "http://h" for p in envdef.providers})[0]
+    assert obj["spec"]["authorization"] == {"type": "Bearer", "credentials": {"name": "engine-key", "key": "token"}}

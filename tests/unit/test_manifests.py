@@ -207,3 +207,29 @@ def test_the_overlay_shard_count_reaches_the_operator_and_every_gateway_role():
         rules = by_kind(objects, "Role")[f"agn-gateway-{c.name}"]["rules"]
         (names,) = [r["resourceNames"] for r in rules if r["resources"] == ["routingoverlayshards"]]
         assert names == shard_names(c.name, 40)
+
+
+def secret_rules(role: dict) -> list[dict]:
+    return [r for r in role["rules"] if "secrets" in r["resources"]]
+
+
+def test_operator_and_gateways_may_get_only_the_secrets_their_providers_name():
+    data = yaml.safe_load(ENVDEF.source.read_text())
+    data["networks"].append({"name": "staging", "providerSelector": {"matchLabels": {"agn.dev/network": "staging"}}})
+    data["consumers"][1]["network"] = "staging"  # consumer-b
+    auth = {"credentials": {"name": "engine-a", "key": "token"}}
+    data["providers"][0]["authorization"] = auth
+    data["providers"][1]["authorization"] = {"type": "Bearer", "credentials": {"name": "engine-b", "key": "k"}}
+    data["providers"][1]["labels"] = {"agn.dev/network": "staging"}
+    objects = render(parse_env(data, source=ENVDEF.source))
+    roles = by_kind(objects, "Role")
+    secret_rule = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}
+    assert secret_rules(roles["agn-operator"]) == [{**secret_rule, "resourceNames": ["engine-a", "engine-b"]}]
+    assert secret_rules(roles["agn-gateway-consumer-a"]) == [{**secret_rule, "resourceNames": ["engine-a"]}]
+    assert secret_rules(roles["agn-gateway-consumer-b"]) == [{**secret_rule, "resourceNames": ["engine-b"]}]
+    provider = by_kind(objects, "InferenceProvider")[data["providers"][0]["name"]]
+    assert provider["spec"]["authorization"] == {"type": "Bearer", **auth}
+    # No provider names a Secret: no Secret rule at all (an empty resourceNames would grant every one).
+    plain = by_kind(render(ENVDEF), "Role")
+    assert not any(secret_rules(role) for role in plain.values())
+    assert "{provider_secrets}" not in str(render(ENVDEF)) and "{consumer_secrets}" not in str(render(ENVDEF))

@@ -7,6 +7,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from agn.operator.credentials import with_refusals_named
 from agn.operator.probe_http import probe_endpoint
 from agn.provider.server import ProviderState, serve_async
 
@@ -231,12 +232,12 @@ def test_sglang_is_probed_where_it_does_not_generate_a_token(fake_provider):
     sick = probe_endpoint(url, timeout=1.0, now=1.0, metrics_format="sglang")
     assert sick.healthy is False and sick.health_error == "GET /get_model_info: HTTP 503"
     # Behind --api-key SGLang answers 401 there (only /health* is open): the server is up.
-    state.update({"healthy": True, "requireKey": True})
+    state.update({"healthy": True, "apiKeys": ["engine-key"]})  # the probe sends no key
     keyed = probe_endpoint(url, timeout=1.0, now=1.0, metrics_format="sglang")
     assert (keyed.healthy, keyed.health_note) == (True, "HTTP 401: the server is up, behind sglang's --api-key")
-    assert state.snapshot()["healthGenerations"] == 0
+    assert keyed.metrics_ok is True and state.snapshot()["healthGenerations"] == 0  # /metrics is open
     # Unpinned, SGLang's /get_model_info is asked before /health: no generation either.
-    state.update({"requireKey": False})
+    state.update({"apiKeys": []})
     auto = probe_endpoint(url, timeout=1.0, now=1.0)
     assert (auto.healthy, auto.health_path, auto.load.format) == (True, "/get_model_info", "sglang")
     assert state.snapshot()["healthGenerations"] == 0
@@ -246,14 +247,16 @@ def test_auto_asks_health_after_a_401_llama_server_api_key(fake_provider):
     # llama-server --api-key answers 401 on every path but /health: no verdict on the server.
     state, url = fake_provider
     state.metrics_format = "llamacpp"
-    state.update({"requireKey": True})
+    state.update({"apiKeys": ["engine-key"]})  # the probe sends no key
     out = probe_endpoint(url, timeout=2, now=1.0)
     assert (out.healthy, out.health_error, out.health_path) == (True, None, "/health")
-    assert out.metrics_error == (
-        "GET /metrics: HTTP 401: not authorized (the engine wants an API key on /metrics, "
-        "e.g. llama-server started with --api-key; the operator sends none)"
+    assert out.metrics_error == "GET /metrics: HTTP 401"  # bare: the provider's credentials name it
+    named = with_refusals_named(out, None)
+    assert (named.metrics_reason, named.metrics_error) == (
+        "Unauthorized",
+        "GET /metrics: 401 Unauthorized; the engine asks for credentials: set spec.authorization",
     )
-    state.update({"requireKey": False, "healthy": False})  # loading or sick: 503 is the verdict
+    state.update({"apiKeys": [], "healthy": False})  # loading or sick: 503 is the verdict
     assert probe_endpoint(url, timeout=2, now=1.0).health_error == "GET /health: HTTP 503"
 
 
