@@ -54,6 +54,7 @@ class Component:
     ready_path: str = HEALTH_PATH  # 200 once it does its job (readiness)
     metrics_path: str | None = METRICS_PATH  # its own Prometheus metrics (None: none)
     serves: str = ""  # the consumer a gateway serves, the provider a fake answers as
+    program: str | None = None  # set: a binary run as it is (a real engine), not ``python -m module``
 
     @property
     def module_args(self) -> list[str]:
@@ -61,6 +62,8 @@ class Component:
         return [self.module, *self.args]
 
     def argv(self, python: str) -> list[str]:
+        if self.program is not None:
+            return [self.program, *self.args]
         return [python, "-m", *self.module_args]
 
     def url(self, path: str = "", *, host: str = LOOPBACK) -> str:
@@ -152,6 +155,51 @@ def fake_provider(
     )
 
 
+def llama_server(
+    provider: str,
+    *,
+    binary: str,
+    model: str,
+    port: int,
+    slots: int,
+    slot_context: int = 8192,
+    threads: int = 1,
+    bind: str | None = None,
+) -> Component:
+    """llama.cpp's ``llama-server`` answering as ``provider``: ``model`` (a GGUF file), ``slots``
+    requests generated at once (``-np``; more wait, as ``llamacpp:requests_deferred``), each with
+    ``slot_context`` tokens of context, on ``threads`` CPU threads (pinned, so a test's timing
+    does not depend on the machine's core count). ``--metrics`` serves the Prometheus exposition
+    the operator reads as format ``llamacpp``; health is ``/health`` (503 while the model loads).
+    No web UI; loopback unless ``bind`` says otherwise."""
+    if slots < 1 or slot_context < 1 or threads < 1:
+        raise ValueError(f"llama-server {provider}: slots, slot_context and threads must be >= 1")
+    args = (
+        *("--model", model),
+        *("--host", bind or LOOPBACK),
+        *("--port", str(port)),
+        *("--parallel", str(slots)),
+        *("--ctx-size", str(slots * slot_context)),
+        *("--threads", str(threads)),
+        *("--threads-batch", str(threads)),
+        "--metrics",
+        "--no-webui",
+    )
+    health = FORMATS["llamacpp"].health_path
+    return Component(
+        f"engine-{provider}",
+        "provider",
+        "",
+        args,
+        port,
+        health_path=health,
+        ready_path=health,
+        metrics_path=METRICS_PATH,
+        serves=provider,
+        program=binary,
+    )
+
+
 # -- from an env definition ------------------------------------------------------------------
 
 
@@ -169,8 +217,9 @@ def env_gateways(envdef: EnvDef, *, port_for: Callable[[str], int], placement: P
 
 
 def fake_provider_names(envdef: EnvDef) -> list[str]:
-    """The providers the env runs a fake for (one with an ``endpoint`` is external)."""
-    return [p.name for p in envdef.providers if not p.endpoint]
+    """The providers the env runs a fake for (one with an ``endpoint`` is external, one with an
+    ``engine`` is served by that engine)."""
+    return [p.name for p in envdef.providers if not p.endpoint and p.engine is None]
 
 
 def env_fake_providers(envdef: EnvDef, *, port_for: Callable[[str], int], placement: Placement) -> list[Component]:

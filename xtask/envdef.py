@@ -26,7 +26,7 @@ from agn.shards import DEFAULT_SHARD_COUNT
 from agn.yamltext import YamlProblem, parse_yaml, show
 from xtask import envschema
 from xtask.crds import spec_default
-from xtask.envmodel import ConsumerDef, EnvDef, NetworkDef, ProviderDef
+from xtask.envmodel import ConsumerDef, EngineDef, EnvDef, NetworkDef, ProviderDef
 from xtask.errors import EnvDefinitionError, ExitCode
 from xtask.resources import data_dir
 from xtask.runtime import registry
@@ -34,6 +34,7 @@ from xtask.runtime import registry
 __all__ = [
     "ENVS_DIR",
     "ConsumerDef",
+    "EngineDef",
     "EnvDef",
     "NetworkDef",
     "ProviderDef",
@@ -121,6 +122,7 @@ def parse_env(data: Any, *, source: Path, expected_name: str | None = None) -> E
                 p.get("labels") or {},
                 p.get("endpoint"),
                 p.get("authorization"),
+                EngineDef(p["engine"]["kind"], p["engine"].get("slots", 2)) if p.get("engine") else None,
             )
             for p in data["providers"] or ()
         ),
@@ -194,6 +196,9 @@ def _rule_problems(data: dict, bad: set[envschema.Path_], *, expected_name: str 
                     f"networks[{i}].probeIntervalSeconds: must be at most half of metricsMaxAgeSeconds ({age}), "
                     f"got {show(net['probeIntervalSeconds'])}"
                 )
+    for i, prov in enumerate(_listed(data, "providers")):
+        if isinstance(prov, dict) and prov.get("endpoint") and prov.get("engine") and ok("providers", i, "engine"):
+            problems.append(f"providers[{i}]: has both endpoint and engine; an engine's endpoint is the one it serves")
     for i, cons in enumerate(_listed(data, "consumers")):
         if not isinstance(cons, dict):
             continue

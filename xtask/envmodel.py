@@ -15,6 +15,14 @@ from agn.shards import DEFAULT_SHARD_COUNT
 
 
 @dataclasses.dataclass(frozen=True)
+class EngineDef:
+    """A real inference engine the local runtime starts for a provider (``engine:`` in the file)."""
+
+    kind: str  # its metrics format too (agn/engines.py): "llamacpp"
+    slots: int = 2  # requests generated at once
+
+
+@dataclasses.dataclass(frozen=True)
 class ProviderDef:
     name: str
     provider_gateway: str | None
@@ -24,6 +32,7 @@ class ProviderDef:
     endpoint: str | None  # set: an external provider, no fake is started for it
     # spec.authorization as the env file gives it (agn.credentials): a Secret reference only.
     authorization: Mapping[str, Any] | None = None
+    engine: EngineDef | None = None  # set: served by a real engine, no fake is started for it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +68,8 @@ class EnvDef:
         return self.sections.get(key) or {}
 
     def provider_objects(self, endpoints: Mapping[str, str]) -> list[dict]:
-        """InferenceProvider objects; ``endpoints`` gives the URL of each fake provider.
+        """InferenceProvider objects; ``endpoints`` gives the URL of each fake provider and engine.
+        An engine's provider pins its metrics format (the engine's kind).
 
         The drain field is deliberately never rendered: applying an environment must not
         reset an administrator's drain.
@@ -75,6 +85,8 @@ class EnvDef:
                 spec["providerGateway"] = p.provider_gateway
             if p.authorization:
                 spec["authorization"] = {"type": "Bearer", **p.authorization}
+            if p.engine is not None:
+                spec["metrics"] = {"format": p.engine.kind}
             out.append(_obj("InferenceProvider", p.name, self.namespace, spec, labels=dict(p.labels)))
         return out
 

@@ -30,6 +30,7 @@ from agn.shards import DEFAULT_SHARD_COUNT, check_shard_count, shard_names
 from xtask import components
 from xtask.drain.core.lock import lock_name
 from xtask.envdef import EnvDef
+from xtask.errors import EnvDefinitionError
 from xtask.resources import data_dir
 
 RBAC_DIR = data_dir("manifests") / "rbac"
@@ -73,6 +74,17 @@ def env_objects(envdef: EnvDef) -> list[Obj]:
     return envdef.network_objects() + envdef.consumer_objects() + envdef.provider_objects(provider_endpoints(envdef))
 
 
+def refuse_engines(envdef: EnvDef) -> None:
+    """A provider served by a real engine (``engine:``) runs on the local runtime only."""
+    engines = [p.name for p in envdef.providers if p.engine is not None]
+    if engines:
+        raise EnvDefinitionError(
+            f"env file {envdef.source}: providers {', '.join(engines)} declare an engine, which only the "
+            "local runtime starts (no engine image is built for a cluster)",
+            hint="bring it up with --runtime local",
+        )
+
+
 def render(
     envdef: EnvDef, *, namespace: str | None = None, image: str = IMAGE, image_id: str | None = None
 ) -> list[Obj]:
@@ -81,6 +93,7 @@ def render(
     ``image_id`` (the built image's digest) goes into each pod template, so a rebuilt
     ``agn:dev`` rolls the Deployments even though the tag did not change.
     """
+    refuse_engines(envdef)
     if namespace:
         envdef = dataclasses.replace(envdef, namespace=namespace)
     ns = envdef.namespace

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from xtask.errors import RuntimeUnavailable
@@ -30,10 +31,10 @@ def versions() -> dict[str, str]:
     return out
 
 
-def cache_root() -> Path:
+def cache_root(environ: Mapping[str, str] = os.environ) -> Path:
     """``$AGN_CACHE_DIR``, else ``${XDG_CACHE_HOME:-~/.cache}/agn-xtask``: what is built once and reused."""
-    root = os.environ.get("AGN_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "agn-xtask"
+    root = environ.get("AGN_CACHE_DIR") or os.path.join(
+        environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "agn-xtask"
     )
     return Path(root)
 

@@ -35,7 +35,7 @@ from xtask import components
 from xtask.envdef import EnvDef
 from xtask.errors import ComponentFailed, RefusedError, XtaskError
 from xtask.procs import ProcessRecord, Supervisor, log_tail
-from xtask.runtime import prometheus
+from xtask.runtime import local_engines, prometheus
 from xtask.runtime.assets import ensure_assets, find_assets
 from xtask.runtime.base import FIELD_MANAGER, Options, Runtime, context_name, refuse_other_runtime
 from xtask.runtime.certs import CertPaths, private_dir
@@ -79,7 +79,7 @@ def check_size(envdef: EnvDef) -> None:
 
 def pooled(envdef: EnvDef) -> bool:
     """Whether the env's fake providers are served by one pool process."""
-    return sum(1 for p in envdef.providers if not p.endpoint) > POOL_THRESHOLD
+    return len(components.fake_provider_names(envdef)) > POOL_THRESHOLD
 
 
 class LocalEnv(Runtime):
@@ -170,6 +170,7 @@ class LocalEnv(Runtime):
             Step("connect with the env's certificates", lambda c: self._connect(c, cp)),
             install_crds_step(),
             Step("start fake providers", self._start_providers, undo=self._stop_started),
+            *self._engine_steps(envdef),
             apply_objects_step(),
             Step("start the AGN operator", self._start_operator, undo=self._stop_started),
             Step("start consumer gateways", self._start_gateways, undo=self._stop_started),
@@ -272,6 +273,16 @@ class LocalEnv(Runtime):
         for fake in components.env_fake_providers(ctx.envdef, port_for=self._port_for, placement=self._placement(ctx)):
             self._start(ctx, fake)
             ctx.endpoints[fake.serves] = fake.url()
+
+    def _engine_steps(self, envdef: EnvDef) -> list[Step]:
+        """Start the real engines the env file declares (none: no step)."""
+        if not local_engines.has_engines(envdef):
+            return []
+
+        def start(ctx: UpContext) -> None:
+            local_engines.start_engines(ctx, self.supervisor, port_for=self._port_for, wait_answers=self._wait_answers)
+
+        return [Step("start inference engines (llama-server)", start, undo=self._stop_started)]
 
     def _start_operator(self, ctx: UpContext) -> None:
         port = self._port_for("operator")
@@ -380,7 +391,8 @@ class LocalEnv(Runtime):
         recs = self.supervisor.records()
         # Gateways and the operator before providers, the control plane last.
         order = {"etcd": 3, "kube-apiserver": 2, POOL: 1}
-        for rec in sorted(recs, key=lambda r: order.get(r.name, 1 if r.name.startswith("fake-") else 0)):
+        provider = ("fake-", local_engines.PREFIX)
+        for rec in sorted(recs, key=lambda r: order.get(r.name, 1 if r.name.startswith(provider) else 0)):
             try:
                 progress(f"stop {rec.name} (pid {rec.pid})")
                 if self.supervisor.stop(rec.name):
@@ -431,6 +443,10 @@ class LocalEnv(Runtime):
                     entry["metricsUrl"] = f"{entry['address']}/metrics"  # Prometheus text, next to /healthz
                 if running and rec.name == prometheus.NAME:
                     entry["healthy"], entry["detail"] = prometheus_health(entry["address"])
+                elif running and rec.name.startswith(local_engines.PREFIX):
+                    entry["metricsUrl"] = f"{entry['address']}/metrics"
+                    entry["healthy"] = http_ok(f"{entry['address']}/health", timeout=2)
+                    entry["detail"] = "model loaded" if entry["healthy"] else "/health does not answer 200 (loading?)"
                 elif running:
                     # Fake providers answer plain 200; the operator and gateways say whether
                     # their watches are live and which API server and overlay they use.

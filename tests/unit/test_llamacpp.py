@@ -1,0 +1,173 @@
+"""llama.cpp in the loop, the parts that need no binary: the tiny model is written deterministically
+and cached by its parameters, the binary is found (or its absence explained), the command line
+is what docs/engines.md says, and env files declare engines (local runtime only)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gguf
+import pytest
+import yaml
+
+from xtask import components
+from xtask.envdef import EngineDef, load_env, parse_env
+from xtask.errors import EnvDefinitionError, RuntimeUnavailable
+from xtask.llamacpp import assets
+from xtask.llamacpp.model import TinyModel, ensure_model, model_path
+from xtask.manifests import render
+
+
+@pytest.fixture
+def vocab(tmp_path: Path) -> Path:
+    """A small llama (SentencePiece) vocabulary in GGUF, made here."""
+    path = tmp_path / "vocab.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_tokenizer_model("llama")
+    tokens = ["<unk>", "<s>", "</s>", *(f"▁w{i}" for i in range(61))]
+    writer.add_token_list(tokens)
+    writer.add_token_scores([0.0] * len(tokens))
+    writer.add_token_types([2, 3, 3, *([1] * 61)])
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_the_model_is_the_same_bytes_for_the_same_parameters_and_written_once(tmp_path: Path, vocab: Path):
+    small = TinyModel(n_embd=16, n_layer=1, n_head=2, n_ff=32, context_length=4096, seed=7)
+    one = ensure_model(tmp_path / "a", vocab, small)
+    two = ensure_model(tmp_path / "b", vocab, small)
+    assert one.name == two.name and one.read_bytes() == two.read_bytes()
+    stamp = one.stat().st_mtime_ns
+    assert ensure_model(tmp_path / "a", vocab, small) == one and one.stat().st_mtime_ns == stamp  # cached
+    assert [p.name for p in (tmp_path / "a").iterdir()] == [one.name]  # no temporary left behind
+    other = model_path(tmp_path / "a", vocab, TinyModel(n_embd=16, n_layer=1, n_head=2, n_ff=32, seed=8))
+    assert other != one  # another seed is another file
+
+
+def test_the_model_is_a_llama_with_the_vocabulary_and_the_shape_asked_for(tmp_path: Path, vocab: Path):
+    small = TinyModel(n_embd=16, n_layer=2, n_head=2, n_ff=32, context_length=8192)
+    reader = gguf.GGUFReader(ensure_model(tmp_path, vocab, small))
+    fields = {name: f.contents() for name, f in reader.fields.items()}
+    assert fields["general.architecture"] == "llama"
+    assert (fields["llama.context_length"], fields["llama.embedding_length"], fields["llama.block_count"]) == (
+        8192,
+        16,
+        2,
+    )
+    assert (
+        fields["tokenizer.ggml.tokens"][:3] == ["<unk>", "<s>", "</s>"] and fields["tokenizer.ggml.eos_token_id"] == 2
+    )
+    names = {t.name for t in reader.tensors}
+    assert "token_embd.weight" in names and "blk.1.ffn_down.weight" in names and "output.weight" not in names
+
+
+@pytest.mark.parametrize(
+    "bad", [{"n_embd": 0}, {"seed": -1}, {"n_layer": True}, {"n_embd": 10, "n_head": 4}, {"n_embd": 12, "n_head": 4}]
+)
+def test_a_model_shape_that_cannot_be_is_refused_naming_it(bad: dict):
+    with pytest.raises(ValueError, match="TinyModel"):
+        TinyModel(**bad)
+
+
+def test_a_vocabulary_file_without_tokens_is_refused(tmp_path: Path):
+    empty = tmp_path / "empty.gguf"
+    writer = gguf.GGUFWriter(str(empty), "llama")
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    with pytest.raises(ValueError, match="not a vocabulary"):
+        ensure_model(tmp_path / "models", empty)
+    assert not list((tmp_path / "models").iterdir())
+
+
+def _binary(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / assets.BINARY
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_the_binary_is_found_in_the_versioned_cache_or_where_the_env_var_says(tmp_path: Path):
+    environ = {"AGN_CACHE_DIR": str(tmp_path / "cache")}
+    cached = assets.cache_dir(environ)
+    assert cached == tmp_path / "cache" / "engines" / f"llama-server-{assets.version()}"
+    assert assets.find(environ) is None
+    _binary(cached)
+    assert assets.find(environ) is None  # no vocabulary yet
+    (cached / assets.VOCAB).write_bytes(b"v")
+    assert assets.find(environ) == assets.LlamaAssets(cached / assets.BINARY, cached / assets.VOCAB)
+    own = _binary(tmp_path / "own")
+    found = assets.find({**environ, assets.SERVER_ENV: str(own)})
+    assert found == assets.LlamaAssets(own, cached / assets.VOCAB)  # the cache's vocabulary beside its own binary
+    (tmp_path / "v.gguf").write_bytes(b"v")
+    found = assets.find({**environ, assets.SERVER_ENV: str(own), assets.VOCAB_ENV: str(tmp_path / "v.gguf")})
+    assert found is not None and found.vocab == tmp_path / "v.gguf"
+
+
+def test_a_missing_binary_says_how_to_build_it(tmp_path: Path):
+    environ = {"AGN_CACHE_DIR": str(tmp_path), assets.SERVER_ENV: str(tmp_path / "nope")}
+    with pytest.raises(RuntimeUnavailable, match="llama-server is not built here") as exc:
+        assets.require(environ)
+    assert "scripts/install-llama-server.sh" in exc.value.hint and str(assets.cache_dir(environ)) in exc.value.hint
+
+
+def test_the_version_comes_from_the_versions_file(tmp_path: Path):
+    (tmp_path / "v.env").write_text("# comment\nLLAMA_CPP_PYTHON_VERSION=9.9.9\n")
+    assert assets.version(tmp_path / "v.env") == "9.9.9"
+    (tmp_path / "w.env").write_text("OTHER=1\n")
+    with pytest.raises(ValueError, match="no LLAMA_CPP_PYTHON_VERSION"):
+        assets.version(tmp_path / "w.env")
+
+
+def test_the_server_command_line_pins_slots_threads_metrics_and_loopback():
+    engine = components.llama_server("p", binary="/b/llama-server", model="/m.gguf", port=4300, slots=3)
+    argv = engine.argv("/unused/python")
+    assert argv[0] == "/b/llama-server"
+    pairs = dict(zip(argv[1::2], argv[2::2], strict=False))
+    assert pairs["--model"] == "/m.gguf" and pairs["--host"] == "127.0.0.1" and pairs["--port"] == "4300"
+    assert (pairs["--parallel"], pairs["--ctx-size"], pairs["--threads"]) == ("3", str(3 * 8192), "1")
+    assert "--metrics" in argv and "--no-webui" in argv
+    assert (engine.name, engine.health_path, engine.metrics_path, engine.url()) == (
+        "engine-p",
+        "/health",
+        "/metrics",
+        "http://127.0.0.1:4300",
+    )
+    with pytest.raises(ValueError, match="slots"):
+        components.llama_server("p", binary="b", model="m", port=1, slots=0)
+
+
+def test_the_engines_env_declares_two_llama_servers_beside_fakes():
+    env = load_env("engines")
+    engines = {p.name: p.engine for p in env.providers if p.engine}
+    assert engines == {"llama-one": EngineDef("llamacpp", 2), "llama-two": EngineDef("llamacpp", 2)}
+    assert components.fake_provider_names(env) == ["fake-chat", "fake-embeddings"]
+    objs = {
+        o["metadata"]["name"]: o["spec"] for o in env.provider_objects({p.name: "http://h:1" for p in env.providers})
+    }
+    assert objs["llama-one"]["metrics"] == {"format": "llamacpp"} and "metrics" not in objs["fake-chat"]
+
+
+def test_engines_are_refused_where_no_engine_runs():
+    with pytest.raises(EnvDefinitionError, match="llama-one, llama-two declare an engine") as exc:
+        render(load_env("engines"))
+    assert "--runtime local" in (exc.value.hint or "")
+
+
+def test_a_bad_engine_entry_is_named_field_by_field():
+    data = yaml.safe_load(Path(load_env("engines").source).read_text())
+    data["providers"][0]["engine"] = {"kind": "vllm", "slots": 0}
+    data["providers"][1]["endpoint"] = "http://127.0.0.1:9"
+    with pytest.raises(EnvDefinitionError) as exc:
+        parse_env(data, source=Path("engines.yaml"), expected_name="engines")
+    message = str(exc.value)
+    assert "providers[0].engine.kind: must be llamacpp, got 'vllm'" in message
+    assert "providers[0].engine.slots: must be an integer from 1 to 16, got 0" in message
+    assert "providers[1]: has both endpoint and engine" in message
