@@ -4,6 +4,7 @@ is what docs/engines.md says, and env files declare engines (local runtime only)
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import gguf
@@ -16,6 +17,9 @@ from xtask.errors import EnvDefinitionError, RuntimeUnavailable
 from xtask.llamacpp import assets
 from xtask.llamacpp.model import TinyModel, ensure_model, model_path
 from xtask.manifests import render
+from xtask.procs import ProcessRecord
+from xtask.runtime.local_engines import start_engines
+from xtask.runtime.steps import UpContext
 
 
 @pytest.fixture
@@ -171,3 +175,63 @@ def test_a_bad_engine_entry_is_named_field_by_field():
     assert "providers[0].engine.kind: must be llamacpp, got 'vllm'" in message
     assert "providers[0].engine.slots: must be an integer from 1 to 16, got 0" in message
     assert "providers[1]: has both endpoint and engine" in message
+
+
+class FakeSupervisor:
+    """Records what the local runtime asks of :class:`xtask.procs.Supervisor` (nothing is started)."""
+
+    def __init__(self) -> None:
+        self.live: dict[str, list[str]] = {}
+        self.calls: list[tuple[str, str]] = []
+
+    def running(self, name: str):
+        argv = self.live.get(name)
+        return None if argv is None else ProcessRecord(name, 1, 1, argv, f"/logs/{name}.log")
+
+    def start(self, name: str, argv: list[str]) -> ProcessRecord:
+        self.live[name] = list(argv)
+        self.calls.append(("start", name))
+        return ProcessRecord(name, 1, 1, list(argv), f"/logs/{name}.log")
+
+    def stop(self, name: str) -> bool:
+        self.calls.append(("stop", name))
+        return self.live.pop(name, None) is not None
+
+
+def test_the_local_runtime_starts_each_engine_once_and_restarts_one_whose_slots_changed(
+    tmp_path: Path, vocab: Path, monkeypatch
+):
+    cached = tmp_path / "cache" / "engines" / f"llama-server-{assets.version()}"
+    _binary(cached)
+    (cached / assets.VOCAB).write_bytes(vocab.read_bytes())
+    monkeypatch.setenv("AGN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv(assets.SERVER_ENV, raising=False)
+    monkeypatch.delenv(assets.VOCAB_ENV, raising=False)
+    envdef = load_env("engines")
+    ports = {"engine-llama-one": 4401, "engine-llama-two": 4402}
+    sup, waited = FakeSupervisor(), []
+
+    def up(envdef) -> UpContext:
+        ctx = UpContext(
+            env="engines", envdef=envdef, context="local-engines", kubeconfig=tmp_path, fresh=True, wait_timeout=1
+        )
+        start_engines(ctx, sup, port_for=ports.__getitem__, wait_answers=lambda rec, url: waited.append(url))
+        return ctx
+
+    ctx = up(envdef)
+    assert sup.calls == [("start", "engine-llama-one"), ("start", "engine-llama-two")]
+    assert waited == ["http://127.0.0.1:4401/health", "http://127.0.0.1:4402/health"]
+    assert ctx.endpoints == {"llama-one": "http://127.0.0.1:4401", "llama-two": "http://127.0.0.1:4402"}
+    model = sup.live["engine-llama-one"][sup.live["engine-llama-one"].index("--model") + 1]
+    assert Path(model).parent == tmp_path / "cache" / "engines" / "models"
+    assert up(envdef).started == [] and len(sup.calls) == 2  # running as asked: left alone
+    wider = dataclasses.replace(
+        envdef,
+        providers=tuple(
+            dataclasses.replace(p, engine=EngineDef("llamacpp", 4)) if p.name == "llama-two" else p
+            for p in envdef.providers
+        ),
+    )
+    assert up(wider).started == ["engine-llama-two (restarted: its command line changed)", "engine-llama-two"]
+    assert sup.calls[2:] == [("stop", "engine-llama-two"), ("start", "engine-llama-two")]
+    assert "4" == sup.live["engine-llama-two"][sup.live["engine-llama-two"].index("--parallel") + 1]
