@@ -235,3 +235,9 @@ def test_the_local_runtime_starts_each_engine_once_and_restarts_one_whose_slots_
     assert up(wider).started == ["engine-llama-two (restarted: its command line changed)", "engine-llama-two"]
     assert sup.calls[2:] == [("stop", "engine-llama-two"), ("start", "engine-llama-two")]
     assert "4" == sup.live["engine-llama-two"][sup.live["engine-llama-two"].index("--parallel") + 1]
+
+
+def test_without_the_versions_file_the_engines_say_they_need_a_checkout(tmp_path: Path):
+    with pytest.raises(RuntimeUnavailable, match="cannot read it") as exc:
+        assets.version(tmp_path / "missing.env")
+    assert "checkout" in (exc.value.hint or "")

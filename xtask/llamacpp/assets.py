@@ -35,7 +35,14 @@ class LlamaAssets:
 
 def version(versions_file: Path = VERSIONS_FILE) -> str:
     """The llama-cpp-python sdist version whose vendored llama.cpp is built."""
-    for line in versions_file.read_text().splitlines():
+    try:
+        text = versions_file.read_text()
+    except OSError as exc:  # installed from a wheel: the build script is not there either
+        raise RuntimeUnavailable(
+            f"{versions_file}: cannot read it ({exc.strerror or exc})",
+            hint="real engines run from a checkout of the repository (scripts/install-llama-server.sh)",
+        ) from exc
+    for line in text.splitlines():
         key, _, value = line.strip().partition("=")
         if key == "LLAMA_CPP_PYTHON_VERSION" and value:
             return value
