@@ -53,33 +53,52 @@ if (( ${#missing[@]} )); then
 fi
 
 mkdir -p "$cache_root/engines"
-staging="$(mktemp -d "$cache_root/engines/.build.XXXXXX")"
-trap 'rm -rf "$staging"' EXIT
+# One build at a time per version; a second caller waits, then finds the cache complete.
+exec 9>"$cache_root/engines/.llama-server-${LLAMA_CPP_PYTHON_VERSION}.lock"
+flock 9
+if complete "$dest"; then echo "$dest"; exit 0; fi
+# The work folder is kept when a build fails or is interrupted, so the next run resumes it
+# (cmake builds incrementally); it is removed once the binary is in the cache.
+work="$cache_root/engines/.build-llama-server-${LLAMA_CPP_PYTHON_VERSION}"
+mkdir -p "$work"
 start=$SECONDS
 
-log "downloading the llama-cpp-python ${LLAMA_CPP_PYTHON_VERSION} sdist (its vendored llama.cpp source)"
-"$python" -m pip download --quiet --no-binary llama-cpp-python --no-deps \
-  -d "$staging/sdist" "llama-cpp-python==${LLAMA_CPP_PYTHON_VERSION}" >&2
-tar -xzf "$staging"/sdist/llama_cpp_python-*.tar.gz -C "$staging"
-src="$(echo "$staging"/llama_cpp_python-*/vendor/llama.cpp)"
-[[ -f "$src/tools/server/server.cpp" || -d "$src/tools/server" ]] || { log "error: no llama.cpp server source in the sdist ($src)"; exit 1; }
+src="$(echo "$work"/llama_cpp_python-*/vendor/llama.cpp)"
+if [[ ! -d "$src/tools/server" ]]; then
+  log "downloading the llama-cpp-python ${LLAMA_CPP_PYTHON_VERSION} sdist (its vendored llama.cpp source)"
+  rm -rf "$work/sdist" "$work"/llama_cpp_python-*
+  # --no-binary for this package only: pip may still fetch its build backend as a wheel to read
+  # the sdist's metadata.
+  "$python" -m pip download --quiet --no-binary llama-cpp-python --no-deps \
+    -d "$work/sdist" "llama-cpp-python==${LLAMA_CPP_PYTHON_VERSION}" >&2
+  rm -rf "$work/.unpack" && mkdir "$work/.unpack"  # unpacked whole, then renamed: never half a source
+  tar -xzf "$work"/sdist/llama_cpp_python-*.tar.gz -C "$work/.unpack"
+  mv "$work"/.unpack/llama_cpp_python-* "$work/"
+  src="$(echo "$work"/llama_cpp_python-*/vendor/llama.cpp)"
+  [[ -d "$src/tools/server" ]] || { log "error: no llama.cpp server source in the sdist ($src)"; exit 1; }
+else
+  log "resuming the build in $work"
+fi
 
 jobs="${AGN_BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}"
 log "building llama-server (CPU, static, Release, $jobs jobs; a cold build takes ~12 min on 2 cores)"
 # LLAMA_USE_PREBUILT_UI would download the web UI at build time; LLAMA_CURL would link libcurl
 # for model downloads. Neither is wanted: the server serves the API only, from a local model.
-cmake -S "$src" -B "$staging/build" -DCMAKE_BUILD_TYPE=Release \
+cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
   -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON >&2
-cmake --build "$staging/build" --target llama-server -j "$jobs" >&2
+cmake --build "$work/build" --target llama-server -j "$jobs" >&2
 
-mkdir -p "$staging/out"
-cp "$staging/build/bin/llama-server" "$staging/out/llama-server"
-strip "$staging/out/llama-server" 2>/dev/null || true
-cp "$src/models/ggml-vocab-llama-spm.gguf" "$staging/out/"
-"$staging/out/llama-server" --version >&2 || { log "error: the built llama-server does not run"; exit 1; }
+out="$work/out"
+rm -rf "$out"
+mkdir -p "$out"
+cp "$work/build/bin/llama-server" "$out/llama-server"
+strip "$out/llama-server" 2>/dev/null || true
+cp "$src/models/ggml-vocab-llama-spm.gguf" "$out/"
+"$out/llama-server" --version >&2 || { log "error: the built llama-server does not run"; exit 1; }
 
 rm -rf "$dest"
-mv "$staging/out" "$dest"
+mv "$out" "$dest"
+rm -rf "$work"
 log "built ${files[*]} into $dest in $((SECONDS - start))s ($(du -h "$dest/llama-server" | cut -f1) binary)"
 echo "$dest"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agnprocs import sample, scrape
+from agnprocs import sample, scrape, wait_for
 from envcli import Cli
 from reportschema import parse_report
 from xtask.reports import ENV_STATUS
@@ -59,7 +59,10 @@ def test_up_starts_real_engines_that_serve_completions_and_down_stops_them(cli):
     assert provider in ENGINES, (provider, answer)  # rank 0 of group chat: a real engine
     assert answer["choices"][0]["text"] and answer["usage"]["completion_tokens"] == 8, answer
     served = components[f"engine-{provider}"]
-    assert sample(scrape(served["metricsUrl"]), "llamacpp:tokens_predicted_total") == before[served["name"]] + 8
+    wait_for(  # counted by the server itself, as the slot is released
+        lambda: sample(scrape(served["metricsUrl"]), "llamacpp:tokens_predicted_total") == before[served["name"]] + 8,
+        what=f"{served['name']} to count the 8 tokens it generated",
+    )
     log = Path(cli.home) / "state" / "envs" / "engines" / "logs" / f"engine-{provider}.log"
     assert "--metrics" in log.read_text()  # its log is in the env's state folder
 
