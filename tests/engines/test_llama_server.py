@@ -17,13 +17,14 @@ from llamaprocs import Completion, LlamaServers, health
 
 pytestmark = pytest.mark.engines
 
-PROBE_INTERVAL = 0.5  # the network's probeIntervalSeconds
+PROBE_INTERVAL = 0.2  # the network's probeIntervalSeconds
 # Admission is one probe after the first 200 at most, then the status write, the operator's
 # reconcile and its overlay write; this is the time those writes may take on a loaded 2-core box.
 WRITE_SLACK = 2.0
 # Tokens per completion: long enough that four on two slots keep the server busy through the
-# drain and the status write (about 2 ms a token for this model on one thread, measured).
-N_PREDICT = 3000
+# CLI's start, the drain and the status write on a loaded machine (2000 tokens took 5.5 s alone
+# on one thread here; a slot's tokens cost more as its context grows).
+N_PREDICT = 4000
 SPARE = {"p-spare": ("gw-s", "chat", 1)}  # a fake that keeps the group served while llama drains
 
 
@@ -44,6 +45,12 @@ def env(kube, namespace, agn, control_plane, tmp_path) -> DrainEnv:
 def add_llama(env: DrainEnv, name: str, url: str, gateway: str = "gw-l") -> None:
     env.add_provider(name, gateway, "chat", 0, url)
     env.kube.merge_patch(PROVIDERS, env.ns, name, {"spec": {"metrics": {"format": "llamacpp"}}})
+
+
+def load_of(env: DrainEnv, name: str) -> dict | None:
+    """The provider's published load, without when it was read."""
+    load = (env.provider(name).get("status") or {}).get("load")
+    return {k: v for k, v in load.items() if k in ("running", "waiting", "kvCacheUsage")} if load else None
 
 
 def probe(env: DrainEnv, name: str) -> dict:
@@ -86,14 +93,16 @@ def test_load_from_real_metrics_and_wait_idle_ends_after_the_last_generation(env
     # Four long generations on two slots: two run, two wait in the server's own queue.
     completions = [Completion(server.url, N_PREDICT).start() for _ in range(4)]
     wait_for(lambda: server.load() == (2, 2), timeout=30, what="llama-server running 2, deferring 2")
+    spawned = time.monotonic()
     run = env.spawn("--gateway", "gw-l", "--wait-idle", "--idle-timeout", "600", *env.targets())
     wait_for(
-        lambda: (env.provider("p-llama").get("status") or {}).get("load", {}) == {"running": 2, "waiting": 2},
-        timeout=30,
-        what="p-llama's status to show running 2, waiting 2",
+        lambda: load_of(env, "p-llama") == {"running": 2, "waiting": 2},
+        timeout=90,
+        what=f"p-llama's status to show running 2, waiting 2 (the drain's output: {run.lines})",
     )
     assert probe(env, "p-llama")["metricsFormat"] == "llamacpp"
     assert run.proc.poll() is None, run.output  # busy: still waiting
+    print(f"\nrunning 2, waiting 2 published {time.monotonic() - spawned:.1f}s after the drain started")
 
     exited: list[float] = []  # when the CLI exited
     watcher = threading.Thread(target=lambda: (run.proc.wait(), exited.append(time.monotonic())), daemon=True)
