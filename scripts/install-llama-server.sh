@@ -48,7 +48,8 @@ command -v c++ >/dev/null || command -v g++ >/dev/null || missing+=("a C++ compi
 python="${PYTHON:-python3}"
 "$python" -m pip --version >/dev/null 2>&1 || missing+=("pip ($python -m pip)")
 if (( ${#missing[@]} )); then
-  log "error: building llama-server needs ${missing[*]}; install them or set AGN_LLAMA_SERVER to a llama-server binary"
+  needs="$(printf '%s, ' "${missing[@]}")"
+  log "error: building llama-server needs ${needs%, }; install them or set AGN_LLAMA_SERVER to a llama-server binary"
   exit 1
 fi
 
