@@ -276,7 +276,7 @@ class TestFailuresLeaveNothingRunning:
         cli = Cli(tmp_path)
         proc = cli("env", "up", "--env", "nope", "--runtime", "local")
         assert proc.returncode == 1
-        assert "unknown environment 'nope'" in proc.stderr and "known environments: example" in proc.stderr
+        assert "unknown environment 'nope'" in proc.stderr and "known environments: engines, example" in proc.stderr
         assert not (tmp_path / "state").exists()
 
     def test_malformed_env_file_names_file_and_field(self, tmp_path):

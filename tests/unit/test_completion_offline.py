@@ -39,7 +39,7 @@ def kubeconfig(path: Path, *contexts: str, current: str | None = None) -> Path:
 class TestEnv:
     @pytest.mark.parametrize("command", ["up", "status", "down", "render"])
     def test_the_env_files_are_offered(self, command):
-        assert completions(["env", command, "--env"]) == ["example"]  # kind-example.yaml is kind's config
+        assert completions(["env", command, "--env"]) == ["engines", "example"]  # kind-example.yaml is kind's config
 
     def test_only_names_that_start_with_what_was_typed(self, tmp_path, monkeypatch):
         for name in ("staging", "stress", "prod"):
@@ -125,7 +125,7 @@ def test_the_shell_protocol_end_to_end(tmp_path):
     assert (out.returncode, out.stdout, out.stderr) == (0, "plain,local-example\n", "")
     env.update(COMP_WORDS="xtask env status --env ", COMP_CWORD="4")
     out = subprocess.run([sys.executable, "-m", "xtask"], env=env, capture_output=True, text=True, timeout=60)
-    assert (out.returncode, out.stdout) == (0, "plain,example\n")
+    assert (out.returncode, out.stdout) == (0, "plain,engines\nplain,example\n")
     script = subprocess.run(
         [sys.executable, "-m", "xtask"], env={**env, COMPLETE_VAR: "bash_source"}, capture_output=True, text=True
     )
