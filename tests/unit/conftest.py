@@ -19,6 +19,8 @@ from xtask.host import Host
 _HOST_VARIABLES = (
     "KUBECONFIG",
     "KUBEBUILDER_ASSETS",
+    "AGN_LLAMA_SERVER",
+    "AGN_LLAMA_VOCAB",
     "AGN_CACHE_DIR",
     "AGN_XTASK_HOME",
     "AGN_XTASK_JOURNAL_DIR",

@@ -204,9 +204,7 @@ def test_the_local_runtime_starts_each_engine_once_and_restarts_one_whose_slots_
     cached = tmp_path / "cache" / "engines" / f"llama-server-{assets.version()}"
     _binary(cached)
     (cached / assets.VOCAB).write_bytes(vocab.read_bytes())
-    monkeypatch.setenv("AGN_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv(assets.SERVER_ENV, raising=False)
-    monkeypatch.delenv(assets.VOCAB_ENV, raising=False)
+    monkeypatch.setenv("AGN_CACHE_DIR", str(tmp_path / "cache"))  # the conftest cleared AGN_LLAMA_*
     envdef = load_env("engines")
     ports = {"engine-llama-one": 4401, "engine-llama-two": 4402}
     sup, waited = FakeSupervisor(), []
