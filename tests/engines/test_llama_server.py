@@ -17,7 +17,7 @@ from llamaprocs import Completion, LlamaServers, health
 
 pytestmark = pytest.mark.engines
 
-PROBE_INTERVAL = 0.2  # the network's probeIntervalSeconds
+PROBE_INTERVAL = 0.1  # the network's probeIntervalSeconds (the CRD's minimum)
 # Admission is one probe after the first 200 at most, then the status write, the operator's
 # reconcile and its overlay write; this is the time those writes may take on a loaded 2-core box.
 WRITE_SLACK = 2.0
@@ -66,19 +66,24 @@ def test_a_loading_server_is_not_admitted_and_is_admitted_within_a_probe_of_its_
     started = time.monotonic()
     servers.start(engine)
     seen: list[tuple[float, int, str | None]] = []  # (when, GET /health, p-llama's state on c-a)
+    errors: set[str] = set()  # what the operator's probes said while the server was not ready
     while not seen or seen[-1][2] != "admitted":
         code = health(engine.url())
         seen.append((time.monotonic(), code, env.states("c-a").get("p-llama")))
+        errors.add(probe(env, "p-llama").get("healthError") or "")
         assert time.monotonic() - started < 60, f"not admitted within 60 s: {seen[-5:]}"
     first_200 = next(when for when, code, _ in seen if code == 200)
     admitted = next(when for when, _, state in seen if state == "admitted")
     # Never admitted while its /health said anything but 200 (no answer, or 503 while loading).
     assert all(state != "admitted" for when, code, state in seen if code != 200 and when < first_200), seen
     assert admitted - first_200 <= PROBE_INTERVAL + WRITE_SLACK, (admitted - first_200, seen)
+    loading = [when for when, code, _ in seen if code == 503]
+    if loading and first_200 - loading[0] >= 2 * PROBE_INTERVAL:  # a probe surely landed in the load
+        assert "GET /health: HTTP 503" in errors, errors  # the real server's 503, as the operator read it
     print(
         f"\nllama-server: process start to first 200 {first_200 - started:.2f}s, to admitted {admitted - started:.2f}s "
         f"(admitted {admitted - first_200:.2f}s after the first 200); /health codes seen: "
-        f"{sorted({code for _, code, _ in seen})}"
+        f"{sorted({code for _, code, _ in seen})}; the operator's health errors: {sorted(errors - {''})}"
     )
     available = next(c for c in env.provider("p-llama")["status"]["conditions"] if c["type"] == "Available")
     assert available["message"] == "GET /health succeeded"
