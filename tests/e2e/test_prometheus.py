@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -19,6 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from needs import need_prometheus
 
 from agnprocs import Traffic, http_status, wait_for
 from envcli import Cli
@@ -29,13 +29,7 @@ from xtask.reports import ENV_UP
 from xtask.runtime import prometheus
 
 pytestmark = pytest.mark.e2e
-REQUIRED = os.environ.get("AGN_REQUIRE_PROMETHEUS") == "1"
-MISSING = [tool for tool in ("prometheus", "promtool") if shutil.which(tool) is None]
-if MISSING:
-    why = f"{' and '.join(MISSING)} not installed (scripts/install-prometheus.sh)"
-    if REQUIRED:
-        pytest.fail(f"AGN_REQUIRE_PROMETHEUS=1 but {why}", pytrace=False)
-    pytest.skip(why, allow_module_level=True)
+need_prometheus(module=True)
 
 # Targets of the example env: the operator, two gateways, four fake providers.
 EXPECTED_TARGETS = {
