@@ -52,9 +52,16 @@ class LlamaServers:
         self.model = model
         self.names: list[str] = []
 
-    def component(self, provider: str, *, slots: int = 2, port: int | None = None) -> components.Component:
+    def component(
+        self, provider: str, *, slots: int = 2, port: int | None = None, api_key_file: Path | None = None
+    ) -> components.Component:
         return components.llama_server(
-            provider, binary=str(self.llama.server), model=str(self.model), port=port or free_port(), slots=slots
+            provider,
+            binary=str(self.llama.server),
+            model=str(self.model),
+            port=port or free_port(),
+            slots=slots,
+            api_key_file=str(api_key_file) if api_key_file else None,
         )
 
     def start(self, component: components.Component) -> Server:
