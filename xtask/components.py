@@ -155,6 +155,11 @@ def fake_provider(
     )
 
 
+# Each llama-server slot's context (tokens), and its CPU threads: pinned, so a test's timing does
+# not depend on the machine's core count.
+LLAMA_SLOT_CONTEXT, LLAMA_THREADS = 8192, 1
+
+
 def llama_server(
     provider: str,
     *,
@@ -162,28 +167,28 @@ def llama_server(
     model: str,
     port: int,
     slots: int,
-    slot_context: int = 8192,
-    threads: int = 1,
     bind: str | None = None,
+    api_key_file: str | None = None,
 ) -> Component:
     """llama.cpp's ``llama-server`` answering as ``provider``: ``model`` (a GGUF file), ``slots``
     requests generated at once (``-np``; more wait, as ``llamacpp:requests_deferred``), each with
-    ``slot_context`` tokens of context, on ``threads`` CPU threads (pinned, so a test's timing
-    does not depend on the machine's core count). ``--metrics`` serves the Prometheus exposition
+    ``LLAMA_SLOT_CONTEXT`` tokens of context, on ``LLAMA_THREADS`` CPU threads. ``--metrics`` serves the Prometheus exposition
     the operator reads as format ``llamacpp``; health is ``/health`` (503 while the model loads).
-    No web UI; loopback unless ``bind`` says otherwise."""
-    if slots < 1 or slot_context < 1 or threads < 1:
-        raise ValueError(f"llama-server {provider}: slots, slot_context and threads must be >= 1")
+    No web UI; loopback unless ``bind`` says otherwise. ``api_key_file``: the key it requires
+    (``--api-key-file``: the key never shows on its command line; ``/health`` stays open)."""
+    if slots < 1:
+        raise ValueError(f"llama-server {provider}: slots must be >= 1, got {slots}")
     args = (
         *("--model", model),
         *("--host", bind or LOOPBACK),
         *("--port", str(port)),
         *("--parallel", str(slots)),
-        *("--ctx-size", str(slots * slot_context)),
-        *("--threads", str(threads)),
-        *("--threads-batch", str(threads)),
+        *("--ctx-size", str(slots * LLAMA_SLOT_CONTEXT)),
+        *("--threads", str(LLAMA_THREADS)),
+        *("--threads-batch", str(LLAMA_THREADS)),
         "--metrics",
         "--no-webui",
+        *(("--api-key-file", api_key_file) if api_key_file else ()),
     )
     health = FORMATS["llamacpp"].health_path
     return Component(

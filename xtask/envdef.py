@@ -26,7 +26,7 @@ from agn.shards import DEFAULT_SHARD_COUNT
 from agn.yamltext import YamlProblem, parse_yaml, show
 from xtask import envschema
 from xtask.crds import spec_default
-from xtask.envmodel import ConsumerDef, EngineDef, EnvDef, NetworkDef, ProviderDef
+from xtask.envmodel import ENGINE_KEY, ENGINE_KEY_SUFFIX, ConsumerDef, EngineDef, EnvDef, NetworkDef, ProviderDef
 from xtask.errors import EnvDefinitionError, ExitCode
 from xtask.resources import data_dir
 from xtask.runtime import registry
@@ -121,8 +121,8 @@ def parse_env(data: Any, *, source: Path, expected_name: str | None = None) -> E
                 p["rank"],
                 p.get("labels") or {},
                 p.get("endpoint"),
-                p.get("authorization"),
-                EngineDef(p["engine"]["kind"], p["engine"].get("slots", 2)) if p.get("engine") else None,
+                p.get("authorization") or _engine_authorization(p),
+                _engine(p.get("engine")),
             )
             for p in data["providers"] or ()
         ),
@@ -130,6 +130,20 @@ def parse_env(data: Any, *, source: Path, expected_name: str | None = None) -> E
         data.get("overlayShards", DEFAULT_SHARD_COUNT),
         sections={s.key: holder[s.key] for s in sections if s.key in holder},
     )
+
+
+def _engine(entry: dict | None) -> EngineDef | None:
+    if not entry:
+        return None
+    return EngineDef(entry["kind"], entry.get("slots", 2), bool(entry.get("apiKey", False)))
+
+
+def _engine_authorization(provider: dict) -> dict | None:
+    """The Secret an engine with ``apiKey: true`` is reached with, when the file names none:
+    ``<provider>-api-key``, key ``token`` (the runtime creates it, docs/engines.md)."""
+    if not (provider.get("engine") or {}).get("apiKey"):
+        return None
+    return {"credentials": {"name": f"{provider['name']}{ENGINE_KEY_SUFFIX}", "key": ENGINE_KEY}}
 
 
 def _check_version(data: Any, source: Path) -> bool:
@@ -199,6 +213,12 @@ def _rule_problems(data: dict, bad: set[envschema.Path_], *, expected_name: str 
     for i, prov in enumerate(_listed(data, "providers")):
         if isinstance(prov, dict) and prov.get("endpoint") and prov.get("engine") and ok("providers", i, "engine"):
             problems.append(f"providers[{i}]: has both endpoint and engine; an engine's endpoint is the one it serves")
+        engine = prov.get("engine") if isinstance(prov, dict) else None
+        if isinstance(engine, dict) and prov.get("authorization") and not engine.get("apiKey") and ok("providers", i):
+            problems.append(
+                f"providers[{i}]: has authorization but its engine no apiKey; set engine.apiKey: true "
+                "(the runtime starts the engine with the key the Secret holds)"
+            )
     for i, cons in enumerate(_listed(data, "consumers")):
         if not isinstance(cons, dict):
             continue

@@ -13,6 +13,9 @@ from typing import Any
 from agn import GROUP, VERSION
 from agn.shards import DEFAULT_SHARD_COUNT
 
+# The Secret an engine with `apiKey: true` is reached with when the env file names none.
+ENGINE_KEY_SUFFIX, ENGINE_KEY = "-api-key", "token"
+
 
 @dataclasses.dataclass(frozen=True)
 class EngineDef:
@@ -20,6 +23,9 @@ class EngineDef:
 
     kind: str  # its metrics format too (agn/engines.py): "llamacpp"
     slots: int = 2  # requests generated at once
+    # The runtime generates a key, hands it to the engine in a file and to the provider through a
+    # Secret (the provider's authorization, named by default `<provider>-api-key`, key `token`).
+    api_key: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -52,9 +52,16 @@ class LlamaServers:
         self.model = model
         self.names: list[str] = []
 
-    def component(self, provider: str, *, slots: int = 2, port: int | None = None) -> components.Component:
+    def component(
+        self, provider: str, *, slots: int = 2, port: int | None = None, api_key_file: Path | None = None
+    ) -> components.Component:
         return components.llama_server(
-            provider, binary=str(self.llama.server), model=str(self.model), port=port or free_port(), slots=slots
+            provider,
+            binary=str(self.llama.server),
+            model=str(self.model),
+            port=port or free_port(),
+            slots=slots,
+            api_key_file=str(api_key_file) if api_key_file else None,
         )
 
     def start(self, component: components.Component) -> Server:
@@ -70,12 +77,16 @@ class LlamaServers:
 
 @dataclasses.dataclass
 class Completion:
-    """One completion of exactly ``n_predict`` tokens (``ignore_eos``) running in a thread."""
+    """One completion of exactly ``n_predict`` tokens (``ignore_eos``) running in a thread: to the
+    server's own ``/completion``, or with ``group`` through a consumer gateway at ``url``
+    (``/v1/completions`` in that selection group)."""
 
     url: str
     n_predict: int
+    group: str | None = None
     status: int | None = None
     tokens: int | None = None
+    provider: str | None = None  # the gateway's x-agn-provider
     ended: float | None = None  # time.monotonic() when the answer arrived
     thread: threading.Thread | None = None
 
@@ -86,13 +97,16 @@ class Completion:
 
     def _run(self) -> None:
         body = {"prompt": "Once upon a time", "n_predict": self.n_predict, "ignore_eos": True, "seed": 1}
-        req = urllib.request.Request(
-            f"{self.url}/completion", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-        )
+        headers = {"Content-Type": "application/json"}
+        path = "/completion"
+        if self.group is not None:
+            path, body["max_tokens"], headers["x-selection-group"] = "/v1/completions", self.n_predict, self.group
+        req = urllib.request.Request(f"{self.url}{path}", data=json.dumps(body).encode(), headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=600) as resp:
                 self.status, answer = resp.status, json.loads(resp.read())
-                self.tokens = answer.get("tokens_predicted")
+                self.provider = resp.headers.get("x-agn-provider")
+                self.tokens = answer.get("tokens_predicted") or (answer.get("usage") or {}).get("completion_tokens")
         except urllib.error.HTTPError as exc:
             self.status = exc.code
         finally:

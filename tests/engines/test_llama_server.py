@@ -14,6 +14,7 @@ from agn.kube import NETWORKS, PROVIDERS
 from agnprocs import wait_for
 from drainenv import DrainEnv
 from llamaprocs import Completion, LlamaServers, health
+from xtask.runtime.local_engines import ensure_key
 
 pytestmark = pytest.mark.engines
 
@@ -87,6 +88,34 @@ def test_a_loading_server_is_not_admitted_and_is_admitted_within_a_probe_of_its_
     )
     available = next(c for c in env.provider("p-llama")["status"]["conditions"] if c["type"] == "Available")
     assert available["message"] == "GET /health succeeded"
+
+
+def test_a_keyed_server_is_admitted_with_the_token_its_secret_holds(env, servers, tmp_path):
+    key = ensure_key(tmp_path / "keys" / "p-keyed.key")  # as the local runtime makes it
+    env.kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "p-keyed-api-key", "namespace": env.ns},
+            "stringData": {"token": key},
+        }
+    )
+    engine = servers.component("p-keyed", api_key_file=tmp_path / "keys" / "p-keyed.key")
+    add_llama(env, "p-keyed", engine.url())
+    auth = {"credentials": {"name": "p-keyed-api-key", "key": "token"}}
+    env.kube.merge_patch(PROVIDERS, env.ns, "p-keyed", {"spec": {"authorization": auth}})
+    started = time.monotonic()
+    servers.start(engine)
+    wait_for(lambda: health(engine.url()) == 200, timeout=60, interval=0.02, what="p-keyed loaded")
+    first_200 = time.monotonic()
+    wait_for(lambda: env.states("c-a").get("p-keyed") == "admitted", timeout=60, interval=0.02, what="admitted")
+    admitted = time.monotonic()
+    assert probe(env, "p-keyed")["metricsFormat"] == "llamacpp"  # its /metrics read with the token
+    assert admitted - first_200 <= PROBE_INTERVAL + WRITE_SLACK, admitted - first_200
+    print(
+        f"\nkeyed llama-server: process start to first 200 {first_200 - started:.2f}s, "
+        f"to admitted {admitted - started:.2f}s"
+    )
 
 
 def test_load_from_real_metrics_and_wait_idle_ends_after_the_last_generation(env, servers):

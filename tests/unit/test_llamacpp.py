@@ -11,14 +11,15 @@ import gguf
 import pytest
 import yaml
 
+from agn.kube import NotFound
 from xtask import components
 from xtask.envdef import EngineDef, load_env, parse_env
 from xtask.errors import EnvDefinitionError, RuntimeUnavailable
 from xtask.llamacpp import assets
 from xtask.llamacpp.model import TinyModel, ensure_model, model_path
-from xtask.manifests import render
+from xtask.manifests import provider_secrets, render
 from xtask.procs import ProcessRecord
-from xtask.runtime.local_engines import start_engines
+from xtask.runtime.local_engines import start_engines, store_keys
 from xtask.runtime.steps import UpContext
 
 
@@ -148,19 +149,42 @@ def test_the_server_command_line_pins_slots_threads_metrics_and_loopback():
         components.llama_server("p", binary="b", model="m", port=1, slots=0)
 
 
-def test_the_engines_env_declares_two_llama_servers_beside_fakes():
+def test_the_engines_env_declares_three_llama_servers_one_keyed_beside_fakes():
     env = load_env("engines")
     engines = {p.name: p.engine for p in env.providers if p.engine}
-    assert engines == {"llama-one": EngineDef("llamacpp", 2), "llama-two": EngineDef("llamacpp", 2)}
+    assert engines == {
+        "llama-one": EngineDef("llamacpp", 2),
+        "llama-two": EngineDef("llamacpp", 2),
+        "llama-keyed": EngineDef("llamacpp", 2, api_key=True),
+    }
     assert components.fake_provider_names(env) == ["fake-chat", "fake-embeddings"]
     objs = {
         o["metadata"]["name"]: o["spec"] for o in env.provider_objects({p.name: "http://h:1" for p in env.providers})
     }
     assert objs["llama-one"]["metrics"] == {"format": "llamacpp"} and "metrics" not in objs["fake-chat"]
+    # The keyed engine is reached with the Secret the runtime creates; the Roles may read it, no other.
+    keyed = {"type": "Bearer", "credentials": {"name": "llama-keyed-api-key", "key": "token"}}
+    assert objs["llama-keyed"]["authorization"] == keyed and "authorization" not in objs["llama-one"]
+    assert provider_secrets(env) == ["llama-keyed-api-key"]
+
+
+def test_an_engine_names_its_own_secret_and_authorization_without_api_key_is_refused():
+    data = yaml.safe_load(Path(load_env("engines").source).read_text())
+    own = {"credentials": {"name": "mine", "key": "k"}}
+    data["providers"][4]["authorization"] = own  # llama-keyed
+    env = parse_env(data, source=Path("engines.yaml"), expected_name="engines")
+    assert next(p for p in env.providers if p.name == "llama-keyed").authorization == own
+    data["providers"][0]["authorization"] = own  # llama-one: an engine without apiKey
+    data["providers"][1]["engine"]["apiKey"] = "yes"
+    with pytest.raises(EnvDefinitionError) as exc:
+        parse_env(data, source=Path("engines.yaml"), expected_name="engines")
+    message = str(exc.value)
+    assert "providers[0]: has authorization but its engine no apiKey; set engine.apiKey: true" in message
+    assert "providers[1].engine.apiKey: must be true or false, got 'yes'" in message
 
 
 def test_engines_are_refused_where_no_engine_runs():
-    with pytest.raises(EnvDefinitionError, match="llama-one, llama-two declare an engine") as exc:
+    with pytest.raises(EnvDefinitionError, match="llama-one, llama-two, llama-keyed declare an engine") as exc:
         render(load_env("engines"))
     assert "--runtime local" in (exc.value.hint or "")
 
@@ -175,6 +199,9 @@ def test_a_bad_engine_entry_is_named_field_by_field():
     assert "providers[0].engine.kind: must be llamacpp, got 'vllm'" in message
     assert "providers[0].engine.slots: must be an integer from 1 to 16, got 0" in message
     assert "providers[1]: has both endpoint and engine" in message
+
+
+ENGINES = ("llama-one", "llama-two", "llama-keyed")
 
 
 class FakeSupervisor:
@@ -206,23 +233,35 @@ def test_the_local_runtime_starts_each_engine_once_and_restarts_one_whose_slots_
     (cached / assets.VOCAB).write_bytes(vocab.read_bytes())
     monkeypatch.setenv("AGN_CACHE_DIR", str(tmp_path / "cache"))  # the conftest cleared AGN_LLAMA_*
     envdef = load_env("engines")
-    ports = {"engine-llama-one": 4401, "engine-llama-two": 4402}
+    ports = {"engine-llama-one": 4401, "engine-llama-two": 4402, "engine-llama-keyed": 4403}
+    state = tmp_path / "state"
     sup, waited = FakeSupervisor(), []
 
     def up(envdef) -> UpContext:
         ctx = UpContext(
             env="engines", envdef=envdef, context="local-engines", kubeconfig=tmp_path, fresh=True, wait_timeout=1
         )
-        start_engines(ctx, sup, port_for=ports.__getitem__, wait_answers=lambda rec, url: waited.append(url))
+        start_engines(
+            ctx, sup, port_for=ports.__getitem__, wait_answers=lambda rec, url: waited.append(url), state_dir=state
+        )
         return ctx
 
     ctx = up(envdef)
-    assert sup.calls == [("start", "engine-llama-one"), ("start", "engine-llama-two")]
-    assert waited == ["http://127.0.0.1:4401/health", "http://127.0.0.1:4402/health"]
-    assert ctx.endpoints == {"llama-one": "http://127.0.0.1:4401", "llama-two": "http://127.0.0.1:4402"}
+    assert sup.calls == [("start", "engine-llama-one"), ("start", "engine-llama-two"), ("start", "engine-llama-keyed")]
+    assert waited == [f"http://127.0.0.1:{port}/health" for port in (4401, 4402, 4403)]
+    assert ctx.endpoints == {
+        name: f"http://127.0.0.1:{port}" for name, port in zip(ENGINES, (4401, 4402, 4403), strict=True)
+    }
     model = sup.live["engine-llama-one"][sup.live["engine-llama-one"].index("--model") + 1]
     assert Path(model).parent == tmp_path / "cache" / "engines" / "models"
-    assert up(envdef).started == [] and len(sup.calls) == 2  # running as asked: left alone
+    keyed = sup.live["engine-llama-keyed"]
+    key_file = Path(keyed[keyed.index("--api-key-file") + 1])
+    key = key_file.read_text().strip()
+    assert key_file == state / "engine-keys" / "llama-keyed.key" and len(key) >= 40
+    assert (key_file.stat().st_mode & 0o777, key_file.parent.stat().st_mode & 0o777) == (0o600, 0o700)
+    assert not any(key in arg for arg in keyed) and "--api-key-file" not in sup.live["engine-llama-one"]
+    assert up(envdef).started == [] and len(sup.calls) == 3  # running as asked: left alone
+    assert key_file.read_text().strip() == key  # kept across bring-ups
     wider = dataclasses.replace(
         envdef,
         providers=tuple(
@@ -231,8 +270,39 @@ def test_the_local_runtime_starts_each_engine_once_and_restarts_one_whose_slots_
         ),
     )
     assert up(wider).started == ["engine-llama-two (restarted: its command line changed)", "engine-llama-two"]
-    assert sup.calls[2:] == [("stop", "engine-llama-two"), ("start", "engine-llama-two")]
+    assert sup.calls[3:] == [("stop", "engine-llama-two"), ("start", "engine-llama-two")]
     assert "4" == sup.live["engine-llama-two"][sup.live["engine-llama-two"].index("--parallel") + 1]
+
+
+class FakeKube:
+    """The two calls the Secret step makes: read one (NotFound when absent), apply one."""
+
+    def __init__(self) -> None:
+        self.secrets: dict[tuple[str, str], dict[str, str]] = {}
+
+    def secret_data(self, namespace: str, name: str) -> dict[str, bytes]:
+        if (namespace, name) not in self.secrets:
+            raise NotFound(f"secret {name} not found")
+        return {k: v.encode() for k, v in self.secrets[namespace, name].items()}
+
+    def apply(self, body: dict, *, namespace: str) -> dict:
+        assert body["kind"] == "Secret" and body["metadata"]["namespace"] == namespace
+        self.secrets[namespace, body["metadata"]["name"]] = body["stringData"]
+        return body
+
+
+def test_a_keyed_engines_secret_holds_its_key_and_one_already_there_is_kept(tmp_path: Path):
+    kube, envdef = FakeKube(), load_env("engines")
+    ctx = UpContext(env="engines", envdef=envdef, context="c", kubeconfig=tmp_path, fresh=True, wait_timeout=1)
+    ctx.kube = kube  # type: ignore[assignment]
+    store_keys(ctx, state_dir=tmp_path)
+    key = (tmp_path / "engine-keys" / "llama-keyed.key").read_text().strip()
+    assert kube.secrets == {("agn-engines", "llama-keyed-api-key"): {"token": key}}
+    assert ctx.started == ["secret llama-keyed-api-key (the API key of engine-llama-keyed)"]
+    kube.secrets[("agn-engines", "llama-keyed-api-key")] = {"token": "changed by someone"}
+    store_keys(ctx, state_dir=tmp_path)
+    assert kube.secrets[("agn-engines", "llama-keyed-api-key")] == {"token": "changed by someone"}
+    assert len(ctx.started) == 1
 
 
 def test_without_the_versions_file_the_engines_say_they_need_a_checkout(tmp_path: Path):

@@ -280,9 +280,17 @@ class LocalEnv(Runtime):
             return []
 
         def start(ctx: UpContext) -> None:
-            local_engines.start_engines(ctx, self.supervisor, port_for=self._port_for, wait_answers=self._wait_answers)
+            local_engines.start_engines(
+                ctx, self.supervisor, port_for=self._port_for, wait_answers=self._wait_answers, state_dir=self.dir
+            )
 
-        return [Step("start inference engines (llama-server)", start, undo=self._stop_started)]
+        def store(ctx: UpContext) -> None:
+            local_engines.store_keys(ctx, state_dir=self.dir)
+
+        steps = [Step("start inference engines (llama-server)", start, undo=self._stop_started)]
+        if local_engines.has_keys(envdef):
+            steps.append(Step("store the engines' API keys in Secrets", store))
+        return steps
 
     def _start_operator(self, ctx: UpContext) -> None:
         port = self._port_for("operator")
