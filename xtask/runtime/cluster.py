@@ -26,7 +26,8 @@ import copy
 from pathlib import Path
 from typing import ClassVar
 
-from agn.kube import Forbidden, Kube, KubeError, NotFound, kubeconfig_path
+from agn.kube import Forbidden, Kube, KubeError, NotFound
+from agn.kubeconfig import kubeconfig_path
 from agn.objects import Obj, name_of
 from xtask.crds import crd_documents, install_crds, policy_documents
 from xtask.envdef import EnvDef
