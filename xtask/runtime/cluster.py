@@ -216,7 +216,7 @@ class ClusterEnv(Runtime):
             for doc in crd_documents() + policy_documents():
                 kube.apply(doc, dry_run=True)
         else:
-            install_crds(kube)
+            install_crds(kube, namespace=ctx.envdef.namespace)
 
     def _apply(self, ctx: UpContext) -> None:
         kube, ns = ctx.connected(), ctx.envdef.namespace
