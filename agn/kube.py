@@ -6,10 +6,10 @@ exception as their cause. Objects cross this boundary as plain dicts. This modul
 policy: no retries beyond what a caller asks for, no decisions about what to write.
 
 Callers import every name from here (error types and :mod:`agn.resources`' names are re-exported).
-Its plain-Python helpers (:mod:`agn.kubeerrors`, :mod:`agn.resources`, :mod:`agn.kubeconnect`,
-:mod:`agn.kubetls`) must not import ``kubernetes``; nothing else may. Importing this module does
-not import it either (half a second of CPU ``--help`` and ``render`` must not pay): the first
-call that needs it does.
+Its plain-Python helpers (:mod:`agn.kubeerrors`, :mod:`agn.kuberequest`, :mod:`agn.resources`,
+:mod:`agn.kubeconnect`, :mod:`agn.kubetls`) must not import ``kubernetes``; nothing else may.
+Importing this module does not import it either (half a second of CPU ``--help`` and ``render``
+must not pay): the first call that needs it does.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ to every caller.
 :class:`KubeError` and its subclasses are plain Python, so that code which only names them
 (the kubeconfig reader and writer, xtask's exit-code mapping, tests) needs neither the
 ``kubernetes`` client nor :mod:`agn.kube`. :func:`from_api_exception` turns the client's
-``ApiException`` into one of them by reading its attributes.
+``ApiException`` into one of them by reading its attributes, its message naming the request
+that failed (:mod:`agn.kuberequest`) with the status and the server's message.
 
 This module must not import ``kubernetes`` or :mod:`agn.kube` (which imports it): it sits below
 both :mod:`agn.kube` and :mod:`agn.kubeconfig`, which is what keeps them from importing each other.
