@@ -31,3 +31,12 @@ def test_a_new_port_is_never_one_the_recorded_ports_keep(tmp_path, monkeypatch):
     monkeypatch.setattr(controlplane, "port_free", lambda port: port in (1, 2))  # the old apiserver's is taken
     handing_out(monkeypatch, 1, 40002, 2, 3, 40004, 40006)
     assert ControlPlane(tmp_path)._allocate_ports() == Ports(1, 2, 40006)
+
+
+def test_a_recorded_kube_apiserver_port_that_is_etcds_is_not_reused(tmp_path, monkeypatch):
+    """A record with kube-apiserver on etcd's client port (an older version could write one) gets
+    kube-apiserver a port of its own; etcd keeps its recorded ones."""
+    (tmp_path / "controlplane.json").write_text(json.dumps({"etcd_client": 1, "etcd_peer": 2, "apiserver": 1}))
+    monkeypatch.setattr(controlplane, "port_free", lambda port: True)
+    handing_out(monkeypatch, 40002, 40004, 40006)
+    assert ControlPlane(tmp_path)._allocate_ports() == Ports(1, 2, 40006)

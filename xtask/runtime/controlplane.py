@@ -143,10 +143,11 @@ class ControlPlane:
                 fresh.append(port)
                 taken.add(port)
         ports = Ports(*fresh)
-        if old is not None:
+        if old is not None and old.etcd_client != old.etcd_peer:
             if self.supervisor.running(ETCD) or (port_free(old.etcd_client) and port_free(old.etcd_peer)):
                 ports.etcd_client, ports.etcd_peer = old.etcd_client, old.etcd_peer
-            if self.supervisor.running(APISERVER) or port_free(old.apiserver):
+            distinct = old.apiserver not in (ports.etcd_client, ports.etcd_peer)  # a record an older version wrote
+            if distinct and (self.supervisor.running(APISERVER) or port_free(old.apiserver)):
                 ports.apiserver = old.apiserver
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._ports_file.write_text(json.dumps(dataclasses.asdict(ports)))
