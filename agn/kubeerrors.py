@@ -146,6 +146,9 @@ def _hint(status: int, request: ApiRequest | None, server_message: str, *, json_
         # No Status object: no handler serves the path at all, as for a CRD not (yet) served.
         crd = " (is its CustomResourceDefinition installed and Established?)" if request.group else ""
         return f"the API server serves no {request.qualified_resource}{crd}"
+    if status == 404 and not json_body and request.path in ("/api", "/apis"):
+        # Every API server serves these: whatever answered is not one (etcd does, on its own port).
+        return "the server does not serve the Kubernetes API: is its address a kube-apiserver's?"
     if status == 403 and "being terminated" in server_message:
         return f"namespace {request.namespace} is being deleted: nothing can be created in it until it is gone"
     if status == 403 and request.resource:

@@ -126,6 +126,13 @@ def test_a_404_without_a_status_object_says_nothing_serves_the_resource():
     )
 
 
+def test_a_bare_404_to_discovery_says_the_server_is_no_api_server():
+    """What etcd answers when it listens where kube-apiserver should (the symptom of issue #42)."""
+    err = from_api_exception(api_exception(404, "Not Found", "404 page not found\n", parse("GET", f"{SERVER}/apis")))
+    assert str(err) == "GET /apis: 404 Not Found"
+    assert err.hint == "the server does not serve the Kubernetes API: is its address a kube-apiserver's?"
+
+
 def test_a_403_hints_at_rbac_or_at_a_namespace_being_deleted():
     request = parse("PATCH", PROVIDER)
     denied = 'inferenceproviders.agn.dev "provider-one" is forbidden: User "bob" cannot patch resource'
