@@ -151,7 +151,7 @@ def _hint(status: int, request: ApiRequest | None, server_message: str, *, json_
         return "the server does not serve the Kubernetes API: is its address a kube-apiserver's?"
     if status == 403 and "being terminated" in server_message:
         return f"namespace {request.namespace} is being deleted: nothing can be created in it until it is gone"
-    if status == 403 and request.resource:
+    if status == 403 and request.resource and " cannot " in server_message:  # the authorizer's words
         return f"the identity lacks RBAC permission; check with: {request.can_i()}"
     if status == 429 or status >= 500:
         return "the API server could not serve the request now (starting, overloaded or shutting down): retry"

@@ -147,6 +147,12 @@ def test_a_403_hints_at_rbac_or_at_a_namespace_being_deleted():
     assert str(err).startswith("CREATE inferenceproviders/provider-one in agn-example: 403 Forbidden: ")
     assert err.hint == "namespace agn-example is being deleted: nothing can be created in it until it is gone"
 
+    webhook = 'admission webhook "deny.example.com" denied the request: no'
+    assert (
+        from_api_exception(api_exception(403, "Forbidden", status_body(403, "Forbidden", webhook), request)).hint
+        is None
+    )
+
 
 def test_an_admission_denial_is_invalid_and_names_the_request():
     denied = "ValidatingAdmissionPolicy 'agn-drain-holds' with binding 'agn-drain-holds' denied request: no"
