@@ -6,7 +6,9 @@ denying the real write)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import subprocess
 import uuid
 
 import pytest
@@ -16,7 +18,10 @@ from agn.kube import PROVIDERS, Forbidden, Invalid
 from agnprocs import wait_for
 from drainenv import DrainEnv
 from envcli import REPO, Cli
-from kubetest import denying_updates
+from kubetest import apply_identities, denying_updates, service_account_kubeconfig
+from xtask.envdef import load_env
+from xtask.envmodel import NetworkDef
+from xtask.manifests import render
 
 pytestmark = pytest.mark.integration
 
@@ -110,4 +115,29 @@ def test_a_drain_write_denied_by_admission_names_the_request(env: DrainEnv):
     assert request in shown, shown
     line = next(line for line in shown.splitlines() if request in line)
     assert frozen in line  # the server's message, kept whole
+    assert env.drain_value("p-two") is None
+
+
+def test_a_drain_write_the_identity_may_not_make_names_the_request_and_the_rbac(env: DrainEnv):
+    """The shipped agn-provider-drain identity with ``patch`` taken out of its Role: the dry run's
+    PATCH is refused by the authorizer, and the CLI says which request and which verb."""
+    envdef = dataclasses.replace(load_env("example"), networks=(NetworkDef("net", {}),))
+    objects = [o for o in render(envdef, namespace=env.ns) if o["metadata"]["name"] == "agn-provider-drain"]
+    for role in (o for o in objects if o["kind"] == "Role"):
+        for rule in role["rules"]:
+            if "inferenceproviders" in rule["resources"]:
+                rule["verbs"] = [v for v in rule["verbs"] if v != "patch"]
+    apply_identities(env.kube, env.ns, objects)
+    kubeconfig = service_account_kubeconfig(env.kube, env.cp.kubeconfig, env.ns, "agn-provider-drain", env.tmp / "sa")
+    argv = [a for a in env.argv("--provider", "p-two") if a not in ("--context", env.cp.context)]
+    proc = subprocess.run(
+        [*argv, "--kubeconfig", str(kubeconfig)], capture_output=True, text=True, env=env.env(), timeout=120
+    )
+
+    assert proc.returncode == 3, proc.stdout + proc.stderr  # refused before any write
+    shown = proc.stdout + proc.stderr
+    request = f"PATCH inferenceproviders/p-two in {env.ns} (dry run): 403 Forbidden: "
+    assert request in shown, shown
+    line = next(line for line in shown.splitlines() if request in line)
+    assert 'cannot patch resource "inferenceproviders"' in line  # the authorizer's own words, kept
     assert env.drain_value("p-two") is None
