@@ -121,7 +121,9 @@ def test_a_drain_write_denied_by_admission_names_the_request(env: DrainEnv):
 def test_a_drain_write_the_identity_may_not_make_names_the_request_and_the_rbac(env: DrainEnv):
     """The shipped agn-provider-drain identity with ``patch`` taken out of its Role: the dry run's
     PATCH is refused by the authorizer, and the CLI says which request and which verb."""
-    envdef = dataclasses.replace(load_env("example"), networks=(NetworkDef("net", {}),))
+    example = load_env("example")  # its objects with this test's one network "net" (its drain lock's Lease)
+    consumers = tuple(dataclasses.replace(c, network="net") for c in example.consumers)
+    envdef = dataclasses.replace(example, networks=(NetworkDef("net", {}),), consumers=consumers)
     objects = [o for o in render(envdef, namespace=env.ns) if o["metadata"]["name"] == "agn-provider-drain"]
     for role in (o for o in objects if o["kind"] == "Role"):
         for rule in role["rules"]:
