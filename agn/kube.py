@@ -6,10 +6,10 @@ exception as their cause. Objects cross this boundary as plain dicts. This modul
 policy: no retries beyond what a caller asks for, no decisions about what to write.
 
 Callers import every name from here (error types and :mod:`agn.resources`' names are re-exported).
-Its plain-Python helpers (:mod:`agn.kubeerrors`, :mod:`agn.resources`, :mod:`agn.kubeconnect`,
-:mod:`agn.kubetls`) must not import ``kubernetes``; nothing else may. Importing this module does
-not import it either (half a second of CPU ``--help`` and ``render`` must not pay): the first
-call that needs it does.
+Its plain-Python helpers (:mod:`agn.kubeerrors`, :mod:`agn.kuberequest`, :mod:`agn.resources`,
+:mod:`agn.kubeconnect`, :mod:`agn.kubetls`) must not import ``kubernetes``; nothing else may.
+Importing this module does not import it either (half a second of CPU ``--help`` and ``render``
+must not pay): the first call that needs it does.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from agn.kubeconnect import (
     SERVICE_ACCOUNT_NAMESPACE,
     ExecFailures,
     default_timeout,
+    name_requests,
     quiet_insecure_warnings,
     service_account_namespace,
 )
@@ -45,6 +46,7 @@ from agn.kubeerrors import (
     unreachable_message,
     watch_error,
 )
+from agn.kuberequest import ApiRequest
 from agn.objects import Obj
 from agn.resources import AGN_RESOURCES, CONSUMERS, EVENTS, LEASES, NETWORKS, OVERLAYS, PROVIDERS, SHARDS, Resource
 
@@ -71,7 +73,6 @@ __all__ = [
     "NotFound",
     "Resource",
     "Unreachable",
-    "kubeconfig_path",
 ]
 
 if TYPE_CHECKING:
@@ -86,6 +87,7 @@ if TYPE_CHECKING:
 CONNECT_TIMEOUT = 5.0
 READ_TIMEOUT = 20.0
 WATCH_READ_MARGIN = 15.0
+CRD_GROUP = "apiextensions.k8s.io"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,15 +144,6 @@ def _load_tls_in_memory(config_dict: dict, context: str, cfg: client.Configurati
     return tls
 
 
-def kubeconfig_path(explicit: str | None = None) -> str:
-    """The kubeconfig file new entries are written to, chosen as kubectl does: ``explicit``, else
-    the only file of ``$KUBECONFIG`` or the first of its list that exists (the last one when none
-    does), else ~/.kube/config. Reading uses every file (:func:`agn.kubeconfig.load`)."""
-    from agn import kubeconfig as kc
-
-    return kc.write_target(kc.kubeconfig_files(explicit))
-
-
 class Kube:
     """A connection to one cluster. Thread-safe; share one per process."""
 
@@ -172,6 +165,9 @@ class Kube:
         # (connect, read) seconds for every request that does not name its own (see READ_TIMEOUT).
         self.request_timeout = request_timeout or (CONNECT_TIMEOUT, READ_TIMEOUT)
         default_timeout(api_client, self.request_timeout)
+        from kubernetes.client.exceptions import ApiException  # loaded with the client that was passed
+
+        name_requests(api_client, ApiException.from_response)  # every error names its request (agn.kuberequest)
         self._dynamic: Any = None
         self._dynamic_lock = threading.Lock()
 
@@ -192,12 +188,6 @@ class Kube:
         from kubernetes.client import CoreV1Api
 
         return CoreV1Api(self._api)
-
-    @functools.cached_property
-    def ext(self) -> client.ApiextensionsV1Api:
-        from kubernetes.client import ApiextensionsV1Api
-
-        return ApiextensionsV1Api(self._api)
 
     @classmethod
     def from_kubeconfig(
@@ -376,6 +366,8 @@ class Kube:
         from kubernetes import watch
 
         w = watch.Watch()
+        path = f"/apis/{res.group}/{res.version}/namespaces/{namespace}/{res.plural}"
+        request = ApiRequest("WATCH", path, res.plural, res.group, namespace=namespace)
         with self._errors(read=read):
             for event in w.stream(
                 self.custom.list_namespaced_custom_object, res.group, res.version, namespace, res.plural, **kwargs
@@ -383,7 +375,7 @@ class Kube:
                 kind = event.get("type", "")
                 obj = event.get("object") or {}
                 if kind == "ERROR":
-                    raise watch_error(obj)
+                    raise watch_error(obj, request)
                 yield kind, obj
 
     def who_am_i(self) -> tuple[str, float]:
@@ -425,11 +417,11 @@ class Kube:
     def crd_established(self, name: str) -> bool:
         try:
             with self._errors():
-                crd = self.ext.read_custom_resource_definition(name)
+                crd = self.custom.get_cluster_custom_object(CRD_GROUP, "v1", "customresourcedefinitions", name)
         except NotFound:
             return False
-        conditions = (crd.status.conditions if crd.status else None) or []
-        return any(c.type == "Established" and c.status == "True" for c in conditions)
+        conditions = (crd.get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
     def delete_cluster_object(self, api_version: str, kind: str, name: str) -> None:
         """Delete any cluster-scoped object by kind; a missing one is fine."""
@@ -494,7 +486,11 @@ class Kube:
                     try:
                         return self._dynamic.resources.get(api_version=api_version, kind=kind)
                     except ResourceNotFoundError as exc:
-                        raise NotFound(f"the API server has no resource {kind} in {api_version}", status=404) from exc
+                        raise NotFound(
+                            f"the API server has no resource {kind} in {api_version}",
+                            status=404,
+                            hint="is its CustomResourceDefinition installed and Established?",
+                        ) from exc
 
     def close(self) -> None:
         self._api.close()

@@ -1,5 +1,6 @@
 """How :mod:`agn.kube` sets up the client it connects with, in the parts that need no
-``kubernetes`` import: a default timeout on every request, catching a failed ``exec``
+``kubernetes`` import: a default timeout on every request, every failed request's error
+carrying that request (:func:`name_requests`), catching a failed ``exec``
 credential plugin from the client's log, quieting urllib3's warning when TLS verification
 was turned off in the kubeconfig, and the in-cluster namespace.
 
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from agn import kuberequest
 from agn.kubeerrors import ConfigError
 
 
@@ -38,6 +40,34 @@ def default_timeout(api_client: _ApiClient, timeout: tuple[float, float]) -> Non
         return request(*args, _request_timeout=_request_timeout or timeout, **kwargs)
 
     rest.request = with_timeout
+
+
+def name_requests(api_client: _ApiClient, raise_error: Callable[..., Any]) -> None:
+    """Make every error a request of ``api_client`` ends in carry that request
+    (:func:`agn.kuberequest.attach`): its verb, resource, object and namespace are known here, at
+    the one place every request passes (typed APIs, custom objects, the dynamic client, watches),
+    and nowhere later. An answer outside 2xx raises at once, as ``raise_error`` (the client's
+    ``ApiException.from_response``) would a moment later; a request that got no answer
+    (urllib3 and socket errors) keeps its own error."""
+    rest = api_client.rest_client
+    request = rest.request
+
+    def named(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        headers, body = kwargs.get("headers") or {}, kwargs.get("body")
+        try:
+            response = request(method, url, *args, **kwargs)
+            if 200 <= response.status <= 299:
+                return response
+            response.read()
+            raise_error(http_resp=response, body=None, data=None)
+            raise AssertionError(f"raise_error did not raise for HTTP {response.status}")  # pragma: no cover
+        except Exception as exc:
+            kuberequest.attach(
+                exc, kuberequest.parse(method, url, body=body, content_type=headers.get("Content-Type", ""))
+            )
+            raise
+
+    rest.request = named
 
 
 class ExecFailures(logging.Handler):

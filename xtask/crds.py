@@ -1,15 +1,16 @@
-"""Installing the AGN CRDs into a cluster, waiting until they are Established, and the
-admission policy that keeps drain holds to their owners (``manifests/policy/``) beside them."""
+"""Installing the AGN CRDs into a cluster, waiting until the API server serves them (Established,
+in discovery, their storage answering), and the admission policy that keeps drain holds to
+their owners (``manifests/policy/``) beside them."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import yaml
+from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
-from agn.kube import Kube
+from agn.kube import Kube, KubeError
 from xtask.errors import XtaskError
 from xtask.resources import data_dir
 
@@ -29,25 +30,68 @@ def policy_documents() -> list[dict]:
     return crd_documents(POLICY_DIR)
 
 
-def install_crds(kube: Kube, *, timeout: float = 60.0) -> list[str]:
-    """Server-side apply every CRD, wait for each to be Established, then apply the admission
-    policies and their bindings. Returns the CRDs' names."""
-    names = []
-    for doc in crd_documents():
+def install_crds(kube: Kube, *, timeout: float = 60.0, namespace: str = "default") -> list[str]:
+    """Server-side apply every CRD, wait until the API server serves each (:func:`wait_served`,
+    listing in ``namespace``), then apply the admission policies and their bindings. Returns the
+    CRDs' names."""
+    docs = crd_documents()
+    for doc in docs:
         kube.apply(doc)
-        names.append(doc["metadata"]["name"])
-    deadline = time.monotonic() + timeout
-    pending = list(names)
-    while pending:
-        pending = [n for n in pending if not kube.crd_established(n)]
-        if not pending:
-            break
-        if time.monotonic() > deadline:
-            raise XtaskError(f"CRDs not Established after {timeout:.0f}s: {', '.join(pending)}")
-        time.sleep(0.1)
+    wait_served(kube, docs, namespace=namespace, timeout=timeout)
     for doc in policy_documents():
         kube.apply(doc)
-    return names
+    return [doc["metadata"]["name"] for doc in docs]
+
+
+def wait_served(kube: Kube, docs: list[dict], *, namespace: str, timeout: float) -> None:
+    """Return once every CRD of ``docs`` is served: Established, its kind listed by discovery, and
+    a LIST of it in ``namespace`` answered. Established alone is not enough: for a moment after it
+    discovery may not list the new group yet (the API server registers it asynchronously) and its
+    REST storage may answer 429 "storage is (re)initializing" or a bare 404, so the next step's
+    first request to the new resource would fail. Those answers are waited out, with a fresh
+    discovery on each try; any other error is raised at once; past ``timeout`` the error names
+    each CRD still waited for and its last answer."""
+    last = {doc["metadata"]["name"]: "not checked" for doc in docs}
+    pending = {doc["metadata"]["name"]: doc for doc in docs}
+
+    def still_pending() -> bool:
+        for name, doc in list(pending.items()):
+            problem = _not_served(kube, doc, namespace)
+            if problem is None:
+                del pending[name]
+            else:
+                last[name] = problem
+        return bool(pending)
+
+    retrying = Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(0.1), retry=retry_if_result(bool))
+    try:
+        retrying(still_pending)
+    except RetryError:
+        waited = "; ".join(f"{name}: {last[name]}" for name in pending)
+        raise XtaskError(
+            f"CRDs not served after {timeout:.0f}s: {waited}",
+            hint="the API server may be overloaded; `env up` again waits anew",
+        ) from None
+
+
+# Answers that mean "not served yet" for a CRD just created: no handler for its path yet (404),
+# its storage initializing (429), or the API server busy (503).
+_NOT_YET = frozenset({404, 429, 503})
+
+
+def _not_served(kube: Kube, doc: dict, namespace: str) -> str | None:
+    """Why the CRD ``doc`` is not served yet (None: it is)."""
+    if not kube.crd_established(doc["metadata"]["name"]):
+        return "not Established"
+    spec = doc["spec"]
+    version = next(v["name"] for v in spec["versions"] if v.get("storage"))
+    try:
+        kube.list_objects(f"{spec['group']}/{version}", spec["names"]["kind"], namespace=namespace)
+    except KubeError as exc:
+        if exc.status not in _NOT_YET:
+            raise
+        return str(exc)
+    return None
 
 
 def spec_default(kind: str, field: str, *, folder: Path = CRD_DIR) -> Any:

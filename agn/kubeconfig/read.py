@@ -97,6 +97,13 @@ def write_target(files: Files, *, exists: Callable[[str], bool] = os.path.exists
     return next((p for p in files.paths if exists(p)), files.paths[-1])
 
 
+def kubeconfig_path(explicit: str | None = None) -> str:
+    """The kubeconfig file new entries are written to, chosen as kubectl does: ``explicit``, else
+    the only file of ``$KUBECONFIG`` or the first of its list that exists (the last one when none
+    does), else ~/.kube/config. Reading uses every file (:func:`load`)."""
+    return write_target(kubeconfig_files(explicit))
+
+
 def parse(data: bytes | str, source: str) -> Config:
     """One file's content as a kubeconfig dict; an empty file is an empty config (as for kubectl).
 

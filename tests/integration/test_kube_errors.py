@@ -1,5 +1,7 @@
 """Answers of a real API server that are about the connection, not an object, name the server and
-the context: an https server addressed as http:// (400 to plain HTTP), a rejected token (401).
+the context first, then the request they answered (here the first one a drain sends, the
+SelfSubjectReview that asks who it is): an https server addressed as http:// (400 to plain
+HTTP), a rejected token (401).
 ``insecure-skip-tls-verify`` prints no urllib3 warning without ``-v``."""
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def test_an_https_server_addressed_as_http(control_plane, tmp_path):
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.splitlines() == [
         f"error: API server {http} (context 'local-tests') answered 400 Bad Request to plain HTTP; "
-        f"it probably expects {control_plane.server}"
+        f"it probably expects {control_plane.server} (CREATE selfsubjectreviews)"
     ]
 
 
@@ -42,7 +44,8 @@ def test_a_rejected_token_names_the_server_and_the_context(control_plane, tmp_pa
     proc = xtask_with(control_plane, tmp_path, lambda c, u: u.update(user={"token": "not-a-token"}))
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.splitlines() == [
-        f"error: API server {control_plane.server} (context 'local-tests') rejected the credentials: 401 Unauthorized"
+        f"error: API server {control_plane.server} (context 'local-tests') rejected the credentials: 401 Unauthorized "
+        "(CREATE selfsubjectreviews)"
     ]
 
 

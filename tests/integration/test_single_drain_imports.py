@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 # dry run, journal, writes, Events, read-back, the convergence waiter).
 OWN_MODULES = frozenset(
     """
-    agn agn.engines agn.events agn.holds agn.inputfile agn.kube agn.kubeconfig agn.kubeconfig.read
+    agn agn.engines agn.events agn.holds agn.inputfile agn.kube agn.kubeconfig agn.kubeconfig.read agn.kuberequest
     agn.kubeconfig.write agn.kubeconnect agn.kubeerrors agn.kubetls agn.model agn.names agn.objects
     agn.operator agn.operator.heartbeat agn.operator.lease agn.outputfile agn.overlays agn.resources
     agn.shards agn.watching agn.yamltext xtask xtask.cli xtask.cli.complete xtask.cli.env

@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agn import kubeconfig as kc
-from agn.kube import ConfigError, Kube, kubeconfig_path
+from agn.kube import ConfigError, Kube
+from agn.kubeconfig import kubeconfig_path
 
 
 def config(*contexts: str, current: str | None = None, server: str = "https://127.0.0.1:6443", ns: str = "") -> dict:

@@ -26,7 +26,8 @@ import copy
 from pathlib import Path
 from typing import ClassVar
 
-from agn.kube import Forbidden, Kube, KubeError, NotFound, kubeconfig_path
+from agn.kube import Forbidden, Kube, KubeError, NotFound
+from agn.kubeconfig import kubeconfig_path
 from agn.objects import Obj, name_of
 from xtask.crds import crd_documents, install_crds, policy_documents
 from xtask.envdef import EnvDef
@@ -215,7 +216,7 @@ class ClusterEnv(Runtime):
             for doc in crd_documents() + policy_documents():
                 kube.apply(doc, dry_run=True)
         else:
-            install_crds(kube)
+            install_crds(kube, namespace=ctx.envdef.namespace)
 
     def _apply(self, ctx: UpContext) -> None:
         kube, ns = ctx.connected(), ctx.envdef.namespace

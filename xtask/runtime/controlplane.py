@@ -132,13 +132,22 @@ class ControlPlane:
         )
 
     def _allocate_ports(self) -> Ports:
-        """Reuse the recorded ports when still free (so kubeconfigs stay valid), else pick new ones."""
+        """Reuse the recorded ports when still free (so kubeconfigs stay valid), else pick new ones,
+        three different ones: the kernel may hand a released port out again, and an etcd listening
+        where kube-apiserver should would answer its /readyz (same CA) and then 404 every API path."""
         old = self.ports()
-        ports = Ports(free_port(), free_port(), free_port())
-        if old is not None:
+        taken = set(dataclasses.astuple(old)) if old is not None else set()
+        fresh: list[int] = []
+        while len(fresh) < 3:
+            if (port := free_port()) not in taken:
+                fresh.append(port)
+                taken.add(port)
+        ports = Ports(*fresh)
+        if old is not None and old.etcd_client != old.etcd_peer:
             if self.supervisor.running(ETCD) or (port_free(old.etcd_client) and port_free(old.etcd_peer)):
                 ports.etcd_client, ports.etcd_peer = old.etcd_client, old.etcd_peer
-            if self.supervisor.running(APISERVER) or port_free(old.apiserver):
+            distinct = old.apiserver not in (ports.etcd_client, ports.etcd_peer)  # a record an older version wrote
+            if distinct and (self.supervisor.running(APISERVER) or port_free(old.apiserver)):
                 ports.apiserver = old.apiserver
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._ports_file.write_text(json.dumps(dataclasses.asdict(ports)))

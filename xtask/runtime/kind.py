@@ -37,8 +37,8 @@ from typing import Any, ClassVar
 
 import yaml
 
-from agn.kube import Kube, KubeError, kubeconfig_path
-from agn.kubeconfig import read_for_update, set_context_namespace
+from agn.kube import Kube, KubeError
+from agn.kubeconfig import kubeconfig_path, read_for_update, set_context_namespace
 from agn.objects import name_of
 from agn.outputfile import write_atomic
 from xtask.engine import ENGINES, detect_engine, qualified

@@ -28,7 +28,8 @@ from typing import ClassVar
 import yaml
 
 from agn import kubeconfig
-from agn.kube import ConfigError, Kube, kubeconfig_path
+from agn.kube import ConfigError, Kube
+from agn.kubeconfig import kubeconfig_path
 from agn.outputfile import write_atomic
 from agn.shards import DEFAULT_SHARD_COUNT
 from xtask import components

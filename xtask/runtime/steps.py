@@ -128,7 +128,7 @@ def run_steps(steps: list[Step], ctx: UpContext, *, progress: Progress, retain: 
 def _install_crds(ctx: UpContext) -> None:
     from xtask.crds import install_crds
 
-    install_crds(ctx.connected())
+    install_crds(ctx.connected(), namespace=ctx.envdef.namespace)
     ctx.connected().ensure_namespace(ctx.envdef.namespace)
 
 
