@@ -21,7 +21,6 @@ No ``kubernetes`` import: the reading function comes from the caller (:meth:`agn
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import threading
 import time
@@ -188,6 +187,8 @@ class Tokens:
         """:meth:`token` for an event loop: a cached answer at once, a read on a worker thread."""
         if self._cached(ref) is not None:
             return self.token(ref)
+        import asyncio  # here, not at the top: the model imports this module on every drain's path
+
         return await asyncio.to_thread(self.token, ref)
 
     def __len__(self) -> int:

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 # dry run, journal, writes, Events, read-back, the convergence waiter).
 OWN_MODULES = frozenset(
     """
-    agn agn.engines agn.events agn.holds agn.inputfile agn.kube agn.kubeconfig agn.kubeconfig.read agn.kuberequest
+    agn agn.credentials agn.engines agn.events agn.holds agn.inputfile agn.kube agn.kubeconfig agn.kubeconfig.read agn.kuberequest
     agn.kubeconfig.write agn.kubeconnect agn.kubeerrors agn.kubetls agn.model agn.names agn.objects
     agn.operator agn.operator.heartbeat agn.operator.lease agn.outputfile agn.overlays agn.resources
     agn.shards agn.watching agn.yamltext xtask xtask.cli xtask.cli.complete xtask.cli.env
@@ -36,12 +36,12 @@ OWN_MODULES = frozenset(
     xtask.drain.core.journal_records xtask.drain.core.lock xtask.drain.core.plandoc
     xtask.drain.core.progress xtask.drain.core.request xtask.drain.core.selection
     xtask.drain.core.states xtask.drain.core.waves xtask.drain.edges xtask.drain.edges.fanout
-    xtask.drain.edges.idle_waiter xtask.drain.edges.journal xtask.drain.edges.kube_events
+    xtask.drain.edges.idle_waiter xtask.drain.edges.journal xtask.drain.edges.journal_staging xtask.drain.edges.kube_events
     xtask.drain.edges.lock xtask.drain.edges.members xtask.drain.edges.preflight xtask.drain.edges.targets
     xtask.drain.edges.waiter xtask.drain.finish xtask.drain.gates xtask.drain.gates.base
     xtask.drain.gates.flags xtask.drain.locked xtask.drain.prepare xtask.drain.record
     xtask.drain.render xtask.drain.report xtask.drain.restore xtask.drain.run xtask.drain.signals
-    xtask.durations xtask.errors xtask.params xtask.reports
+    xtask.durations xtask.errors xtask.interrupts xtask.params xtask.procs xtask.reports
     """.split()
 )
 
