@@ -193,3 +193,12 @@ def test_the_drain_core_imports_no_edge_and_no_conductor():
     }
     assert {m: d for m, d in reaching.items() if d} == {}
     assert not any("agn.kube" in graph[m] for m in core), "the core never imports the Kubernetes client's module"
+
+
+def test_no_two_test_files_share_a_name():
+    """pytest imports each test file by its bare name (the suites have no ``__init__.py``): a
+    second file of the same name anywhere under tests/ stops the whole run at collection."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        seen.setdefault(path.name, []).append(str(path.relative_to(REPO)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
