@@ -236,3 +236,19 @@ def create(kube: Kube, res: Any, namespace: str, name: str, spec: dict, *, label
     """Create one AGN object with ``spec`` (and ``labels``)."""
     meta: dict[str, Any] = {"name": name, **({"labels": labels} if labels else {})}
     kube.create(res, namespace, {"apiVersion": f"{GROUP}/v1alpha1", "kind": res.kind, "metadata": meta, "spec": spec})
+
+
+def drain_identity_objects(namespace: str, *, network: str = "net") -> list[dict]:
+    """The shipped ``agn-provider-drain`` ServiceAccount, Role and RoleBinding as the example env
+    renders them into ``namespace``, with its one network (and so its drain lock's Lease) named
+    ``network``: the example's consumers are moved onto it, as an env file would have them."""
+    import dataclasses
+
+    from xtask.envdef import load_env
+    from xtask.envmodel import NetworkDef
+    from xtask.manifests import render
+
+    example = load_env("example")
+    consumers = tuple(dataclasses.replace(c, network=network) for c in example.consumers)
+    envdef = dataclasses.replace(example, networks=(NetworkDef(network, {}),), consumers=consumers)
+    return [o for o in render(envdef, namespace=namespace) if o["metadata"]["name"] == "agn-provider-drain"]

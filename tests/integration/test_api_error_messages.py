@@ -6,7 +6,6 @@ denying the real write)."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import subprocess
 import uuid
@@ -18,10 +17,7 @@ from agn.kube import PROVIDERS, Forbidden, Invalid
 from agnprocs import wait_for
 from drainenv import DrainEnv
 from envcli import REPO, Cli
-from kubetest import apply_identities, denying_updates, service_account_kubeconfig
-from xtask.envdef import load_env
-from xtask.envmodel import NetworkDef
-from xtask.manifests import render
+from kubetest import apply_identities, denying_updates, drain_identity_objects, service_account_kubeconfig
 
 pytestmark = pytest.mark.integration
 
@@ -121,10 +117,7 @@ def test_a_drain_write_denied_by_admission_names_the_request(env: DrainEnv):
 def test_a_drain_write_the_identity_may_not_make_names_the_request_and_the_rbac(env: DrainEnv):
     """The shipped agn-provider-drain identity with ``patch`` taken out of its Role: the dry run's
     PATCH is refused by the authorizer, and the CLI says which request and which verb."""
-    example = load_env("example")  # its objects with this test's one network "net" (its drain lock's Lease)
-    consumers = tuple(dataclasses.replace(c, network="net") for c in example.consumers)
-    envdef = dataclasses.replace(example, networks=(NetworkDef("net", {}),), consumers=consumers)
-    objects = [o for o in render(envdef, namespace=env.ns) if o["metadata"]["name"] == "agn-provider-drain"]
+    objects = drain_identity_objects(env.ns)  # this test's one network "net" (its drain lock's Lease)
     for role in (o for o in objects if o["kind"] == "Role"):
         for rule in role["rules"]:
             if "inferenceproviders" in rule["resources"]:

@@ -9,7 +9,6 @@ real ServiceAccount token bound to the shipped Role (``manifests/rbac/provider-d
 
 from __future__ import annotations
 
-import dataclasses
 import getpass
 import socket
 import subprocess
@@ -20,12 +19,9 @@ from agn.events import Regarding, Reporter, event_body, event_name, micro_time
 from agn.kube import CONSUMERS, PROVIDERS
 from agnprocs import sample, scrape, wait_for
 from drainenv import CONSUMER_NAMES, DrainEnv
-from kubetest import apply_identities, events, service_account_kubeconfig
+from kubetest import apply_identities, drain_identity_objects, events, service_account_kubeconfig
 from reportschema import parse_report
 from test_provider_drain_failures import BIG, label, reject_real_writes, wait_policy_active  # noqa: F401 - a fixture
-from xtask.envdef import load_env
-from xtask.envmodel import NetworkDef
-from xtask.manifests import render
 from xtask.reports import PROVIDER_DRAIN
 from xtask.runtime.assets import ensure_assets
 
@@ -166,10 +162,7 @@ def test_drain_restore_records_what_it_put_back(env: DrainEnv):
 def _drain_identity(env: DrainEnv, *, with_events: bool):
     """The shipped agn-provider-drain ServiceAccount, Role and RoleBinding in the test namespace
     (the Role without its Events rule when ``with_events`` is False); returns a kubeconfig for it."""
-    # The example env's objects, with this test's one network "net" (so its drain lock agn-drain-net
-    # is the one the Role names).
-    envdef = dataclasses.replace(load_env("example"), networks=(NetworkDef("net", {}),))
-    objects = [o for o in render(envdef, namespace=env.ns) if o["metadata"]["name"] == "agn-provider-drain"]
+    objects = drain_identity_objects(env.ns)  # this test's one network "net": its drain lock agn-drain-net
     for obj in objects:
         if obj["kind"] == "Role" and not with_events:
             obj["rules"] = [r for r in obj["rules"] if "events.k8s.io" not in r["apiGroups"]]
