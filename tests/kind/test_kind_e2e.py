@@ -345,8 +345,20 @@ def test_sessions_end_on_purpose_through_a_gateway_service(kind_env):
         scale(1)
         kind_env.kubectl("-n", NAMESPACE, "rollout", "status", "deployment/fake-provider-one", "--timeout=180s")
         undrain = ("env", "provider-drain", "--context", CONTEXT, "--provider", "provider-one", "--undrain", *TARGETS)
-        # exit 7 (kept out: not healthy again yet) until the operator has probed the new pod
-        wait_for(lambda: kind_env.run(*undrain, timeout=300).returncode == 0, timeout=300, interval=2)
+        # exit 7 (kept out: not healthy again yet) until the operator has probed the new pod; a
+        # failure says what the last undrain printed (a CI run once timed out here without a word)
+        last: list[subprocess.CompletedProcess] = []
+
+        def undrained() -> bool:
+            last[:] = [kind_env.run(*undrain, timeout=300)]
+            return last[0].returncode == 0
+
+        try:
+            wait_for(undrained, timeout=300, interval=2, what="provider-one undrained")
+        except AssertionError as exc:
+            out = last[0] if last else None
+            detail = f"exit {out.returncode}: {out.stdout[-1500:]}{out.stderr[-1500:]}" if out else "no run"
+            raise AssertionError(f"{exc}; the last undrain: {detail}") from exc
     assert [t for t in turns if t[1] != 200] == []
     assert {p for at, _, p in turns if at >= gone} == {"provider-three"}
     policy = kind_env.kubectl_json("-n", NAMESPACE, "get", "inferenceprovider", "provider-one")["spec"]
