@@ -41,7 +41,7 @@ from typing import NoReturn  # noqa: E402
 
 import click  # noqa: E402
 
-from agn.kube import KubeError  # noqa: E402
+from agn.kubeerrors import KubeError  # noqa: E402  (not agn.kube: a usage error never loads the client's boundary)
 from xtask.cli.output import printable_lines  # noqa: E402
 from xtask.errors import CommandFailed, ComponentFailed, ExitCode, XtaskError  # noqa: E402
 

@@ -12,7 +12,13 @@ import click
 
 from agn.inputfile import kind_of
 from agn.names import label_problem, subdomain_problem
-from agn.yamltext import show
+
+
+def show(value: Any) -> str:
+    """``value`` for a usage error (:func:`agn.yamltext.show`), loaded with YAML only when a flag is refused."""
+    from agn.yamltext import show as shown
+
+    return shown(value)
 
 
 class FiniteFloat(click.FloatRange):

@@ -27,7 +27,8 @@ OWN_MODULES = frozenset(
     agn.kubeconfig.write agn.kubeconnect agn.kubeerrors agn.kubetls agn.model agn.names agn.objects
     agn.operator agn.operator.heartbeat agn.operator.lease agn.outputfile agn.overlays agn.resources
     agn.shards agn.watching agn.yamltext xtask xtask.cli xtask.cli.complete xtask.cli.env
-    xtask.cli.env.drain_view xtask.cli.env.gate_options xtask.cli.env.options xtask.cli.env.session_options
+    xtask.cli.env.drain_view xtask.cli.env.gate_options xtask.cli.env.option_groups xtask.cli.env.options
+    xtask.cli.env.session_options
     xtask.cli.formats xtask.cli.helptext
     xtask.cli.output xtask.drain xtask.drain.context xtask.drain.core xtask.drain.core.amounts
     xtask.drain.capacity_check xtask.drain.core.budget xtask.drain.core.capacity xtask.drain.core.changes xtask.drain.core.converge
@@ -50,14 +51,15 @@ OWN_MODULES = frozenset(
 THIRD_PARTY = frozenset(
     """
     annotated_types backports bcrypt blinker brotli brotlicffi certifi chardet charset_normalizer
-    click cloup cryptography dateutil durationpy google idna kubernetes kubernetes_validate oauthlib
+    click cryptography dateutil durationpy google idna kubernetes kubernetes_validate oauthlib
     org pydantic pydantic_core python_socks requests requests_oauthlib simplejson sitecustomize
     socks tenacity tornado typing_extensions typing_inspection urllib3 websocket wsaccel yaml
     """.split()
 )
 
-# Never on a single drain's path: gates' parsers, terminal UI off a terminal, plan documents.
-NEVER = ("prometheus_client", "rich", "xtask.drain.gates.promql", "xtask.drain.gates.error_ratio")
+# Never on a single drain's path: gates' parsers, terminal UI off a terminal, plan documents,
+# the help's layout (cloup: loaded only to show --help, xtask/cli/env/option_groups.py).
+NEVER = ("prometheus_client", "rich", "cloup", "xtask.drain.gates.promql", "xtask.drain.gates.error_ratio")
 
 
 def imported(stderr: str) -> set[str]:

@@ -110,3 +110,56 @@ def test_finish_exits_normally_without_other_threads():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 4
     assert out.stdout == "atexit ran\n"
+
+
+# What every `env provider-drain` pays before click has parsed its flags (--help, a usage error, a
+# run): the entry point and the command's module. A module that joins must be added here, on
+# purpose; the run's own modules (tests/integration/test_single_drain_imports.py) load after.
+PARSE_MODULES = frozenset(
+    """
+    agn agn.credentials agn.holds agn.inputfile agn.kubeerrors agn.kuberequest agn.model agn.names
+    xtask xtask.__main__ xtask.cli xtask.cli.complete xtask.cli.env xtask.cli.env.gate_options
+    xtask.cli.env.option_groups xtask.cli.env.options xtask.cli.env.provider_drain
+    xtask.cli.env.session_options xtask.cli.formats xtask.cli.helptext xtask.cli.output xtask.drain
+    xtask.drain.core xtask.drain.core.defaults xtask.drain.core.holds xtask.drain.gates
+    xtask.drain.gates.base xtask.drain.gates.flags xtask.errors xtask.params
+    """.split()
+)
+
+MODULES_PROBE = """
+import contextlib, io, sys
+from xtask.__main__ import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    code = main(sys.argv[1:])
+print(code, " ".join(sorted(m for m in sys.modules if m.split(".")[0] in ("xtask", "agn", "cloup", "yaml", "rich"))))
+"""
+
+
+def loaded_modules(*argv: str) -> tuple[int, set[str]]:
+    out = subprocess.run([sys.executable, "-c", MODULES_PROBE, *argv], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    code, _, names = out.stdout.strip().partition(" ")
+    return int(code), set(names.split())
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["env", "provider-drain", "--provider", "a", "--qps", "nan"],
+        ["env", "provider-drain", "--provider", "a", "--concurrency", "many"],
+        ["env", "provider-drain", "--provider", "a", "--bogus"],
+    ],
+)
+def test_provider_drain_parses_its_flags_with_only_the_named_modules(argv):
+    code, names = loaded_modules(*argv)
+    assert code == 2
+    assert sorted(names - PARSE_MODULES) == [], "new modules before provider-drain's flags are parsed"
+    assert "xtask.cli.env.provider_drain" in names  # the probe sees the command's own module
+
+
+def test_provider_drain_help_adds_only_cloup_to_lay_out_its_groups():
+    code, names = loaded_modules("env", "provider-drain", "--help")
+    assert code == 0
+    extra = names - PARSE_MODULES
+    assert "cloup" in extra
+    assert sorted(n for n in extra if not n.startswith("cloup.")) == ["cloup"]

@@ -10,40 +10,37 @@ import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import cloup
 
 from agn.model import MAX_SLOW_START_SECONDS, MIN_SLOW_START_SECONDS
 from xtask.cli.complete import complete_context, complete_gateway, complete_provider
 from xtask.cli.env import VERBOSE_HELP
-from xtask.cli.env.drain_view import PlainReporter, plain_final
 from xtask.cli.env.gate_options import gate_options, gate_values
+from xtask.cli.env.option_groups import GroupedCommand, OptionGroup, grouped_options
 from xtask.cli.env.options import namespace_type, object_name_type, output_option
 from xtask.cli.env.session_options import SESSION_DEADLINE, WAIT_SESSIONS
 from xtask.cli.formats import REPORT_FORMATS, TABLE, emit_report
-from xtask.cli.helptext import Example, HelpMixin
+from xtask.cli.helptext import Example
 from xtask.cli.output import err_console, fancy, out_console, printable
 from xtask.drain.core.defaults import (
     DEFAULT_CONCURRENCY,
     DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_LOCK_TIMEOUT,
     DEFAULT_SOAK,
     DEFAULT_TIMEOUT,
     MAX_CONCURRENCY,
+    MAX_LOCK_TIMEOUT,
     ON_BREACH,
 )
 from xtask.drain.core.holds import MAX_EXPIRES_SECONDS, holder_problem, override_problem, ticket_problem
-from xtask.drain.core.lock import DEFAULT_LOCK_TIMEOUT, MAX_LOCK_TIMEOUT
-from xtask.drain.core.plandoc import PLANNED_FLAGS
-from xtask.drain.core.request import DrainRequest
-from xtask.drain.core.selection import Selector
-from xtask.drain.edges.journal import journal_dir as default_journal_dir
-from xtask.drain.edges.preflight import usable_journal_dir
-from xtask.drain.report import Report
-from xtask.drain.run import run_drain
 from xtask.errors import ExitCode, RefusedError, UsageError, exit_codes_epilog
 from xtask.params import AmountType, CheckedText, DurationType, FiniteFloat, NonEmptyPath
+
+if TYPE_CHECKING:  # the run's modules load once click has parsed the flags (_run, drain_request)
+    from xtask.drain.core.request import DrainRequest
+    from xtask.drain.report import Report
 
 EPILOG = exit_codes_epilog()
 
@@ -276,7 +273,7 @@ WRITES = (
 )
 
 
-def option_groups() -> list[tuple[str, str, tuple[Any, ...]]]:
+def option_groups() -> list[OptionGroup]:
     """The request's flags as --help groups them: (title, what the group is for, options). The
     wave gates' flags (declared by each gate: xtask.drain.gates) sit among the waves' own."""
     return [
@@ -300,6 +297,8 @@ def drain_request(*, plan: Path | None = None, **flags: Any) -> DrainRequest:
     request): a flag it fixes given with it is a usage error naming the flag."""
     if plan is None:
         return _request(**flags)
+    from xtask.drain.core.plandoc import PLANNED_FLAGS
+
     given = [f.flag for f in PLANNED_FLAGS if f.given(flags)]
     if given:
         raise UsageError(
@@ -333,6 +332,9 @@ def _request(
     journal_dir: Path | None,
     **flags: Any,
 ) -> DrainRequest:
+    from xtask.drain.core.request import DrainRequest
+    from xtask.drain.core.selection import Selector
+
     for key in _REQUEST_DEFAULTS:  # not given (or not recorded by the plan): the request's default
         if flags.get(key) is None:
             flags.pop(key, None)
@@ -352,6 +354,9 @@ def _request(
         **flags,
     )
     if not dry_run and request.plan_out is None:
+        from xtask.drain.edges.journal import journal_dir as default_journal_dir
+        from xtask.drain.edges.preflight import usable_journal_dir
+
         # Before the first API request: a run that cannot keep a journal must not start writing.
         request = dataclasses.replace(request, journal_dir=usable_journal_dir(journal_dir or default_journal_dir()))
     return request
@@ -359,27 +364,24 @@ def _request(
 
 def request_options(command: Callable[..., None]) -> Callable[..., None]:
     """Give ``command`` the flags of :func:`option_groups`, in their groups, as one ``request`` argument."""
-    fields = {f.name for f in dataclasses.fields(DrainRequest)} | {"provider", "gateway", "undrain"}
 
     @functools.wraps(command)
     def with_request(**flags: Any) -> None:
+        from xtask.drain.core.request import DrainRequest
+
+        fields = {f.name for f in dataclasses.fields(DrainRequest)} | {"provider", "gateway", "undrain"}
         gates = gate_values(flags)
         request = drain_request(**{k: flags.pop(k) for k in list(flags) if k in fields}, gate_options=gates)
         command(request, **flags)
 
-    for title, purpose, options in reversed(option_groups()):
-        with_request = cloup.option_group(title, purpose, *options)(with_request)
-    return with_request
+    return grouped_options(option_groups())(with_request)
 
 
-class DrainCommand(HelpMixin, cloup.Command):
-    """provider-drain's command: its flags in named groups (cloup), examples and exit codes; the
-    flags of no group (--output, --help) under "Output"."""
+class DrainCommand(GroupedCommand):
+    """provider-drain's command: its flags in named groups, examples and exit codes; the flags
+    of no group (--output, --help) under "Output"."""
 
-    def get_default_option_group(self, ctx: click.Context, is_the_only_visible_option_group: bool = False) -> Any:
-        group = super().get_default_option_group(ctx, is_the_only_visible_option_group)
-        group.title = "Output"
-        return group
+    default_group = "Output"
 
 
 # Each runs as shown against the example env (tests/integration/test_help_examples.py).
@@ -447,6 +449,8 @@ def _run(request: DrainRequest, *, output: str) -> Report:
     """Run the drain, showing progress on stderr, always: live when stderr is a terminal and the
     output is the table, else as lines. stdout carries only the result (:func:`_print_final`,
     or the report), so ``provider-drain ... | tee`` or ``> file`` keeps the result alone."""
+    from xtask.cli.env.drain_view import PlainReporter
+
     if output == TABLE and fancy():
         from xtask.cli.env.drain_live import RichReporter
 
@@ -459,12 +463,21 @@ def _run(request: DrainRequest, *, output: str) -> Report:
         reporter.close()
 
 
+def run_drain(request: DrainRequest, *, progress: Callable[..., None]) -> Report:
+    """:func:`xtask.drain.run.run_drain`, its modules loaded only once click has parsed the flags."""
+    from xtask.drain.run import run_drain as run
+
+    return run(request, progress=progress)
+
+
 def _print_final(report: Report) -> None:
     if _stdout_fancy():
         from xtask.cli.env.drain_live import render_final
 
         render_final(report, out_console())
     else:
+        from xtask.cli.env.drain_view import plain_final
+
         plain_final(report, sys.stdout)
     if report.journal and report.exit_code not in (ExitCode.OK,):
         print(printable(f"journal: {report.journal}"), file=sys.stdout)

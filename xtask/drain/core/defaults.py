@@ -11,3 +11,5 @@ DEFAULT_IDLE_TIMEOUT = 300.0
 DEFAULT_SESSIONS_TIMEOUT = 600.0
 DEFAULT_SOAK = 30.0
 ON_BREACH = ("hold", "restore")  # the first is the default
+DEFAULT_LOCK_TIMEOUT = 30  # --lock-timeout: seconds a run waits for a network's drain lock
+MAX_LOCK_TIMEOUT = 24 * 3600

@@ -39,8 +39,6 @@ DEFAULT_TTL = 15  # seconds: leaseDurationSeconds
 RENEW_FRACTION = 1 / 3  # the holder renews every TTL/3
 HELD_FRACTION = 2 / 3  # ... and holds the lock until 2/3 of the TTL after its last renewal began
 POLL_SECONDS = 1.0  # a waiting run looks at the Lease this often
-DEFAULT_LOCK_TIMEOUT = 30  # seconds a run waits for a lock (--lock-timeout)
-MAX_LOCK_TIMEOUT = 24 * 3600
 _NAME_LIMIT = 253
 
 

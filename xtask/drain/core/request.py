@@ -22,13 +22,14 @@ from agn.yamltext import show
 from xtask.drain.core.amounts import Amount
 from xtask.drain.core.defaults import (
     DEFAULT_CONCURRENCY,
+    DEFAULT_LOCK_TIMEOUT,
     DEFAULT_SOAK,
     DEFAULT_TIMEOUT,
     MAX_CONCURRENCY,
+    MAX_LOCK_TIMEOUT,
     ON_BREACH,
 )
 from xtask.drain.core.holds import MAX_EXPIRES_SECONDS, holder_problem, override_problem, ticket_problem
-from xtask.drain.core.lock import DEFAULT_LOCK_TIMEOUT, MAX_LOCK_TIMEOUT
 from xtask.drain.core.selection import Selector
 from xtask.errors import UsageError
 
