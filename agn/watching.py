@@ -129,9 +129,15 @@ class FollowOptions:
     ``field_selector`` (``metadata.name=X``) narrows both the list and the watch: a watcher
     whose RBAC names only ``X`` can follow it, and one object among thousands costs one
     object's traffic. ``watch_timeout`` is the server-side end of each watch (seconds; the loop
-    resumes it). ``backoff``, ``on_error`` and ``health`` are :func:`follow`'s."""
+    resumes it). ``backoff``, ``on_error`` and ``health`` are :func:`follow`'s. ``listed``: a
+    list of the resource the caller has already read (its items and its resourceVersion, as
+    :meth:`agn.kube.Kube.list` returns them; any list of the kind, a wider one too, or one
+    object's GET as ``([obj], its resourceVersion)``): the first snapshot, with the watch started
+    from its resourceVersion instead of listing again. Events since that read arrive as events;
+    a resourceVersion the server no longer keeps (``410 Gone``) re-lists as always."""
 
     field_selector: str | None = None
+    listed: tuple[list[Obj], str] | None = None
     watch_timeout: int = WATCH_TIMEOUT_SECONDS
     backoff: Callable[[int], float] = DEFAULT_BACKOFF
     on_error: Callable[[Exception, float], None] | None = None
@@ -151,8 +157,13 @@ def follow_resource(
     """:func:`follow` one resource of ``namespace`` through ``kube`` until ``stop`` is set, in
     the calling thread, as ``options`` say."""
     field_selector = options.field_selector
+    already = [options.listed] if options.listed is not None and options.listed[1] else []
+
+    def list_fn() -> tuple[list[Obj], str]:
+        return already.pop() if already else kube.list(resource, namespace, field_selector=field_selector)
+
     follow(
-        list_fn=lambda: kube.list(resource, namespace, field_selector=field_selector),
+        list_fn=list_fn,
         watch_fn=lambda version: kube.watch(
             resource,
             namespace,

@@ -9,7 +9,8 @@ drain, however large the fleet. While such a shard is missing or not yet at the 
 the consumer counts as not converged (and the reason names the shard), so the waiter never
 judges a mix of two revisions. When the cached view satisfies the predicate, a fresh direct read
 is taken as the next observation; completion needs the two to agree (docs/provider-drain.md, step 9). Watches
-that end are resumed from the last resourceVersion; ``410 Gone`` triggers a re-list; other
+start from the lists the run has already read when it hands them over (``start(seen=...)``:
+no second LIST of the same objects), and watches that end are resumed from the last resourceVersion; ``410 Gone`` triggers a re-list; other
 errors back off and retry. No fixed sleeps: the waiter blocks on events, re-checking about
 once a second because metrics staleness depends on the clock.
 """
@@ -20,7 +21,7 @@ import dataclasses
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from agn.kube import CONSUMERS, LEASES, NETWORKS, OVERLAYS, PROVIDERS, Kube, KubeError, Resource
 from agn.model import Overlay
@@ -44,6 +45,9 @@ SHARD_READS_AT_ONCE = 8
 # well within the bound and the wait goes on.
 UNREACHABLE_NOTICE = 5.0
 UNREACHABLE_BOUND = 30.0
+
+# A list a run has already read, to start a watch from: its items and its resourceVersion.
+Listed = tuple[list[Obj], str]
 
 
 class _Cache:
@@ -146,9 +150,14 @@ class ConvergenceWaiter:
         self._parsed: dict[str, tuple[tuple, Overlay]] = {}
         self._started = False
 
-    def start(self) -> None:
+    def start(self, seen: Mapping[Resource, Listed] | None = None) -> None:
         """Start the list+watch followers. A run calls this before its writes, so the caches are
-        synced by the time the change lands and the first observation costs no extra round trip."""
+        synced by the time the change lands and the first observation costs no extra round trip.
+
+        ``seen``: what the run has already read of the kinds the wait follows (providers,
+        consumers, overlay indexes, the heartbeat Lease), each as a list's items and
+        resourceVersion (a GET as ``([obj], its resourceVersion)``); those kinds start their
+        watch from there instead of listing again (:class:`agn.watching.FollowOptions`)."""
         if self._started:
             return
         self._started = True
@@ -167,7 +176,10 @@ class ConvergenceWaiter:
                 on_event=cache.event,
                 stop=self._stop_watches,
                 options=FollowOptions(
-                    field_selector=self._field_selectors[res.plural], on_error=wake, health=self._health[res.plural]
+                    field_selector=self._field_selectors[res.plural],
+                    on_error=wake,
+                    health=self._health[res.plural],
+                    listed=(seen or {}).get(res),
                 ),
             )
 

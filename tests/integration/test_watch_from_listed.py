@@ -1,0 +1,94 @@
+"""Watches started from a list already read (``FollowOptions.listed``,
+``ConvergenceWaiter.start(seen=...)``), against the real API server: the follower takes the list
+as its first snapshot and sends no LIST of its own; what changed since arrives as watch events."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections import Counter
+
+import pytest
+
+from agn.kube import CONSUMERS, LEASES, OVERLAYS, PROVIDERS, Kube
+from agn.objects import name_of
+from agn.operator.heartbeat import HEARTBEAT_LEASE
+from agn.watching import FollowOptions, start_follower
+from drainenv import CONSUMER_NAMES, DrainEnv
+from xtask.drain.edges.waiter import ConvergenceWaiter
+
+pytestmark = pytest.mark.integration
+
+
+def lease(name: str) -> dict:
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name}, "spec": {}}
+
+
+class Lists:
+    """``kube.list`` as it is, with each call's plural recorded (the real API answers)."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.calls: list[str] = []
+        self._list = kube.list
+
+    def __call__(self, res, namespace, **kwargs):
+        self.calls.append(res.plural)
+        return self._list(res, namespace, **kwargs)
+
+
+def test_a_follower_given_a_list_starts_watching_from_its_resource_version(kube, namespace, monkeypatch):
+    kube.create(LEASES, namespace, lease("before"))
+    listed = kube.list(LEASES, namespace)
+    kube.create(LEASES, namespace, lease("after"))  # after the list: must come as an event
+    lists = Lists(kube)
+    monkeypatch.setattr(kube, "list", lists)
+    snapshots: queue.Queue[list[str]] = queue.Queue()
+    events: queue.Queue[tuple[str, str]] = queue.Queue()
+    stop = threading.Event()
+    start_follower(
+        kube,
+        LEASES,
+        namespace,
+        name="watch-test",
+        on_snapshot=lambda items: snapshots.put(sorted(name_of(o) for o in items)),
+        on_event=lambda kind, obj: events.put((kind, name_of(obj))),
+        stop=stop,
+        options=FollowOptions(listed=listed),
+    )
+    try:
+        assert snapshots.get(timeout=10) == ["before"]
+        assert events.get(timeout=10) == ("ADDED", "after")
+        assert lists.calls == []
+    finally:
+        stop.set()
+
+
+def test_the_convergence_waiter_started_from_the_runs_reads_lists_only_for_its_fresh_look(
+    kube, namespace, agn, control_plane, tmp_path, monkeypatch
+):
+    DrainEnv(kube, namespace, agn, control_plane, tmp_path).up()
+    heartbeat = kube.get(LEASES, namespace, HEARTBEAT_LEASE)
+    seen = {
+        PROVIDERS: kube.list(PROVIDERS, namespace),  # the whole group: wider than the wait's one provider
+        CONSUMERS: kube.list(CONSUMERS, namespace),
+        OVERLAYS: kube.list(OVERLAYS, namespace),
+        LEASES: ([heartbeat], heartbeat["metadata"]["resourceVersion"]),
+    }
+    lists = Lists(kube)
+    monkeypatch.setattr(kube, "list", lists)
+    waiter = ConvergenceWaiter(
+        kube,
+        namespace,
+        providers=["p-one"],
+        network="net",
+        consumers=list(CONSUMER_NAMES),
+        drain=True,
+        progress=lambda event: None,
+    )
+    waiter.start(seen=seen)
+    # The drain is written after the reads the waiter was given: it reaches the waiter as an event.
+    kube.merge_patch(PROVIDERS, namespace, "p-one", {"spec": {"trafficPolicy": {"drain": True}}})
+    result = waiter.wait(timeout=60, stop=threading.Event())
+    assert result.state == "converged", result
+    # Only the fresh second observation listed: each kind once, together; the watches listed nothing.
+    assert Counter(lists.calls) == {r.plural: 1 for r in (PROVIDERS, CONSUMERS, OVERLAYS, LEASES)}
