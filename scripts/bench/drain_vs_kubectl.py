@@ -20,6 +20,12 @@ as a user would see it (process start included).
 3. The same gateway drain with convergence targets: overlay revisions per consumer.
 4. Journal bytes for the gateway drain and for a ``--fleet``-provider patch-only drain.
 
+Beside each xtask and kubectl row, the API requests it sent: kubectl's are the responses its
+``-v=6`` log lines name; xtask's are counted by ``requestprobe.py`` where every request of the
+official client passes (``RESTClientObject.request``, under ``agn.kubeconnect``'s wrapper). The
+raw pools send, by construction, one request per write (plus a dry run and an Event per
+provider in the same-requests pool).
+
 Prints one table. Speed is shown here and never asserted in tests.
 Usage: python scripts/bench/drain_vs_kubectl.py [--providers 200] [--fleet 1000] [--repeat 7]
 """
@@ -240,7 +246,8 @@ def main() -> int:
                     "floor: the official Python client alone (start, kubeconfig, one PATCH, no wait)",
                     f"median {median(floor):.2f}s",
                     f"min {min(floor):.2f}s max {max(floor):.2f}s",
-                    f"x{median(floor) / base:.2f} of kubectl's whole drain: where any command on this client starts",
+                    f"x{median(floor) / base:.2f} of kubectl's whole drain: where any command on this client starts; "
+                    "1 API request",
                 )
             )
 
@@ -250,9 +257,10 @@ def main() -> int:
             # 2. patch-only gateway drain
             bench.scenario("gateway", providers=args.providers)
             names = [f"p{i:03d}" for i in range(args.providers)]
-            loop = 0.0
+            loop, loop_reqs = 0.0, 0
             for name in names:
-                loop += bench.timed(kubectl_patch(bench, name, True))
+                secs, count = kubectl_counted(bench, kubectl_patch(bench, name, True))
+                loop, loop_reqs = loop + secs, loop_reqs + count
             reset(bench, names)
             raw, same = [], []
             for _ in range(3):
@@ -262,23 +270,29 @@ def main() -> int:
                     bench.timed([sys.executable, "-c", RAW_POOL_SAME_REQUESTS, CTX, bench.ns, conc, "true", *names])
                 )
                 reset(bench, names)
-            ours, journal_bytes = [], 0
+            ours, ours_reqs, journal_bytes = [], [], 0
             for _ in range(3):
-                secs, report = bench.xtask("--gateway", "gw-big", "--concurrency", conc)
+                secs, report, probe = xtask_probed(bench, Path(tmp), "--gateway", "gw-big", "--concurrency", conc)
                 assert report["stored"]["ok"], report
                 ours.append(secs)
+                ours_reqs.append(probe["requests"])
                 journal_bytes = Path(report["journal"]).stat().st_size
                 reset(bench, names)
             n = args.providers
             rows.append(
-                (f"patch-only drain of {n}: sequential kubectl patch loop", f"{loop:.2f}s", "1 run", "baseline")
+                (
+                    f"patch-only drain of {n}: sequential kubectl patch loop",
+                    f"{loop:.2f}s",
+                    "1 run",
+                    f"baseline; {loop_reqs} API requests",
+                )
             )
             rows.append(
                 (
                     f"patch-only drain of {n}: raw client thread pool ({conc}), writes only",
                     f"median {median(raw):.2f}s",
                     "3 runs",
-                    f"x{loop / median(raw):.1f} faster than the loop",
+                    f"x{loop / median(raw):.1f} faster than the loop; {n} API requests",
                 )
             )
             rows.append(
@@ -286,7 +300,8 @@ def main() -> int:
                     f"patch-only drain of {n}: raw client thread pool ({conc}), a dry run + a patch + an Event each",
                     f"median {median(same):.2f}s",
                     "3 runs",
-                    f"x{median(same) / median(raw):.2f} of the writes-only pool: the floor of xtask's requests",
+                    f"x{median(same) / median(raw):.2f} of the writes-only pool: the floor of xtask's requests; "
+                    f"{3 * n} API requests",
                 )
             )
             rows.append(
@@ -295,20 +310,21 @@ def main() -> int:
                     f"median {median(ours):.2f}s",
                     "3 runs",
                     f"x{loop / median(ours):.1f} faster than the loop, x{median(ours) / median(raw):.2f} of the pool, "
-                    f"x{median(ours) / median(same):.2f} of the pool sending the same requests",
+                    f"x{median(ours) / median(same):.2f} of the pool sending the same requests; "
+                    f"{median(ours_reqs):.0f} API requests",
                 )
             )
 
             # 3. the same drain with targets: burst coalescing in the operator
             before = {c: bench.revision(c) for c in CONSUMER_NAMES}
-            secs, report = bench.xtask("--gateway", "gw-big", "--concurrency", conc, *TARGETS)
+            secs, report, probe = xtask_probed(bench, Path(tmp), "--gateway", "gw-big", "--concurrency", conc, *TARGETS)
             revs = max(bench.revision(c) - before[c] for c in CONSUMER_NAMES)
             rows.append(
                 (
                     f"drain of {n} with targets (converged on both consumers)",
                     f"{secs:.2f}s",
                     f"wait {report['timings']['waitSeconds']:.2f}s",
-                    f"{revs} overlay revisions per consumer",
+                    f"{revs} overlay revisions per consumer; {probe['requests']} API requests",
                 )
             )
 
@@ -317,7 +333,7 @@ def main() -> int:
             fleet_names = [f"p{i:03d}" for i in range(args.fleet)]
             raw_fleet = bench.timed([sys.executable, "-c", RAW_POOL, CTX, bench.ns, conc, "true", *fleet_names])
             bench.set_drain(fleet_names, None)
-            secs, report = bench.xtask("--gateway", "gw-big", "--concurrency", conc)
+            secs, report, probe = xtask_probed(bench, Path(tmp), "--gateway", "gw-big", "--concurrency", conc)
             fleet_bytes = Path(report["journal"]).stat().st_size
             rows.append(
                 (
@@ -332,7 +348,8 @@ def main() -> int:
                     f"patch-only drain of {args.fleet} (no operator): xtask vs raw pool ({conc})",
                     f"{secs:.2f}s",
                     f"raw pool {raw_fleet:.2f}s",
-                    f"journal {fleet_bytes / 1024:.1f} KiB ({fleet_bytes / args.fleet:.0f} B/provider)",
+                    f"journal {fleet_bytes / 1024:.1f} KiB ({fleet_bytes / args.fleet:.0f} B/provider); "
+                    f"{probe['requests']} API requests (raw pool: {args.fleet})",
                 )
             )
         finally:
