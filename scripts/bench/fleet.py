@@ -200,6 +200,7 @@ class Fleet:
         self.names: list[str] = []
         self.operator_url = ""
         self.last_timings: dict[str, float] = {}
+        self.profiled = 0  # drains run under --profile so far
         self.observed_at = 0.0  # when the reads of the last agreeing converged() began (monotonic)
 
     @property
@@ -375,6 +376,12 @@ class Fleet:
         for c in self.consumers:
             targets += ["--consumer", c]
         argv = b.drain_argv("--timeout", str(max(1.0, timeout)), *select, *targets)
+        if self.args.profile is not None:  # the CLI under requestprobe.py: its requests and a cProfile
+            self.profiled += 1
+            self.args.profile.mkdir(parents=True, exist_ok=True)
+            stem = self.args.profile / f"drain-{self.ns}-{self.profiled}"
+            probe = Path(__file__).with_name("requestprobe.py")
+            argv = [sys.executable, str(probe), f"{stem}.json", "--profile", f"{stem}.prof", *argv[1:]]
         t0 = time.monotonic()
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, env=b.env, timeout=timeout + 60)
@@ -583,6 +590,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the network's spec.metricsMaxAgeSeconds (360; at least twice the probe interval)",
     )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the rows and settings as JSON")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="run every drain through requestprobe.py: its API requests (drain-*.json) and a cProfile "
+        "of the run (drain-*.prof, for pstats) in DIR",
+    )
     parser.add_argument("--max-batch-wait", type=non_negative, default=1.0, help="operator --max-batch-wait (1.0)")
     parser.add_argument("--reconcile-workers", type=int, default=1, help="operator --reconcile-workers (1)")
     parser.add_argument("--overlay-shards", type=int, default=16, help="operator --overlay-shards (16)")

@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
 """Run ``python -m xtask ...`` as a user would, and record when its first API request went out
-and how many it sent: ``python requestprobe.py OUT.json -m xtask env provider-drain ...``.
+and how many it sent: ``python requestprobe.py OUT.json [--profile OUT.prof] -m xtask env provider-drain ...``.
 
 The count is taken where every request of the official client passes,
 ``kubernetes.client.rest.RESTClientObject.request`` (watches included: one request each), wrapped
 the moment that module is first imported, so nothing is imported earlier than xtask itself would
 import it and the start-up being measured is the real one. OUT.json gets ``firstRequest`` (Unix
 time of the first request, for the caller to subtract its own start time), ``requests``,
-``byVerb`` and ``calls`` (seconds after the first, verb, path). The exit status is the command's (also when it ends with ``os._exit``).
+``byVerb`` and ``calls`` (seconds after the first, verb, path). ``--profile OUT.prof`` also
+profiles the whole run with cProfile (every thread's calls are not seen: the main thread's,
+where the conductor runs) and writes the stats for ``pstats``. The exit status is the command's
+(also when it ends with ``os._exit``).
 """
 
 from __future__ import annotations
 
 import atexit
+import cProfile
 import importlib.abc
 import importlib.machinery
 import json
@@ -64,14 +68,22 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 
 def main() -> None:
-    out, flag, module, *args = sys.argv[1:]
-    if flag != "-m":
-        raise SystemExit("usage: requestprobe.py OUT.json -m MODULE [ARGS...]")
+    out, *rest = sys.argv[1:]
+    profile_out = None
+    if rest[:1] == ["--profile"]:
+        profile_out, rest = rest[1], rest[2:]
+    if len(rest) < 2 or rest[0] != "-m":
+        raise SystemExit("usage: requestprobe.py OUT.json [--profile OUT.prof] -m MODULE [ARGS...]")
+    module, args = rest[1], rest[2:]
     sys.meta_path.insert(0, _Finder())
+    profiler = cProfile.Profile() if profile_out else None
 
     def dump() -> None:
         with open(out, "w") as f:
             json.dump(seen, f)
+        if profiler is not None and profile_out:
+            profiler.disable()
+            profiler.dump_stats(profile_out)
 
     atexit.register(dump)
     hard_exit = os._exit  # xtask ends with os._exit while its threads are alive: no atexit then
@@ -82,6 +94,8 @@ def main() -> None:
 
     os._exit = exit_now
     sys.argv = [module, *args]
+    if profiler is not None:
+        profiler.enable()
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
