@@ -1,6 +1,7 @@
 """Watches started from a list already read (``FollowOptions.listed``,
 ``ConvergenceWaiter.start(seen=...)``), against the real API server: the follower takes the list
-as its first snapshot and sends no LIST of its own; what changed since arrives as watch events."""
+as its first snapshot and sends no LIST of its own; what changed since arrives as watch events.
+A waiter handed the run's shard cache (``start(shards=...)``) reads no shard held at its digest."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from collections import Counter
 
 import pytest
 
-from agn.kube import CONSUMERS, LEASES, OVERLAYS, PROVIDERS, Kube
+from agn.kube import CONSUMERS, LEASES, OVERLAYS, PROVIDERS, SHARDS
 from agn.objects import name_of
 from agn.operator.heartbeat import HEARTBEAT_LEASE
+from agn.overlays import ShardCache
+from agn.shards import is_sharded
 from agn.watching import FollowOptions, start_follower
 from drainenv import CONSUMER_NAMES, DrainEnv
 from xtask.drain.edges.waiter import ConvergenceWaiter
@@ -24,23 +27,23 @@ def lease(name: str) -> dict:
     return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name}, "spec": {}}
 
 
-class Lists:
-    """``kube.list`` as it is, with each call's plural recorded (the real API answers)."""
+class Calls:
+    """A ``Kube`` method as it is (the real API answers), with each call's plural recorded."""
 
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, method) -> None:
         self.calls: list[str] = []
-        self._list = kube.list
+        self._method = method
 
-    def __call__(self, res, namespace, **kwargs):
+    def __call__(self, res, *args, **kwargs):
         self.calls.append(res.plural)
-        return self._list(res, namespace, **kwargs)
+        return self._method(res, *args, **kwargs)
 
 
 def test_a_follower_given_a_list_starts_watching_from_its_resource_version(kube, namespace, monkeypatch):
     kube.create(LEASES, namespace, lease("before"))
     listed = kube.list(LEASES, namespace)
     kube.create(LEASES, namespace, lease("after"))  # after the list: must come as an event
-    lists = Lists(kube)
+    lists = Calls(kube.list)
     monkeypatch.setattr(kube, "list", lists)
     snapshots: queue.Queue[list[str]] = queue.Queue()
     events: queue.Queue[tuple[str, str]] = queue.Queue()
@@ -74,7 +77,7 @@ def test_the_convergence_waiter_started_from_the_runs_reads_lists_only_for_its_f
         OVERLAYS: kube.list(OVERLAYS, namespace),
         LEASES: ([heartbeat], heartbeat["metadata"]["resourceVersion"]),
     }
-    lists = Lists(kube)
+    lists = Calls(kube.list)
     monkeypatch.setattr(kube, "list", lists)
     waiter = ConvergenceWaiter(
         kube,
@@ -92,3 +95,28 @@ def test_the_convergence_waiter_started_from_the_runs_reads_lists_only_for_its_f
     assert result.state == "converged", result
     # Only the fresh second observation listed: each kind once, together; the watches listed nothing.
     assert Counter(lists.calls) == {r.plural: 1 for r in (PROVIDERS, CONSUMERS, OVERLAYS, LEASES)}
+
+
+def test_the_convergence_waiter_reads_no_shard_the_run_already_holds(
+    kube, namespace, agn, control_plane, tmp_path, monkeypatch
+):
+    DrainEnv(kube, namespace, agn, control_plane, tmp_path).up()
+    indexes = [o["spec"] for o in kube.list(OVERLAYS, namespace)[0]]
+    assert indexes and all(is_sharded(i) for i in indexes)  # the example overlays are sharded
+    held = ShardCache(kube, namespace)  # the run's reads of the shards (its capacity guard's, say)
+    held.prefetch([(i, [str(e["name"]) for e in i["shards"]]) for i in indexes])
+    gets = Calls(kube.get)
+    monkeypatch.setattr(kube, "get", gets)
+    waiter = ConvergenceWaiter(
+        kube,
+        namespace,
+        providers=["p-one"],
+        network="net",
+        consumers=list(CONSUMER_NAMES),
+        drain=False,  # already undrained: converged at once, no shard changes
+        progress=lambda event: None,
+    )
+    waiter.start(shards=held)
+    result = waiter.wait(timeout=60, stop=threading.Event())
+    assert result.state == "converged", result
+    assert SHARDS.plural not in gets.calls  # every shard the wait needed was in hand at its digest

@@ -150,17 +150,22 @@ class ConvergenceWaiter:
         self._parsed: dict[str, tuple[tuple, Overlay]] = {}
         self._started = False
 
-    def start(self, seen: Mapping[Resource, Listed] | None = None) -> None:
+    def start(self, seen: Mapping[Resource, Listed] | None = None, *, shards: ShardCache | None = None) -> None:
         """Start the list+watch followers. A run calls this before its writes, so the caches are
         synced by the time the change lands and the first observation costs no extra round trip.
 
         ``seen``: what the run has already read of the kinds the wait follows (providers,
         consumers, overlay indexes, the heartbeat Lease), each as a list's items and
         resourceVersion (a GET as ``([obj], its resourceVersion)``); those kinds start their
-        watch from there instead of listing again (:class:`agn.watching.FollowOptions`)."""
+        watch from there instead of listing again (:class:`agn.watching.FollowOptions`).
+        ``shards``: the cache the run read the overlays' shards through: the wait reads only the
+        shards it does not hold at the digest an index gives them (one reader at a time owns a
+        :class:`~agn.overlays.ShardCache`: the run hands it over here)."""
         if self._started:
             return
         self._started = True
+        if shards is not None:
+            self.shards = shards
         for res in _KINDS:
             cache = self._caches[res.plural]
 
