@@ -33,6 +33,7 @@ Usage: python scripts/bench/drain_vs_kubectl.py [--providers 200] [--fleet 1000]
 from __future__ import annotations
 
 import argparse
+import compileall
 import datetime as dt
 import json
 import os
@@ -52,6 +53,8 @@ from agn.kube import OVERLAYS, PROVIDERS
 from agn.model import candidate_id
 from agn.shards import DEFAULT_SHARD_COUNT, is_sharded, shard_name, shard_of
 from benchenv import CONSUMER_NAMES, CTX, TARGETS, Bench
+
+REPO = Path(__file__).resolve().parents[2]
 
 RAW_POOL = """
 import concurrent.futures as cf, sys
@@ -182,6 +185,13 @@ def median(xs: list[float]) -> float:
     return statistics.median(xs)
 
 
+def compile_checkout() -> None:
+    """Byte-compile the checkout's ``xtask`` and ``agn``, as installing a wheel does: with
+    ``PYTHONDONTWRITEBYTECODE`` set (or a fresh worktree) every run would compile them again."""
+    for package in ("xtask", "agn"):
+        compileall.compile_dir(REPO / package, quiet=1)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--providers", type=int, default=200, help="providers in the drained gateway (default 200)")
@@ -191,6 +201,7 @@ def main() -> int:
     parser.add_argument("--single-only", action="store_true", help="measure only the single converged drain")
     parser.add_argument("--calls", type=Path, help="write the API requests of the last single drain here (JSON)")
     args = parser.parse_args()
+    compile_checkout()
     conc = str(args.concurrency)
     rows: list[tuple[str, str, str, str]] = []
     with tempfile.TemporaryDirectory(prefix="agn-bench-") as tmp:
