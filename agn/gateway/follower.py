@@ -259,9 +259,8 @@ class OverlayFollower:
         fetched = fetch_shards(
             self._kube,
             self._namespace,
-            consumer=self._consumer,
+            index=index,
             entries=fetch,
-            shard_count=index.shard_count,
             stop=self._stop,
         )
         if fetched is None:
@@ -336,7 +335,7 @@ class OverlayFollower:
                 self._status.submit(
                     {
                         "message": f"overlay revision {revision}: reading shards {', '.join(forbidden)} "
-                        f"is forbidden (RBAC: the gateway may get only its own consumer's shards); {serving_text}"
+                        f"is forbidden (RBAC: the gateway may get only its own consumer's and its network's shards); {serving_text}"
                     }
                 )
                 pending.reported = what
