@@ -33,6 +33,8 @@ class TermMemory:
     # Per consumer: the missing network last warned about, so the warning is logged once.
     missing_network: dict[str, str] = dataclasses.field(default_factory=dict)
     plans: dict[str, Planned] = dataclasses.field(default_factory=dict)
+    # Per network: the plan of its candidates, stored as network shards (agn.operator.network_storage).
+    network_plans: dict[str, Planned] = dataclasses.field(default_factory=dict)
     verdicts: Verdicts = dataclasses.field(default_factory=Verdicts)
     # Per (network, provider): the hard failure last reported, so only transitions become Events.
     hard_failures: HardFailures = dataclasses.field(default_factory=HardFailures)
@@ -53,6 +55,7 @@ class TermMemory:
         the consumers forgotten, sorted."""
         self.hard_failures.forget(providers, networks)
         self.verdicts.forget(networks)
+        prune(self.network_plans, networks)
         return sorted(
             set(prune(self.published, consumers))
             | set(prune(self.missing_network, consumers))
