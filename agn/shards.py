@@ -24,6 +24,9 @@ Rules that keep the overlay contract across shards:
 
 An index that carries ``candidates`` itself (no ``shards``) is an inline overlay, the form
 earlier operators wrote and hand-written test overlays use; :func:`assemble` returns it as is.
+The operator now writes the network-shard form (:mod:`agn.netshards`: ``formatVersion: 2``, the
+network's shards shared by its consumers, each index naming the ids it excludes); the readers
+here (:func:`assemble`, :func:`pending_shards`, :func:`shards_holding`) read all three forms.
 
 Pure: no I/O, no clock.
 """
