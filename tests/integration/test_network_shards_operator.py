@@ -12,11 +12,12 @@ from test_operator import make_consumer, make_network, overlay, set_drain, state
 from test_overlay_shards_operator import NETWORK, SHARDS_USED, in_state, index_of, own_shards_of
 from test_probe_fleet import create_pool
 
-from agn.kube import CONSUMERS, OVERLAYS, SHARDS
+from agn.kube import CONSUMERS, OVERLAYS, SHARDS, KubeError
 from agn.model import Overlay
 from agn.netshards import network_shard_name
 from agn.shards import shard_of, split
 from agnprocs import http_json, wait_for
+from kubetest import denying_updates
 
 pytestmark = pytest.mark.integration
 
@@ -69,6 +70,50 @@ def test_a_drain_among_three_consumers_changes_one_network_shard_and_their_index
     changed = sorted(n for n in after if after[n] != before.get(n))
     # O(1): one network shard and the network's three indexes, whatever the fleet's size.
     assert changed == sorted([home, "index/a", "index/b", "index/c"])
+
+
+def served(gateway: str) -> tuple[int, dict[str, str]]:
+    routes = http_json(f"{gateway}/routes")
+    return routes["servingRevision"], {c["provider"]: c["admission_state"] for c in routes["candidates"]}
+
+
+def test_a_shared_shard_ahead_of_an_index_is_never_read_with_it(kube, namespace, agn):
+    """b's index writes are refused (a real admission policy) while a drain rewrites the network
+    shard both consumers' indexes name: a's gateway serves the new revision, b's keeps serving
+    its old one whole, and a reader of b's overlay gets no mix; once b's index can be written the
+    operator writes it and b's gateway serves the new revision."""
+    names = [f"p{i:02d}" for i in range(60)]
+    start(kube, namespace, agn, names, {"a": (), "b": ()})
+    gateways = {c: agn.gateway(c) for c in ("a", "b")}
+    old = {c: overlay(kube, namespace, c)["revision"] for c in gateways}
+    for c, url in gateways.items():
+        wait_for(lambda url=url, c=c: served(url)[0] == old[c], what=f"gateway {c} serving")
+    frozen = "b's index is frozen by the test"
+    with denying_updates(kube, namespace, "routingoverlays", expression="object.metadata.name != 'b'", message=frozen):
+        wait_for(
+            lambda: frozen in index_patch_error(kube, namespace, "b") and not index_patch_error(kube, namespace, "a"),
+            timeout=30,
+            what="the policy in force",
+        )
+        set_drain(kube, namespace, "p12", True)
+        wait_for(lambda: served(gateways["a"])[0] == old["a"] + 1, timeout=30, what="a serving the drain")
+        assert served(gateways["a"])[1]["p12"] == "existing_only"
+        wait_for(lambda: frozen in agn.log("operator"), what="the operator's write of b's index refused")
+        assert index_of(kube, namespace, "b")["spec"]["revision"] == old["b"]
+        revision, states_b = served(gateways["b"])
+        assert revision == old["b"] and states_b == dict.fromkeys(names, "admitted")  # old, whole
+        assert overlay(kube, namespace, "b") is None  # the shard is ahead of b's index: no mixed read
+    wait_for(lambda: served(gateways["b"])[0] == old["b"] + 1, timeout=60, what="b serving the drain")
+    assert served(gateways["b"])[1] == {n: "existing_only" if n == "p12" else "admitted" for n in names}
+
+
+def index_patch_error(kube, ns: str, consumer: str) -> str:
+    """The API server's refusal of a (dry-run) update of ``consumer``'s index, or ''."""
+    try:
+        kube.merge_patch(OVERLAYS, ns, consumer, {"metadata": {"labels": {"probe": "x"}}}, dry_run=True)
+    except KubeError as exc:
+        return str(exc)
+    return ""
 
 
 def write_previous_form(kube, ns, consumer: str, whole: dict) -> None:

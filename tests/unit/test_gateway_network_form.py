@@ -106,3 +106,17 @@ def test_gateway_does_not_take_a_consumer_shard_for_a_network_shard(net_rig):
     follower.observe(index)
     drain(status)
     assert table.serving is None and follower.pending_revision == 1
+
+
+def test_a_gateway_that_ignores_format_version_refuses_the_network_form(net_rig):
+    """What a gateway from before #45 does: it ignores ``formatVersion`` and ``excluded`` and
+    reads ``shards`` as its consumer's — the network shards' names are not, so it refuses the
+    index before any GET and keeps serving what it has (here: nothing)."""
+    table, kube, status, follower = net_rig
+    split, _, index = publish([cand(i) for i in range(6)], {1})
+    kube.shards.update(split.shards)
+    old_view = {k: v for k, v in index["spec"].items() if k not in ("formatVersion", "excluded")}
+    follower.observe({"metadata": {"name": "c1"}, "spec": old_view})
+    drain(status)
+    assert table.serving is None and kube.gets == []
+    assert "is not a shard of consumer 'c1'" in kube.patches[-1][0]["message"]
