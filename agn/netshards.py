@@ -75,7 +75,7 @@ class NetworkSplit:
     count: int
     shards: dict[str, dict[str, Any]]
     entries: list[dict[str, Any]]
-    by_id: Mapping[str, Candidate]
+    by_provider: Mapping[str, Candidate]
 
 
 def split_network(network: str, candidates: Iterable[Candidate], count: int) -> NetworkSplit:
@@ -92,8 +92,8 @@ def split_network(network: str, candidates: Iterable[Candidate], count: int) -> 
         name, digest = network_shard_name(network, n), overlay_digest(cands)
         shards[name] = network_shard_spec(network, n, count, digest, cands)
         entries.append({"name": name, "digest": digest, "candidates": len(cands)})
-    by_id = {c.id: c for cands in groups.values() for c in cands}
-    return NetworkSplit(network, count, shards, entries, by_id)
+    by_provider = {c.provider: c for cands in groups.values() for c in cands}
+    return NetworkSplit(network, count, shards, entries, by_provider)
 
 
 def network_shard_spec(
@@ -116,7 +116,8 @@ def consumer_index(overlay: Overlay, split: NetworkSplit) -> dict[str, Any]:
     ``overlay`` must be the split's candidates minus some of them (its own exclusions): a
     candidate of the overlay that is not in the split is a ValueError (the two were computed
     from different provider states, and a reader would assemble something else)."""
-    stray = [c.id for c in overlay.candidates if split.by_id.get(c.id) != c]
+    by_id = {c.id: c for c in split.by_provider.values()}
+    stray = [c.id for c in overlay.candidates if by_id.get(c.id) != c]
     if stray or overlay.network != split.network:
         raise ValueError(f"overlay of {overlay.consumer!r} is not a part of network {split.network!r}: {stray[:5]}")
     mine = {c.id for c in overlay.candidates}
@@ -127,4 +128,14 @@ def consumer_index(overlay: Overlay, split: NetworkSplit) -> dict[str, Any]:
         admission=admission_counts(overlay.candidates),
         admitted_by_group=group_admitted_counts(overlay.candidates),
     )
-    return {"formatVersion": FORMAT_VERSION, **index, "excluded": sorted(split.by_id.keys() - mine)}
+    return {"formatVersion": FORMAT_VERSION, **index, "excluded": sorted(by_id.keys() - mine)}
+
+
+def index_over(index: Mapping[str, Any], split: NetworkSplit, excluded_providers: Iterable[str]) -> dict[str, Any]:
+    """:func:`consumer_index` from the consumer's per-consumer index spec (its revision, digest and
+    counts, :func:`agn.shards.index_spec`) and its ``excludedProviders``, in O(shards + exclusions):
+    what the operator writes, whose consumer and network plans come from one verdict (so the
+    consumer's candidates are the split's less its exclusions, and a gateway checks the digest)."""
+    excluded = sorted(c.id for p in excluded_providers if (c := split.by_provider.get(p)) is not None)
+    spec = {**index, "shardCount": split.count, "shards": [dict(e) for e in split.entries]}
+    return {"formatVersion": FORMAT_VERSION, **spec, "excluded": excluded}

@@ -34,7 +34,7 @@ from agn.credentials import Tokens
 from agn.kube import Kube, KubeError
 from agn.logs import JsonLog
 from agn.model import ConsumerView, Overlay, ProviderView
-from agn.netshards import NetworkSplit, consumer_index
+from agn.netshards import NetworkSplit, index_over
 from agn.objects import Obj, consumer_view, network_view, provider_view
 from agn.operator.caches import Caches
 from agn.operator.diffing import PublicationDiff, note_for, publication_diff, published_fields, stored_fields
@@ -389,7 +389,7 @@ class Operator:
             self.queue.add_after(name, judged.recheck_at - now + RECHECK_SLACK_SECONDS)
         plans = self.memory.network_plans
         split, net_writes = self.network_shards.prepare(plans, network_obj, judged, self.settings.overlay_shards)
-        sharded = Sharded(consumer_index(planned.overlay, split), {})
+        sharded = Sharded(index_over(planned.sharded.index, split, consumer.excluded_providers), {})
         work = shard_work(current, stored, sharded, consumer_obj)
         if work is not None or net_writes:
             overlay = planned.overlay

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 
 from agn.model import Overlay
+from agn.netshards import NetworkSplit
 from agn.operator.events import HardFailures
 from agn.operator.pruning import prune
 from agn.operator.reconcile import Planned
@@ -34,7 +35,7 @@ class TermMemory:
     missing_network: dict[str, str] = dataclasses.field(default_factory=dict)
     plans: dict[str, Planned] = dataclasses.field(default_factory=dict)
     # Per network: the plan of its candidates, stored as network shards (agn.operator.network_storage).
-    network_plans: dict[str, Planned] = dataclasses.field(default_factory=dict)
+    network_plans: dict[str, tuple[Planned, NetworkSplit]] = dataclasses.field(default_factory=dict)
     verdicts: Verdicts = dataclasses.field(default_factory=Verdicts)
     # Per (network, provider): the hard failure last reported, so only transitions become Events.
     hard_failures: HardFailures = dataclasses.field(default_factory=HardFailures)

@@ -43,10 +43,14 @@ _COMPARED = ("formatVersion", "network", "shard", "shardCount", "digest")
 
 
 def network_split(
-    known: Planned | None, network: str, judged: NetworkVerdict, count: int
+    known: tuple[Planned, NetworkSplit] | None, network: str, judged: NetworkVerdict, count: int
 ) -> tuple[Planned, NetworkSplit]:
-    """The network's plan (sized by the change, like a consumer's) and its split into network shards."""
-    planned = replan(known, ConsumerView(_PLAN_KEY.format(network=network), network), judged, None, count)
+    """The network's plan (sized by the change, like a consumer's) and its split into network
+    shards; ``known`` as it is while the plan did not move."""
+    key = ConsumerView(_PLAN_KEY.format(network=network), network)
+    planned = replan(known[0] if known else None, key, judged, None, count)
+    if known is not None and planned is known[0]:
+        return known
     plan = planned.plan
     shards: dict[str, dict[str, Any]] = {}
     entries = []
@@ -62,8 +66,7 @@ def network_split(
             "candidates": spec["candidates"],
         }
         entries.append({"name": name, "digest": spec["digest"], "candidates": len(plan.members[n])})
-    by_id = {c.id: c for c in plan.candidates}
-    return planned, NetworkSplit(network, plan.shard_count, shards, entries, by_id)
+    return planned, NetworkSplit(network, plan.shard_count, shards, entries, plan.by_provider)
 
 
 def network_owner(network: Obj) -> dict[str, Any]:
@@ -83,14 +86,13 @@ class NetworkShards:
         self.lock = threading.Lock()  # consumers of one network may reconcile in parallel
 
     def prepare(
-        self, plans: dict[str, Planned], network: Obj, judged: NetworkVerdict, count: int
+        self, plans: dict[str, tuple[Planned, NetworkSplit]], network: Obj, judged: NetworkVerdict, count: int
     ) -> tuple[NetworkSplit, list[str]]:
-        """The network's split (its plan kept in ``plans``, by network) and the shards to write."""
+        """The network's split (its plan and split kept in ``plans``, by network) and the shards to write."""
         name = network["metadata"]["name"]
         with self.lock:
-            planned, split = network_split(plans.get(name), name, judged, count)
-            plans[name] = planned
-            return split, self.work(split, network)
+            plans[name] = known = network_split(plans.get(name), name, judged, count)
+            return known[1], self.work(known[1], network)
 
     def stored(self, network: str) -> dict[str, Obj]:
         """The network's shards in the cache, by name (every name a shard count allows)."""

@@ -18,6 +18,7 @@ from agn.model import (
 )
 from agn.netshards import (
     consumer_index,
+    index_over,
     network_of_shard,
     network_shard_labels,
     network_shard_name,
@@ -25,6 +26,7 @@ from agn.netshards import (
     split_network,
 )
 from agn.shards import Incomplete, assemble, consumer_of_shard, shard_of, shards_holding
+from agn.shards import split as split_overlay
 
 NOW = 1_000_000.0
 NET = NetworkView("net")
@@ -83,7 +85,7 @@ def test_each_consumer_assembles_its_own_overlay_from_the_shared_shards(n, drain
         assert index["candidateCount"] == len(overlay.candidates)
         assert Overlay.from_spec(assemble(index, split.shards)) == overlay
         ids = {c.id for c in overlay.candidates}
-        assert set(index["excluded"]) == set(split.by_id) - ids
+        assert set(index["excluded"]) == {c.id for c in split.by_provider.values()} - ids
         assert not any("consumer" in s for s in split.shards.values())  # nothing consumer-specific
 
 
@@ -124,6 +126,18 @@ def test_partial_readers_read_the_network_shards_holding_their_providers():
     assert shards_holding(index, [candidate_id("uid-2")]) == [want]
     partial = assemble(index, split.shards, only=[want])
     assert candidate_id("uid-2") not in {c["id"] for c in partial["candidates"]}  # excluded for a
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    drained=st.frozensets(st.integers(0, 19)),
+    excluded=st.frozensets(st.integers(0, 25).map(lambda i: f"p{i}")),
+)
+def test_the_operators_index_over_a_split_is_the_checked_one(drained, excluded):
+    split, out = publish(fleet(20, drained=drained), {"c": excluded})
+    overlay, checked = out["c"]
+    per_consumer = split_overlay(overlay, COUNT).index
+    assert index_over(per_consumer, split, excluded) == checked
 
 
 def test_an_overlay_that_is_not_part_of_the_network_is_refused():
