@@ -54,7 +54,7 @@ def network_split(
     plan = planned.plan
     shards: dict[str, dict[str, Any]] = {}
     entries = []
-    for n in sorted(plan.members):
+    for n in sorted(plan.entries):  # the non-empty shards
         spec = planned.sharded.shards[plan.entries[n]["name"]]
         name = network_shard_name(network, n)
         shards[name] = {
@@ -65,7 +65,7 @@ def network_split(
             "digest": spec["digest"],
             "candidates": spec["candidates"],
         }
-        entries.append({"name": name, "digest": spec["digest"], "candidates": len(plan.members[n])})
+        entries.append({"name": name, "digest": spec["digest"], "candidates": plan.entries[n]["candidates"]})
     return planned, NetworkSplit(network, plan.shard_count, shards, entries, plan.by_provider)
 
 
