@@ -298,15 +298,3 @@ class ConvergenceWaiter:
                     return WaitResult(state, verdict, agreement.count, time.monotonic() - start)
         finally:
             self.close()
-
-
-def read_back(kube: Kube, namespace: str, providers: Iterable[str]) -> dict[str, bool | None]:
-    """Patch-only mode: what the API now stores for each provider's drain field (one LIST).
-
-    A provider that no longer exists reads as None.
-    """
-    from agn.objects import drain_of
-
-    items, _ = kube.list(PROVIDERS, namespace)
-    stored = {name_of(o): drain_of(o) for o in items}
-    return {name: stored.get(name) for name in providers}
