@@ -393,11 +393,10 @@ def test_min_requests_is_a_gate_flag_of_a_drain_in_waves_only():
 
 def test_the_gate_registry_names_its_modules_and_their_flags_in_order():
     from xtask.drain import gates
-    from xtask.drain.gates.flags import ALL_FLAGS
 
     modules = gates.gate_modules()
-    assert tuple(m.__name__.rsplit(".", 1)[1] for m in modules) == gates.GATE_NAMES
-    assert tuple(flag for m in modules for flag in m.FLAGS) == ALL_FLAGS
+    assert [m.__name__ for m in modules] == [entry.module for entry in gates.GATES]
+    assert [flag for m in modules for flag in m.FLAGS] == gates.gate_flags()
 
 
 def test_checking_options_without_any_gate_flag_loads_no_gate():

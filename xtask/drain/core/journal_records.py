@@ -10,7 +10,6 @@ line.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import json
 import math
 import re
@@ -29,11 +28,6 @@ FORMAT = "agn.dev/drain-journal/v2"
 
 class JournalError(XtaskError):
     """A journal that cannot be read or written; the message names the file and the problem."""
-
-
-def now_text() -> str:
-    """A record's time: UTC, ISO 8601."""
-    return dt.datetime.now(dt.UTC).isoformat()
 
 
 @dataclasses.dataclass
@@ -288,7 +282,8 @@ class JournalHeader:
     budget_override: str | None = None  # --override-budget REASON: the declared budget set aside
     capacity_override: list[str] | None = None  # the capacity guard's refusals --force set aside
 
-    def record(self) -> dict[str, Any]:
+    def record(self, *, now: str) -> dict[str, Any]:
+        """The header line, started at ``now`` (the caller's clock: UTC, ISO 8601)."""
         return {
             **({"waves": self.waves, "selection": list(self.selection or [])} if self.waves else {}),
             "type": "header",
@@ -298,7 +293,7 @@ class JournalHeader:
             "namespace": self.namespace,
             "request": "drain" if self.requested else "undrain",
             "reason": self.reason,
-            "startedAt": now_text(),
+            "startedAt": now,
             "plan": [_plan_item(c) for c in self.changes],
             **({"planDigest": self.plan_digest} if self.plan_digest is not None else {}),
             **({"budgetOverride": self.budget_override} if self.budget_override is not None else {}),

@@ -51,7 +51,6 @@ from xtask.drain.core.journal_records import (
     JournalState,
     apply_record,
     intent_record,
-    now_text,
     replay,
     state_from_header,
 )
@@ -72,6 +71,11 @@ def journal_dir() -> Path:
         return Path(explicit)
     base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
     return Path(base) / "agn-xtask" / "journal"
+
+
+def now_text() -> str:
+    """A record's time: UTC, ISO 8601 (this edge's clock; the core's records take it as ``now``)."""
+    return dt.datetime.now(dt.UTC).isoformat()
 
 
 def new_operation_id() -> str:
@@ -113,7 +117,7 @@ class Journal:
         refuses it as such."""
         folder = folder or journal_dir()
         path = folder / f"drain-{header.operation}{SUFFIX}"
-        record = header.record()
+        record = header.record(now=now_text())
         try:
             folder.mkdir(parents=True, exist_ok=True)
             leftovers = sweep_leftovers(folder)
