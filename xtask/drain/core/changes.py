@@ -234,34 +234,46 @@ def drain_patch(
     annotations are written only when the flag changes (a second holder adds just its hold; a
     re-run writes just its updated hold, :attr:`Change.hold_text`).
     """
-    annotations: dict[str, str | None] = {}
-    if change.flag_changes:
-        if change.target:
-            annotations = {REASON: reason, BY: actor, AT: at, OPERATION: operation}
-        else:
-            # Undrain clears the drain's reason; the operation id stays so restoration can tell
-            # whether the provider was changed again after this run.
-            annotations = {REASON: None, BY: None, AT: None, OPERATION: operation}
+    annotations = _run_annotations(change, operation=operation, actor=actor, at=at, reason=reason)
     annotations.update(_hold_annotations(change, hold=hold, owner=owner))
     patch: dict[str, Any] = {"metadata": {"resourceVersion": change.resource_version, "annotations": annotations}}
     if change.flag_changes:
-        policy: dict[str, Any] = {"drain": change.target}
-        if change.target:
-            if change.previous_slow_start is not None:
-                policy["slowStart"] = None
-        elif change.slow_start is not None:
-            if now is None:
-                raise ValueError("an undrain with a slow start needs the server's time of the write")
-            policy["slowStart"] = {"startTime": now, "durationSeconds": change.slow_start}
-        if change.target and change.session_deadline is not None:
-            written = parse_time(now)
-            if written is None:
-                raise ValueError("a drain with a session deadline needs the server's time of the write")
-            policy["sessionDeadline"] = rfc3339(written + change.session_deadline)
-        elif change.previous_session_deadline is not None:
-            policy["sessionDeadline"] = None
-        patch["spec"] = {"trafficPolicy": policy}
+        patch["spec"] = {"trafficPolicy": _policy_patch(change, now=now)}
     return patch
+
+
+def _run_annotations(
+    change: Change, *, operation: str, actor: str, at: str, reason: str | None
+) -> dict[str, str | None]:
+    """The ``agn.dev/drain-*`` annotations, written only when the flag changes: a drain's reason,
+    who and when; an undrain clears those, and the operation id stays so restoration can tell
+    whether the provider was changed again after this run."""
+    if not change.flag_changes:
+        return {}
+    if change.target:
+        return {REASON: reason, BY: actor, AT: at, OPERATION: operation}
+    return {REASON: None, BY: None, AT: None, OPERATION: operation}
+
+
+def _policy_patch(change: Change, *, now: str | None) -> dict[str, Any]:
+    """``spec.trafficPolicy`` of a change of the flag: the flag, and the ``slowStart`` and
+    ``sessionDeadline`` that go with it (``now``: the API server's time of the write)."""
+    policy: dict[str, Any] = {"drain": change.target}
+    if change.target:
+        if change.previous_slow_start is not None:
+            policy["slowStart"] = None
+    elif change.slow_start is not None:
+        if now is None:
+            raise ValueError("an undrain with a slow start needs the server's time of the write")
+        policy["slowStart"] = {"startTime": now, "durationSeconds": change.slow_start}
+    if change.target and change.session_deadline is not None:
+        written = parse_time(now)
+        if written is None:
+            raise ValueError("a drain with a session deadline needs the server's time of the write")
+        policy["sessionDeadline"] = rfc3339(written + change.session_deadline)
+    elif change.previous_session_deadline is not None:
+        policy["sessionDeadline"] = None
+    return policy
 
 
 def _hold_annotations(change: Change, *, hold: str | None, owner: str | None) -> dict[str, str | None]:
