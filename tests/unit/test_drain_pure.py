@@ -28,7 +28,7 @@ from xtask.drain.core.changes import (
     restore_decision,
     restore_patch,
 )
-from xtask.drain.core.converge import Agreement, Observation, State, evaluate, targets_problems
+from xtask.drain.core.converge import Agreement, Convergence, Observation, evaluate, targets_problems
 from xtask.drain.core.selection import Selector, select
 from xtask.drain.core.states import WaitState
 from xtask.drain.edges.waiter import WaitResult
@@ -222,35 +222,35 @@ def observation(*, drain=True, state=EXISTING_ONLY, revision=5, accepted=5, serv
 
 class TestConvergence:
     def test_drain_converged(self):
-        assert evaluate(observation(), drain=True).state is State.CONVERGED
+        assert evaluate(observation(), drain=True).state is Convergence.CONVERGED
 
     def test_serving_older_revision_is_lagging_and_named(self):
         v = evaluate(observation(serving=4), drain=True)
-        assert v.state is State.WAITING
+        assert v.state is Convergence.WAITING
         assert any("consumer c" in lag and "serving 4" in lag for lag in v.lagging)
 
     def test_passed_revision_counts(self):
-        assert evaluate(observation(accepted=7, serving=6), drain=True).state is State.CONVERGED
+        assert evaluate(observation(accepted=7, serving=6), drain=True).state is Convergence.CONVERGED
 
     def test_still_admitted_is_waiting(self):
         v = evaluate(observation(state=ADMITTED), drain=True)
-        assert v.state is State.WAITING and "want existing_only" in v.lagging[-1]
+        assert v.state is Convergence.WAITING and "want existing_only" in v.lagging[-1]
 
     def test_spec_not_yet_stored_is_waiting(self):
-        assert evaluate(observation(drain=False), drain=True).state is State.WAITING
+        assert evaluate(observation(drain=False), drain=True).state is Convergence.WAITING
 
     def test_drained_and_excluded_is_fine(self):
         v = evaluate(observation(healthy=False, present=False), drain=True)
-        assert v.state is State.CONVERGED
+        assert v.state is Convergence.CONVERGED
         assert v.providers[0].detail == "excluded: unavailable"
 
     def test_undrain_of_unhealthy_is_not_eligible_never_converged(self):
         v = evaluate(observation(drain=False, healthy=False, present=False), drain=False)
-        assert v.state is State.NOT_ELIGIBLE
+        assert v.state is Convergence.NOT_ELIGIBLE
         assert "not eligible until healthy" in v.not_eligible[0]
 
     def test_undrain_absent_without_hard_failure_is_waiting(self):
-        assert evaluate(observation(drain=False, present=False), drain=False).state is State.WAITING
+        assert evaluate(observation(drain=False, present=False), drain=False).state is Convergence.WAITING
 
     def test_two_agreeing_observations_required(self):
         agreement = Agreement()

@@ -259,12 +259,12 @@ def test_journal_records_each_waves_progress(tmp_path):
     for state in (WaveState.WRITTEN, WaveState.CONVERGED):
         j.wave(1, state)
     j.wave(1, WaveState.SOAKED, gates=[{"gate": "error-ratio", "held": True}])
-    j.wave(1, WaveState.HELD)
+    j.wave(1, WaveState.PASSED)
     j.wave(2, WaveState.WRITTEN)
     j.close()
     state = read_journal(j.path)
     assert state.waves == WAVES
-    assert state.wave_states == {1: WaveState.HELD, 2: WaveState.WRITTEN}
+    assert state.wave_states == {1: WaveState.PASSED, 2: WaveState.WRITTEN}
     assert state.first_unfinished_wave() == 2
     assert [w["state"] for w in state.to_dict()["waves"]] == ["held", "written", "pending"]
     # drain-restore undoes what was written, whatever wave it was in, and nothing else.
@@ -294,7 +294,7 @@ def resumable(tmp_path: Path) -> tuple[Path, dict[str, dict]]:
     j.intents([changes["a"], changes["b"]])
     j.done("a", generation=4)
     j.done("b", generation=4)
-    j.wave(1, WaveState.HELD)
+    j.wave(1, WaveState.PASSED)
     j.close()
     live = {
         "a": provider("a", gen=4, rv="20", drain=True, operation="op-1"),

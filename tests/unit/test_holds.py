@@ -29,12 +29,12 @@ from xtask.drain.core.holds import (
     MAX_EXPIRES_SECONDS,
     drain_entries,
     expired,
+    hold_change,
     hold_key,
     hold_value,
     holder_problem,
     holds_of,
     owner_key,
-    plan_hold,
     ticket_problem,
 )
 from xtask.drain.core.request import DrainRequest
@@ -174,32 +174,32 @@ class TestInputs:
 
 class TestPlanHold:
     def test_drain_adds_the_callers_hold_and_a_rerun_changes_nothing(self):
-        assert plan_hold({}, drained=False, drain=True, key=KA).writes == {KA: True}
-        assert plan_hold({KA: hold(A)}, drained=True, drain=True, key=KA).writes == {}
+        assert hold_change({}, drained=False, drain=True, key=KA).writes == {KA: True}
+        assert hold_change({KA: hold(A)}, drained=True, drain=True, key=KA).writes == {}
         # A hold left on a provider someone undrained by hand: drained again, hold written anew.
-        assert plan_hold({KA: hold(A)}, drained=False, drain=True, key=KA).writes == {KA: True}
+        assert hold_change({KA: hold(A)}, drained=False, drain=True, key=KA).writes == {KA: True}
 
     def test_second_holder_adds_its_hold_only(self):
-        plan = plan_hold({KA: hold(A)}, drained=True, drain=True, key=KB)
+        plan = hold_change({KA: hold(A)}, drained=True, drain=True, key=KB)
         assert plan.writes == {KB: True} and plan.others == (KA,) and not plan.keep_drain
 
     def test_undrain_releases_only_the_callers_hold_and_keeps_the_drain_for_others(self):
         both = {KA: hold(A), KB: hold(B)}
-        plan = plan_hold(both, drained=True, drain=False, key=KA)
+        plan = hold_change(both, drained=True, drain=False, key=KA)
         assert plan.writes == {KA: False} and plan.keep_drain and plan.others == (KB,)
-        last = plan_hold({KB: hold(B)}, drained=True, drain=False, key=KB)
+        last = hold_change({KB: hold(B)}, drained=True, drain=False, key=KB)
         assert last.writes == {KB: False} and not last.keep_drain
 
     def test_undrain_by_a_non_holder_keeps_a_held_drain(self):
-        plan = plan_hold({KB: hold(B)}, drained=True, drain=False, key=KA)
+        plan = hold_change({KB: hold(B)}, drained=True, drain=False, key=KA)
         assert plan.writes == {} and plan.keep_drain
 
     def test_undrain_without_any_hold_clears(self):
-        plan = plan_hold({"agn.dev/drain-reason": "x"}, drained=True, drain=False, key=KA)
+        plan = hold_change({"agn.dev/drain-reason": "x"}, drained=True, drain=False, key=KA)
         assert plan.writes == {} and not plan.keep_drain
 
     def test_release_all(self):
-        plan = plan_hold({KA: hold(A), KB: hold(B)}, drained=True, drain=False, key=KA, release_all=True)
+        plan = hold_change({KA: hold(A), KB: hold(B)}, drained=True, drain=False, key=KA, release_all=True)
         assert plan.writes == {KA: False, KB: False} and not plan.keep_drain
 
 

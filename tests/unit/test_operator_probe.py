@@ -9,12 +9,12 @@ import pytest
 
 from agn.operator.credentials import with_refusals_named
 from agn.operator.probe_http import probe_endpoint
-from agn.provider.server import ProviderState, serve_async
+from agn.provider.server import FakeProvider, serve_async
 
 
 @pytest.fixture
 def fake_provider():
-    state = ProviderState(name="p1")
+    state = FakeProvider(name="p1")
     server = serve_async(state, port=0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -19,10 +19,10 @@ from xtask.drain.core.holds import (
     FieldChange,
     HoldAsk,
     describe_update,
+    hold_change,
     is_hold_key,
     is_ours,
     owner_key,
-    plan_hold,
 )
 from xtask.drain.core.states import RestoreOutcome
 
@@ -161,7 +161,7 @@ def plan_change(
     others: tuple[str, ...] = ()
     hold = None
     if hold_key is not None:
-        hold = plan_hold(
+        hold = hold_change(
             annotations, drained=bool(previous), drain=requested, key=hold_key, release_all=release_all, ask=hold_ask
         )
         writes, keep, others = dict(hold.writes), hold.keep_drain, hold.others

@@ -48,7 +48,7 @@ from xtask.drain.core.changes import Change
 from xtask.drain.core.journal_records import (
     JournalError,
     JournalHeader,
-    JournalState,
+    JournalReplay,
     apply_record,
     intent_record,
     replay,
@@ -57,7 +57,7 @@ from xtask.drain.core.journal_records import (
 from xtask.drain.core.states import RestoreOutcome, RunState, WaveState
 from xtask.drain.edges.journal_staging import staged_path, sweep_leftovers
 
-__all__ = ["Journal", "JournalError", "JournalHeader", "JournalState", "journal_dir", "read_journal", "replay"]
+__all__ = ["Journal", "JournalError", "JournalHeader", "JournalReplay", "journal_dir", "read_journal", "replay"]
 
 SUFFIX = ".jsonl"
 # What link(2) answers on a filesystem without hard links (vfat, some network and FUSE mounts):
@@ -94,7 +94,7 @@ def _fsync_dir(folder: Path) -> None:
 class Journal:
     """One run's journal file, appended to by the fan-out's workers concurrently."""
 
-    def __init__(self, path: Path, state: JournalState, fd: int) -> None:
+    def __init__(self, path: Path, state: JournalReplay, fd: int) -> None:
         self.path = path
         self.state = state
         self._fd: int | None = fd  # None once closed
@@ -248,7 +248,7 @@ def _cannot_create(folder: Path, exc: OSError) -> JournalError:
     )
 
 
-def read_journal(path: Path) -> JournalState:
+def read_journal(path: Path) -> JournalReplay:
     """Replay a journal file without opening it for writing."""
     try:
         text = read_regular(path, limit=JOURNAL_LIMIT).decode()
