@@ -423,12 +423,6 @@ class Kube:
         conditions = (crd.get("status") or {}).get("conditions") or []
         return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
-    def delete_cluster_object(self, api_version: str, kind: str, name: str) -> None:
-        """Delete any cluster-scoped object by kind; a missing one is fine."""
-        resource = self._resource_for(api_version, kind)
-        with contextlib.suppress(NotFound), self._errors():
-            resource.delete(name=name)
-
     def list_objects(
         self, api_version: str, kind: str, *, namespace: str | None = None, label_selector: str | None = None
     ) -> builtins.list[Obj]:

@@ -40,7 +40,7 @@ from agn.kube import Kube, KubeError
 from agn.kubeconfig import kubeconfig_path, read_for_update, set_context_namespace
 from agn.objects import name_of
 from agn.outputfile import write_atomic
-from xtask.engine import ENGINES, detect_engine, qualified
+from xtask.engine import ENGINES, detect_engine, kind_environ, qualified
 from xtask.envdef import EnvDef, load_env
 from xtask.envschema import IMAGE_REF
 from xtask.errors import CommandFailed, EnvDefinitionError, RuntimeUnavailable, XtaskError
@@ -162,7 +162,7 @@ class KindEnv(Runtime):
         return qualified(self._requested_image or IMAGE, self.engine())
 
     def _kind_env(self) -> dict[str, str]:
-        return {**self._host.environ, "KIND_EXPERIMENTAL_PROVIDER": self.engine()}
+        return kind_environ(self._host.environ, self.engine())
 
     def _kind(self, *args: str, timeout: float) -> str:
         return self.runner.run(["kind", *args], env=self._kind_env(), timeout=timeout).stdout

@@ -9,7 +9,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from agn.model import ADMITTED, Candidate, Overlay, group_admitted_counts, rfc3339
+from agn.model import ADMITTED, Candidate, rfc3339
 from agn.objects import drain_of, parse_time
 from xtask.drain.core.holds import (
     AT,
@@ -400,15 +400,6 @@ class GroupCount:
         }
 
 
-def capacity_violations(overlays: Mapping[str, Overlay], selected: Iterable[str]) -> list[CapacityViolation]:
-    """Groups that have an admitted candidate now and would have none after draining ``selected``."""
-    out = []
-    for consumer, overlay in sorted(overlays.items()):
-        counts = group_admitted_counts(overlay.candidates)
-        out += group_capacity_violations(consumer, counts, overlay.candidates, selected)
-    return out
-
-
 def group_counts(
     consumer: str,
     admitted_by_group: Mapping[str, int],
@@ -439,18 +430,6 @@ def group_counts(
         now = int(admitted_by_group.get(group, 0))
         out.append(GroupCount(consumer, group, now, max(0, now + d)))
     return out
-
-
-def group_capacity_violations(
-    consumer: str, admitted_by_group: Mapping[str, int], candidates: Iterable[Candidate], selected: Iterable[str]
-) -> list[CapacityViolation]:
-    """:func:`capacity_violations` for one consumer, from its admitted candidates per selection
-    group (a sharded index's ``admittedByGroup``) and the candidates of at least the selected
-    providers (the shards holding them; other candidates are ignored).
-
-    Draining changes only the selected providers' candidates, so only their groups can lose
-    their last admitted one: a group loses one admitted candidate per selected admitted member."""
-    return violations_of(group_counts(consumer, admitted_by_group, candidates, selected, requested=True))
 
 
 def violations_of(counts: Iterable[GroupCount]) -> list[CapacityViolation]:
