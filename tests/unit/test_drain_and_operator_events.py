@@ -10,7 +10,7 @@ import pytest
 
 from agn.events import NOTE_LIMIT, Regarding, Reporter, clip, event_body, event_name, micro_time
 from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Exclusion, Overlay, ProviderView
-from agn.operator.diffing import admission_changes, published_note
+from agn.operator.diffing import diff_candidates, published_note, state_changes
 from agn.operator.events import HardFailures, Transition, failure_detail, observed
 from xtask.drain.core.states import Outcome, Restoration, RestoreOutcome, WriteOutcome
 from xtask.drain.edges.kube_events import (
@@ -166,7 +166,8 @@ def overlay(revision: int, *cands: Candidate) -> Overlay:
 def test_a_publication_names_its_revision_and_each_admission_change():
     old = overlay(3, cand("a", ADMITTED), cand("b", ADMITTED), cand("c", ADMITTED))
     new = overlay(4, cand("a", EXISTING_ONLY), cand("b", ADMITTED), cand("d", ADMITTED))
-    assert admission_changes(old, new) == ["a: admitted -> existing_only", "c: removed", "d: added (admitted)"]
+    changes = state_changes(diff_candidates(old.candidates, new.candidates))
+    assert changes == ["a: admitted -> existing_only", "c: removed", "d: added (admitted)"]
     assert published_note(old, new) == (
         "published overlay revision 4 of network net: 2 admitted, 1 existing_only "
         "(was revision 3; a: admitted -> existing_only, c: removed, d: added (admitted))"
