@@ -19,6 +19,7 @@ from xtask.drain.edges.kube_events import (
     RESTORE_FAILED,
     RESTORED,
     UNDRAINED,
+    Byline,
     Fact,
     note,
     outcome_facts,
@@ -119,17 +120,14 @@ def test_restorations_record_what_was_put_back_and_what_could_not_be():
 def test_the_note_says_what_why_which_operation_and_who():
     text = note(
         Fact("a", DRAIN_FAILED, "Drain", "Warning", "denied"),
-        operation="op-1",
-        actor="alice@host",
-        context="local-example",
-        user="admin",
-        reason="rack move",
+        Byline(operation="op-1", actor="alice@host", context="local-example", user="admin", reason="rack move"),
     )
     assert text == (
         "drain failed: denied; reason: rack move; operation op-1 by alice@host (kube user admin, context local-example)"
     )
     bare = note(
-        Fact("a", DRAINED, "Drain", "Normal"), operation="op", actor="bob@h", context=None, user=None, reason=None
+        Fact("a", DRAINED, "Drain", "Normal"),
+        Byline(operation="op", actor="bob@h", context=None, user=None, reason=None),
     )
     assert bare == "drained; operation op by bob@h"
 
@@ -138,12 +136,14 @@ def test_a_capacity_guard_overridden_by_force_is_said_on_provider_drained_only()
     said = {
         reason: note(
             Fact("a", reason, "Drain", "Normal"),
-            operation="op",
-            actor="bob@h",
-            context=None,
-            user=None,
-            reason=None,
-            capacity_override="network net, group 'chat': exceeds (load 6, headroom 5)",
+            Byline(
+                operation="op",
+                actor="bob@h",
+                context=None,
+                user=None,
+                reason=None,
+                capacity_override="network net, group 'chat': exceeds (load 6, headroom 5)",
+            ),
         )
         for reason in (DRAINED, RESTORED)
     }
