@@ -245,11 +245,6 @@ def note_for(
     return head + f" (was revision {previous_revision}" + ("; " + ", ".join(changes) if changes else "") + ")"
 
 
-def admission_changes(previous: Overlay | None, overlay: Overlay) -> list[str]:
-    """:func:`state_changes` between two whole overlays."""
-    return state_changes(diff_candidates(previous.candidates if previous else (), overlay.candidates))
-
-
 def published_note(previous: Overlay | None, overlay: Overlay) -> str:
     """:func:`note_for` between two whole overlays."""
     diff = diff_candidates(previous.candidates if previous else (), overlay.candidates)
