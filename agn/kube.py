@@ -15,8 +15,6 @@ must not pay): the first call that needs it does.
 from __future__ import annotations
 
 import base64
-import builtins
-import contextlib
 import dataclasses
 import functools
 import os
@@ -46,6 +44,7 @@ from agn.kubeerrors import (
     unreachable_message,
     watch_error,
 )
+from agn.kubeobjects import ClusterObjects
 from agn.kuberequest import ApiRequest
 from agn.objects import Obj
 from agn.resources import AGN_RESOURCES, CONSUMERS, EVENTS, LEASES, NETWORKS, OVERLAYS, PROVIDERS, SHARDS, Resource
@@ -87,7 +86,6 @@ if TYPE_CHECKING:
 CONNECT_TIMEOUT = 5.0
 READ_TIMEOUT = 20.0
 WATCH_READ_MARGIN = 15.0
-CRD_GROUP = "apiextensions.k8s.io"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,8 +142,11 @@ def _load_tls_in_memory(config_dict: dict, context: str, cfg: client.Configurati
     return tls
 
 
-class Kube:
-    """A connection to one cluster. Thread-safe; share one per process."""
+class Kube(ClusterObjects):
+    """A connection to one cluster. Thread-safe; share one per process.
+
+    AGN's resources, watches, Events and Secrets here; namespaces, CRDs and objects of any kind
+    (what a bring-up applies and a teardown removes) in :class:`~agn.kubeobjects.ClusterObjects`."""
 
     def __init__(
         self,
@@ -395,77 +396,6 @@ class Kube:
         with self._errors():
             data = self.core.read_namespaced_secret(name, namespace).data or {}
         return {key: base64.b64decode(value) for key, value in data.items()}
-
-    # Core and CRDs. An expected 404 or 409 is caught as NotFound or Conflict, outside the converter.
-    def ensure_namespace(self, name: str) -> None:
-        with contextlib.suppress(Conflict), self._errors():
-            self.core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-
-    def namespace_exists(self, name: str) -> bool:
-        """Whether the namespace exists (a GET; :class:`Forbidden` when the caller may not read it)."""
-        try:
-            with self._errors():
-                self.core.read_namespace(name)
-        except NotFound:
-            return False
-        return True
-
-    def delete_namespace(self, name: str) -> None:
-        with contextlib.suppress(NotFound), self._errors():
-            self.core.delete_namespace(name)
-
-    def crd_established(self, name: str) -> bool:
-        try:
-            with self._errors():
-                crd = self.custom.get_cluster_custom_object(CRD_GROUP, "v1", "customresourcedefinitions", name)
-        except NotFound:
-            return False
-        conditions = (crd.get("status") or {}).get("conditions") or []
-        return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
-
-    def delete_cluster_object(self, api_version: str, kind: str, name: str) -> None:
-        """Delete any cluster-scoped object by kind; a missing one is fine."""
-        resource = self._resource_for(api_version, kind)
-        with contextlib.suppress(NotFound), self._errors():
-            resource.delete(name=name)
-
-    def list_objects(
-        self, api_version: str, kind: str, *, namespace: str | None = None, label_selector: str | None = None
-    ) -> builtins.list[Obj]:
-        """Objects of any kind (core ones too), in ``namespace`` or cluster-scoped; a kind the
-        server does not serve is :class:`NotFound`."""
-        resource = self._resource_for(api_version, kind)
-        kwargs: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
-        if resource.namespaced:
-            kwargs["namespace"] = namespace
-        with self._errors():
-            return resource.get(**kwargs).to_dict().get("items", [])
-
-    def delete_object(self, api_version: str, kind: str, name: str, *, namespace: str | None = None) -> bool:
-        """Delete one object of any kind, its dependents in the background; False when it was already gone."""
-        resource = self._resource_for(api_version, kind)
-        kwargs: dict[str, Any] = {"namespace": namespace} if resource.namespaced else {}
-        try:
-            with self._errors():
-                resource.delete(name=name, body={"propagationPolicy": "Background"}, **kwargs)
-        except NotFound:
-            return False
-        return True
-
-    def apply(self, body: Obj, *, namespace: str | None = None, dry_run: bool = False) -> Obj:
-        """Server-side apply of any object (CRDs, RBAC, Deployments, AGN objects) as ``field_manager``.
-
-        Fields this manager does not mention are left to whoever owns them — applying an
-        environment never resets a provider's ``spec.trafficPolicy.drain``.
-        """
-        resource = self._resource_for(body["apiVersion"], body["kind"])
-        kwargs: dict[str, Any] = {"field_manager": self.field_manager, "force_conflicts": True}
-        if dry_run:
-            kwargs["dry_run"] = "All"
-        if resource.namespaced:
-            kwargs["namespace"] = namespace or body.get("metadata", {}).get("namespace") or "default"
-        with self._errors():
-            return resource.server_side_apply(body=body, **kwargs).to_dict()
 
     def _resource_for(self, api_version: str, kind: str):
         from kubernetes import dynamic  # discovery is slow; only paid by callers that apply manifests

@@ -24,6 +24,9 @@ Rules that keep the overlay contract across shards:
 
 An index that carries ``candidates`` itself (no ``shards``) is an inline overlay, the form
 earlier operators wrote and hand-written test overlays use; :func:`assemble` returns it as is.
+The operator now writes the network-shard form (:mod:`agn.netshards`: ``formatVersion: 2``, the
+network's shards shared by its consumers, each index naming the ids it excludes); the readers
+here (:func:`assemble`, :func:`pending_shards`, :func:`shards_holding`) read all three forms.
 
 Pure: no I/O, no clock.
 """
@@ -43,6 +46,10 @@ MAX_SHARD_COUNT = 100  # two digits in a shard's name
 SHARD_INFIX = "-shard-"
 CONSUMER_LABEL = f"{GROUP}/consumer"
 MAX_LABEL_VALUE = 63  # a label value's limit; an object name may be longer
+# The network-shard form (:mod:`agn.netshards`): an index with ``formatVersion: 2`` names its
+# network's shards ``<network>-netshard-NN`` and lists the candidate ids it ``excluded``.
+FORMAT_VERSION = 2
+NETWORK_INFIX = "-netshard-"
 
 
 def shard_of(candidate_id: str, count: int) -> int:
@@ -52,6 +59,30 @@ def shard_of(candidate_id: str, count: int) -> int:
 
 def shard_name(consumer: str, index: int) -> str:
     return f"{consumer}{SHARD_INFIX}{index:02d}"
+
+
+def network_shard_name(network: str, index: int) -> str:
+    return f"{network}{NETWORK_INFIX}{index:02d}"
+
+
+def is_network_form(index: Mapping[str, Any]) -> bool:
+    """Whether ``index`` is in the network-shard form (:mod:`agn.netshards`)."""
+    return index.get("formatVersion") == FORMAT_VERSION
+
+
+def index_shard_name(index: Mapping[str, Any], n: int) -> str:
+    """The name of shard ``n`` of ``index``: its network's in the network form, else its consumer's."""
+    if is_network_form(index):
+        return network_shard_name(str(index.get("network", "")), n)
+    return shard_name(str(index.get("consumer", "")), n)
+
+
+def shard_belongs(index: Mapping[str, Any], spec: Mapping[str, Any]) -> bool:
+    """Whether a shard spec is of the owner ``index`` names: its network (a network shard, which
+    has no consumer), or its consumer."""
+    if is_network_form(index):
+        return spec.get("network") == index.get("network") and "consumer" not in spec
+    return spec.get("consumer") == index.get("consumer")
 
 
 def shard_names(consumer: str, count: int = DEFAULT_SHARD_COUNT) -> list[str]:
@@ -184,7 +215,7 @@ def pending_shards(
         spec = shards.get(name)
         if spec is None:
             missing.append(name)
-        elif spec.get("digest") != entry.get("digest") or spec.get("consumer") != index.get("consumer"):
+        elif spec.get("digest") != entry.get("digest") or not shard_belongs(index, spec):
             mismatched.append(name)
     return missing, mismatched
 
@@ -195,10 +226,9 @@ def shards_holding(index: Mapping[str, Any], candidate_ids: Iterable[str]) -> li
     Sorted. A reader that asks about a few providers reads only these shards, not the overlay."""
     listed = {str(e.get("name", "")) for e in index.get("shards") or ()}
     count = index.get("shardCount")
-    consumer = str(index.get("consumer", ""))
     if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_SHARD_COUNT:
         return sorted(listed)  # no usable count: every listed shard may hold them
-    return sorted({name for i in candidate_ids if (name := shard_name(consumer, shard_of(i, count))) in listed})
+    return sorted({name for i in candidate_ids if (name := index_shard_name(index, shard_of(i, count))) in listed})
 
 
 def assemble(
@@ -210,7 +240,8 @@ def assemble(
     """The whole overlay spec (``network, consumer, revision, digest, candidates``) from its index
     and shard specs (by name; extra shards are ignored). Raises :class:`Incomplete` unless every
     shard the index names is present at the index's digest for it. An inline index is returned
-    as is.
+    as is. An index in the network form (:mod:`agn.netshards`) names its network's shards; its
+    ``excluded`` candidate ids are left out.
 
     ``only``: assemble just these shards of the index (e.g. :func:`shards_holding` some
     providers); the spec's revision and digest are still the whole overlay's, its candidates
@@ -225,10 +256,11 @@ def assemble(
     if missing or mismatched:
         raise Incomplete(index.get("revision"), missing, mismatched)
     candidates: list[Any] = []
+    excluded = set(index.get("excluded") or ()) if is_network_form(index) else set()
     for entry in index.get("shards") or ():
         shard = shards[str(entry["name"])]
         assert shard is not None  # checked by pending_shards
-        candidates.extend(shard.get("candidates") or ())
+        candidates.extend(c for c in shard.get("candidates") or () if c.get("id") not in excluded)
     candidates.sort(key=lambda c: (str(c.get("id", "")), str(c.get("provider", ""))))
     return {
         "network": index.get("network"),

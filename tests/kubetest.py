@@ -210,8 +210,8 @@ def denying_updates(
     try:
         yield name
     finally:
-        kube.delete_cluster_object(ADMISSION, "ValidatingAdmissionPolicyBinding", name)
-        kube.delete_cluster_object(ADMISSION, "ValidatingAdmissionPolicy", name)
+        kube.delete_object(ADMISSION, "ValidatingAdmissionPolicyBinding", name)
+        kube.delete_object(ADMISSION, "ValidatingAdmissionPolicy", name)
 
 
 def wait_crds_served(kube: Kube, namespace: str) -> None:

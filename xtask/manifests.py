@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from agn.model import selects
+from agn.netshards import network_shard_names
 from agn.objects import Obj, network_view
 from agn.shards import DEFAULT_SHARD_COUNT, check_shard_count, shard_names
 from xtask import components
@@ -35,6 +36,7 @@ from xtask.resources import data_dir
 
 RBAC_DIR = data_dir("manifests") / "rbac"
 SHARDS_PLACEHOLDER = "{consumer_shards}"  # a list item in a Role template: the consumer's shard names
+NETWORK_SHARDS_PLACEHOLDER = "{network_shards}"  # a list item: its network's shard names
 IMAGE = "agn:dev"
 PORT = 8080
 OPERATOR = "agn-operator"
@@ -146,7 +148,7 @@ def _roles(envdef: EnvDef) -> list[Obj]:
         _secrets(_role("operator.yaml", ns), "{provider_secrets}", provider_secrets(envdef)),
         *(
             _secrets(
-                _role("gateway.yaml", ns, consumer=c.name, shard_count=envdef.overlay_shards),
+                _role("gateway.yaml", ns, consumer=c.name, network=c.network, shard_count=envdef.overlay_shards),
                 "{consumer_secrets}",
                 provider_secrets(envdef, consumer=c.name),
             )
@@ -218,12 +220,21 @@ def _role_template(filename: str) -> Obj:
     return yaml.safe_load((RBAC_DIR / filename).read_text())
 
 
-def _role(filename: str, namespace: str, *, consumer: str | None = None, shard_count: int = DEFAULT_SHARD_COUNT) -> Obj:
-    """A Role from its template. With ``consumer``: ``{consumer}`` is replaced by the name, and a
-    list item ``{consumer_shards}`` by every shard name of that consumer (``shard_count`` shards)."""
+def _role(
+    filename: str,
+    namespace: str,
+    *,
+    consumer: str | None = None,
+    network: str = "",
+    shard_count: int = DEFAULT_SHARD_COUNT,
+) -> Obj:
+    """A Role from its template. With ``consumer``: ``{consumer}`` is replaced by the name, a
+    list item ``{consumer_shards}`` by every shard name of that consumer and ``{network_shards}``
+    by every shard name of its ``network`` (``shard_count`` shards each)."""
     role = copy.deepcopy(_role_template(filename))
     if consumer is not None:
         role = _expand(role, SHARDS_PLACEHOLDER, shard_names(consumer, check_shard_count(shard_count)))
+        role = _expand(role, NETWORK_SHARDS_PLACEHOLDER, network_shard_names(network, shard_count))
         role = _substitute(role, "{consumer}", consumer)
     role["metadata"] = _meta(role["metadata"]["name"], namespace, "rbac")
     return role

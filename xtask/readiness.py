@@ -39,19 +39,26 @@ class Readiness:
         return not self.problems
 
 
-def evaluate_readiness(
-    *,
-    providers: Sequence[ProviderView],
-    networks: Mapping[str, NetworkView],
-    consumers: Sequence[ConsumerView],
-    revisions: Mapping[str, tuple[int | None, int | None]],
-    overlays: Mapping[str, Overlay | Incomplete | None],
-    now: float,
-    must_be_healthy: frozenset[str] = frozenset(),
-    probe_errors: Mapping[str, str] = {},
-) -> Readiness:
-    """``probe_errors``: provider -> the operator's last health error as its status has it
-    (named with a provider that is waited for, so a timeout says what the probes see)."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EnvLook:
+    """One look at an env, as the model reads it: its providers and networks, its consumers with
+    their (accepted, serving) revisions, each consumer's overlay (None: none yet; Incomplete:
+    shards pending), at ``now``; and each provider's last health error as its status has it."""
+
+    providers: Sequence[ProviderView]
+    networks: Mapping[str, NetworkView]
+    consumers: Sequence[ConsumerView]
+    revisions: Mapping[str, tuple[int | None, int | None]]
+    overlays: Mapping[str, Overlay | Incomplete | None]
+    now: float
+    probe_errors: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+def evaluate_readiness(look: EnvLook, *, must_be_healthy: frozenset[str] = frozenset()) -> Readiness:
+    """Whether the env ``look`` saw is serving (``look.probe_errors`` are named with a provider
+    that is waited for, so a timeout says what the probes see)."""
+    providers, networks, consumers = look.providers, look.networks, look.consumers
+    revisions, overlays, now, probe_errors = look.revisions, look.overlays, look.now, look.probe_errors
     problems = [f"provider {p.name}: not probed by the operator yet" for p in providers if p.healthy is None]
     # The fake providers a fresh bring-up has just started answer once their Service routes to
     # them: a failed first probe there is start-up, not a finding to report as "kept out".
@@ -149,15 +156,15 @@ def _read_readiness(kube, envdef, *, must_be_healthy: frozenset[str]) -> tuple[l
         name: spec if isinstance(spec, Incomplete) else Overlay.from_spec(spec)
         for name, spec in list_overlays(kube, ns).items()
     }
-    result = evaluate_readiness(
+    look = EnvLook(
         providers=[provider_view(o, heartbeat) for o in provider_objs],
         networks={name_of(o): network_view(o) for o in kube.list(NETWORKS, ns)[0]},
         consumers=[consumer_view(o) for o in consumer_objs],
         revisions={name_of(o): consumer_revisions(o) for o in consumer_objs},
         overlays=overlays,
         now=time.time(),
-        must_be_healthy=must_be_healthy,
         probe_errors=probe_errors,
     )
+    result = evaluate_readiness(look, must_be_healthy=must_be_healthy)
     missing = sorted(names - {name_of(o) for o in consumer_objs})
     return [f"consumer {n}: does not exist" for n in missing] + list(result.problems), result

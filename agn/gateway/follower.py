@@ -6,7 +6,10 @@ watched is the overlay's *index* (see :mod:`agn.shards`): either an inline overl
 carries its candidates itself, or an index naming the ``RoutingOverlayShard`` objects that
 hold them. For a sharded index the follower first gets every shard it names: a shard already
 held at the digest the index gives it is reused, any other is fetched by name (a GET by name
-stays within RBAC that lists only this consumer's shard names; :mod:`agn.gateway.shard_fetch`). Until every shard is in hand at
+stays within RBAC that lists only this consumer's and its network's shard names;
+:mod:`agn.gateway.shard_fetch`). An index in the network form (:mod:`agn.netshards`) names its
+network's shards, shared with the network's other consumers, and the candidate ids this consumer
+does not get; they are left out and the result checked against the index's digest. Until every shard is in hand at
 the index's digest (the operator writes shards first and the index last, so this is a short
 race), the index is *pending*: nothing is accepted, the current table keeps serving,
 ``overlay_shards_pending`` is logged and a retry thread tries again with capped backoff (0.1 s
@@ -259,9 +262,8 @@ class OverlayFollower:
         fetched = fetch_shards(
             self._kube,
             self._namespace,
-            consumer=self._consumer,
+            index=index,
             entries=fetch,
-            shard_count=index.shard_count,
             stop=self._stop,
         )
         if fetched is None:
@@ -336,7 +338,7 @@ class OverlayFollower:
                 self._status.submit(
                     {
                         "message": f"overlay revision {revision}: reading shards {', '.join(forbidden)} "
-                        f"is forbidden (RBAC: the gateway may get only its own consumer's shards); {serving_text}"
+                        f"is forbidden (RBAC: the gateway may get only its own consumer's and its network's shards); {serving_text}"
                     }
                 )
                 pending.reported = what

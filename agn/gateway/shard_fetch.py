@@ -1,7 +1,8 @@
 """Getting the shards a sharded overlay index names: each one GET by name, validated and
 parsed when it is at the digest the index gives it, and what is still not in hand.
 
-A GET by name stays within RBAC that lets the gateway read only its own consumer's shard names.
+A GET by name stays within RBAC that lets the gateway read only its own consumer's shard names
+(and, for an index in the network form, its network's: :mod:`agn.netshards`).
 :class:`~agn.gateway.follower.OverlayFollower` calls these outside its lock (a GET or a parse
 must never hold up a newer index) and keeps what they return. This module must not decide what
 is served, keep anything between tries, or write to the API.
@@ -52,13 +53,14 @@ def fetch_shards(
     kube: Kube,
     namespace: str,
     *,
-    consumer: str,
+    index: ShardedIndex,
     entries: list[ShardEntry],
-    shard_count: int,
     stop: threading.Event,
 ) -> Fetched | None:
-    """GET each of ``entries`` by name, and validate and parse each one found at the digest
-    the index gives it (``consumer``'s shards only). None when ``stop`` is set meanwhile."""
+    """GET each of ``entries`` (of ``index``) by name, and validate and parse each one found at
+    the digest the index gives it (shards the index can own only: its consumer's, or in the
+    network form its network's). None when ``stop`` is set meanwhile."""
+    shard_count = index.shard_count
     fetched = Fetched(entries)
     for entry in entries:
         if stop.is_set():
@@ -71,7 +73,7 @@ def fetch_shards(
         except KubeError as exc:
             fetched.errors[entry.name] = exc
             continue
-        if not _at_index_digest(spec, entry, consumer):
+        if not _at_index_digest(spec, entry, index):
             fetched.mismatched.add(entry.name)  # not yet (or no longer) what the index names
             continue
         try:
@@ -83,9 +85,9 @@ def fetch_shards(
     return fetched
 
 
-def _at_index_digest(spec: Any, entry: ShardEntry, consumer: str) -> bool:
-    """Whether a fetched shard spec is this consumer's shard at the digest the index gives it."""
-    return isinstance(spec, Mapping) and spec.get("digest") == entry.digest and spec.get("consumer") == consumer
+def _at_index_digest(spec: Any, entry: ShardEntry, index: ShardedIndex) -> bool:
+    """Whether a fetched shard spec is one of ``index``'s shards at the digest it gives it."""
+    return isinstance(spec, Mapping) and spec.get("digest") == entry.digest and index.owns(spec)
 
 
 def not_in_hand(index: ShardedIndex, fetched: Fetched, held: Mapping[str, HeldShard]) -> Incomplete | None:

@@ -40,10 +40,12 @@ from agn.model import (
     Candidate,
     Overlay,
     SlowStart,
+    digest_of_rows,
     endpoint_valid,
     overlay_digest,
     parse_deadline,
 )
+from agn.netshards import FORMAT_VERSION, NETWORK_INFIX, network_of_shard
 from agn.shards import MAX_SHARD_COUNT, SHARD_INFIX, consumer_of_shard, shard_of
 
 ADMISSION_STATES = (ADMITTED, EXISTING_ONLY)
@@ -169,6 +171,39 @@ class ShardedIndex:
     digest: str
     shard_count: int
     shards: tuple[ShardEntry, ...]
+    # The network-shard form (agn.netshards): the shards are the network's, shared with its
+    # other consumers; ``excluded`` are the ids of their candidates this consumer does not get.
+    network_form: bool = False
+    excluded: frozenset[str] = frozenset()
+
+    def owns(self, spec: Mapping[str, Any]) -> bool:
+        """Whether a fetched shard spec is one this index's shards can be: this consumer's, or
+        (network form) its network's, which names no consumer."""
+        if self.network_form:
+            return spec.get("network") == self.network and "consumer" not in spec
+        return spec.get("consumer") == self.consumer
+
+
+def _entry_problems(i: int, name: str, spec: Mapping[str, Any], consumer: str, network_form: bool) -> list[str]:
+    """Whose shard ``name`` is: this consumer's, or in the network form its network's."""
+    if network_form:
+        if network_of_shard(name) != spec.get("network"):
+            return [f"shards[{i}].name {name!r} is not a shard of network {spec.get('network')!r}"]
+    elif consumer_of_shard(name) != consumer:
+        return [f"shards[{i}].name {name!r} is not a shard of consumer {consumer!r}"]
+    return []
+
+
+def _form_problems(spec: Mapping[str, Any]) -> list[str]:
+    """A ``formatVersion`` this gateway does not know (a newer operator's form) is refused, not
+    misread; so is an ``excluded`` that is not a list of ids."""
+    version = spec.get("formatVersion")
+    if version is not None and version != FORMAT_VERSION:
+        return [f"spec.formatVersion {version!r} is not one this gateway understands (absent, or {FORMAT_VERSION})"]
+    excluded = spec.get("excluded")
+    if version == FORMAT_VERSION and not (isinstance(excluded, list) and all(isinstance(i, str) for i in excluded)):
+        return ["spec.excluded must be a list of candidate ids"]
+    return []
 
 
 def validate_index(spec: Any, *, consumer: str) -> ShardedIndex:
@@ -180,7 +215,9 @@ def validate_index(spec: Any, *, consumer: str) -> ShardedIndex:
     consumer, a duplicate or an out-of-range number can only be caught here)."""
     if not isinstance(spec, Mapping):
         raise InvalidOverlay(["spec is missing or not an object"])
-    problems = _header_problems(spec, consumer)
+    problems = _header_problems(spec, consumer) + _form_problems(spec)
+    network_form = spec.get("formatVersion") == FORMAT_VERSION
+    infix = NETWORK_INFIX if network_form else SHARD_INFIX
     count = spec.get("shardCount")
     if not _is_int(count) or not 1 <= count <= MAX_SHARD_COUNT:
         problems.append(f"spec.shardCount {count!r} must be an integer from 1 to {MAX_SHARD_COUNT}")
@@ -195,14 +232,14 @@ def validate_index(spec: Any, *, consumer: str) -> ShardedIndex:
         digest = entry.get("digest") if isinstance(entry, Mapping) else None
         if not isinstance(name, str) or not isinstance(digest, str):
             problems.append(f"shards[{i}] must have a string name and digest")
-        elif consumer_of_shard(name) != consumer:
-            problems.append(f"shards[{i}].name {name!r} is not a shard of consumer {consumer!r}")
+        elif owner := _entry_problems(i, name, spec, consumer, network_form):
+            problems += owner
         elif any(name == seen.name for seen in out):
             problems.append(f"shards[{i}].name {name!r} is listed twice")
-        elif count is not None and int(name.rpartition(SHARD_INFIX)[2]) >= count:
+        elif count is not None and int(name.rpartition(infix)[2]) >= count:
             problems.append(f"shards[{i}].name {name!r} is numbered beyond shardCount {count}")
         else:
-            out.append(ShardEntry(name, int(name.rpartition(SHARD_INFIX)[2]), digest))
+            out.append(ShardEntry(name, int(name.rpartition(infix)[2]), digest))
     if problems:
         raise InvalidOverlay(problems)
     assert count is not None  # a bad count is a problem above
@@ -213,6 +250,8 @@ def validate_index(spec: Any, *, consumer: str) -> ShardedIndex:
         digest=spec["digest"],
         shard_count=count,
         shards=tuple(out),
+        network_form=network_form,
+        excluded=frozenset(spec.get("excluded") or ()) if network_form else frozenset(),
     )
 
 
@@ -286,11 +325,15 @@ BY_ID = attrgetter("id", "provider")
 def assemble_overlay(index: ShardedIndex, shards: Iterable[tuple[str, tuple[Candidate, ...]]]) -> Overlay:
     """The whole overlay of ``index`` from its shards' parsed candidates (``(name, candidates)``,
     each from :func:`parse_shard`); raises :class:`InvalidOverlay` when a provider is in two
-    shards. Only C-level work over the whole overlay: a concatenation, a set and a sort."""
+    shards. Only C-level work over the whole overlay: a concatenation, a set and a sort. In the
+    network form the index's ``excluded`` candidates are left out, and the result must then have
+    the index's digest (what this consumer gets is no shard's digest)."""
     parts = list(shards)
     cands: list[Candidate] = []
     for _, part in parts:
         cands.extend(part)
+    if index.excluded:
+        cands = [c for c in cands if c.id not in index.excluded]
     duplicated = _duplicates(cands, "provider")
     if duplicated:
         where = {p: [name for name, part in parts if any(c.provider == p for c in part)] for p in duplicated}
@@ -298,4 +341,6 @@ def assemble_overlay(index: ShardedIndex, shards: Iterable[tuple[str, tuple[Cand
             [f"provider {p!r} is a candidate in more than one shard ({', '.join(names)})" for p, names in where.items()]
         )
     cands.sort(key=BY_ID)
+    if index.network_form and (actual := digest_of_rows(c.row for c in cands)) != index.digest:
+        raise InvalidOverlay([f"the network's shards minus spec.excluded digest to {actual}, not {index.digest}"])
     return Overlay(index.network, index.consumer, index.revision, index.digest, tuple(cands))

@@ -15,6 +15,7 @@ from typing import Any
 
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, SHARDS, Kube, Resource
 from agn.logs import JsonLog
+from agn.netshards import network_of_shard
 from agn.objects import Obj
 from agn.operator.informer import Informer, OnChange
 from agn.operator.workqueue import CoalescingQueue
@@ -65,6 +66,8 @@ class Caches:
         consumer = consumer_of_shard(obj["metadata"]["name"])
         if consumer is not None:
             self._queue.add(consumer)
+        elif network_of_shard(obj["metadata"]["name"]) is not None:  # shared: every consumer may name it
+            self._queue.add_all(self.consumers.store.names())
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:

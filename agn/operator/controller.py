@@ -34,9 +34,10 @@ from agn.credentials import Tokens
 from agn.kube import Kube, KubeError
 from agn.logs import JsonLog
 from agn.model import ConsumerView, Overlay, ProviderView
+from agn.netshards import NetworkSplit, index_over
 from agn.objects import Obj, consumer_view, network_view, provider_view
 from agn.operator.caches import Caches
-from agn.operator.diffing import PublicationDiff, change_log, note_for, publication_diff
+from agn.operator.diffing import PublicationDiff, note_for, publication_diff, published_fields, stored_fields
 from agn.operator.elector import LeaderElector
 from agn.operator.events import EventSink
 from agn.operator.hold_expiry import HoldExpiry
@@ -44,6 +45,7 @@ from agn.operator.judged import JudgedViews, hold_seconds
 from agn.operator.lease import AlwaysLeader, Leadership, new_identity
 from agn.operator.memory import TermMemory
 from agn.operator.metrics import OperatorMetrics
+from agn.operator.network_storage import NetworkShards, indexes_behind
 from agn.operator.ownership import Verdict, verdict
 from agn.operator.prober import Prober, ProbeStores
 from agn.operator.reconcile import Planned, replan
@@ -52,6 +54,7 @@ from agn.operator.storage import OverlayStorage, ShardWork, shard_work
 from agn.operator.verdicts import NetworkVerdict
 from agn.operator.workqueue import CoalescingQueue
 from agn.operator.writes import LeaderWrites, NotLeader
+from agn.shards import Sharded
 
 ERROR_RETRY_SECONDS = 1.0
 RECHECK_SLACK_SECONDS = 0.05
@@ -91,16 +94,7 @@ class Operator:
             burst_window=settings.burst_batch_wait,
         )
         self.caches = caches = Caches(kube, namespace, self.queue, log=log, stop=stop)
-        self.storage = OverlayStorage(
-            kube,
-            self.writes,
-            namespace,
-            consumers=caches.consumers.store,
-            overlays=caches.overlays.store,
-            shards=caches.shards.store,
-            identity=self.leadership.identity,
-            log=log,
-        )
+        self.storage, self.network_shards = self._overlay_storage(caches)
         self.metrics = metrics or OperatorMetrics()
         self.events = EventSink(self.writes, instance=self.leadership.identity, log=log, stop=stop)
         tokens = Tokens(lambda name: kube.secret_data(namespace, name))  # providers' credentials (Secrets)
@@ -124,6 +118,24 @@ class Operator:
             concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="reconcile") if workers > 1 else None
         )
         self._worker = threading.Thread(target=self._work, name="reconcile", daemon=True)
+
+    def _overlay_storage(self, caches: Caches) -> tuple[OverlayStorage, NetworkShards]:
+        """The writers of the consumers' indexes (and earlier per-consumer shards) and of the
+        networks' shards; the only writers of RoutingOverlays and RoutingOverlayShards."""
+        identity = self.leadership.identity
+        stores = {"consumers": caches.consumers.store, "overlays": caches.overlays.store}
+        storage = OverlayStorage(
+            self.kube,
+            self.writes,
+            self.namespace,
+            **stores,
+            shards=caches.shards.store,
+            identity=identity,
+            log=self.log,
+        )
+        return storage, NetworkShards(
+            self.kube, self.writes, self.namespace, shards=caches.shards.store, identity=identity
+        )
 
     def _hold_expiry(self) -> HoldExpiry:
         """Reports expired drain holds (:mod:`.hold_expiry`) from the providers' cache."""
@@ -375,17 +387,33 @@ class Operator:
         if judged.recheck_at is not None and judged.recheck_at > now:
             # A reading goes stale then: look again at that moment, not at the next resync.
             self.queue.add_after(name, judged.recheck_at - now + RECHECK_SLACK_SECONDS)
-        work = shard_work(current, stored, planned.sharded, consumer_obj)
-        if work is None:
-            return
-        overlay = planned.overlay
-        admission_changed = previous is None or (previous.network, previous.revision, previous.digest) != (
-            overlay.network,
-            overlay.revision,
-            overlay.digest,
-        )
-        change = publication_diff(planned, current, stored, remembered) if admission_changed else None
-        self._publish(planned, work, consumer=consumer_obj, current=current, stored=stored, change=change)
+        plans = self.memory.network_plans
+        split, net_writes = self.network_shards.prepare(plans, network_obj, judged, self.settings.overlay_shards)
+        sharded = Sharded(index_over(planned.sharded.index, split, consumer.excluded_providers), {})
+        work = shard_work(current, stored, sharded, consumer_obj)
+        if work is not None or net_writes:
+            overlay = planned.overlay
+            revision = (overlay.network, overlay.revision, overlay.digest)
+            admission_changed = previous is None or (previous.network, previous.revision, previous.digest) != revision
+            # The diff may read the network shards the stored index names: before they are rewritten.
+            seen = {**stored, **self.network_shards.stored(split.network)}
+            change = publication_diff(planned, current, seen, remembered) if admission_changed else None
+            if net_writes and not self.network_shards.write(split, net_writes, network_obj):
+                self.queue.add(name)
+                return
+            if work is not None:
+                planned = dataclasses.replace(planned, sharded=sharded)
+                work = dataclasses.replace(work, network=tuple(net_writes))
+                self._publish(planned, work, consumer=consumer_obj, current=current, stored=stored, change=change)
+        self._follow_network(split, name)
+
+    def _follow_network(self, split: NetworkSplit, name: str) -> None:
+        """After a publication on ``split``: the network's other consumers whose index is behind
+        a shared shard are reconciled promptly; shards no index names any more are deleted."""
+        indexes = {n: o for n in self.caches.consumers.store.names() if (o := self.caches.overlays.store.peek(n))}
+        self.queue.add_all([n for n in indexes_behind(split, indexes) if n != name])
+        if deleted := self.network_shards.collect(split, indexes.values()):
+            self.log.info("network shards deleted", network=split.network, shards=deleted)
 
     def _without_stale(
         self, name: str, consumer: Obj, current: Obj | None, stored: dict[str, Obj]
@@ -444,28 +472,10 @@ class Operator:
             return
         self.memory.published[name] = (consumer["metadata"].get("uid", ""), overlay)
         if change is None:
-            self.log.info(
-                "overlay stored again",
-                consumer=name,
-                revision=overlay.revision,
-                shards_written=len(work.shards),
-                index_written=work.index,
-                shards_deleted=len(work.surplus),
-            )
+            self.log.info("overlay stored again", **stored_fields(overlay, work))
             return
         states = sharded.index["admission"]
-        self.log.info(
-            "overlay published",
-            consumer=name,
-            network=overlay.network,
-            revision=overlay.revision,
-            previous_revision=change.previous_revision,
-            digest=overlay.digest,
-            shards_written=len(work.shards),
-            shards_deleted=len(work.surplus),
-            shards_compared=change.shards_compared,
-            changes=change_log(change.diff, states),
-        )
+        self.log.info("overlay published", **published_fields(overlay, work, change, states))
         note = note_for(
             change.diff,
             network=overlay.network,

@@ -163,6 +163,33 @@ def change_log(diff: OverlayDiff, states: Mapping[str, int]) -> dict[str, Any]:
     }
 
 
+def stored_fields(overlay: Overlay, work: Any) -> dict[str, Any]:
+    """The "overlay stored again" log line's fields (``work``: the :class:`.storage.ShardWork` done)."""
+    return {
+        "consumer": overlay.consumer,
+        "revision": overlay.revision,
+        "shards_written": len(work.shards) + len(work.network),
+        "index_written": work.index,
+        "shards_deleted": len(work.surplus),
+    }
+
+
+def published_fields(overlay: Overlay, work: Any, change: PublicationDiff, states: Mapping[str, int]) -> dict[str, Any]:
+    """The "overlay published" log line's fields: the revision, what was written, what changed."""
+    return {
+        "consumer": overlay.consumer,
+        "network": overlay.network,
+        "revision": overlay.revision,
+        "previous_revision": change.previous_revision,
+        "digest": overlay.digest,
+        "shards_written": len(work.shards) + len(work.network),
+        "network_shards_written": list(work.network),
+        "shards_deleted": len(work.surplus),
+        "shards_compared": change.shards_compared,
+        "changes": change_log(change.diff, states),
+    }
+
+
 def state_counts(candidates: Iterable[Candidate]) -> dict[str, int]:
     states: dict[str, int] = {}
     for c in candidates:
@@ -216,11 +243,6 @@ def note_for(
         return head + " (first revision)"
     changes = state_changes(diff)
     return head + f" (was revision {previous_revision}" + ("; " + ", ".join(changes) if changes else "") + ")"
-
-
-def admission_changes(previous: Overlay | None, overlay: Overlay) -> list[str]:
-    """:func:`state_changes` between two whole overlays."""
-    return state_changes(diff_candidates(previous.candidates if previous else (), overlay.candidates))
 
 
 def published_note(previous: Overlay | None, overlay: Overlay) -> str:

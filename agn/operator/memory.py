@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 
 from agn.model import Overlay
+from agn.netshards import NetworkSplit
 from agn.operator.events import HardFailures
 from agn.operator.pruning import prune
 from agn.operator.reconcile import Planned
@@ -33,6 +34,8 @@ class TermMemory:
     # Per consumer: the missing network last warned about, so the warning is logged once.
     missing_network: dict[str, str] = dataclasses.field(default_factory=dict)
     plans: dict[str, Planned] = dataclasses.field(default_factory=dict)
+    # Per network: the plan of its candidates, stored as network shards (agn.operator.network_storage).
+    network_plans: dict[str, tuple[Planned, NetworkSplit]] = dataclasses.field(default_factory=dict)
     verdicts: Verdicts = dataclasses.field(default_factory=Verdicts)
     # Per (network, provider): the hard failure last reported, so only transitions become Events.
     hard_failures: HardFailures = dataclasses.field(default_factory=HardFailures)
@@ -53,6 +56,7 @@ class TermMemory:
         the consumers forgotten, sorted."""
         self.hard_failures.forget(providers, networks)
         self.verdicts.forget(networks)
+        prune(self.network_plans, networks)
         return sorted(
             set(prune(self.published, consumers))
             | set(prune(self.missing_network, consumers))

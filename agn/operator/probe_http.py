@@ -183,16 +183,3 @@ async def probe_endpoint_async(
         return dataclasses.replace(seen, metrics_error=f"GET /metrics: {exc}")
     except (aiohttp.ClientError, OSError, ValueError) as exc:
         return dataclasses.replace(seen, metrics_error=f"GET /metrics: {_error_text(exc)}")
-
-
-def probe_endpoint(endpoint: str, *, timeout: float, now: float, metrics_format: str = AUTO) -> ProbeOutcome:
-    """One probe round against ``endpoint`` on a client of its own (one-off callers and tests);
-    never raises. The prober itself shares one client between all of its probes."""
-
-    async def once() -> ProbeOutcome:
-        async with probe_session(concurrency=1) as session:
-            return await probe_endpoint_async(
-                session, endpoint, timeout=timeout, now=now, metrics_format=metrics_format
-            )
-
-    return asyncio.run(once())

@@ -61,13 +61,16 @@ from agn.operator.provider_status import (
 )
 from agn.operator.pruning import prune
 from agn.operator.schedule import (
+    DOWN,
+    SUSPECT,
     Backlog,
     ProbeSchedule,
     RateWindow,
-    asked_rate,
     down_recheck,
     fast_recheck,
     probe_interval,
+    probe_load,
+    recheck_after_failure,
 )
 from agn.operator.settings import Settings
 from agn.operator.writes import LeaderWrites
@@ -306,38 +309,25 @@ class Prober:
             return self.schedule.backlog()
 
     def load(self, now: float) -> dict[str, object]:
-        """The probe load for ``/healthz`` (``now``: monotonic seconds).
-
-        ``behind`` is true while a due probe has waited longer than ``--probe-interval``: load
-        readings are then ageing because of the operator, not because of the providers. Then
-        ``fitsIntervalSeconds`` names the one interval at which every provider's probes would fit
-        the rate probes finished at over the last 10 s (``finishedPerSecond``), against what the
-        networks ask for (``askedPerSecond``).
-        """
+        """The probe load for ``/healthz`` (``now``: monotonic seconds; :func:`.schedule.probe_load`)."""
         with self._lock:
             backlog, in_flight = self.schedule.backlog(), self.schedule.in_flight_count()
             finished = self._finished.rate(now)
-        lag = backlog.lag(now)
-        behind = lag > self.settings.probe_interval
-        providers = self.providers.peek_all()
         networks = [network_view(n) for n in self.networks.peek_all()]
-        asked = asked_rate(
-            probe_interval(
-                (p.get("metadata") or {}).get("labels") or {}, networks, default=self.settings.probe_interval
-            )
-            for p in providers
+        default = self.settings.probe_interval
+        intervals = [
+            probe_interval((p.get("metadata") or {}).get("labels") or {}, networks, default=default)
+            for p in self.providers.peek_all()
+        ]
+        return probe_load(
+            backlog,
+            in_flight=in_flight,
+            finished=finished,
+            intervals=intervals,
+            concurrency=self.schedule.concurrency,
+            interval=default,
+            now=now,
         )
-        fits = round(len(providers) / finished, 1) if behind and finished else None
-        return {
-            "concurrency": self.schedule.concurrency,
-            "inFlight": in_flight,
-            "backlog": backlog.waiting,
-            "lagSeconds": round(lag, 3),
-            "behind": behind,
-            "askedPerSecond": round(asked, 1),
-            "finishedPerSecond": None if finished is None else round(finished, 1),
-            "fitsIntervalSeconds": fits,
-        }
 
     def remembered(self) -> set[str]:
         """Provider names the prober holds any state for (tests: nothing of a deleted provider stays)."""
@@ -459,25 +449,19 @@ class Prober:
         """In how many seconds a provider whose probe failed is probed again (None: at its
         interval, as usual); keeps the set of down providers, whose re-checks share the slots."""
         settings = self.settings
-        # Failed, but not yet failure_threshold times in a row: probed again soon, so a provider
-        # that stopped answering is out within (threshold - 1) fast intervals of its first failed
-        # probe (HAProxy's fastinter), while a healthy fleet is probed no more often than before.
-        suspect = outcome.healthy is False and was_healthy and failures < settings.probe_failure_threshold
-        # Failed and counted unavailable (or never healthy): probed again after the down interval
-        # (HAProxy's downinter), so one that answers again is re-admitted within about that,
-        # not up to a whole interval later; all down providers' re-checks share a bounded part
-        # of the slots (agn.operator.schedule.down_recheck).
-        down = outcome.healthy is False and not suspect
-        with self._lock:
-            if down and name in self.providers:
+        recheck = recheck_after_failure(
+            outcome.healthy, was_healthy=was_healthy, failures=failures, threshold=settings.probe_failure_threshold
+        )
+        with self._lock:  # down providers' re-checks share a bounded part of the slots (down_recheck)
+            if recheck == DOWN and name in self.providers:
                 self._down.add(name)
             else:
                 self._down.discard(name)
             providers_down = len(self._down)
-        if not (suspect or down):
+        if recheck is None:
             return None
         every = probe_interval(labels, networks, default=settings.probe_interval)
-        if suspect:
+        if recheck == SUSPECT:
             return fast_recheck(every, fast=settings.probe_fast_interval)
         return down_recheck(
             every,

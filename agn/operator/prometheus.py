@@ -75,11 +75,6 @@ def parse_samples(text: str) -> list[Sample]:
         raise MetricsParseError(f"not Prometheus text format: {exc or type(exc).__name__}") from None
 
 
-def gauge(samples: list[Sample], name: str) -> float | None:
-    """The unlabelled sample of ``name``; else the sum of its labelled samples; else None (absent)."""
-    return count_of(samples, name, AGN)
-
-
 def count_of(samples: list[Sample], name: str, fmt: Format) -> float | None:
     """One count from the series of ``name`` as ``fmt`` publishes them; None when absent.
 

@@ -67,7 +67,7 @@ def tolerated(outcome: ProbeOutcome, *, failures: int, previously_healthy: bool,
 
 
 @dataclasses.dataclass(frozen=True)
-class ConditionState:
+class Condition:
     type: str
     status: str  # "True", "False", "Unknown"
     reason: str
@@ -94,25 +94,23 @@ def refresh_seconds(max_age: float) -> float:
 
 def desired_conditions(
     *, endpoint: str, outcome: ProbeOutcome, metrics_observed_at: float | None, networks: Sequence[NetworkView]
-) -> list[ConditionState]:
+) -> list[Condition]:
     """The four conditions, given the networks that select the provider."""
     valid = endpoint_valid(endpoint)
     out = [
-        ConditionState(VALID, "True", "EndpointValid", "endpoint is an http(s) URL with a host")
+        Condition(VALID, "True", "EndpointValid", "endpoint is an http(s) URL with a host")
         if valid
-        else ConditionState(
-            VALID, "False", "InvalidEndpoint", f"endpoint {endpoint!r} is not an http(s) URL with a host"
-        )
+        else Condition(VALID, "False", "InvalidEndpoint", f"endpoint {endpoint!r} is not an http(s) URL with a host")
     ]
     if not outcome.probed:
-        out.append(ConditionState(AVAILABLE, "Unknown", "NotProbed", "the endpoint is invalid, so it is not probed"))
+        out.append(Condition(AVAILABLE, "Unknown", "NotProbed", "the endpoint is invalid, so it is not probed"))
     elif outcome.healthy:
         passed = f"GET {outcome.health_path}: {outcome.health_note}" if outcome.health_note else None
         passed = passed or f"GET {outcome.health_path} succeeded"
-        out.append(ConditionState(AVAILABLE, "True", "HealthCheckPassed", passed))
+        out.append(Condition(AVAILABLE, "True", "HealthCheckPassed", passed))
     else:
         failed = outcome.health_error or f"GET {outcome.health_path} failed"
-        out.append(ConditionState(AVAILABLE, "False", outcome.health_reason or "HealthCheckFailed", failed))
+        out.append(Condition(AVAILABLE, "False", outcome.health_reason or "HealthCheckFailed", failed))
 
     max_age = metrics_max_age(networks)
     error = f": {outcome.metrics_error}" if outcome.metrics_error else ""
@@ -120,36 +118,30 @@ def desired_conditions(
     note = f"; {outcome.load.note}" if outcome.metrics_ok and outcome.load and outcome.load.note else ""
     if metrics_observed_at is None:
         reason = outcome.metrics_reason or "NoMetrics"
-        out.append(ConditionState(METRICS_FRESH, "False", reason, f"no successful metrics scrape yet{error}"))
+        out.append(Condition(METRICS_FRESH, "False", reason, f"no successful metrics scrape yet{error}"))
     elif outcome.observed_at - metrics_observed_at <= max_age:
         fresh = f"last successful scrape within {max_age}s{note}"
-        out.append(ConditionState(METRICS_FRESH, "True", "MetricsFresh", fresh))
+        out.append(Condition(METRICS_FRESH, "True", "MetricsFresh", fresh))
     else:
         reason = outcome.metrics_reason or "MetricsStale"
-        out.append(ConditionState(METRICS_FRESH, "False", reason, f"no successful scrape within {max_age}s{error}"))
+        out.append(Condition(METRICS_FRESH, "False", reason, f"no successful scrape within {max_age}s{error}"))
 
     if not valid:
-        out.append(
-            ConditionState(TRUSTED, "Unknown", "InvalidEndpoint", "trust is not evaluated for an invalid endpoint")
-        )
+        out.append(Condition(TRUSTED, "Unknown", "InvalidEndpoint", "trust is not evaluated for an invalid endpoint"))
     elif not networks:
-        out.append(ConditionState(TRUSTED, "True", "NoNetwork", "no network selects this provider"))
+        out.append(Condition(TRUSTED, "True", "NoNetwork", "no network selects this provider"))
     else:
         untrusted = sorted(n.name for n in networks if not endpoint_trusted(n, endpoint))
         if untrusted:
             out.append(
-                ConditionState(
-                    TRUSTED, "False", "Untrusted", f"endpoint not allowed by network(s) {', '.join(untrusted)}"
-                )
+                Condition(TRUSTED, "False", "Untrusted", f"endpoint not allowed by network(s) {', '.join(untrusted)}")
             )
         else:
-            out.append(ConditionState(TRUSTED, "True", "Trusted", "endpoint allowed by every network that selects it"))
+            out.append(Condition(TRUSTED, "True", "Trusted", "endpoint allowed by every network that selects it"))
     return out
 
 
-def merge_conditions(
-    previous: Sequence[Mapping[str, Any]], desired: Sequence[ConditionState], *, now: float
-) -> list[dict]:
+def merge_conditions(previous: Sequence[Mapping[str, Any]], desired: Sequence[Condition], *, now: float) -> list[dict]:
     """Desired conditions as API dicts; ``lastTransitionTime`` moves only when a status flips."""
     before = {c.get("type"): c for c in previous or ()}
     out = []

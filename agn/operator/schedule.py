@@ -87,6 +87,21 @@ def down_recheck(interval: float, *, down: float, providers_down: int, concurren
     return min(interval, max(down, fits))
 
 
+SUSPECT = "suspect"
+DOWN = "down"
+
+
+def recheck_after_failure(healthy: bool | None, *, was_healthy: bool, failures: int, threshold: int) -> str | None:
+    """Which re-check a probe's outcome asks for: :data:`SUSPECT` (failed, but not yet
+    ``threshold`` times in a row since it was healthy: :func:`fast_recheck`, so a provider that
+    stopped answering is out within ``threshold - 1`` fast intervals of its first failed probe),
+    :data:`DOWN` (failed and counted unavailable, or never healthy: :func:`down_recheck`, so one
+    that answers again is re-admitted within about the down interval), or None (its interval)."""
+    if healthy is not False:
+        return None
+    return SUSPECT if was_healthy and failures < threshold else DOWN
+
+
 def probe_interval(labels: Mapping[str, str], networks: Sequence[NetworkView], *, default: float) -> float:
     """The probe interval of a provider with ``labels``.
 
@@ -150,6 +165,40 @@ class Backlog:
     def lag(self, now: float) -> float:
         """How late the longest-waiting probe is at ``now`` (0 when nothing waits)."""
         return 0.0 if self.oldest_due is None else max(0.0, now - self.oldest_due)
+
+
+def probe_load(
+    backlog: Backlog,
+    *,
+    in_flight: int,
+    finished: float | None,
+    intervals: Sequence[float],
+    concurrency: int,
+    interval: float,
+    now: float,
+) -> dict[str, object]:
+    """The probe load ``/healthz`` reports (``now``: monotonic seconds; ``intervals``: each
+    provider's probe interval; ``finished``: probes finished per second over the last 10 s).
+
+    ``behind`` is true while a due probe has waited longer than ``interval`` (``--probe-interval``):
+    load readings are then ageing because of the operator, not because of the providers. Then
+    ``fitsIntervalSeconds`` names the one interval at which every provider's probes would fit
+    the rate probes finished at (``finishedPerSecond``), against what the networks ask for
+    (``askedPerSecond``).
+    """
+    lag = backlog.lag(now)
+    behind = lag > interval
+    fits = round(len(intervals) / finished, 1) if behind and finished else None
+    return {
+        "concurrency": concurrency,
+        "inFlight": in_flight,
+        "backlog": backlog.waiting,
+        "lagSeconds": round(lag, 3),
+        "behind": behind,
+        "askedPerSecond": round(asked_rate(intervals), 1),
+        "finishedPerSecond": None if finished is None else round(finished, 1),
+        "fitsIntervalSeconds": fits,
+    }
 
 
 @dataclasses.dataclass(frozen=True)

@@ -150,8 +150,9 @@ class Settings:
         DEFAULT_SHARD_COUNT,
         type=_shard_count,
         metavar="N",
-        help=f"shards per consumer overlay, 1-{MAX_SHARD_COUNT}: its candidates are stored in up to N "
-        "RoutingOverlayShards named by a small RoutingOverlay index (default: %(default)s)",
+        help=f"shards per network, 1-{MAX_SHARD_COUNT}: a network's candidates are stored in up to N "
+        "RoutingOverlayShards its consumers share, each consumer's overlay in a small RoutingOverlay "
+        "index naming them (default: %(default)s)",
     )
     # Consumers of one batch reconciled at once. Planning is cheap (sized by the change); what a
     # consumer waits for is its writes' round trips, which more workers overlap. On an API server

@@ -46,6 +46,7 @@ class ShardWork:
     shards: list[str]
     index: bool
     surplus: list[str]
+    network: tuple[str, ...] = ()  # network shards written before (agn.operator.network_storage), for the log
 
 
 def object_body(

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 from agn.inputfile import read_regular
-from agn.provider.server import ProviderState, serve_async
+from agn.provider.server import FakeProvider, serve_async
 from agn.provider.settings import parse_settings
 
 
@@ -27,7 +27,7 @@ def read_api_keys(path: str) -> tuple[str, ...]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_settings(argv, description=__doc__)
 
-    state = ProviderState(
+    state = FakeProvider(
         name=args.name,
         healthy=not args.unhealthy,
         metrics=not args.no_metrics,

@@ -66,7 +66,9 @@ POOL_PATH = re.compile(r"/pool/([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)(/.*)?")  #
 
 
 @dataclasses.dataclass
-class ProviderState:
+class FakeProvider:
+    """One fake provider: how it behaves (healthy, slow, busy: set through ``/admin/state``) and what it counted."""
+
     name: str
     healthy: bool = True
     metrics: bool = True
@@ -216,17 +218,17 @@ class ProviderState:
 class ProviderPool:
     """The states of the providers served under ``/pool/<name>/``, each created on first use."""
 
-    def __init__(self, template: ProviderState) -> None:
+    def __init__(self, template: FakeProvider) -> None:
         self._template = template
         self._lock = threading.Lock()
-        self._states: dict[str, ProviderState] = {}
+        self._states: dict[str, FakeProvider] = {}
 
-    def get(self, name: str) -> ProviderState:
+    def get(self, name: str) -> FakeProvider:
         with self._lock:
             state = self._states.get(name)
             if state is None:
                 template = self._template
-                state = ProviderState(
+                state = FakeProvider(
                     name=name,
                     healthy=template.healthy,
                     metrics=template.metrics,
@@ -244,7 +246,7 @@ METRICS_TYPE = "text/plain; version=0.0.4"
 SERVER_NAME = "agn-fake-provider/0.1"
 
 
-def target(root: ProviderState, pool: ProviderPool, raw_path: str) -> tuple[ProviderState, str]:
+def target(root: FakeProvider, pool: ProviderPool, raw_path: str) -> tuple[FakeProvider, str]:
     """The provider a request path addresses (``/pool/<name>/...`` or the process's own) and its
     route. The provider's own health path (``/healthz`` or ``/health``, by its metrics format)
     is the route ``/health``; the other one is no route, as on the engine it stands in for."""
@@ -287,7 +289,7 @@ class _AsyncProvider:
     completion waits for its release on a thread of its own (``holdCompletions`` is a
     :class:`threading.Condition`, shared with whoever flips it)."""
 
-    def __init__(self, root: ProviderState) -> None:
+    def __init__(self, root: FakeProvider) -> None:
         self.root = root
         self.pool = ProviderPool(root)
         self.holders = ThreadPoolExecutor(max_workers=256, thread_name_prefix="held-completion")
@@ -317,7 +319,7 @@ class _AsyncProvider:
             return await self._complete(request, state, body)
         return _response(404, b"not found\n")
 
-    async def _get(self, request: web.Request, state: ProviderState, route: str) -> web.StreamResponse:
+    async def _get(self, request: web.Request, state: FakeProvider, route: str) -> web.StreamResponse:
         if route == GENERATING_HEALTH:
             return await self._generating_health(state)
         if route in ("/health", "/metrics"):
@@ -343,7 +345,7 @@ class _AsyncProvider:
             return _json(200, state.snapshot())
         return _response(404, b"not found\n")
 
-    async def _generating_health(self, state: ProviderState) -> web.StreamResponse:
+    async def _generating_health(self, state: FakeProvider) -> web.StreamResponse:
         """SGLang's /health: 503 when down, else 200 once a one-token generation answered."""
         snap = state.snapshot()
         if not snap["healthy"]:
@@ -353,7 +355,7 @@ class _AsyncProvider:
             state.health_generations += 1
         return _response(200, b"")
 
-    async def _complete(self, request: web.Request, state: ProviderState, body: Any) -> web.StreamResponse:
+    async def _complete(self, request: web.Request, state: FakeProvider, body: Any) -> web.StreamResponse:
         refusal = state.refused_completion()
         if refusal is not None:
             return _json(500, refusal)
@@ -369,7 +371,7 @@ class _AsyncProvider:
         self.holders.shutdown(wait=False, cancel_futures=True)
 
 
-def make_app(state: ProviderState) -> web.Application:
+def make_app(state: FakeProvider) -> web.Application:
     """The same API as :func:`make_handler`, answered by aiohttp on one event loop (:class:`_AsyncProvider`)."""
     provider = _AsyncProvider(state)
     app = web.Application(client_max_size=1 << 20)
@@ -412,7 +414,7 @@ class AsyncServer:
         self._loop.close()
 
 
-def serve_async(state: ProviderState, *, port: int, host: str = LOOPBACK) -> AsyncServer:
+def serve_async(state: FakeProvider, *, port: int, host: str = LOOPBACK) -> AsyncServer:
     """The fake provider for ``state`` (and its pool) on host:port, loopback unless told (0 picks
     a port), with the fleet's listen backlog. The caller runs ``serve_forever``."""
     return AsyncServer(make_app(state), host=host, port=port, backlog=FLEET_BACKLOG)

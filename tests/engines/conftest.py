@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,8 @@ from xtask.llamacpp.model import ensure_model
 from xtask.runtime.assets import cache_root
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))  # drainenv
+
+from llamaprocs import LlamaServers  # noqa: E402  (tests/engines is on the path: rootdir conftest)
 
 REQUIRED = os.environ.get("AGN_REQUIRE_ENGINES") == "1"
 
@@ -43,3 +46,11 @@ def tiny_model(llama: assets.LlamaAssets) -> Path:
 @pytest.fixture(autouse=True)
 def _engine_first(llama: assets.LlamaAssets) -> None:
     """Skip (or fail) before any control plane or process is started for a test that cannot run."""
+
+
+@pytest.fixture
+def servers(llama: assets.LlamaAssets, tiny_model: Path, tmp_path: Path) -> Iterator[LlamaServers]:
+    """llama-servers this test starts (tracked by pid), every one stopped after it."""
+    procs = LlamaServers(tmp_path / "llama", llama, tiny_model)
+    yield procs
+    procs.stop_all()

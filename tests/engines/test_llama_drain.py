@@ -10,12 +10,9 @@ first choice) and llama-b (rank 1); a fake in group ``embed`` is only there for 
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 
 import pytest
@@ -24,20 +21,13 @@ from agn.kube import CONSUMERS, PROVIDERS
 from agn.model import SlowStart
 from agn.objects import parse_time
 from agnprocs import wait_for
-from drainenv import DrainEnv
+from drainenv import DrainEnv, complete
 from llamaprocs import Completion, LlamaServers, Server, health
 
 pytestmark = pytest.mark.engines
 
 SPARE = {"p-spare": ("gw-s", "embed", 0)}
 SESSIONS = 5
-
-
-@pytest.fixture
-def servers(llama, tiny_model, tmp_path):
-    procs = LlamaServers(tmp_path / "llama", llama, tiny_model)
-    yield procs
-    procs.stop_all()
 
 
 @pytest.fixture
@@ -58,21 +48,6 @@ def llamas(env: DrainEnv, servers: LlamaServers) -> dict[str, Server]:
     return started
 
 
-def complete(gateway: str, *, session: str, max_tokens: int = 2) -> tuple[int, str | None]:
-    """A short real completion in group chat through ``gateway``: its status and who served it."""
-    body = json.dumps({"prompt": "hi", "max_tokens": max_tokens}).encode()
-    headers = {"Content-Type": "application/json", "x-session-id": session, "x-selection-group": "chat"}
-    req = urllib.request.Request(f"{gateway}/v1/completions", data=body, method="POST", headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            json.loads(resp.read())
-            return resp.status, resp.headers.get("x-agn-provider")
-    except urllib.error.HTTPError as exc:
-        return exc.code, None
-    except OSError:
-        return 0, None
-
-
 class Traffic:
     """Completions through one gateway, paced by the clock: ``sticky`` sessions sending a turn
     each per second, or (``rate``) a new session per send; every answer as (time, status, provider)."""
@@ -89,7 +64,7 @@ class Traffic:
             sessions = [f"chat-{i}" for i in range(self.sticky)] or [f"s-{uuid.uuid4().hex}"]
             for session in sessions:
                 at = time.time()
-                self.sent.append((at, *complete(self.gateway, session=session)))
+                self.sent.append((at, *complete(self.gateway, session=session, max_tokens=2, timeout=30)))
             due += self.period
             self.stop.wait(max(0.0, due - time.monotonic()))
 

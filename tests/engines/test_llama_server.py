@@ -13,7 +13,7 @@ import pytest
 from agn.kube import NETWORKS, PROVIDERS
 from agnprocs import wait_for
 from drainenv import DrainEnv
-from llamaprocs import Completion, LlamaServers, health
+from llamaprocs import Completion, health
 from xtask.runtime.local_engines import ensure_key
 
 pytestmark = pytest.mark.engines
@@ -27,13 +27,6 @@ WRITE_SLACK = 2.0
 # on one thread here; a slot's tokens cost more as its context grows).
 N_PREDICT = 4000
 SPARE = {"p-spare": ("gw-s", "chat", 1)}  # a fake that keeps the group served while llama drains
-
-
-@pytest.fixture
-def servers(llama, tiny_model, tmp_path):
-    procs = LlamaServers(tmp_path / "llama", llama, tiny_model)
-    yield procs
-    procs.stop_all()
 
 
 @pytest.fixture

@@ -191,15 +191,24 @@ class Api:
 
 def candidates_of(index: dict, shards: dict[str, dict]) -> dict[str, tuple[str, str]] | None:
     """candidate id -> (provider, admission state) of the index's revision, or None when some
-    shard it names is missing or at another digest (the revision cannot be read whole now)."""
+    shard it names is missing or at another digest (the revision cannot be read whole now). An
+    index in the network form (formatVersion 2) names its network's shards, shared with the
+    network's other consumers, and the candidate ids it ``excluded``."""
     if "shards" not in index:
         return {c["id"]: (c["provider"], c["admission_state"]) for c in index.get("candidates") or []}
+    excluded = set(index.get("excluded") or ()) if index.get("formatVersion") == 2 else set()
     out = {}
     for entry in index["shards"]:
         shard = shards.get(entry["name"])
         if shard is None or shard.get("digest") != entry.get("digest"):
             return None
-        out.update({c["id"]: (c["provider"], c["admission_state"]) for c in shard.get("candidates") or []})
+        out.update(
+            {
+                c["id"]: (c["provider"], c["admission_state"])
+                for c in shard.get("candidates") or []
+                if c["id"] not in excluded
+            }
+        )
     return out
 
 

@@ -232,13 +232,20 @@ class Running:
         return code
 
 
-def complete(gateway: str, *, session: str, group: str = "chat") -> tuple[int, str | None]:
+def complete(
+    gateway: str, *, session: str, group: str = "chat", max_tokens: int | None = None, timeout: float = 10
+) -> tuple[int, str | None]:
     """One completion through ``gateway`` in a sticky session: its status and the provider that
-    served it (``x-agn-provider``); a refused connection is status 0."""
+    served it (``x-agn-provider``); a refused connection is status 0. ``max_tokens`` is sent
+    when given (a real engine generates that many at most)."""
+    body: dict[str, object] = {"prompt": "hi"}
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
     headers = {"Content-Type": "application/json", "x-session-id": session, "x-selection-group": group}
-    req = urllib.request.Request(f"{gateway}/v1/completions", data=b'{"prompt": "hi"}', method="POST", headers=headers)
+    data = json.dumps(body).encode()
+    req = urllib.request.Request(f"{gateway}/v1/completions", data=data, method="POST", headers=headers)
     try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
             json.loads(resp.read())
             return resp.status, resp.headers.get("x-agn-provider")
     except urllib.error.HTTPError as exc:

@@ -46,7 +46,7 @@ def test_a_crd_waited_for_is_served_at_once(kube, namespace):
             assert kube.apply(body, namespace=namespace)["metadata"]["name"] == "n"
     finally:
         for doc in docs:
-            kube.delete_cluster_object(CRDS, "CustomResourceDefinition", doc["metadata"]["name"])
+            kube.delete_object(CRDS, "CustomResourceDefinition", doc["metadata"]["name"])
 
 
 def test_a_crd_never_served_is_an_error_naming_it_and_what_it_answered(kube, namespace):

@@ -67,7 +67,7 @@ def overlay_commands() -> list[tuple[str, list[str]]]:
 
 def test_the_doc_has_the_commands_it_promises():
     commands = [c for c, _ in overlay_commands()]
-    assert len(commands) == 4
+    assert len(commands) == 5
     assert {tuple(shlex.split(c)[:3]) for c in commands} == {
         ("kubectl", "get", "routingoverlay"),
         ("kubectl", "get", "routingoverlayshards"),
@@ -84,10 +84,14 @@ def test_every_kubectl_agn_line_in_the_doc_is_one_the_plugin_accepts():
 
 
 def test_every_kubectl_line_in_the_doc_works_on_a_real_sharded_overlay(kube, namespace, agn, control_plane):
-    make_network(kube, namespace)
-    create_pool(kube, namespace, agn.provider("pool"), PROVIDERS)
-    make_consumer(kube, namespace, "consumer-a")
-    make_consumer(kube, namespace, "consumer-b")  # its shards must not show up in consumer-a's
+    make_network(kube, namespace, "production")
+    make_network(kube, namespace, "staging")  # its shards must not show up in production's
+    base = agn.provider("pool")
+    create_pool(kube, namespace, base, PROVIDERS, network="production")
+    create_pool(kube, namespace, base, ["provider-s"], network="staging")
+    make_consumer(kube, namespace, "consumer-a", network="production")
+    make_consumer(kube, namespace, "consumer-b", network="production")
+    make_consumer(kube, namespace, "consumer-s", network="staging")
     agn.operator("--probe-interval", "2", "--probe-timeout", "5", "--overlay-shards", "4")
     everyone = dict.fromkeys(PROVIDERS, "admitted")
     wait_for(lambda: states(kube, namespace, "consumer-a") == everyone, timeout=60, what="all admitted")
@@ -95,6 +99,7 @@ def test_every_kubectl_line_in_the_doc_works_on_a_real_sharded_overlay(kube, nam
     drained = {**everyone, "provider-one": "existing_only"}
     for consumer in ("consumer-a", "consumer-b"):
         wait_for(lambda c=consumer: states(kube, namespace, c) == drained, timeout=60, what=f"{consumer} drained")
+    wait_for(lambda: states(kube, namespace, "consumer-s") == {"provider-s": "admitted"}, what="staging admitted")
 
     kubectl = str(ensure_assets(build=False) / "kubectl")
     where = ["--kubeconfig", str(control_plane.kubeconfig), "--context", control_plane.context, "-n", namespace]
@@ -107,8 +112,8 @@ def test_every_kubectl_line_in_the_doc_works_on_a_real_sharded_overlay(kube, nam
         assert matches(done.stdout, shown), (command, done.stdout, shown)
         outputs[command] = done.stdout
     index_digests, shard_digests = (o for c, o in outputs.items() if "{.digest}" in c or "{.spec.digest}" in c)
-    assert index_digests == shard_digests and index_digests.count("consumer-a-shard-") >= 1
-    assert "consumer-b" not in shard_digests
+    assert index_digests == shard_digests and index_digests.count("production-netshard-") >= 1
+    assert "staging" not in shard_digests
 
 
 def named_resources() -> set[str]:

@@ -6,9 +6,10 @@ shard, whose union is the whole overlay; no object grows with the fleet the way 
 overlay did; a drain of one provider rewrites exactly the shard holding its candidate plus the
 index, and the revision goes up by one; objects of a deleted consumer are removed by the
 operator (the local control plane runs no garbage collector); a bad ``--overlay-shards`` is a
-usage error at startup; the shipped operator Role grants shards what it grants overlays; every
-shard carries its consumer's ``agn.dev/consumer`` label, so a label selector (the API's, and
-kubectl's) lists one consumer's shards.
+usage error at startup; the shipped operator Role grants shards what it grants overlays. The
+shards are the network's (``agn.netshards``: ``net-netshard-NN``, shared by its consumers): every
+one carries the ``agn.dev/network`` label, so a label selector (the API's, and kubectl's) lists
+the shards of a consumer's network, and the index lists them.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ import pytest
 from test_operator import make_consumer, make_network, overlay, set_drain, states
 from test_probe_fleet import create_pool
 
-from agn.kube import CONSUMERS, OVERLAYS, SHARDS, KubeError, NotFound
+from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, SHARDS, KubeError, NotFound
 from agn.model import Overlay
-from agn.shards import shard_name, shard_of
+from agn.netshards import network_shard_name
+from agn.shards import shard_of
 from agnprocs import http_json, wait_for
 from kubetest import apply_identities, can_i, denying_updates
 from xtask.envdef import load_env
@@ -35,7 +37,8 @@ from xtask.runtime.assets import ensure_assets
 pytestmark = pytest.mark.integration
 
 SHARDS_USED = 16
-CONSUMER_LABEL = "agn.dev/consumer"  # what users select on: spelled out, not imported
+NETWORK_LABEL = "agn.dev/network"  # what users select on: spelled out, not imported
+NETWORK = "net"  # test_operator.make_network's
 
 
 def index_of(kube, ns, consumer) -> dict | None:
@@ -46,9 +49,15 @@ def index_of(kube, ns, consumer) -> dict | None:
 
 
 def shards_of(kube, ns, consumer) -> dict[str, dict]:
-    """Every RoutingOverlayShard of ``consumer`` in the API, by name."""
-    prefix = f"{consumer}-shard-"
-    return {o["metadata"]["name"]: o for o in kube.list(SHARDS, ns)[0] if o["metadata"]["name"].startswith(prefix)}
+    """Every RoutingOverlayShard ``consumer``'s overlay can be stored in, by name: its network's
+    (shared with the network's other consumers), and any of its own (the earlier form)."""
+    prefixes = (f"{NETWORK}-netshard-", f"{consumer}-shard-")
+    return {o["metadata"]["name"]: o for o in kube.list(SHARDS, ns)[0] if o["metadata"]["name"].startswith(prefixes)}
+
+
+def own_shards_of(kube, ns, consumer) -> list[str]:
+    """The per-consumer shards (``<consumer>-shard-NN``, the earlier form) in the API."""
+    return sorted(n for n in shards_of(kube, ns, consumer) if n.startswith(f"{consumer}-shard-"))
 
 
 def size(obj: dict) -> int:
@@ -105,10 +114,14 @@ def test_300_providers_are_sharded_and_a_drain_rewrites_one_shard_and_the_index(
     assert whole is not None
     assert sorted(c["provider"] for c in whole["candidates"]) == names
     assert sorted(c["provider"] for s in stored.values() for c in s["spec"]["candidates"]) == names
-    # Every owner reference points at the consumer: a garbage collector removes them with it.
+    # The index is owned by the consumer, the shared shards by the network: a garbage collector
+    # removes each with its owner.
     consumer_uid = kube.get(CONSUMERS, namespace, "c1")["metadata"]["uid"]
-    for obj in [index, *stored.values()]:
-        assert [r["uid"] for r in obj["metadata"]["ownerReferences"]] == [consumer_uid]
+    network_uid = kube.get(NETWORKS, namespace, NETWORK)["metadata"]["uid"]
+    assert [r["uid"] for r in index["metadata"]["ownerReferences"]] == [consumer_uid]
+    for obj in stored.values():
+        assert [r["uid"] for r in obj["metadata"]["ownerReferences"]] == [network_uid]
+        assert "consumer" not in obj["spec"]
 
     # Size: the largest object is a fraction of what one inline overlay would be.
     inline = {"metadata": {"name": "c1"}, "spec": whole}
@@ -118,7 +131,7 @@ def test_300_providers_are_sharded_and_a_drain_rewrites_one_shard_and_the_index(
 
     target = "p123"
     cand = next(c for c in whole["candidates"] if c["provider"] == target)
-    home = shard_name("c1", shard_of(cand["id"], SHARDS_USED))
+    home = network_shard_name(NETWORK, shard_of(cand["id"], SHARDS_USED))
     before = rvs(kube, namespace, "c1")
     before_home = stored[home]["spec"]
 
@@ -152,9 +165,9 @@ def test_300_providers_are_sharded_and_a_drain_rewrites_one_shard_and_the_index(
     assert shards_of(kube, namespace, "c1")[home]["spec"] == before_home
 
 
-def labelled(kube, ns, consumer) -> list[str]:
-    """Names of the shards the API lists for ``agn.dev/consumer=<consumer>``."""
-    items, _ = kube.list(SHARDS, ns, label_selector=f"{CONSUMER_LABEL}={consumer}")
+def labelled(kube, ns, network: str = NETWORK) -> list[str]:
+    """Names of the shards the API lists for ``agn.dev/network=<network>``."""
+    items, _ = kube.list(SHARDS, ns, label_selector=f"{NETWORK_LABEL}={network}")
     return sorted(o["metadata"]["name"] for o in items)
 
 
@@ -164,14 +177,16 @@ def listed_shards(kube, ns, consumer) -> list[str]:
     return [e["name"] for e in index["spec"]["shards"]]
 
 
-def test_a_label_selector_lists_one_consumers_shards_with_the_api_and_with_kubectl(kube, namespace, agn, control_plane):
+def test_a_label_selector_lists_a_consumers_network_shards_with_the_api_and_with_kubectl(
+    kube, namespace, agn, control_plane
+):
     names = [f"p{i:02d}" for i in range(20)]
     fleet(kube, namespace, agn, names, ("consumer-a", "consumer-b"))
     mine = listed_shards(kube, namespace, "consumer-a")
     assert len(mine) > 1
-    wait_for(lambda: labelled(kube, namespace, "consumer-a") == mine, timeout=30, what="consumer-a's shards labelled")
-    assert labelled(kube, namespace, "consumer-b") == listed_shards(kube, namespace, "consumer-b")
-    assert not set(labelled(kube, namespace, "consumer-a")) & set(labelled(kube, namespace, "consumer-b"))
+    wait_for(lambda: labelled(kube, namespace) == mine, timeout=30, what="the network's shards labelled")
+    assert listed_shards(kube, namespace, "consumer-b") == mine  # shared: one copy for the network
+    assert labelled(kube, namespace, "elsewhere") == []
 
     kubectl = str(ensure_assets(build=False) / "kubectl")
     done = subprocess.run(
@@ -186,7 +201,7 @@ def test_a_label_selector_lists_one_consumers_shards_with_the_api_and_with_kubec
             "get",
             "routingoverlayshards",
             "-l",
-            "agn.dev/consumer=consumer-a",
+            "agn.dev/network=net",
             "-o",
             "name",
         ],
@@ -199,7 +214,7 @@ def test_a_label_selector_lists_one_consumers_shards_with_the_api_and_with_kubec
     assert done.stdout.split() == [f"routingoverlayshard.agn.dev/{n}" for n in mine]
 
 
-def test_shards_written_without_the_consumer_label_get_it_without_a_new_revision(kube, namespace, agn):
+def test_shards_written_without_the_network_label_get_it_without_a_new_revision(kube, namespace, agn):
     """Shards an earlier operator wrote carry no label: the operator patches it onto each
     (other labels kept), and the overlay's revision and the shards' contents stay as they were."""
     names = [f"p{i:02d}" for i in range(20)]
@@ -208,12 +223,12 @@ def test_shards_written_without_the_consumer_label_get_it_without_a_new_revision
     assert before is not None
     agn.stop("operator")
     for name in shards_of(kube, namespace, "c1"):
-        kube.merge_patch(SHARDS, namespace, name, {"metadata": {"labels": {CONSUMER_LABEL: None, "team": "x"}}})
-    assert labelled(kube, namespace, "c1") == []
+        kube.merge_patch(SHARDS, namespace, name, {"metadata": {"labels": {NETWORK_LABEL: None, "team": "x"}}})
+    assert labelled(kube, namespace) == []
 
     agn.operator("--probe-interval", "2", "--probe-timeout", "5")
     mine = listed_shards(kube, namespace, "c1")
-    wait_for(lambda: labelled(kube, namespace, "c1") == mine, timeout=30, what="c1's shards labelled again")
+    wait_for(lambda: labelled(kube, namespace) == mine, timeout=30, what="the network's shards labelled again")
     assert all(o["metadata"]["labels"].get("team") == "x" for o in shards_of(kube, namespace, "c1").values())
     assert overlay(kube, namespace, "c1") == before
 
@@ -237,18 +252,40 @@ def test_a_batch_of_many_consumers_is_reconciled_at_once_each_by_one_revision(ku
 
 
 def test_a_deleted_consumers_index_and_shards_are_removed(kube, namespace, agn):
+    """The index goes with its consumer, and so do shards of its own (an earlier operator's form,
+    written here as that operator left them); the network's shards stay for its other consumers."""
     names = [f"p{i:02d}" for i in range(20)]
     fleet(kube, namespace, agn, names, ("c1", "c2"))
     assert len(shards_of(kube, namespace, "c2")) > 1
+    c2 = kube.get(CONSUMERS, namespace, "c2")
+    owner = {"apiVersion": "agn.dev/v1alpha1", "kind": "InferenceConsumer", "name": "c2", "uid": c2["metadata"]["uid"]}
+    kube.create(SHARDS, namespace, legacy_shard("c2", 3, owner))
     kept = rvs(kube, namespace, "c1")
 
     kube.delete(CONSUMERS, namespace, "c2")
     wait_for(
-        lambda: index_of(kube, namespace, "c2") is None and not shards_of(kube, namespace, "c2"),
+        lambda: index_of(kube, namespace, "c2") is None and not own_shards_of(kube, namespace, "c2"),
         timeout=30,
         what="c2's index and shards deleted",
     )
-    assert rvs(kube, namespace, "c1") == kept  # the other consumer's objects are untouched
+    assert rvs(kube, namespace, "c1") == kept  # the other consumer's objects and the network's are untouched
+
+
+def legacy_shard(consumer: str, n: int, owner: dict) -> dict:
+    """An (empty) shard of ``consumer`` in the per-consumer form an earlier operator wrote."""
+    return {
+        "apiVersion": "agn.dev/v1alpha1",
+        "kind": "RoutingOverlayShard",
+        "metadata": {"name": f"{consumer}-shard-{n:02d}", "ownerReferences": [{**owner, "controller": True}]},
+        "spec": {
+            "network": NETWORK,
+            "consumer": consumer,
+            "shard": n,
+            "shardCount": 16,
+            "digest": "d",
+            "candidates": [],
+        },
+    }
 
 
 def test_a_smaller_shard_count_moves_candidates_and_deletes_surplus_shards_without_a_new_revision(kube, namespace, agn):
@@ -270,7 +307,7 @@ def test_a_smaller_shard_count_moves_candidates_and_deletes_surplus_shards_witho
         timeout=30,
         what="c1 stored in 2 shards, surplus shards deleted",
     )
-    assert set(shards_of(kube, namespace, "c1")) <= {shard_name("c1", 0), shard_name("c1", 1)}
+    assert set(shards_of(kube, namespace, "c1")) <= {network_shard_name(NETWORK, 0), network_shard_name(NETWORK, 1)}
     again = overlay(kube, namespace, "c1")
     assert again == first  # same revision, digest and candidates: only the storage changed
 
@@ -325,7 +362,7 @@ def test_operator_killed_between_its_shard_write_and_its_index_write(kube, names
     wait_for(lambda: http_json(f"{gateway}/routes")["servingRevision"] == revision, what="gateway serving")
     target = "p042"
     cand = next(c for c in whole["candidates"] if c["provider"] == target)
-    home = shard_name("c1", shard_of(cand["id"], SHARDS_USED))
+    home = network_shard_name(NETWORK, shard_of(cand["id"], SHARDS_USED))
     before = rvs(kube, namespace, "c1")
 
     # A real admission policy takes the operator's shard writes and refuses its index write:

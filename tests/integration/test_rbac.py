@@ -18,10 +18,11 @@ import dataclasses
 import pytest
 
 from agn.events import Regarding, Reporter, event_body
-from agn.kube import CONSUMERS, EVENTS, LEASES, OVERLAYS, PROVIDERS, SHARDS, Conflict, Forbidden, NotFound
+from agn.kube import CONSUMERS, EVENTS, LEASES, OVERLAYS, PROVIDERS, SHARDS, Conflict, Forbidden, Kube, NotFound
+from agn.netshards import network_shard_name, network_shard_names
 from agn.operator.lease import DEFAULT_LEASE_NAME
 from agn.shards import DEFAULT_SHARD_COUNT, shard_name, shard_names
-from kubetest import apply_identities, can_i, events, impersonating
+from kubetest import apply_identities, can_i, events, impersonating, service_account_kubeconfig
 from xtask.drain.core.lock import lock_name
 from xtask.envdef import load_env
 from xtask.manifests import env_objects, render
@@ -130,6 +131,11 @@ def test_gateway_reads_only_its_overlay_and_writes_only_its_status(rbac, consume
     denied += [("get", "routingoverlayshards", None, shard_name(consumer, DEFAULT_SHARD_COUNT))]  # beyond the count
     denied += [(v, "routingoverlayshards", None, None) for v in (*READ, *WRITE)]
     denied += [(v, "routingoverlayshards", None, shard_name(consumer, 0)) for v in ("list", "watch", *WRITE)]
+    # Its network's shards (shared by the network's consumers), by name; no other network's.
+    allowed += [("get", "routingoverlayshards", None, name) for name in network_shard_names("production", 16)]
+    denied += [("get", "routingoverlayshards", None, name) for name in network_shard_names("staging", 16)]
+    denied += [("get", "routingoverlayshards", None, network_shard_name("production", DEFAULT_SHARD_COUNT))]
+    denied += [(v, "routingoverlayshards", None, network_shard_name("production", 0)) for v in ("list", *WRITE)]
     expect(rbac, f"agn-gateway-{consumer}", allowed, denied)
 
 
@@ -162,6 +168,47 @@ def test_gateway_gets_its_own_shards_and_is_forbidden_another_consumers(as_sa, k
         gateway.list(SHARDS, namespace)
     with pytest.raises(Forbidden):
         gateway.merge_patch(SHARDS, namespace, shard_name("consumer-a", 3), {"spec": {"digest": "x"}})
+
+
+def test_gateway_gets_its_networks_shards_and_is_forbidden_another_networks(
+    as_sa, kube, namespace, control_plane, tmp_path
+):
+    """With each gateway's real identity (a ServiceAccount token, as in its pod): its network's
+    shards and its own index, never another network's shards or another consumer's index."""
+    for network in ("production", "staging"):
+        kube.create(
+            SHARDS,
+            namespace,
+            {
+                "apiVersion": "agn.dev/v1alpha1",
+                "kind": "RoutingOverlayShard",
+                "metadata": {"name": network_shard_name(network, 3)},
+                "spec": {
+                    "formatVersion": 2,
+                    "network": network,
+                    "shard": 3,
+                    "shardCount": DEFAULT_SHARD_COUNT,
+                    "digest": "d",
+                    "candidates": [],
+                },
+            },
+        )
+    for consumer, other in (("consumer-a", "consumer-b"), ("consumer-b", "consumer-a")):
+        account = f"agn-gateway-{consumer}"
+        config = service_account_kubeconfig(kube, control_plane.kubeconfig, namespace, account, tmp_path / account)
+        gateway = Kube.from_kubeconfig(kubeconfig=str(config), context=f"sa-{account}", field_manager="t")
+        try:
+            shard = gateway.get(SHARDS, namespace, network_shard_name("production", 3))
+            assert shard["spec"]["network"] == "production"
+            assert gateway.get(OVERLAYS, namespace, consumer)["metadata"]["name"] == consumer
+            with pytest.raises(Forbidden):
+                gateway.get(SHARDS, namespace, network_shard_name("staging", 3))
+            with pytest.raises(Forbidden):
+                gateway.get(OVERLAYS, namespace, other)
+            with pytest.raises(Forbidden):
+                gateway.merge_patch(SHARDS, namespace, network_shard_name("production", 3), {"spec": {"digest": "x"}})
+        finally:
+            gateway.close()
 
 
 def test_provider_drain_reads_and_patches_providers_reads_the_rest_nothing_else(rbac):

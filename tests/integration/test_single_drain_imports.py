@@ -24,6 +24,7 @@ pytestmark = pytest.mark.integration
 OWN_MODULES = frozenset(
     """
     agn agn.credentials agn.engines agn.events agn.holds agn.inputfile agn.kube agn.kubeconfig agn.kubeconfig.read agn.kuberequest
+    agn.kubeobjects
     agn.kubeconfig.write agn.kubeconnect agn.kubeerrors agn.kubetls agn.model agn.names agn.objects
     agn.operator agn.operator.heartbeat agn.operator.lease agn.outputfile agn.overlays agn.resources
     agn.shards agn.watching agn.yamltext xtask xtask.cli xtask.cli.complete xtask.cli.env

@@ -22,7 +22,7 @@ from agn.model import ADMITTED, Candidate, Overlay, overlay_digest
 from agn.operator.credentials import probe_provider
 from agn.operator.probe_http import probe_session
 from agn.provider.apikey import INVALID_API_KEY
-from agn.provider.server import ProviderState, serve_async
+from agn.provider.server import FakeProvider, serve_async
 
 
 def start(server) -> str:
@@ -33,7 +33,7 @@ def start(server) -> str:
 @pytest.fixture
 def keyed():
     """A fake llama.cpp server (its exposition and /health) that requires the key TOKEN."""
-    state = ProviderState(name="p1", metrics_format="llamacpp", api_keys=(TOKEN,))
+    state = FakeProvider(name="p1", metrics_format="llamacpp", api_keys=(TOKEN,))
     server = serve_async(state, port=0)
     yield state, start(server)
     server.shutdown()

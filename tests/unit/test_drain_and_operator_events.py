@@ -10,7 +10,7 @@ import pytest
 
 from agn.events import NOTE_LIMIT, Regarding, Reporter, clip, event_body, event_name, micro_time
 from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Exclusion, Overlay, ProviderView
-from agn.operator.diffing import admission_changes, published_note
+from agn.operator.diffing import diff_candidates, published_note, state_changes
 from agn.operator.events import HardFailures, Transition, failure_detail, observed
 from xtask.drain.core.states import Outcome, Restoration, RestoreOutcome, WriteOutcome
 from xtask.drain.edges.kube_events import (
@@ -19,6 +19,7 @@ from xtask.drain.edges.kube_events import (
     RESTORE_FAILED,
     RESTORED,
     UNDRAINED,
+    Byline,
     Fact,
     note,
     outcome_facts,
@@ -119,17 +120,14 @@ def test_restorations_record_what_was_put_back_and_what_could_not_be():
 def test_the_note_says_what_why_which_operation_and_who():
     text = note(
         Fact("a", DRAIN_FAILED, "Drain", "Warning", "denied"),
-        operation="op-1",
-        actor="alice@host",
-        context="local-example",
-        user="admin",
-        reason="rack move",
+        Byline(operation="op-1", actor="alice@host", context="local-example", user="admin", reason="rack move"),
     )
     assert text == (
         "drain failed: denied; reason: rack move; operation op-1 by alice@host (kube user admin, context local-example)"
     )
     bare = note(
-        Fact("a", DRAINED, "Drain", "Normal"), operation="op", actor="bob@h", context=None, user=None, reason=None
+        Fact("a", DRAINED, "Drain", "Normal"),
+        Byline(operation="op", actor="bob@h", context=None, user=None, reason=None),
     )
     assert bare == "drained; operation op by bob@h"
 
@@ -138,12 +136,14 @@ def test_a_capacity_guard_overridden_by_force_is_said_on_provider_drained_only()
     said = {
         reason: note(
             Fact("a", reason, "Drain", "Normal"),
-            operation="op",
-            actor="bob@h",
-            context=None,
-            user=None,
-            reason=None,
-            capacity_override="network net, group 'chat': exceeds (load 6, headroom 5)",
+            Byline(
+                operation="op",
+                actor="bob@h",
+                context=None,
+                user=None,
+                reason=None,
+                capacity_override="network net, group 'chat': exceeds (load 6, headroom 5)",
+            ),
         )
         for reason in (DRAINED, RESTORED)
     }
@@ -166,7 +166,8 @@ def overlay(revision: int, *cands: Candidate) -> Overlay:
 def test_a_publication_names_its_revision_and_each_admission_change():
     old = overlay(3, cand("a", ADMITTED), cand("b", ADMITTED), cand("c", ADMITTED))
     new = overlay(4, cand("a", EXISTING_ONLY), cand("b", ADMITTED), cand("d", ADMITTED))
-    assert admission_changes(old, new) == ["a: admitted -> existing_only", "c: removed", "d: added (admitted)"]
+    changes = state_changes(diff_candidates(old.candidates, new.candidates))
+    assert changes == ["a: admitted -> existing_only", "c: removed", "d: added (admitted)"]
     assert published_note(old, new) == (
         "published overlay revision 4 of network net: 2 admitted, 1 existing_only "
         "(was revision 3; a: admitted -> existing_only, c: removed, d: added (admitted))"

@@ -168,7 +168,7 @@ def test_the_journal_header_records_what_force_set_aside_and_nothing_otherwise()
             reason=None,
             changes=[],
             capacity_override=overridden,
-        ).record()
+        ).record(now="2026-12-07T12:00:00+00:00")
 
     assert header(["capacity: network net, ... exceeds"])["capacityOverride"] == ["capacity: network net, ... exceeds"]
     assert "capacityOverride" not in header(None) and "capacityOverride" not in header([])

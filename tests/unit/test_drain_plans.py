@@ -17,7 +17,7 @@ from jsonschema import Draft202012Validator
 
 from agn.model import Candidate
 from reportschema import SCHEMAS
-from xtask.drain.core.amounts import Amount, parse_duration
+from xtask.drain.core.amounts import Amount
 from xtask.drain.core.budget import group_budgets
 from xtask.drain.core.changes import GroupCount, group_counts, violations_of
 from xtask.drain.core.holds import HOLD_PREFIX, holds_of
@@ -352,7 +352,7 @@ def test_holds_are_read_sorted_and_bad_ones_reported():
     ("text", "seconds"), [("90", 90), ("90s", 90), ("30m", 1800), ("1h", 3600), ("1h30m", 5400), ("1d", 86400)]
 )
 def test_durations(text, seconds):
-    assert parse_duration(text) == seconds
+    assert DurationType(whole=True).convert(text, None, None) == seconds  # --max-plan-age's type
 
 
 @pytest.mark.parametrize("text", ["", "0", "-1h", "0s", "h", "1h 30m", "2w", "nan"])

@@ -21,14 +21,14 @@ from xtask.drain.core.changes import (
     OPERATION,
     REASON,
     RestoreDecision,
-    capacity_violations,
     drain_patch,
-    group_capacity_violations,
+    group_counts,
     plan_changes,
     restore_decision,
     restore_patch,
+    violations_of,
 )
-from xtask.drain.core.converge import Agreement, Observation, State, evaluate, targets_problems
+from xtask.drain.core.converge import Agreement, Convergence, Observation, evaluate, targets_problems
 from xtask.drain.core.selection import Selector, select
 from xtask.drain.core.states import WaitState
 from xtask.drain.edges.waiter import WaitResult
@@ -161,17 +161,30 @@ class TestCapacityGuard:
         ),
     )
 
+    @staticmethod
+    def violations(overlays, drained):
+        """The capacity guard's reading of whole overlays (xtask/drain/core/guard.py's path)."""
+        return [
+            v
+            for consumer, overlay in sorted(overlays.items())
+            for v in violations_of(
+                group_counts(
+                    consumer, group_admitted_counts(overlay.candidates), overlay.candidates, drained, requested=True
+                )
+            )
+        ]
+
     def test_mixed_gateway_drain_is_allowed(self):
-        assert capacity_violations({"c1": self.overlay}, ["one", "two"]) == []
+        assert self.violations({"c1": self.overlay}, ["one", "two"]) == []
 
     def test_emptying_a_group_is_refused_naming_group_and_consumer(self):
-        (v,) = capacity_violations({"c1": self.overlay}, ["one", "three"])
+        (v,) = self.violations({"c1": self.overlay}, ["one", "three"])
         assert (v.consumer, v.group, v.admitted_now) == ("c1", "chat", 2)
         assert "c1" in v.describe() and "chat" in v.describe()
 
     def test_group_already_without_admitted_is_not_a_new_violation(self):
         overlay = Overlay("net", "c1", 3, "d", (cand("1", "one", "chat", EXISTING_ONLY),))
-        assert capacity_violations({"c1": overlay}, ["one"]) == []
+        assert self.violations({"c1": overlay}, ["one"]) == []
 
 
 @settings(max_examples=200, deadline=None)
@@ -191,9 +204,9 @@ def test_the_guard_from_group_counts_and_the_drained_candidates_equals_the_whole
     drained = data.draw(st.lists(st.sampled_from([c.provider for c in cands] + ["gone"]), unique=True))
     counts = group_admitted_counts(cands)
     only_drained = [c for c in cands if c.provider in drained]
-    assert group_capacity_violations("c1", counts, only_drained, drained) == capacity_violations(
-        {"c1": overlay}, drained
-    )
+    # the shards holding the drained providers' candidates judge as the whole overlay does
+    partial = violations_of(group_counts("c1", counts, only_drained, drained, requested=True))
+    assert partial == violations_of(group_counts("c1", counts, overlay.candidates, drained, requested=True))
 
 
 def pview(name, drain, healthy=True):
@@ -222,35 +235,35 @@ def observation(*, drain=True, state=EXISTING_ONLY, revision=5, accepted=5, serv
 
 class TestConvergence:
     def test_drain_converged(self):
-        assert evaluate(observation(), drain=True).state is State.CONVERGED
+        assert evaluate(observation(), drain=True).state is Convergence.CONVERGED
 
     def test_serving_older_revision_is_lagging_and_named(self):
         v = evaluate(observation(serving=4), drain=True)
-        assert v.state is State.WAITING
+        assert v.state is Convergence.WAITING
         assert any("consumer c" in lag and "serving 4" in lag for lag in v.lagging)
 
     def test_passed_revision_counts(self):
-        assert evaluate(observation(accepted=7, serving=6), drain=True).state is State.CONVERGED
+        assert evaluate(observation(accepted=7, serving=6), drain=True).state is Convergence.CONVERGED
 
     def test_still_admitted_is_waiting(self):
         v = evaluate(observation(state=ADMITTED), drain=True)
-        assert v.state is State.WAITING and "want existing_only" in v.lagging[-1]
+        assert v.state is Convergence.WAITING and "want existing_only" in v.lagging[-1]
 
     def test_spec_not_yet_stored_is_waiting(self):
-        assert evaluate(observation(drain=False), drain=True).state is State.WAITING
+        assert evaluate(observation(drain=False), drain=True).state is Convergence.WAITING
 
     def test_drained_and_excluded_is_fine(self):
         v = evaluate(observation(healthy=False, present=False), drain=True)
-        assert v.state is State.CONVERGED
+        assert v.state is Convergence.CONVERGED
         assert v.providers[0].detail == "excluded: unavailable"
 
     def test_undrain_of_unhealthy_is_not_eligible_never_converged(self):
         v = evaluate(observation(drain=False, healthy=False, present=False), drain=False)
-        assert v.state is State.NOT_ELIGIBLE
+        assert v.state is Convergence.NOT_ELIGIBLE
         assert "not eligible until healthy" in v.not_eligible[0]
 
     def test_undrain_absent_without_hard_failure_is_waiting(self):
-        assert evaluate(observation(drain=False, present=False), drain=False).state is State.WAITING
+        assert evaluate(observation(drain=False, present=False), drain=False).state is Convergence.WAITING
 
     def test_two_agreeing_observations_required(self):
         agreement = Agreement()

@@ -9,7 +9,7 @@ import queue
 
 from agn.model import Candidate, ConsumerView, NetworkView, Overlay, ProviderView
 from agn.shards import Incomplete, split
-from xtask.drain.core.converge import Observation, State, evaluate
+from xtask.drain.core.converge import Convergence, Observation, evaluate
 from xtask.drain.edges.waiter import ConvergenceWaiter, _Cache
 
 
@@ -124,7 +124,7 @@ def test_an_index_whose_shard_is_behind_is_not_converged_until_the_shard_arrives
     got = waiter._overlay(new_index, P7)
     assert isinstance(got, Incomplete) and got.revision == 5 and got.mismatched == [changed]
     verdict = evaluate(observation(got, revision=5), drain=True)
-    assert verdict.state is State.WAITING
+    assert verdict.state is Convergence.WAITING
     assert verdict.lagging == (
         f"consumer c: overlay revision 5 not complete (shards not yet at the index's digest: {changed})",
     )
@@ -138,7 +138,7 @@ def test_an_index_whose_shard_is_behind_is_not_converged_until_the_shard_arrives
     assert isinstance(got, Overlay) and got.revision == 5 and got.digest == new_index["spec"]["digest"]
     assert {c.id for c in got.candidates} == {c["id"] for c in new_shards[changed]["spec"]["candidates"]}
     assert got.candidate_for("p-7").admission_state == "existing_only"
-    assert evaluate(observation(got, revision=5), drain=True).state is State.CONVERGED
+    assert evaluate(observation(got, revision=5), drain=True).state is Convergence.CONVERGED
     # Only the shard holding p-7 was ever asked for.
     assert set(waiter.shards.asked) == {changed}  # type: ignore[attr-defined]
 

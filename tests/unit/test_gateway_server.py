@@ -16,7 +16,7 @@ from agn.gateway.server import serve
 from agn.gateway.table import RoutingTable
 from agn.logs import JsonLog
 from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Overlay, overlay_digest
-from agn.provider.server import ProviderState
+from agn.provider.server import FakeProvider
 from agn.provider.server import serve_async as serve_provider
 
 
@@ -39,7 +39,7 @@ def rig():
         servers.append(server)
         return f"http://127.0.0.1:{server.server_address[1]}"
 
-    provider = start(serve_provider(ProviderState(name="p1"), port=0))
+    provider = start(serve_provider(FakeProvider(name="p1"), port=0))
     table = RoutingTable()
     metrics = GatewayMetrics(accepted=lambda: None, serving=lambda: o.revision if (o := table.serving) else None)
     gateway = start(

@@ -8,11 +8,11 @@ import datetime as dt
 import json
 import re
 
+import click
 import pytest
 from rich.console import Console
 
 from xtask.cli.env.drains import render_table
-from xtask.drain.core.amounts import parse_duration
 from xtask.drain.core.changes import (
     BY,
     OPERATION,
@@ -29,18 +29,19 @@ from xtask.drain.core.holds import (
     MAX_EXPIRES_SECONDS,
     drain_entries,
     expired,
+    hold_change,
     hold_key,
     hold_value,
     holder_problem,
     holds_of,
     owner_key,
-    plan_hold,
     ticket_problem,
 )
 from xtask.drain.core.request import DrainRequest
 from xtask.drain.core.selection import Selector
 from xtask.drain.edges.journal import Journal, JournalHeader, read_journal
 from xtask.errors import UsageError
+from xtask.params import DurationType
 
 T0 = dt.datetime(2026, 12, 4, 10, 0, 0, tzinfo=dt.UTC)
 A, B = "ann@host-a", "bob@host-b"
@@ -126,17 +127,22 @@ class TestInputs:
         assert "not printable" in ticket_problem("a\tb")
         assert "longer" in ticket_problem("t" * 200)
 
-    @pytest.mark.parametrize("text, seconds", [("90", 90), ("90s", 90), ("30m", 1800), ("2h", 7200), ("1d", 86400)])
+    # --expires-in's type, as provider_drain.py declares it (xtask/durations.py parses every time flag)
+    EXPIRES_IN = DurationType(maximum=MAX_EXPIRES_SECONDS, whole=True)
+
+    @pytest.mark.parametrize(
+        "text, seconds", [("90", 90), ("90s", 90), ("30m", 1800), ("1.5h", 5400), ("2h", 7200), ("1d", 86400)]
+    )
     def test_durations(self, text, seconds):
-        assert parse_duration(text, maximum=MAX_EXPIRES_SECONDS) == seconds
+        assert self.EXPIRES_IN.convert(text, None, None) == seconds
 
     @pytest.mark.parametrize(
         "text, why",
         [
             ("0", "not a positive duration"),
             ("0m", "not a positive duration"),
-            ("-5", "not a duration"),
-            ("1.5h", "not a duration"),
+            ("-5", "negative duration"),
+            ("2.5", "not a whole number of seconds"),
             ("nan", "not a duration"),
             ("2w", "not a duration"),
             ("", "not a duration"),
@@ -145,8 +151,8 @@ class TestInputs:
         ],
     )
     def test_bad_durations_name_the_value(self, text, why):
-        with pytest.raises(ValueError, match=re.escape(why)) as exc:
-            parse_duration(text, maximum=MAX_EXPIRES_SECONDS)
+        with pytest.raises(click.BadParameter, match=re.escape(why)) as exc:
+            self.EXPIRES_IN.convert(text, None, None)
         assert repr(text) in str(exc.value)
 
     def test_request_checks(self):
@@ -168,32 +174,32 @@ class TestInputs:
 
 class TestPlanHold:
     def test_drain_adds_the_callers_hold_and_a_rerun_changes_nothing(self):
-        assert plan_hold({}, drained=False, drain=True, key=KA).writes == {KA: True}
-        assert plan_hold({KA: hold(A)}, drained=True, drain=True, key=KA).writes == {}
+        assert hold_change({}, drained=False, drain=True, key=KA).writes == {KA: True}
+        assert hold_change({KA: hold(A)}, drained=True, drain=True, key=KA).writes == {}
         # A hold left on a provider someone undrained by hand: drained again, hold written anew.
-        assert plan_hold({KA: hold(A)}, drained=False, drain=True, key=KA).writes == {KA: True}
+        assert hold_change({KA: hold(A)}, drained=False, drain=True, key=KA).writes == {KA: True}
 
     def test_second_holder_adds_its_hold_only(self):
-        plan = plan_hold({KA: hold(A)}, drained=True, drain=True, key=KB)
+        plan = hold_change({KA: hold(A)}, drained=True, drain=True, key=KB)
         assert plan.writes == {KB: True} and plan.others == (KA,) and not plan.keep_drain
 
     def test_undrain_releases_only_the_callers_hold_and_keeps_the_drain_for_others(self):
         both = {KA: hold(A), KB: hold(B)}
-        plan = plan_hold(both, drained=True, drain=False, key=KA)
+        plan = hold_change(both, drained=True, drain=False, key=KA)
         assert plan.writes == {KA: False} and plan.keep_drain and plan.others == (KB,)
-        last = plan_hold({KB: hold(B)}, drained=True, drain=False, key=KB)
+        last = hold_change({KB: hold(B)}, drained=True, drain=False, key=KB)
         assert last.writes == {KB: False} and not last.keep_drain
 
     def test_undrain_by_a_non_holder_keeps_a_held_drain(self):
-        plan = plan_hold({KB: hold(B)}, drained=True, drain=False, key=KA)
+        plan = hold_change({KB: hold(B)}, drained=True, drain=False, key=KA)
         assert plan.writes == {} and plan.keep_drain
 
     def test_undrain_without_any_hold_clears(self):
-        plan = plan_hold({"agn.dev/drain-reason": "x"}, drained=True, drain=False, key=KA)
+        plan = hold_change({"agn.dev/drain-reason": "x"}, drained=True, drain=False, key=KA)
         assert plan.writes == {} and not plan.keep_drain
 
     def test_release_all(self):
-        plan = plan_hold({KA: hold(A), KB: hold(B)}, drained=True, drain=False, key=KA, release_all=True)
+        plan = hold_change({KA: hold(A), KB: hold(B)}, drained=True, drain=False, key=KA, release_all=True)
         assert plan.writes == {KA: False, KB: False} and not plan.keep_drain
 
 

@@ -15,14 +15,14 @@ from agn.gateway.server import serve as serve_gateway
 from agn.gateway.table import RoutingTable
 from agn.logs import JsonLog
 from agn.operator.health import serve_health
-from agn.provider.server import FLEET_BACKLOG, ProviderState
+from agn.provider.server import FLEET_BACKLOG, FakeProvider
 from agn.provider.server import serve_async as serve_provider
 
 
 def servers():
     log = JsonLog(component="gateway", stream=io.StringIO())
     return {
-        "provider": serve_provider(ProviderState(name="p1"), port=0),
+        "provider": serve_provider(FakeProvider(name="p1"), port=0),
         "operator": serve_health(lambda: (True, {"ok": True}), host="127.0.0.1", port=0),
         "gateway": serve_gateway(RoutingTable(), consumer="c1", log=log, port=0, upstream_timeout=1),
     }

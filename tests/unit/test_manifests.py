@@ -8,6 +8,7 @@ import dataclasses
 import yaml
 from click.testing import CliRunner
 
+from agn.netshards import network_shard_names
 from agn.operator.heartbeat import HEARTBEAT_LEASE
 from agn.operator.lease import DEFAULT_LEASE_NAME
 from agn.shards import DEFAULT_SHARD_COUNT, shard_names
@@ -115,12 +116,13 @@ def test_each_identity_is_bound_to_its_own_role_only():
     gateway_rules = by_kind(objects, "Role")["agn-gateway-consumer-a"]["rules"]
     shard_rules = [rule for rule in gateway_rules if rule["resources"] == ["routingoverlayshards"]]
     assert all(rule["resourceNames"] == ["consumer-a"] for rule in gateway_rules if rule not in shard_rules)
-    # Its own shards, by name, read-only: get is all the follower does with them.
+    # Its own shards and its network's, by name, read-only: get is all the follower does with them.
     assert shard_rules == [
         {
             "apiGroups": ["agn.dev"],
             "resources": ["routingoverlayshards"],
-            "resourceNames": shard_names("consumer-a", DEFAULT_SHARD_COUNT),
+            "resourceNames": shard_names("consumer-a", DEFAULT_SHARD_COUNT)
+            + network_shard_names("production", DEFAULT_SHARD_COUNT),
             "verbs": ["get"],
         }
     ]
@@ -206,7 +208,7 @@ def test_the_overlay_shard_count_reaches_the_operator_and_every_gateway_role():
     for c in ENVDEF.consumers:
         rules = by_kind(objects, "Role")[f"agn-gateway-{c.name}"]["rules"]
         (names,) = [r["resourceNames"] for r in rules if r["resources"] == ["routingoverlayshards"]]
-        assert names == shard_names(c.name, 40)
+        assert names == shard_names(c.name, 40) + network_shard_names(c.network, 40)
 
 
 def secret_rules(role: dict) -> list[dict]:

@@ -2,19 +2,34 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from agn.engines import AUTO
 from agn.operator.credentials import with_refusals_named
-from agn.operator.probe_http import probe_endpoint
-from agn.provider.server import ProviderState, serve_async
+from agn.operator.probe_http import probe_endpoint_async, probe_session
+from agn.operator.provider_status import ProbeOutcome
+from agn.provider.server import FakeProvider, serve_async
+
+
+def probe_endpoint(endpoint: str, *, timeout: float, now: float, metrics_format: str = AUTO) -> ProbeOutcome:
+    """One probe round against ``endpoint`` on a client of its own (the prober shares one)."""
+
+    async def once() -> ProbeOutcome:
+        async with probe_session(concurrency=1) as session:
+            return await probe_endpoint_async(
+                session, endpoint, timeout=timeout, now=now, metrics_format=metrics_format
+            )
+
+    return asyncio.run(once())
 
 
 @pytest.fixture
 def fake_provider():
-    state = ProviderState(name="p1")
+    state = FakeProvider(name="p1")
     server = serve_async(state, port=0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

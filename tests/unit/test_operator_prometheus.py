@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agn.operator.prometheus import LoadReading, MetricsParseError, gauge, load_reading, parse_samples
+from agn.engines import AGN
+from agn.operator.prometheus import LoadReading, MetricsParseError, count_of, load_reading, parse_samples
 
 FAKE_PROVIDER_TEXT = """\
 # HELP agn_provider_running Requests currently executing.
@@ -37,12 +38,12 @@ def test_labels_timestamps_and_floats():
     text = 'agn_provider_running{model="a"} 2 1700000000000\nagn_provider_running{model="b, c\\"q"} 3.0\n'
     samples = parse_samples(text)
     assert samples[1].labels == (("model", 'b, c"q'),)
-    assert gauge(samples, "agn_provider_running") == 5.0
+    assert count_of(samples, "agn_provider_running", AGN) == 5.0
     assert load_reading(text).running == 5
 
 
 def test_unlabelled_sample_wins_over_labelled():
-    assert gauge(parse_samples('x{a="1"} 4\nx 9\n'), "x") == 9
+    assert count_of(parse_samples('x{a="1"} 4\nx 9\n'), "x", AGN) == 9
 
 
 @pytest.mark.parametrize("value", ["NaN", "+Inf", "-1"])

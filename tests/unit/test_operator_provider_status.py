@@ -6,7 +6,7 @@ from agn.model import NetworkView, candidate_id
 from agn.objects import parse_time, rfc3339
 from agn.operator.prometheus import LoadReading
 from agn.operator.provider_status import (
-    ConditionState,
+    Condition,
     ProbeOutcome,
     merge_conditions,
     merge_patch,
@@ -94,10 +94,10 @@ def test_trusted_condition_follows_selecting_networks():
 
 
 def test_transition_time_moves_only_on_flip():
-    prev = merge_conditions([], [ConditionState("Available", "True", "r", "m")], now=T0)
-    same = merge_conditions(prev, [ConditionState("Available", "True", "r2", "m2")], now=T0 + 5)
+    prev = merge_conditions([], [Condition("Available", "True", "r", "m")], now=T0)
+    same = merge_conditions(prev, [Condition("Available", "True", "r2", "m2")], now=T0 + 5)
     assert same[0]["lastTransitionTime"] == rfc3339(T0)
-    flipped = merge_conditions(same, [ConditionState("Available", "False", "r", "m")], now=T0 + 9)
+    flipped = merge_conditions(same, [Condition("Available", "False", "r", "m")], now=T0 + 9)
     assert flipped[0]["lastTransitionTime"] == rfc3339(T0 + 9)
 
 

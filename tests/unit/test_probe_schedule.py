@@ -11,6 +11,9 @@ from hypothesis import strategies as st
 
 from agn.model import NetworkView
 from agn.operator.schedule import (
+    DOWN,
+    SUSPECT,
+    Backlog,
     ProbeSchedule,
     RateWindow,
     asked_rate,
@@ -19,6 +22,8 @@ from agn.operator.schedule import (
     next_slot,
     phase,
     probe_interval,
+    probe_load,
+    recheck_after_failure,
 )
 
 
@@ -334,3 +339,44 @@ def test_the_rate_window_counts_the_last_seconds_and_a_fresh_start_is_not_read_a
 def test_asked_rate_is_each_provider_once_per_its_interval():
     assert asked_rate([5.0] * 5000) == pytest.approx(1000.0)
     assert asked_rate([1.0, 0.5, 0.0]) == 3.0  # a zero interval is not a probe rate
+
+
+# -- the re-check a failed probe asks for, and the load /healthz reports ----------------------------
+@pytest.mark.parametrize(
+    ("healthy", "was_healthy", "failures", "expected"),
+    [
+        (True, True, 0, None),  # answered: its interval
+        (None, True, 0, None),  # not probed for health: its interval
+        (False, True, 1, SUSPECT),  # first failure of a healthy provider: a fast re-check
+        (False, True, 2, SUSPECT),
+        (False, True, 3, DOWN),  # the threshold reached: unavailable, a down re-check
+        (False, False, 1, DOWN),  # never healthy: a down re-check at once
+    ],
+)
+def test_a_failed_probe_asks_for_a_fast_or_a_down_recheck(healthy, was_healthy, failures, expected):
+    assert recheck_after_failure(healthy, was_healthy=was_healthy, failures=failures, threshold=3) == expected
+
+
+def test_the_probe_load_says_behind_and_the_interval_that_would_fit():
+    on_time = probe_load(
+        Backlog(waiting=0, in_flight=2, oldest_due=None),
+        in_flight=2,
+        finished=40.0,
+        intervals=[10.0] * 100,
+        concurrency=8,
+        interval=10.0,
+        now=100.0,
+    )
+    assert on_time["behind"] is False and on_time["fitsIntervalSeconds"] is None
+    assert on_time["askedPerSecond"] == 10.0 and on_time["finishedPerSecond"] == 40.0
+    late = probe_load(
+        Backlog(waiting=30, in_flight=8, oldest_due=80.0),
+        in_flight=8,
+        finished=4.0,
+        intervals=[10.0] * 100,
+        concurrency=8,
+        interval=10.0,
+        now=100.0,
+    )
+    assert late["behind"] is True and late["lagSeconds"] == 20.0
+    assert late["fitsIntervalSeconds"] == 25.0 and late["backlog"] == 30

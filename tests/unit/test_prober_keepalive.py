@@ -14,7 +14,7 @@ from agn.operator.informer import Store
 from agn.operator.prober import Prober, ProbeStores
 from agn.operator.provider_status import ProbeOutcome
 from agn.operator.settings import Settings
-from agn.provider.server import FLEET_BACKLOG, AsyncServer, ProviderState, make_app, serve_async
+from agn.provider.server import FLEET_BACKLOG, AsyncServer, FakeProvider, make_app, serve_async
 from agnprocs import http_json, wait_for
 
 
@@ -88,7 +88,7 @@ def stopped(prober: Prober, stop: threading.Event, server) -> None:
 
 def one_pooled_provider():
     """A fake provider pool serving in a thread, and a store holding its provider ``p``."""
-    server = serve_async(ProviderState(name="pool"), port=0)
+    server = serve_async(FakeProvider(name="pool"), port=0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}"
     providers = Store()
@@ -102,7 +102,7 @@ def _unprobed(name: str, endpoint: str) -> dict:
 
 def counting_pool():
     """A fake provider pool that counts the connections it accepted."""
-    app = make_app(ProviderState(name="pool"))
+    app = make_app(FakeProvider(name="pool"))
     accepted: list[object] = []  # each connection's client address, once
 
     @web.middleware

@@ -7,7 +7,7 @@ import time
 from agn.model import ConsumerView, NetworkView, ProviderView, compute_candidates, next_overlay
 from agn.shards import Incomplete
 from agn.watching import WatchHealth
-from xtask.readiness import evaluate_readiness
+from xtask.readiness import EnvLook, evaluate_readiness
 from xtask.runtime.health import ComponentReport, lost_api_server, probes_behind
 
 NOW = time.time()
@@ -26,16 +26,16 @@ def readiness(providers, *, serving=None, overlay_from=None, must_be_healthy=fro
         None, compute_candidates(overlay_from or providers, NET, CONSUMER, now=NOW), network="net", consumer="c"
     )
     rev = overlay.revision if serving is None else serving
-    return evaluate_readiness(
+    look = EnvLook(
         providers=providers,
         networks={"net": NET},
         consumers=[CONSUMER],
         revisions={"c": (rev, rev)},
         overlays={"c": overlay},
         now=NOW,
-        must_be_healthy=must_be_healthy,
         probe_errors=probe_errors or {},
     )
+    return evaluate_readiness(look, must_be_healthy=must_be_healthy)
 
 
 def test_ready_when_every_gateway_serves_its_current_overlay():
@@ -101,7 +101,9 @@ def test_an_unprobed_provider_is_waited_for():
 
 def test_a_missing_overlay_is_named():
     r = evaluate_readiness(
-        providers=[provider("a")], networks={"net": NET}, consumers=[CONSUMER], revisions={}, overlays={}, now=NOW
+        EnvLook(
+            providers=[provider("a")], networks={"net": NET}, consumers=[CONSUMER], revisions={}, overlays={}, now=NOW
+        )
     )
     assert r.problems == ("consumer c: no overlay published yet",)
 
@@ -147,12 +149,14 @@ def test_an_overlay_still_being_assembled_is_not_ready_and_says_why():
     # half of it, and the gateway's revisions are not compared with a revision nobody can serve.
     pending = Incomplete(2, missing=["c-shard-03"], mismatched=["c-shard-11"])
     r = evaluate_readiness(
-        providers=[provider("a")],
-        networks={"net": NET},
-        consumers=[CONSUMER],
-        revisions={"c": (2, 2)},
-        overlays={"c": pending},
-        now=NOW,
+        EnvLook(
+            providers=[provider("a")],
+            networks={"net": NET},
+            consumers=[CONSUMER],
+            revisions={"c": (2, 2)},
+            overlays={"c": pending},
+            now=NOW,
+        )
     )
     assert not r.ready and r.served == {}
     assert r.problems == (

@@ -62,16 +62,16 @@ def restore_written(
     """Put back ``written`` (each change with the generation our write produced, or would have),
     then record whether the run is restored. With ``dry_run`` (and a record without a journal)
     every decision is made as for real and nothing is written."""
-    results = fanout.restore(
-        kube,
-        namespace,
-        written,
+    restorer = fanout.RestoreFanOut(
+        kube=kube,
+        namespace=namespace,
         operation=operation,
         pool=pool,
         journal=record.journal,
         progress=progress,
         dry_run=dry_run,
     )
+    results = restorer.restore(written)
     record.restored(r.outcome for r in results)
     previous = {change.provider: change.previous for change, _ in written}
     return Restored(results, restoration_facts(results, previous=previous))

@@ -30,7 +30,6 @@ captured output), so the command sequence is unit-tested with the fake runner.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -41,7 +40,7 @@ from agn.kube import Kube, KubeError
 from agn.kubeconfig import kubeconfig_path, read_for_update, set_context_namespace
 from agn.objects import name_of
 from agn.outputfile import write_atomic
-from xtask.engine import ENGINES, detect_engine, qualified
+from xtask.engine import ENGINES, detect_engine, kind_environ, qualified
 from xtask.envdef import EnvDef, load_env
 from xtask.envschema import IMAGE_REF
 from xtask.errors import CommandFailed, EnvDefinitionError, RuntimeUnavailable, XtaskError
@@ -60,16 +59,14 @@ from xtask.runtime.kind_host import (
     node_has_image,
     pod_row,
     registry_reachable,
-    remove_images,
     render_kind_config,
 )
+from xtask.runtime.kind_ledger import KIND_NETWORK, KindLedger
 from xtask.runtime.steps import Step, UpContext, install_crds_step, readiness_step, run_steps
 from xtask.state import REPO_ROOT, EnvRecord, claim_env_dir, env_dir, remove_env_dir
 
 RUNTIME = "kind"
-KIND_NETWORK = "kind"  # the engine network kind attaches every node to (and never deletes)
 KIND_DEFAULT_IMAGE_PREFIX = "kindest/node"
-STATE_FILE = "kind.json"
 KubeFactory = Callable[[str, str], Kube]
 
 
@@ -122,6 +119,7 @@ class KindEnv(Runtime):
         self._requested_image = image
         self._registry_probe = registry_probe
         self._engine: str | None = None
+        self.ledger = KindLedger(env, self.runner)  # what this env added to the engine (kind.json)
 
     @property
     def _host(self) -> Host:
@@ -144,7 +142,7 @@ class KindEnv(Runtime):
     def engine(self, envdef: EnvDef | None = None) -> str:
         """The container engine kind runs this env's nodes on (recorded once the env is up)."""
         if self._engine is None:
-            recorded = self._state().get("engine")
+            recorded = self.ledger.read().get("engine")
             pinned = self._pinned_engine(envdef)
             if recorded in ("docker", "podman"):
                 self._engine = recorded
@@ -164,7 +162,7 @@ class KindEnv(Runtime):
         return qualified(self._requested_image or IMAGE, self.engine())
 
     def _kind_env(self) -> dict[str, str]:
-        return {**self._host.environ, "KIND_EXPERIMENTAL_PROVIDER": self.engine()}
+        return kind_environ(self._host.environ, self.engine())
 
     def _kind(self, *args: str, timeout: float) -> str:
         return self.runner.run(["kind", *args], env=self._kind_env(), timeout=timeout).stdout
@@ -172,39 +170,10 @@ class KindEnv(Runtime):
     def problems(self) -> list[str]:
         return kind_problems(self.runner, host=self._host, engine=self._pinned_engine())
 
-    # -- state ---------------------------------------------------------------------------------
-    def _state(self) -> dict:
-        try:
-            data = json.loads((env_dir(self.env) / STATE_FILE).read_text())
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
-
-    def _save_state(self, **changes: Any) -> None:
-        state = {**self._state(), **changes}
-        folder = claim_env_dir(self.env)
-        write_atomic(folder / STATE_FILE, json.dumps(state, indent=2, sort_keys=True))
-
     def clusters(self) -> list[str]:
         """Names of the kind clusters that exist on this env's engine (``kind get clusters``)."""
         out = self._kind("get", "clusters", timeout=60)
         return [line.strip() for line in out.splitlines() if line.strip()]
-
-    def _image_ids(self) -> set[str]:
-        """Every image id the engine holds, intermediate ones included."""
-        out = self.runner.run([self.engine(), "images", "-a", "-q", "--no-trunc"], check=False, timeout=60).stdout
-        return set(out.split())
-
-    def _record_new_images(self, before: set[str]) -> None:
-        """Record the images that appeared since ``before``: ``down`` removes what this env made."""
-        new = self._image_ids() - before
-        if new:
-            self._save_state(createdImages=sorted({*self._state().get("createdImages", []), *new}))
-
-    def _engine_has(self, kind: str, name: str) -> bool:
-        cli = self.engine()
-        argv = [cli, kind, "inspect", name] if kind == "network" else [cli, "image", "inspect", name]
-        return self.runner.run(argv, check=False, timeout=60).returncode == 0
 
     # -- up ---------------------------------------------------------------------------------
     def up(self, envdef: EnvDef, *, progress: Progress, retain: bool = False, wait_timeout: float = 60.0) -> dict:
@@ -212,7 +181,7 @@ class KindEnv(Runtime):
         record = refuse_other_runtime(self.env, RUNTIME)
         self._chosen_node_image(envdef)  # a bad KIND_NODE_IMAGE is refused before anything else
         engine = pinned(envdef, "engine")
-        if self._engine is None and engine and not self._state().get("engine"):
+        if self._engine is None and engine and not self.ledger.read().get("engine"):
             self._engine = engine
         problems = kind_problems(self.runner, host=self._host, engine=engine)
         if problems:
@@ -288,9 +257,9 @@ class KindEnv(Runtime):
         from xtask.images.nodeimage import NodeImageBuilder
 
         builder = NodeImageBuilder(Engine.from_environ(cli, self._host.environ, runner=self.runner), runner=self.runner)
-        before = self._image_ids()
+        before = self.ledger.image_ids(self.engine())
         tag = builder.load()
-        self._record_new_images(before)
+        self.ledger.note_new_images(self.engine(), before)
         return tag, self._labels(tag)
 
     def _labels(self, image: str) -> dict:
@@ -299,9 +268,9 @@ class KindEnv(Runtime):
     def _create_cluster(self, ctx: UpContext) -> None:
         from xtask.images.nodeimage import KUBEADM_PATCH_LABEL
 
-        self._save_state(engine=self.engine())
-        if not self._engine_has("network", KIND_NETWORK):
-            self._save_state(createdNetwork=True)
+        self.ledger.note(engine=self.engine())
+        if not self.ledger.engine_has(self.engine(), "network", KIND_NETWORK):
+            self.ledger.note(createdNetwork=True)
         image, labels = self.node_image(ctx.envdef)
         base_path = kind_config_path(self.env)
         base = yaml.safe_load(base_path.read_text()) if base_path.exists() else None
@@ -318,11 +287,14 @@ class KindEnv(Runtime):
         argv += ["--config", str(config_file)]
         if image:
             argv += ["--image", image]
-            self._save_state(nodeImage=image)
+            self.ledger.note(nodeImage=image)
         if ctx.retain:
             argv.append("--retain")  # kind keeps its own half-created nodes for debugging too
         self._kind(*argv, timeout=900)
         ctx.started.append(f"kind cluster {self.env} ({self.engine()})")
+
+    def _remove_engine_leftovers(self, errors: list[str]) -> list[str]:
+        return self.ledger.remove_leftovers(self._engine, clusters=self.clusters, errors=errors)
 
     def _delete_created_cluster(self, ctx: UpContext) -> None:
         if ctx.reused:
@@ -336,7 +308,7 @@ class KindEnv(Runtime):
         # The env's namespace is the context's default, as on the local runtime: the
         # specification's commands name only --context kind-<env>.
         set_context_namespace(ctx.kubeconfig, self.context, ctx.envdef.namespace)
-        self._save_state(engine=self.engine())  # also for a cluster this run found already made
+        self.ledger.note(engine=self.engine())  # also for a cluster this run found already made
         EnvRecord(self.env, RUNTIME, self.context, str(ctx.kubeconfig), ctx.envdef.namespace).save()
         ctx.kube = self._kube_factory(str(ctx.kubeconfig), self.context)
 
@@ -345,7 +317,7 @@ class KindEnv(Runtime):
         from xtask.images.agn_image import ImageBuilder
 
         cli = self.engine()
-        before = self._image_ids()
+        before = self.ledger.image_ids(self.engine())
         engine = Engine.from_environ(cli, self._host.environ, runner=self.runner)
         builder = ImageBuilder(engine, runner=self.runner, repo=REPO_ROOT, which=self._host.which)
         if builder.debootstrap_problems():
@@ -353,7 +325,7 @@ class KindEnv(Runtime):
             self.runner.run([cli, "build", "-t", self.image, str(REPO_ROOT)], timeout=1800)
         else:
             builder.build(self.image)
-        self._record_new_images(before)
+        self.ledger.note_new_images(self.engine(), before)
         image_id = self.runner.run([cli, "image", "inspect", "--format", "{{.Id}}", self.image], timeout=60)
         ctx.image_id = image_id.stdout.strip() or None
 
@@ -396,23 +368,6 @@ class KindEnv(Runtime):
         return [f"{c['name']}: {c.get('replicas', 'not ready')} ready" for c in self.status() if not c["healthy"]]
 
     # -- down -------------------------------------------------------------------------------
-    def _remove_engine_leftovers(self, errors: list[str]) -> list[str]:
-        """The ``kind`` network if this env made it and no node uses it, and the images it loaded."""
-        state = self._state()
-        cli = state.get("engine") or self._engine
-        removed: list[str] = []
-        if cli not in ("docker", "podman"):
-            return removed
-        if state.get("createdNetwork") and not self.clusters():
-            res = self.runner.run([cli, "network", "rm", KIND_NETWORK], check=False, timeout=60)
-            if res.returncode == 0:
-                removed.append(f"{cli} network {KIND_NETWORK}")
-            elif self._engine_has("network", KIND_NETWORK):
-                errors.append(f"{cli} network rm {KIND_NETWORK}: {(res.stderr or res.stdout).strip()[-300:]}")
-        images = [i for i in state.get("createdImages") or [] if isinstance(i, str)]
-        removed.extend(remove_images(self.runner, cli, images))
-        return removed
-
     def down(self, *, progress: Progress) -> dict:
         """Delete the cluster, what this env added to the engine and the env's state folder;
         idempotent, collects errors."""
@@ -475,8 +430,8 @@ class KindEnv(Runtime):
     def describe(self) -> dict:
         """The cluster's engine and node image, and each AGN pod's readiness (``env status``)."""
         record = EnvRecord.load(self.env)
-        state = self._state()
-        out: dict[str, Any] = {"engine": state.get("engine"), "nodeImage": state.get("nodeImage") or "kind's default"}
+        ledger = self.ledger.read()
+        out: dict[str, Any] = {"engine": ledger.get("engine"), "nodeImage": ledger.get("nodeImage") or "kind's default"}
         if record is None:
             return out
         try:

@@ -13,8 +13,6 @@ import dataclasses
 import math
 import re
 
-from agn.yamltext import show
-
 _AMOUNT = re.compile(r"(0|[1-9][0-9]{0,8})(%?)")
 
 
@@ -50,28 +48,3 @@ def split_waves(names: list[str], size: Amount) -> list[list[str]]:
     (at least 1); the last wave holds the remainder. No names, no waves."""
     per_wave = max(1, size.of(len(names)))
     return [names[i : i + per_wave] for i in range(0, len(names), per_wave)]
-
-
-_DURATION = re.compile(r"[0-9]{1,9}|(?:[0-9]{1,9}[dhms])+")
-_DURATION_PART = re.compile(r"([0-9]{1,9})([dhms])")
-_UNIT = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-
-
-def parse_duration(text: str, *, maximum: int | None = None) -> int:
-    """Whole seconds in ``text``: a bare number of seconds, or whole numbers with units as Go
-    and kubectl write them (``90s``, ``30m``, ``1h30m``, ``1d``). Positive, and at most
-    ``maximum`` seconds when given; ValueError naming the text otherwise."""
-    if not isinstance(text, str) or _DURATION.fullmatch(text) is None:
-        raise ValueError(
-            f"{show(text)} is not a duration: give seconds, or whole numbers with s, m, h or d (90s, 30m, 1h30m)"
-        )
-    if text.isdigit():
-        seconds = int(text)
-    else:
-        seconds = sum(int(n) * _UNIT[u] for n, u in _DURATION_PART.findall(text))
-    if seconds <= 0:
-        raise ValueError(f"{show(text)} is not a positive duration")
-    if maximum is not None and seconds > maximum:
-        limit = f"{maximum // 86400} days" if maximum % 86400 == 0 else f"{maximum} seconds"
-        raise ValueError(f"{show(text)} is longer than {limit}")
-    return seconds

@@ -9,7 +9,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from agn.model import ADMITTED, Candidate, Overlay, group_admitted_counts, rfc3339
+from agn.model import ADMITTED, Candidate, rfc3339
 from agn.objects import drain_of, parse_time
 from xtask.drain.core.holds import (
     AT,
@@ -19,10 +19,10 @@ from xtask.drain.core.holds import (
     FieldChange,
     HoldAsk,
     describe_update,
+    hold_change,
     is_hold_key,
     is_ours,
     owner_key,
-    plan_hold,
 )
 from xtask.drain.core.states import RestoreOutcome
 
@@ -161,7 +161,7 @@ def plan_change(
     others: tuple[str, ...] = ()
     hold = None
     if hold_key is not None:
-        hold = plan_hold(
+        hold = hold_change(
             annotations, drained=bool(previous), drain=requested, key=hold_key, release_all=release_all, ask=hold_ask
         )
         writes, keep, others = dict(hold.writes), hold.keep_drain, hold.others
@@ -234,34 +234,46 @@ def drain_patch(
     annotations are written only when the flag changes (a second holder adds just its hold; a
     re-run writes just its updated hold, :attr:`Change.hold_text`).
     """
-    annotations: dict[str, str | None] = {}
-    if change.flag_changes:
-        if change.target:
-            annotations = {REASON: reason, BY: actor, AT: at, OPERATION: operation}
-        else:
-            # Undrain clears the drain's reason; the operation id stays so restoration can tell
-            # whether the provider was changed again after this run.
-            annotations = {REASON: None, BY: None, AT: None, OPERATION: operation}
+    annotations = _run_annotations(change, operation=operation, actor=actor, at=at, reason=reason)
     annotations.update(_hold_annotations(change, hold=hold, owner=owner))
     patch: dict[str, Any] = {"metadata": {"resourceVersion": change.resource_version, "annotations": annotations}}
     if change.flag_changes:
-        policy: dict[str, Any] = {"drain": change.target}
-        if change.target:
-            if change.previous_slow_start is not None:
-                policy["slowStart"] = None
-        elif change.slow_start is not None:
-            if now is None:
-                raise ValueError("an undrain with a slow start needs the server's time of the write")
-            policy["slowStart"] = {"startTime": now, "durationSeconds": change.slow_start}
-        if change.target and change.session_deadline is not None:
-            written = parse_time(now)
-            if written is None:
-                raise ValueError("a drain with a session deadline needs the server's time of the write")
-            policy["sessionDeadline"] = rfc3339(written + change.session_deadline)
-        elif change.previous_session_deadline is not None:
-            policy["sessionDeadline"] = None
-        patch["spec"] = {"trafficPolicy": policy}
+        patch["spec"] = {"trafficPolicy": _policy_patch(change, now=now)}
     return patch
+
+
+def _run_annotations(
+    change: Change, *, operation: str, actor: str, at: str, reason: str | None
+) -> dict[str, str | None]:
+    """The ``agn.dev/drain-*`` annotations, written only when the flag changes: a drain's reason,
+    who and when; an undrain clears those, and the operation id stays so restoration can tell
+    whether the provider was changed again after this run."""
+    if not change.flag_changes:
+        return {}
+    if change.target:
+        return {REASON: reason, BY: actor, AT: at, OPERATION: operation}
+    return {REASON: None, BY: None, AT: None, OPERATION: operation}
+
+
+def _policy_patch(change: Change, *, now: str | None) -> dict[str, Any]:
+    """``spec.trafficPolicy`` of a change of the flag: the flag, and the ``slowStart`` and
+    ``sessionDeadline`` that go with it (``now``: the API server's time of the write)."""
+    policy: dict[str, Any] = {"drain": change.target}
+    if change.target:
+        if change.previous_slow_start is not None:
+            policy["slowStart"] = None
+    elif change.slow_start is not None:
+        if now is None:
+            raise ValueError("an undrain with a slow start needs the server's time of the write")
+        policy["slowStart"] = {"startTime": now, "durationSeconds": change.slow_start}
+    if change.target and change.session_deadline is not None:
+        written = parse_time(now)
+        if written is None:
+            raise ValueError("a drain with a session deadline needs the server's time of the write")
+        policy["sessionDeadline"] = rfc3339(written + change.session_deadline)
+    elif change.previous_session_deadline is not None:
+        policy["sessionDeadline"] = None
+    return policy
 
 
 def _hold_annotations(change: Change, *, hold: str | None, owner: str | None) -> dict[str, str | None]:
@@ -388,15 +400,6 @@ class GroupCount:
         }
 
 
-def capacity_violations(overlays: Mapping[str, Overlay], selected: Iterable[str]) -> list[CapacityViolation]:
-    """Groups that have an admitted candidate now and would have none after draining ``selected``."""
-    out = []
-    for consumer, overlay in sorted(overlays.items()):
-        counts = group_admitted_counts(overlay.candidates)
-        out += group_capacity_violations(consumer, counts, overlay.candidates, selected)
-    return out
-
-
 def group_counts(
     consumer: str,
     admitted_by_group: Mapping[str, int],
@@ -427,18 +430,6 @@ def group_counts(
         now = int(admitted_by_group.get(group, 0))
         out.append(GroupCount(consumer, group, now, max(0, now + d)))
     return out
-
-
-def group_capacity_violations(
-    consumer: str, admitted_by_group: Mapping[str, int], candidates: Iterable[Candidate], selected: Iterable[str]
-) -> list[CapacityViolation]:
-    """:func:`capacity_violations` for one consumer, from its admitted candidates per selection
-    group (a sharded index's ``admittedByGroup``) and the candidates of at least the selected
-    providers (the shards holding them; other candidates are ignored).
-
-    Draining changes only the selected providers' candidates, so only their groups can lose
-    their last admitted one: a group loses one admitted candidate per selected admitted member."""
-    return violations_of(group_counts(consumer, admitted_by_group, candidates, selected, requested=True))
 
 
 def violations_of(counts: Iterable[GroupCount]) -> list[CapacityViolation]:

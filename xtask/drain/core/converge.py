@@ -17,7 +17,9 @@ from agn.model import ADMITTED, EXISTING_ONLY, ConsumerView, Exclusion, NetworkV
 from agn.shards import Incomplete
 
 
-class State(str, enum.Enum):
+class Convergence(str, enum.Enum):
+    """What one observation says of the change: served everywhere, or not yet."""
+
     CONVERGED = "converged"
     NOT_ELIGIBLE = "not-eligible"  # undrain stored and served, but a hard failure keeps a provider out
     WAITING = "waiting"
@@ -34,25 +36,27 @@ class Observation:
 
 
 @dataclasses.dataclass(frozen=True)
-class ProviderState:
+class ProviderCheck:
+    """One provider as one consumer's overlay shows it, against what the change asks for."""
+
     consumer: str
     provider: str
-    state: str  # admitted | existing_only | absent
+    state: str  # its admission state in the overlay: admitted | existing_only | absent
     ok: bool
     detail: str = ""  # e.g. "excluded: unavailable"
 
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
-    state: State
+    state: Convergence
     lagging: tuple[str, ...]  # who is behind, in words
     not_eligible: tuple[str, ...]
-    providers: tuple[ProviderState, ...]
+    providers: tuple[ProviderCheck, ...]
     signature: tuple  # what must be equal across two observations
 
     @property
     def terminal(self) -> bool:
-        return self.state is not State.WAITING
+        return self.state is not Convergence.WAITING
 
 
 def incomplete_reason(exc: Incomplete) -> str:
@@ -85,7 +89,7 @@ def serving_lag(
 def evaluate(obs: Observation, *, drain: bool) -> Verdict:
     lagging: list[str] = []
     not_eligible: list[str] = []
-    states: list[ProviderState] = []
+    states: list[ProviderCheck] = []
     want = EXISTING_ONLY if drain else ADMITTED
     for name, p in sorted(obs.providers.items()):
         if p is None:
@@ -107,7 +111,7 @@ def evaluate(obs: Observation, *, drain: bool) -> Verdict:
             cand = overlay.candidate_for(name)
             state = cand.admission_state if cand else "absent"
             if state == want:
-                states.append(ProviderState(consumer_name, name, state, True))
+                states.append(ProviderCheck(consumer_name, name, state, True))
                 continue
             if cand is None and p is not None:
                 why = exclusion(p, obs.network, consumer, now=obs.now)
@@ -115,27 +119,27 @@ def evaluate(obs: Observation, *, drain: bool) -> Verdict:
                     detail = f"excluded: {why.value}"
                     if drain:
                         # Drained and excluded is fine: no new session can land on it either way.
-                        states.append(ProviderState(consumer_name, name, state, True, detail))
+                        states.append(ProviderCheck(consumer_name, name, state, True, detail))
                     else:
-                        states.append(ProviderState(consumer_name, name, state, False, detail))
+                        states.append(ProviderCheck(consumer_name, name, state, False, detail))
                         not_eligible.append(
                             f"{name} for {consumer_name}: stored, not eligible until healthy ({why.value})"
                             if why in (Exclusion.UNAVAILABLE, Exclusion.STALE)
                             else f"{name} for {consumer_name}: stored, not eligible ({why.value})"
                         )
                     continue
-            states.append(ProviderState(consumer_name, name, state, False))
+            states.append(ProviderCheck(consumer_name, name, state, False))
             lagging.append(
                 f"consumer {consumer_name}: {name} is {state} in overlay revision {overlay.revision}, want {want}"
             )
         signature.append((consumer_name, overlay.revision, overlay.digest, accepted, serving))
     signature.append(tuple(sorted((n, p.drain if p else None) for n, p in obs.providers.items())))
     if lagging:
-        state = State.WAITING
+        state = Convergence.WAITING
     elif not_eligible:
-        state = State.NOT_ELIGIBLE
+        state = Convergence.NOT_ELIGIBLE
     else:
-        state = State.CONVERGED
+        state = Convergence.CONVERGED
     return Verdict(state, tuple(lagging), tuple(not_eligible), tuple(states), tuple(signature))
 
 

@@ -12,7 +12,7 @@ and the holds' expiry to report it.
 
 A drain sets the flag and adds the caller's hold; a re-run by the same identity updates that
 hold with the values it was given (:func:`updated_hold`); an undrain removes the caller's hold and
-clears the flag only when no hold remains (:func:`plan_hold`). Expired holds are reported
+clears the flag only when no hold remains (:func:`hold_change`). Expired holds are reported
 (:func:`expired`), never removed on their own: they still hold the provider.
 """
 
@@ -239,7 +239,7 @@ def updated_hold(value: Any, ask: HoldAsk) -> tuple[str, tuple[FieldChange, ...]
 
 
 @dataclasses.dataclass(frozen=True)
-class HoldPlan:
+class HoldChange:
     """What one provider's hold annotations and flag become.
 
     ``writes``: hold key -> True (write the caller's hold) or False (remove it).
@@ -254,7 +254,7 @@ class HoldPlan:
     update: tuple[FieldChange, ...] = ()
 
 
-def plan_hold(
+def hold_change(
     annotations: Mapping[str, Any],
     *,
     drained: bool,
@@ -262,7 +262,7 @@ def plan_hold(
     key: str,
     release_all: bool = False,
     ask: HoldAsk | None = None,
-) -> HoldPlan:
+) -> HoldChange:
     """The hold change of one provider for the caller (hold ``key``).
 
     Drain: add the caller's hold; when it is there and the provider is drained (a re-run),
@@ -277,13 +277,13 @@ def plan_hold(
         if key in present and drained:
             update = updated_hold(annotations[key], ask) if ask is not None else None
             if update is None:
-                return HoldPlan({}, False, others)
-            return HoldPlan({key: True}, False, others, value=update[0], update=update[1])
-        return HoldPlan({key: True}, False, others)
+                return HoldChange({}, False, others)
+            return HoldChange({key: True}, False, others, value=update[0], update=update[1])
+        return HoldChange({key: True}, False, others)
     if release_all:
-        return HoldPlan(dict.fromkeys(present, False), False, ())
+        return HoldChange(dict.fromkeys(present, False), False, ())
     writes = {key: False} if key in present else {}
-    return HoldPlan(writes, bool(others), others)
+    return HoldChange(writes, bool(others), others)
 
 
 def drain_entries(objs: Iterable[Mapping[str, Any]], *, now: dt.datetime, expired_only: bool = False) -> list[dict]:

@@ -2,7 +2,7 @@
 state a journal's text describes (:func:`replay`). The format is described in
 :mod:`xtask.drain.edges.journal`, which owns the file.
 
-Pure: text and records in, :class:`JournalState` out; no file, no API request. A torn last line
+Pure: text and records in, :class:`JournalReplay` out; no file, no API request. A torn last line
 (a crash mid-append) is ignored; a bad line anywhere else is a :class:`JournalError` naming the
 line.
 """
@@ -10,7 +10,6 @@ line.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import json
 import math
 import re
@@ -29,11 +28,6 @@ FORMAT = "agn.dev/drain-journal/v2"
 
 class JournalError(XtaskError):
     """A journal that cannot be read or written; the message names the file and the problem."""
-
-
-def now_text() -> str:
-    """A record's time: UTC, ISO 8601."""
-    return dt.datetime.now(dt.UTC).isoformat()
 
 
 @dataclasses.dataclass
@@ -59,7 +53,10 @@ class Entry:
 
 
 @dataclasses.dataclass
-class JournalState:
+class JournalReplay:
+    """What a journal says once replayed (:func:`replay`): the run, each provider's entry, its
+    run state and each wave's state."""
+
     operation: str
     context: str | None
     namespace: str
@@ -78,7 +75,7 @@ class JournalState:
     def first_unfinished_wave(self) -> int:
         """The number (from 1) of the first wave not held; ``len(waves) + 1`` when all are."""
         for number in range(1, len(self.waves) + 1):
-            if self.wave_states.get(number) != WaveState.HELD:
+            if self.wave_states.get(number) != WaveState.PASSED:
                 return number
         return len(self.waves) + 1
 
@@ -129,6 +126,9 @@ class JournalState:
                 for name, e in sorted(self.entries.items())
             },
         }
+
+
+JournalState = JournalReplay  # alias for xtask/drain/context.py (wt-guards); drop at merge
 
 
 # Generations and HTTP statuses are Kubernetes int64s; nothing larger or non-finite is a journal's.
@@ -288,7 +288,8 @@ class JournalHeader:
     budget_override: str | None = None  # --override-budget REASON: the declared budget set aside
     capacity_override: list[str] | None = None  # the capacity guard's refusals --force set aside
 
-    def record(self) -> dict[str, Any]:
+    def record(self, *, now: str) -> dict[str, Any]:
+        """The header line, started at ``now`` (the caller's clock: UTC, ISO 8601)."""
         return {
             **({"waves": self.waves, "selection": list(self.selection or [])} if self.waves else {}),
             "type": "header",
@@ -298,7 +299,7 @@ class JournalHeader:
             "namespace": self.namespace,
             "request": "drain" if self.requested else "undrain",
             "reason": self.reason,
-            "startedAt": now_text(),
+            "startedAt": now,
             "plan": [_plan_item(c) for c in self.changes],
             **({"planDigest": self.plan_digest} if self.plan_digest is not None else {}),
             **({"budgetOverride": self.budget_override} if self.budget_override is not None else {}),
@@ -344,7 +345,7 @@ def intent_record(change: Change, *, replanned: bool = False) -> dict[str, Any]:
     }
 
 
-def state_from_header(rec: Mapping[str, Any]) -> JournalState:
+def state_from_header(rec: Mapping[str, Any]) -> JournalReplay:
     if rec.get("type") != "header" or rec.get("format") != FORMAT:
         raise ValueError(f"the first line is not a {FORMAT} header")
     if rec.get("request") not in ("drain", "undrain"):
@@ -364,7 +365,7 @@ def state_from_header(rec: Mapping[str, Any]) -> JournalState:
             raise ValueError(f"header.{key} must be a non-empty string")
     _check_namespace(rec["namespace"], "header.namespace")
     _check_header_words(rec["operation"], rec.get("context"), "header")
-    return JournalState(
+    return JournalReplay(
         operation=rec["operation"],
         context=rec.get("context"),
         namespace=rec["namespace"],
@@ -412,7 +413,7 @@ def _waves_from(value: Any, entries: Mapping[str, Entry]) -> list[list[str]]:
     return [list(w) for w in value]
 
 
-def apply_record(state: JournalState, rec: Mapping[str, Any]) -> None:
+def apply_record(state: JournalReplay, rec: Mapping[str, Any]) -> None:
     """Fold one non-header record into ``state`` (used by replay and by the live writer alike)."""
     kind = rec.get("type")
     if kind == "state":
@@ -452,7 +453,7 @@ def apply_record(state: JournalState, rec: Mapping[str, Any]) -> None:
         raise ValueError(f"unknown record type {kind!r}")
 
 
-def replay(text: str, *, source: str) -> JournalState:
+def replay(text: str, *, source: str) -> JournalReplay:
     """The state a journal's text describes. Raises :class:`JournalError` naming ``source``."""
     try:
         whole = _loads(text)
@@ -466,7 +467,7 @@ def replay(text: str, *, source: str) -> JournalState:
         raise JournalError(f"{source}: not a drain journal: expected JSON lines starting with a header object")
     lines = text.split("\n")
     complete, tail = lines[:-1], lines[-1]
-    state: JournalState | None = None
+    state: JournalReplay | None = None
     for number, line in enumerate(complete, start=1):
         if not line.strip():
             continue

@@ -109,8 +109,9 @@ class WaveState(enum.StrEnum):
     WRITTEN = "written"  # its fan-out finished without a failure
     CONVERGED = "converged"  # every named consumer serves it
     SOAKED = "soaked"  # its soak ended and its gates were read
-    HELD = "held"  # every gate held: finished; the next wave may start
+    PASSED = "held"  # every gate held over the soak: finished, the next wave may start (written "held")
     BREACHED = "breached"  # a gate did not hold: the run stopped before the next wave
+    HELD = "held"  # alias of PASSED for xtask/drain/run.py and report.py (wt-guards); drop at merge
 
 
 class IdleWaitState(enum.StrEnum):

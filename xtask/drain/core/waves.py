@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from xtask.drain.core.changes import OUR_ANNOTATIONS, RestoreDecision, raw_drain, restore_decision
-from xtask.drain.core.journal_records import JournalState
+from xtask.drain.core.journal_records import JournalReplay
 from xtask.drain.core.states import RunState
 from xtask.drain.gates.base import GateReading
 
@@ -28,7 +28,7 @@ def describe_reading(r: GateReading) -> str:
 
 
 def resume_problems(
-    state: JournalState, selected: Sequence[Mapping[str, Any]], *, namespace: str, drain: bool
+    state: JournalReplay, selected: Sequence[Mapping[str, Any]], *, namespace: str, drain: bool
 ) -> list[str]:
     """Why the drain in waves of ``state`` cannot be continued on ``selected`` (the providers the
     selector chooses now, as read), each difference named; empty when it can.

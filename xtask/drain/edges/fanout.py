@@ -200,38 +200,43 @@ class _Pace:
         return batch
 
 
-def restore(
-    kube: Kube,
-    namespace: str,
-    written: Sequence[tuple[Change, int]],
-    *,
-    operation: str,
-    pool: cf.Executor,
-    journal: Journal | None,
-    progress: Progress,
-    dry_run: bool = False,
-) -> list[Restoration]:
-    """Put back what ``operation`` changed, only where nobody changed it since. Best effort, per provider.
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RestoreFanOut:
+    """How a run puts back what it wrote: where, as which operation (only what ``operation``
+    changed, and nobody changed since), on which pool, into which journal. With ``dry_run``
+    every decision is made from the live objects exactly as for real and each restoring patch
+    is sent with ``dryRun=All``; ``restored`` then reads ``would-restore``."""
 
-    With ``dry_run`` every decision is made from the live objects exactly as for real and each
-    restoring patch is sent with ``dryRun=All``; ``restored`` then reads ``would-restore``.
-    """
+    kube: Kube
+    namespace: str
+    operation: str
+    pool: cf.Executor
+    journal: Journal | None = None
+    progress: Progress
+    dry_run: bool = False
 
-    def one(item: tuple[Change, int]) -> Restoration:
+    def restore(self, written: Sequence[tuple[Change, int]]) -> list[Restoration]:
+        """Put back ``written`` (each change with the generation our write produced). Best effort, per provider."""
+        try:
+            return list(self.pool.map(self._one, written))
+        finally:
+            if self.journal is not None:
+                self.journal.sync()
+
+    def _one(self, item: tuple[Change, int]) -> Restoration:
         change, written_generation = item
         result = _restore_one(
-            kube, namespace, change, operation=operation, written_generation=written_generation, dry_run=dry_run
+            self.kube,
+            self.namespace,
+            change,
+            operation=self.operation,
+            written_generation=written_generation,
+            dry_run=self.dry_run,
         )
-        if journal is not None:
-            journal.restored(result.provider, result.outcome)
-        progress(RestoreFinished(result))
+        if self.journal is not None:
+            self.journal.restored(result.provider, result.outcome)
+        self.progress(RestoreFinished(result))
         return result
-
-    try:
-        return list(pool.map(one, written))
-    finally:
-        if journal is not None:
-            journal.sync()
 
 
 def _restore_one(

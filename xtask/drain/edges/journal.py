@@ -48,17 +48,16 @@ from xtask.drain.core.changes import Change
 from xtask.drain.core.journal_records import (
     JournalError,
     JournalHeader,
-    JournalState,
+    JournalReplay,
     apply_record,
     intent_record,
-    now_text,
     replay,
     state_from_header,
 )
 from xtask.drain.core.states import RestoreOutcome, RunState, WaveState
 from xtask.drain.edges.journal_staging import staged_path, sweep_leftovers
 
-__all__ = ["Journal", "JournalError", "JournalHeader", "JournalState", "journal_dir", "read_journal", "replay"]
+__all__ = ["Journal", "JournalError", "JournalHeader", "JournalReplay", "journal_dir", "read_journal", "replay"]
 
 SUFFIX = ".jsonl"
 # What link(2) answers on a filesystem without hard links (vfat, some network and FUSE mounts):
@@ -72,6 +71,11 @@ def journal_dir() -> Path:
         return Path(explicit)
     base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
     return Path(base) / "agn-xtask" / "journal"
+
+
+def now_text() -> str:
+    """A record's time: UTC, ISO 8601 (this edge's clock; the core's records take it as ``now``)."""
+    return dt.datetime.now(dt.UTC).isoformat()
 
 
 def new_operation_id() -> str:
@@ -90,7 +94,7 @@ def _fsync_dir(folder: Path) -> None:
 class Journal:
     """One run's journal file, appended to by the fan-out's workers concurrently."""
 
-    def __init__(self, path: Path, state: JournalState, fd: int) -> None:
+    def __init__(self, path: Path, state: JournalReplay, fd: int) -> None:
         self.path = path
         self.state = state
         self._fd: int | None = fd  # None once closed
@@ -113,7 +117,7 @@ class Journal:
         refuses it as such."""
         folder = folder or journal_dir()
         path = folder / f"drain-{header.operation}{SUFFIX}"
-        record = header.record()
+        record = header.record(now=now_text())
         try:
             folder.mkdir(parents=True, exist_ok=True)
             leftovers = sweep_leftovers(folder)
@@ -244,7 +248,7 @@ def _cannot_create(folder: Path, exc: OSError) -> JournalError:
     )
 
 
-def read_journal(path: Path) -> JournalState:
+def read_journal(path: Path) -> JournalReplay:
     """Replay a journal file without opening it for writing."""
     try:
         text = read_regular(path, limit=JOURNAL_LIMIT).decode()

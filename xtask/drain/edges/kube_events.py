@@ -92,17 +92,22 @@ def restoration_facts(restorations: Iterable[Restoration], *, previous: Mapping[
     return out
 
 
-def note(
-    fact: Fact,
-    *,
-    operation: str,
-    actor: str,
-    context: str | None,
-    user: str | None,
-    reason: str | None,
-    budget_override: str | None = None,
-    capacity_override: str | None = None,
-) -> str:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Byline:
+    """Who ran the operation an Event's note names, and why: the operation id, the actor
+    (user@host), the kube user and context, ``--reason``, and what ``--override-budget`` or
+    ``--force`` set aside (said on ProviderDrained only)."""
+
+    operation: str
+    actor: str
+    context: str | None
+    user: str | None
+    reason: str | None
+    budget_override: str | None = None
+    capacity_override: str | None = None
+
+
+def note(fact: Fact, byline: Byline) -> str:
     """The Event's note: what happened, why (``--reason``), the operation and who."""
     what = {
         DRAINED: "drained",
@@ -112,16 +117,18 @@ def note(
         RESTORED: "drain restored",
         RESTORE_FAILED: "drain not restored",
     }.get(fact.reason, fact.reason)
+    b = byline
     parts = [f"{what}: {fact.detail}" if fact.detail else what]
-    if reason:
-        parts.append(f"reason: {reason}")
-    if budget_override and fact.reason == DRAINED:
-        parts.append(f"disruption budget overridden: {budget_override}")
-    if capacity_override and fact.reason == DRAINED:
-        parts.append(f"capacity guard overridden (--force): {capacity_override}")
-    who = actor
-    via = ", ".join(x for x in (f"kube user {user}" if user else "", f"context {context}" if context else "") if x)
-    parts.append(f"operation {operation} by {who}" + (f" ({via})" if via else ""))
+    if b.reason:
+        parts.append(f"reason: {b.reason}")
+    if b.budget_override and fact.reason == DRAINED:
+        parts.append(f"disruption budget overridden: {b.budget_override}")
+    if b.capacity_override and fact.reason == DRAINED:
+        parts.append(f"capacity guard overridden (--force): {b.capacity_override}")
+    via = ", ".join(
+        x for x in (f"kube user {b.user}" if b.user else "", f"context {b.context}" if b.context else "") if x
+    )
+    parts.append(f"operation {b.operation} by {b.actor}" + (f" ({via})" if via else ""))
     return "; ".join(parts)
 
 
@@ -177,6 +184,17 @@ class DrainEvents:
         for fact in facts:
             self._futures.append(self._pool.submit(self._send, fact, when))
 
+    def _byline(self) -> Byline:
+        return Byline(
+            operation=self._operation,
+            actor=self._actor,
+            context=self._kube.context,
+            user=self._kube.user,
+            reason=self._reason,
+            budget_override=self.budget_override,
+            capacity_override=self.capacity_override,
+        )
+
     def _send(self, fact: Fact, at: float) -> None:
         try:
             uid = self._uids.get(fact.provider)
@@ -193,16 +211,7 @@ class DrainEvents:
                 regarding=regarding,
                 reason=fact.reason,
                 action=fact.action,
-                note=note(
-                    fact,
-                    operation=self._operation,
-                    actor=self._actor,
-                    context=self._kube.context,
-                    user=self._kube.user,
-                    reason=self._reason,
-                    budget_override=self.budget_override,
-                    capacity_override=self.capacity_override,
-                ),
+                note=note(fact, self._byline()),
                 type_=fact.type,
                 reporter=Reporter(CONTROLLER, self._actor),
                 at=at,

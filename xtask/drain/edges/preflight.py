@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from agn.kube import PROVIDERS, Forbidden, Kube
-from xtask.drain.edges.journal import JournalError, JournalState
+from xtask.drain.edges.journal import JournalError, JournalReplay
 from xtask.errors import XtaskError
 
 _HINT = "choose a writable folder with --journal-dir or AGN_XTASK_JOURNAL_DIR"
@@ -37,7 +37,7 @@ def usable_journal_dir(folder: Path) -> Path:
     return folder
 
 
-def journal_context(state: JournalState, path: Path) -> str | None:
+def journal_context(state: JournalReplay, path: Path) -> str | None:
     """The kube context a journal records (None when it records none)."""
     if state.context is not None and not isinstance(state.context, str):
         raise JournalError(f"{path}: not a drain journal: context must be a string, got {state.context!r}")

@@ -30,7 +30,7 @@ from agn.operator.heartbeat import HEARTBEAT_LEASE, heartbeat_time
 from agn.overlays import ShardCache, read_partial
 from agn.shards import Incomplete, is_sharded, shards_holding
 from agn.watching import FollowOptions, WatchHealth, start_follower
-from xtask.drain.core.converge import Agreement, Observation, State, Verdict, evaluate
+from xtask.drain.core.converge import Agreement, Convergence, Observation, Verdict, evaluate
 from xtask.drain.core.progress import ApiServerNotice, Observed, Progress
 from xtask.drain.core.states import WaitState
 
@@ -311,19 +311,7 @@ class ConvergenceWaiter:
                     last_lagging = verdict.lagging
                     self.progress(Observed(verdict.state.value, tuple(verdict.lagging)))
                 if agreed:
-                    state = WaitState.CONVERGED if verdict.state is State.CONVERGED else WaitState.NOT_ELIGIBLE
+                    state = WaitState.CONVERGED if verdict.state is Convergence.CONVERGED else WaitState.NOT_ELIGIBLE
                     return WaitResult(state, verdict, agreement.count, time.monotonic() - start)
         finally:
             self.close()
-
-
-def read_back(kube: Kube, namespace: str, providers: Iterable[str]) -> dict[str, bool | None]:
-    """Patch-only mode: what the API now stores for each provider's drain field (one LIST).
-
-    A provider that no longer exists reads as None.
-    """
-    from agn.objects import drain_of
-
-    items, _ = kube.list(PROVIDERS, namespace)
-    stored = {name_of(o): drain_of(o) for o in items}
-    return {name: stored.get(name) for name in providers}

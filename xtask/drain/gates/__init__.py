@@ -5,36 +5,54 @@ A gate is one module of this package with ``FLAGS`` (its flags of ``provider-dra
 the CLI makes the click options; declared in :mod:`xtask.drain.gates.flags`), ``check`` (their
 values, before anything is read) and ``make`` (the gate, or the problems that refuse the run
 before any write): the :class:`~xtask.drain.gates.base.GateModule` shape. Adding one is that
-module, its flags, and one name in :data:`GATE_NAMES`.
+module, its flags, and one line in :data:`GATES`, the registry the CLI's options, the plan's
+record, the request's check and the run's gates are all read from.
 
 The gate modules load only when a run sets one of their flags or soaks: a drain without waves
-never imports them (nor the Prometheus text parser and HTTP pools they use).
+never imports them (nor the Prometheus text parser and the HTTP client they use); a registry line
+names its module and carries the flags, declared apart (:mod:`xtask.drain.gates.flags`).
 """
 
 from __future__ import annotations
 
-import functools
+import dataclasses
+import importlib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from xtask.drain.gates.base import Gate, GateFlag, GateModule, GateSetup
-from xtask.drain.gates.flags import ALL_FLAGS
-
-# Every gate, in the order a wave reads them.
-GATE_NAMES = ("error_ratio", "min_requests", "promql")
+from xtask.drain.gates.flags import ERROR_RATIO_FLAGS, MIN_REQUESTS_FLAGS, PROMQL_FLAGS
 
 
-@functools.cache
+@dataclasses.dataclass(frozen=True)
+class RegisteredGate:
+    """One line of :data:`GATES`: the gate's module (imported on first use) and its flags."""
+
+    module: str  # a dotted module path with the GateModule shape
+    flags: tuple[GateFlag, ...]
+
+
+# The gate registry: every gate, in the order a wave reads them.
+GATES: list[RegisteredGate] = [
+    RegisteredGate("xtask.drain.gates.error_ratio", ERROR_RATIO_FLAGS),
+    RegisteredGate("xtask.drain.gates.min_requests", MIN_REQUESTS_FLAGS),
+    RegisteredGate("xtask.drain.gates.promql", PROMQL_FLAGS),
+]
+
+
 def gate_modules() -> tuple[GateModule, ...]:
-    """The gate modules, imported on first use."""
-    from xtask.drain.gates import error_ratio, min_requests, promql
-
-    return (error_ratio, min_requests, promql)
+    """The registered gates' modules, in registry order, imported on first use."""
+    modules = []
+    for entry in GATES:
+        module = importlib.import_module(entry.module)
+        assert module.FLAGS == entry.flags, f"{entry.module} declares other flags than its registry line"
+        modules.append(cast(GateModule, module))
+    return tuple(modules)
 
 
 def gate_flags() -> list[GateFlag]:
-    """Every gate's flags, in registry order."""
-    return list(ALL_FLAGS)
+    """Every registered gate's flags, in registry order."""
+    return [flag for entry in GATES for flag in entry.flags]
 
 
 def check_gate_options(options: Mapping[str, Any], *, consumers: tuple[str, ...], soak: float | None) -> None:

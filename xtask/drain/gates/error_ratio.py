@@ -23,13 +23,12 @@ Only the named consumers' gateways are read, nothing is written. No I/O at impor
 from __future__ import annotations
 
 import dataclasses
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agn.gateway.outcomes import BAD_REQUEST, NO_ROUTE, ROUTED, UPSTREAM_ERROR
+from xtask.drain.gates import client
 from xtask.drain.gates.base import Gate, GateReading, GateSetup
 from xtask.drain.gates.flags import DEFAULT_MAX_ERROR_RATIO, ERROR_RATIO_FLAGS
 from xtask.errors import UsageError
@@ -39,7 +38,6 @@ COUNTED = (ROUTED, *ERROR_OUTCOMES)
 IGNORED = (BAD_REQUEST,)
 SCRAPE_TIMEOUT = 5.0
 SCRAPE_LIMIT = 4 * 1024 * 1024  # a gateway's /metrics is a few KiB; more is not a gateway's
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback must not go to a proxy
 _UNREACHABLE_HOSTS = ("0.0.0.0", "::", "[::]", "")  # an address a gateway listens on, not one to dial
 
 
@@ -83,17 +81,15 @@ def parse_counts(text: str) -> Counts:
 def scrape(url: str, *, timeout: float = SCRAPE_TIMEOUT) -> Counts:
     """GET ``url`` (a gateway's ``/metrics``) within ``timeout`` and parse its request counters."""
     try:
-        with _OPENER.open(urllib.request.Request(url, method="GET"), timeout=timeout) as response:
-            raw = response.read(SCRAPE_LIMIT + 1)
-    except urllib.error.HTTPError as exc:
-        raise ScrapeError(f"answered HTTP {exc.code}") from exc
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise ScrapeError(f"did not answer: {reason}") from exc
-    if len(raw) > SCRAPE_LIMIT:
+        answer = client.get(url, timeout=timeout, limit=SCRAPE_LIMIT)
+    except client.Unanswered as exc:
+        raise ScrapeError(f"did not answer: {exc}") from exc
+    if not 200 <= answer.status < 300:
+        raise ScrapeError(f"answered HTTP {answer.status}")
+    if answer.truncated:
         raise ScrapeError(f"answered more than {SCRAPE_LIMIT} bytes")
     try:
-        return parse_counts(raw.decode("utf-8"))
+        return parse_counts(answer.body.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise ScrapeError("answered something that is not UTF-8 text") from exc
 

@@ -1,8 +1,9 @@
 """The wave gates' flags of ``provider-drain``, declared apart from the gates themselves.
 
 The CLI makes its options from these on every run; the gates (and what they import: a
-Prometheus text parser, HTTP pools) load only when a run sets one of these flags or soaks
-(:mod:`xtask.drain.gates`). Each gate module exposes its own tuple as ``FLAGS``.
+Prometheus text parser, an HTTP client) load only when a run sets one of these flags or soaks.
+Each gate module exposes its own tuple as ``FLAGS``; the registry line of the gate
+(:data:`xtask.drain.gates.GATES`) carries the same tuple.
 """
 
 from __future__ import annotations
@@ -61,6 +62,3 @@ PROMQL_FLAGS: tuple[GateFlag, ...] = (
         help="Waves: the Prometheus --gate-promql queries (http(s); `env up` prints the one it starts).",
     ),
 )
-
-# In the order a wave reads the gates (xtask.drain.gates.GATE_NAMES).
-ALL_FLAGS: tuple[GateFlag, ...] = (*ERROR_RATIO_FLAGS, *MIN_REQUESTS_FLAGS, *PROMQL_FLAGS)

@@ -33,9 +33,8 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import urllib3
-
 from agn.yamltext import show
+from xtask.drain.gates import client
 from xtask.drain.gates.base import Gate, GateReading, GateSetup
 from xtask.drain.gates.flags import PROMQL_FLAGS
 from xtask.errors import ExitCode, UsageError, XtaskError
@@ -45,6 +44,7 @@ THRESHOLD = "non-empty and true over the soak"
 DEFAULT_STEP = 1.0  # seconds: the scrape interval of the env's Prometheus
 MAX_POINTS = 10_000  # Prometheus refuses a range query of more than 11,000 points per series
 DEFAULT_TIMEOUT = 10.0
+ANSWER_LIMIT = 64 * 1024 * 1024  # a soak's range query is KiB to a few MiB; more is not an answer to read
 
 
 class PromQLError(UsageError):
@@ -219,23 +219,17 @@ class PromQLGate:
         self.step = step
         self._clock = clock
         self._begun: float | None = None
-        self._http = urllib3.PoolManager(retries=False)
 
     def _query(self, path: str, params: dict[str, str]) -> dict[str, Any] | Refusal:
         """One POST to the HTTP API (form-encoded, so a long expression fits), within ``timeout``."""
-        url = f"{self.url}{path}"
+        fields = {**params, "timeout": f"{self.timeout:g}s"}
         try:
-            resp = self._http.request(
-                "POST",
-                url,
-                fields={**params, "timeout": f"{self.timeout:g}s"},
-                encode_multipart=False,
-                timeout=urllib3.Timeout(connect=self.timeout, read=self.timeout),
-                retries=False,
-            )
-        except urllib3.exceptions.HTTPError as exc:
+            answer = client.post_form(f"{self.url}{path}", fields, timeout=self.timeout, limit=ANSWER_LIMIT)
+        except client.Unanswered as exc:
             return Refusal(f"Prometheus at {self.url} does not answer: {exc}")
-        return parse_response(resp.status, resp.data)
+        if answer.truncated:
+            return Refusal(f"Prometheus at {self.url} answered more than {ANSWER_LIMIT} bytes")
+        return parse_response(answer.status, answer.body)
 
     def validate(self) -> GateReading:
         """Run the expression once, now. Raises :class:`PromQLError` for an expression Prometheus

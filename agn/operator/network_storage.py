@@ -1,0 +1,201 @@
+"""How the operator stores a network's shards, shared by the network's consumers (:mod:`agn.netshards`).
+
+A publication writes the network shards whose content changed once, before any consumer's index
+names them (the consumer's index is :mod:`.storage`'s); a network shard no current split uses is
+deleted only once no index names it (an index not yet rewritten may still). Network shards carry
+the label ``agn.dev/network`` and are owned by their InferenceNetwork (a garbage collector removes
+them with it), never by a consumer: deleting one consumer leaves its network-mates' shards.
+
+Every write is conditional (a resourceVersion or uid precondition) and goes through
+:class:`agn.operator.writes.LeaderWrites`; what is written is put into the shards cache at once.
+The plan of a network's candidates is :func:`network_split`'s: the consumer planner
+(:mod:`.reconcile`) run for the network with no exclusions, its shard specs renamed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from agn import GROUP, VERSION
+from agn.kube import SHARDS, Conflict, Kube, NotFound
+from agn.model import ConsumerView
+from agn.netshards import (
+    FORMAT_VERSION,
+    NetworkSplit,
+    is_network_form,
+    network_shard_labels,
+    network_shard_name,
+    network_shard_names,
+)
+from agn.objects import Obj, name_of
+from agn.operator.informer import Store
+from agn.operator.reconcile import Planned, replan
+from agn.operator.storage import PUBLISHED_BY, labels_current
+from agn.operator.verdicts import NetworkVerdict
+from agn.operator.writes import LeaderWrites
+from agn.shards import MAX_SHARD_COUNT
+
+# The key a network's plan is kept under (a ':' is in no Kubernetes name, so no consumer's).
+_PLAN_KEY = "{network}:network"
+_COMPARED = ("formatVersion", "network", "shard", "shardCount", "digest")
+
+
+def network_split(
+    known: tuple[Planned, NetworkSplit] | None, network: str, judged: NetworkVerdict, count: int
+) -> tuple[Planned, NetworkSplit]:
+    """The network's plan (sized by the change, like a consumer's) and its split into network
+    shards; ``known`` as it is while the plan did not move."""
+    key = ConsumerView(_PLAN_KEY.format(network=network), network)
+    planned = replan(known[0] if known else None, key, judged, None, count)
+    if known is not None and planned is known[0]:
+        return known
+    plan = planned.plan
+    shards: dict[str, dict[str, Any]] = {}
+    entries = []
+    for n in sorted(plan.entries):  # the non-empty shards
+        spec = planned.sharded.shards[plan.entries[n]["name"]]
+        name = network_shard_name(network, n)
+        shards[name] = {
+            "formatVersion": FORMAT_VERSION,
+            "network": network,
+            "shard": n,
+            "shardCount": plan.shard_count,
+            "digest": spec["digest"],
+            "candidates": spec["candidates"],
+        }
+        entries.append({"name": name, "digest": spec["digest"], "candidates": plan.entries[n]["candidates"]})
+    return planned, NetworkSplit(network, plan.shard_count, shards, entries, plan.by_provider)
+
+
+def network_owner(network: Obj) -> dict[str, Any]:
+    meta = network["metadata"]
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceNetwork", "name": meta["name"], "uid": meta["uid"]}
+
+
+class NetworkShards:
+    """Writes and collects one namespace's network shards, keeping the shards cache up to date."""
+
+    def __init__(self, kube: Kube, writes: LeaderWrites, namespace: str, *, shards: Store, identity: str) -> None:
+        self.kube = kube
+        self.writes = writes
+        self.namespace = namespace
+        self.shards = shards
+        self.identity = identity
+        self.lock = threading.Lock()  # consumers of one network may reconcile in parallel
+
+    def prepare(
+        self, plans: dict[str, tuple[Planned, NetworkSplit]], network: Obj, judged: NetworkVerdict, count: int
+    ) -> tuple[NetworkSplit, list[str]]:
+        """The network's split (its plan and split kept in ``plans``, by network) and the shards to write."""
+        name = network["metadata"]["name"]
+        with self.lock:
+            plans[name] = known = network_split(plans.get(name), name, judged, count)
+            return known[1], self.work(known[1], network)
+
+    def stored(self, network: str) -> dict[str, Obj]:
+        """The network's shards in the cache, by name (every name a shard count allows)."""
+        out = {}
+        for name in network_shard_names(network, MAX_SHARD_COUNT):
+            obj = self.shards.peek(name)
+            if obj is not None:
+                out[name] = obj
+        return out
+
+    def work(self, split: NetworkSplit, network: Obj) -> list[str]:
+        """The shards of ``split`` to write: absent, or stored with other content, labels or owner."""
+        stored = self.stored(split.network)
+        labels = network_shard_labels(split.network)
+        owner = [network_owner(network)]
+        out = []
+        for name, spec in split.shards.items():
+            obj = stored.get(name)
+            have = (obj or {}).get("spec") or {}
+            if (
+                obj is None
+                or any(have.get(k) != spec[k] for k in _COMPARED)
+                or not labels_current(obj, labels)
+                or (obj["metadata"].get("ownerReferences") or []) != owner
+            ):
+                out.append(name)
+        return out
+
+    def write(self, split: NetworkSplit, names: Iterable[str], network: Obj) -> bool:
+        """Create or patch the named shards of ``split``. False when the cache was behind (a
+        conflict, or a shard deleted meanwhile): they are read again; the caller plans again."""
+        stored = self.stored(split.network)
+        labels = network_shard_labels(split.network)
+        owners = [network_owner(network)]
+        names = list(names)
+        with self.lock:
+            return self._write(split, names, stored, labels, owners)
+
+    def _write(
+        self, split: NetworkSplit, names: list[str], stored: Mapping[str, Obj], labels: Mapping[str, str], owners: list
+    ) -> bool:
+        try:
+            for name in names:
+                spec, old = split.shards[name], stored.get(name)
+                metadata: dict[str, Any] = {"ownerReferences": owners, "annotations": {PUBLISHED_BY: self.identity}}
+                if labels:
+                    metadata["labels"] = dict(labels)
+                if old is None:
+                    body = {
+                        "apiVersion": f"{GROUP}/{VERSION}",
+                        "kind": SHARDS.kind,
+                        "metadata": {"name": name, **metadata},
+                        "spec": spec,
+                    }
+                    written = self.writes.create(SHARDS, self.namespace, body)
+                else:
+                    metadata["resourceVersion"] = old["metadata"]["resourceVersion"]
+                    patch = {"metadata": metadata, "spec": {**spec, "consumer": None}}
+                    written = self.writes.merge_patch(SHARDS, self.namespace, name, patch)
+                self.shards.upsert(written)
+        except (Conflict, NotFound):
+            self.refresh(names)
+            return False
+        return True
+
+    def collect(self, split: NetworkSplit, indexes: Iterable[Obj]) -> list[str]:
+        """Delete the network's stored shards ``split`` does not use and no index names (an index
+        not rewritten yet may still); returns those deleted."""
+        named = {
+            str(e.get("name", ""))
+            for o in indexes
+            if is_network_form(spec := o.get("spec") or {}) and spec.get("network") == split.network
+            for e in spec.get("shards") or ()
+        }
+        doomed = [o for n, o in sorted(self.stored(split.network).items()) if n not in split.shards and n not in named]
+        for obj in doomed:
+            try:
+                self.writes.delete(SHARDS, self.namespace, name_of(obj), uid=obj["metadata"].get("uid"))
+            except NotFound:
+                pass  # gone already
+            except Conflict:
+                self.refresh([name_of(obj)])
+                continue
+            self.shards.remove(name_of(obj))
+        return [name_of(o) for o in doomed]
+
+    def refresh(self, names: Iterable[str]) -> None:
+        for name in sorted(set(names)):
+            try:
+                self.shards.upsert(self.kube.get(SHARDS, self.namespace, name))
+            except NotFound:
+                self.shards.remove(name)
+
+
+def indexes_behind(split: NetworkSplit, indexes: Mapping[str, Obj]) -> list[str]:
+    """The consumers whose stored network-form index names ``split``'s network shards at other
+    digests than the split's (a shared shard is ahead of them: their index must follow)."""
+    want = {e["name"]: e["digest"] for e in split.entries}
+    out = []
+    for name, obj in indexes.items():
+        spec = obj.get("spec") or {}
+        if is_network_form(spec) and spec.get("network") == split.network:
+            have = {str(e.get("name", "")): e.get("digest") for e in spec.get("shards") or ()}
+            if have != want:
+                out.append(name)
+    return sorted(out)
