@@ -84,7 +84,8 @@ class Operator:
         self.stop = stop
         self.elector = elector
         self.leadership: Leadership = elector if elector is not None else AlwaysLeader(new_identity())
-        self.writes = LeaderWrites(kube, self.leadership, log=log)
+        self.metrics = metrics or OperatorMetrics()
+        self.writes = LeaderWrites(kube, self.leadership, log=log, on_body=self.metrics.wrote)
         self.queue = CoalescingQueue(
             window=settings.coalesce_window,
             max_window=settings.max_batch_wait,
@@ -101,7 +102,6 @@ class Operator:
             identity=self.leadership.identity,
             log=log,
         )
-        self.metrics = metrics or OperatorMetrics()
         self.events = EventSink(self.writes, instance=self.leadership.identity, log=log, stop=stop)
         tokens = Tokens(lambda name: kube.secret_data(namespace, name))  # providers' credentials (Secrets)
         self.prober = Prober(
@@ -439,7 +439,11 @@ class Operator:
         Event for) ``change`` — None when admission did not change."""
         overlay, sharded = planned.overlay, planned.sharded
         name = overlay.consumer
-        if not self.storage.write(sharded, work, consumer=consumer, current=current, stored=stored):
+        with self.writes.tally() as tally:
+            stored_ok = self.storage.write(sharded, work, consumer=consumer, current=current, stored=stored)
+        if tally.bytes:
+            self.metrics.publication_bytes.observe(tally.bytes)
+        if not stored_ok:
             self.queue.add(name)
             return
         self.memory.published[name] = (consumer["metadata"].get("uid", ""), overlay)
@@ -451,6 +455,7 @@ class Operator:
                 shards_written=len(work.shards),
                 index_written=work.index,
                 shards_deleted=len(work.surplus),
+                bytes_written=tally.bytes,
             )
             return
         states = sharded.index["admission"]
@@ -464,6 +469,7 @@ class Operator:
             shards_written=len(work.shards),
             shards_deleted=len(work.surplus),
             shards_compared=change.shards_compared,
+            bytes_written=tally.bytes,
             changes=change_log(change.diff, states),
         )
         note = note_for(
