@@ -48,6 +48,7 @@ from agn.operator.ownership import Verdict, verdict
 from agn.operator.prober import Prober, ProbeStores
 from agn.operator.reconcile import Planned, replan
 from agn.operator.settings import Settings
+from agn.operator.snapshot import Snapshot
 from agn.operator.storage import OverlayStorage, ShardWork, shard_work
 from agn.operator.verdicts import NetworkVerdict
 from agn.operator.workqueue import CoalescingQueue
@@ -268,9 +269,9 @@ class Operator:
                 return
             if not batch:
                 continue
-            # One snapshot of the providers per batch: every consumer in it is judged on the same
-            # data. Views are converted once per provider version, not per batch.
-            providers = self.provider_views()
+            # The consumers of a batch are judged on one snapshot of the providers, taken again
+            # once it is older than --max-batch-wait (:class:`Snapshot`).
+            providers = Snapshot(self.provider_views, max_age=self.settings.max_batch_wait)
             names = sorted(batch)
             if self._pool is not None and len(names) > 1:
                 # Each consumer's overlay is its own objects; the network's verdict, which they
@@ -283,7 +284,7 @@ class Operator:
                 for name in names:
                     if not self._leading(term):
                         return  # the rest of the batch waits for the next term's full pass
-                    self._reconcile_safely(name, providers)
+                    self._reconcile_safely(name, providers.get())
             if first:
                 first = False
                 self.log.info("initial reconcile done", consumers=sorted(batch), term=term)
@@ -319,9 +320,9 @@ class Operator:
         views = self.caches.providers.store.derived(provider_view)
         return self._views.views(views, heartbeat=self.prober.heartbeat_at, hold=hold, now=time.time())
 
-    def _reconcile_leading(self, term: int, name: str, providers: tuple[ProviderView, ...]) -> None:
+    def _reconcile_leading(self, term: int, name: str, providers: Snapshot) -> None:
         if self._leading(term):  # else it waits for the next term's full pass
-            self._reconcile_safely(name, providers)
+            self._reconcile_safely(name, providers.get())
 
     def _reconcile_safely(self, name: str, providers: tuple[ProviderView, ...]) -> None:
         started = time.perf_counter()
