@@ -81,7 +81,14 @@ class Store:
         self._derived: dict[Callable[[Obj], Any], dict[str, tuple[Obj, Any]]] = {}
 
     def replace(self, items: list[Obj]) -> None:
-        fresh = {i["metadata"]["name"]: trimmed(i) for i in items}
+        """Hold exactly ``items`` (trimmed). ``items`` is emptied as it is read: a re-list's
+        decoded objects are let go one by one as their trimmed copies are made, so the list (which
+        the watch loop keeps until its next re-list) never holds a second copy of the fleet."""
+        items.reverse()
+        fresh: dict[str, Obj] = {}
+        while items:
+            obj = trimmed(items.pop())
+            fresh[obj["metadata"]["name"]] = obj
         with self._lock:
             if fresh.keys() != self._items.keys():
                 self._version += 1
@@ -234,11 +241,12 @@ class Informer:
             )
 
     def _snapshot(self, items: list[Obj]) -> None:
-        self.store.replace(items)
+        count = len(items)
+        self.store.replace(items)  # empties items (Store.replace)
         first = not self.synced.is_set()
         self.synced.set()
-        self._log.debug("listed", resource=self.resource.plural, count=len(items))
-        if not first or items:
+        self._log.debug("listed", resource=self.resource.plural, count=count)
+        if not first or count:
             self._on_change("RELIST", None)
 
     def _event(self, kind: str, obj: Obj) -> None:

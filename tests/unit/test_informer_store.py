@@ -92,3 +92,11 @@ def test_objects_decoded_apart_share_their_key_strings_in_the_store():
     store.upsert(b)
     (sa,), (sb,) = store.peek("p1")["spec"].keys(), store.peek("p2")["spec"].keys()
     assert sa is sb
+
+
+def test_a_relist_is_consumed_so_the_caller_keeps_no_second_copy_and_order_is_kept():
+    store = Store()
+    listed = [obj("b", 1), obj("a", 1), obj("c", 1)]
+    store.replace(listed)
+    assert listed == []  # the watch loop's list lets go of every decoded object
+    assert [o["metadata"]["name"] for o in store.peek_all()] == ["b", "a", "c"]
