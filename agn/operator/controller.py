@@ -50,6 +50,7 @@ from agn.operator.ownership import Verdict, verdict
 from agn.operator.prober import Prober, ProbeStores
 from agn.operator.reconcile import Planned, replan
 from agn.operator.settings import Settings
+from agn.operator.snapshot import Snapshot
 from agn.operator.storage import OverlayStorage, ShardWork, shard_work
 from agn.operator.verdicts import NetworkVerdict
 from agn.operator.workqueue import CoalescingQueue
@@ -87,7 +88,8 @@ class Operator:
         self.stop = stop
         self.elector = elector
         self.leadership: Leadership = elector if elector is not None else AlwaysLeader(new_identity())
-        self.writes = LeaderWrites(kube, self.leadership, log=log)
+        self.metrics = metrics or OperatorMetrics()
+        self.writes = LeaderWrites(kube, self.leadership, log=log, on_body=self.metrics.wrote)
         self.queue = CoalescingQueue(
             window=settings.coalesce_window,
             max_window=settings.max_batch_wait,
@@ -95,7 +97,6 @@ class Operator:
         )
         self.caches = caches = Caches(kube, namespace, self.queue, log=log, stop=stop)
         self.storage, self.network_shards = self._overlay_storage(caches)
-        self.metrics = metrics or OperatorMetrics()
         self.events = EventSink(self.writes, instance=self.leadership.identity, log=log, stop=stop)
         tokens = Tokens(lambda name: kube.secret_data(namespace, name))  # providers' credentials (Secrets)
         self.prober = Prober(
@@ -280,9 +281,9 @@ class Operator:
                 return
             if not batch:
                 continue
-            # One snapshot of the providers per batch: every consumer in it is judged on the same
-            # data. Views are converted once per provider version, not per batch.
-            providers = self.provider_views()
+            # The consumers of a batch are judged on one snapshot of the providers, taken again
+            # once it is older than --max-batch-wait (:class:`Snapshot`).
+            providers = Snapshot(self.provider_views, max_age=self.settings.max_batch_wait)
             names = sorted(batch)
             if self._pool is not None and len(names) > 1:
                 # Each consumer's overlay is its own objects; the network's verdict, which they
@@ -295,7 +296,7 @@ class Operator:
                 for name in names:
                     if not self._leading(term):
                         return  # the rest of the batch waits for the next term's full pass
-                    self._reconcile_safely(name, providers)
+                    self._reconcile_safely(name, providers.get())
             if first:
                 first = False
                 self.log.info("initial reconcile done", consumers=sorted(batch), term=term)
@@ -331,9 +332,9 @@ class Operator:
         views = self.caches.providers.store.derived(provider_view)
         return self._views.views(views, heartbeat=self.prober.heartbeat_at, hold=hold, now=time.time())
 
-    def _reconcile_leading(self, term: int, name: str, providers: tuple[ProviderView, ...]) -> None:
+    def _reconcile_leading(self, term: int, name: str, providers: Snapshot) -> None:
         if self._leading(term):  # else it waits for the next term's full pass
-            self._reconcile_safely(name, providers)
+            self._reconcile_safely(name, providers.get())
 
     def _reconcile_safely(self, name: str, providers: tuple[ProviderView, ...]) -> None:
         started = time.perf_counter()
@@ -467,15 +468,19 @@ class Operator:
         Event for) ``change`` — None when admission did not change."""
         overlay, sharded = planned.overlay, planned.sharded
         name = overlay.consumer
-        if not self.storage.write(sharded, work, consumer=consumer, current=current, stored=stored):
+        with self.writes.tally() as tally:
+            stored_ok = self.storage.write(sharded, work, consumer=consumer, current=current, stored=stored)
+        if tally.bytes:
+            self.metrics.publication_bytes.observe(tally.bytes)
+        if not stored_ok:
             self.queue.add(name)
             return
         self.memory.published[name] = (consumer["metadata"].get("uid", ""), overlay)
         if change is None:
-            self.log.info("overlay stored again", **stored_fields(overlay, work))
+            self.log.info("overlay stored again", **stored_fields(overlay, work), bytes_written=tally.bytes)
             return
         states = sharded.index["admission"]
-        self.log.info("overlay published", **published_fields(overlay, work, change, states))
+        self.log.info("overlay published", **published_fields(overlay, work, change, states), bytes_written=tally.bytes)
         note = note_for(
             change.diff,
             network=overlay.network,

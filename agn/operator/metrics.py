@@ -6,6 +6,8 @@
 | ``agn_operator_reconcile_errors_total`` | counter | | reconciles that failed (retried after a second) |
 | ``agn_operator_queue_depth`` | gauge | | consumers waiting for a reconcile (dirty or scheduled) |
 | ``agn_operator_leader`` | gauge | | 1 while this process holds the lease |
+| ``agn_operator_write_bytes_total`` | counter | ``kind`` | bytes of the bodies written: ``index``, ``shard``, ``status``, ``event``, ``other`` |
+| ``agn_overlay_publication_bytes`` | histogram | | bytes one consumer's publication wrote (index and shards together) |
 | ``agn_overlay_revision`` | gauge | ``consumer`` | the revision of the consumer's RoutingOverlay |
 | ``agn_overlay_candidates`` | gauge | ``consumer``, ``admission_state`` | candidates per admission state |
 | ``agn_probe_duration_seconds`` | histogram | | one provider's probe (``/healthz`` + ``/metrics``) |
@@ -44,6 +46,10 @@ ADMISSION_STATES = (ADMITTED, EXISTING_ONLY)
 PROBE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 # The scheduler looks every 50 ms, so a probe on time starts up to that late.
 START_DELAY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+# A drain's publication is an index and a shard (a few KiB); a fleet's first one every shard of
+# every candidate (MiBs at 10,000 providers).
+PUBLICATION_BUCKETS = tuple(float(1024 * 4**k) for k in range(9))  # 1 KiB .. 64 MiB
+BODY_KINDS = ("index", "shard", "status", "event", "other")
 
 
 def overlay_samples(overlays: Iterable[Mapping[str, Any]]) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
@@ -201,6 +207,25 @@ class OperatorMetrics:
             ["provider", "check"],
             registry=self.registry,
         )
+
+        self.write_bytes = Counter(
+            "agn_operator_write_bytes",
+            "Bytes of the bodies the operator wrote (as sent), by kind: index, shard, status, event, other.",
+            ["kind"],
+            registry=self.registry,
+        )
+        for kind in BODY_KINDS:
+            self.write_bytes.labels(kind)  # a count: 0 until the first body of the kind
+        self.publication_bytes = Histogram(
+            "agn_overlay_publication_bytes",
+            "Bytes one consumer's overlay publication wrote (its index and shards together).",
+            buckets=PUBLICATION_BUCKETS,
+            registry=self.registry,
+        )
+
+    def wrote(self, kind: str, size: int) -> None:
+        """One body of ``size`` bytes sent (:class:`.writes.LeaderWrites` calls it)."""
+        self.write_bytes.labels(kind).inc(size)
 
     def watch_probes(self, load: Callable[[], Mapping[str, Any]]) -> None:
         """Serve the prober's backlog gauges (``load`` is :meth:`.prober.Prober.load` at scrape time)."""

@@ -28,6 +28,16 @@ consumers) size runs in its own namespace with its own operator and gateways:
    (CLI, operator, gateways), read with the bench's admin client certificate; beside it the
    idle rate of the same count (requests per second with no drain running), for scale.
 
+7. **bytes**: what the operator wrote to overlays (indexes and shards) during admission: per
+   publication (median, max: the ``bytes_written`` of its log lines) and in total, as the
+   operator counted it (``agn_operator_write_bytes_total``) and as the API server received it
+   (its own ``apiserver_request_body_size_bytes_sum``: the cross-check, and the only count an
+   operator from before #45 has); the same for one single drain (median).
+
+With ``--before DIR`` (a checkout of the code before, e.g. ``git worktree add /tmp/before
+<ref>``) every size runs twice in the same minutes: first with the operator and gateways of
+``DIR``, then with this checkout's; the CLI is this checkout's in both. One table, both codes.
+
 Also the operator's probe backlog (``agn_probe_backlog``, ``agn_probe_lag_seconds``, its own
 ``/metrics``): the highest reading seen while waiting for admission.
 
@@ -37,6 +47,7 @@ inline and the sharded (index + shards) forms both count.
 
 Usage: python scripts/bench/fleet.py [--providers 200] [--consumers 2] [--repeat 3]
        python scripts/bench/fleet.py --providers 500,2000,5000 --consumers 2,10
+       python scripts/bench/fleet.py --providers 2000 --consumers 10 --before /tmp/before
 """
 
 from __future__ import annotations
@@ -57,6 +68,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from fleetbytes import ByteReading, PhaseBytes, kib, reading, size
 from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from rich.table import Table
@@ -64,7 +76,7 @@ from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
 
 from agn.kube import AGN_RESOURCES, CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, KubeError, Resource
 from agn.overlays import list_overlays
-from benchenv import CTX, Bench, consumer_body, network_body, provider_body
+from benchenv import CTX, REPO, Bench, consumer_body, network_body, provider_body
 from xtask.runtime.controlplane import free_port
 
 T = TypeVar("T")
@@ -168,6 +180,7 @@ def object_bytes(obj: dict) -> int:
 class Row:
     providers: int
     consumers: int
+    code: str = "this"  # "before": the operator and gateways of --before
     create_s: float | None = None
     admit_s: float | None = None
     backlog: float = 0.0
@@ -183,6 +196,8 @@ class Row:
     operator_mb: float | None = None
     gateway_mb: float | None = None
     failure: str = ""
+    admission_bytes: PhaseBytes | None = None
+    single_bytes: list[PhaseBytes] = field(default_factory=list)
     # The drains' own phase timings (the JSON report's "timings"), for the --json output.
     single_timings: list[dict[str, float]] = field(default_factory=list)
     gw_timings: dict[str, float] = field(default_factory=dict)
@@ -208,13 +223,24 @@ class Fleet:
         return self.bench.kube
 
     # -- readings ------------------------------------------------------------------------
-    def apiserver_requests(self) -> float:
+    def apiserver_metrics(self) -> str:
+        """The kube-apiserver's own /metrics, read with the bench's admin client certificate."""
         if self._tls is None:  # the admin certificate exists once the control plane has started
             c = self.bench.cp.certs
             self._tls = ssl.create_default_context(cafile=str(c.ca_cert))
             self._tls.load_cert_chain(str(c.admin_cert), str(c.admin_key))
         with urllib.request.urlopen(f"{self.bench.cp.server}/metrics", context=self._tls, timeout=30) as r:
-            return metric_sum(r.read().decode(), "apiserver_request_total", skip=probe_status_write)
+            return r.read().decode()
+
+    def apiserver_requests(self) -> float:
+        return metric_sum(self.apiserver_metrics(), "apiserver_request_total", skip=probe_status_write)
+
+    def operator_log(self) -> Path:
+        return self.bench.sup.log_dir / "operator.log"
+
+    def bytes_now(self) -> ByteReading:
+        """The overlay bytes so far, as the operator and the API server count them (:mod:`fleetbytes`)."""
+        return reading(self.operator_metrics, self.apiserver_metrics, self.operator_log())
 
     def operator_metrics(self) -> str:
         try:
@@ -302,10 +328,11 @@ class Fleet:
             str(a.overlay_shards),
         ]
 
-    def start_size(self, providers: int, consumers: int) -> None:
-        """Namespace, network, consumers; operator and gateways up and serving empty overlays."""
+    def start_size(self, providers: int, consumers: int, *, code: str = "this") -> None:
+        """Namespace, network, consumers; operator and gateways (of ``code``: this checkout or
+        ``--before``) up and serving empty overlays."""
         b = self.bench
-        self.ns = f"fleet-{providers}x{consumers}"
+        self.ns = f"fleet-{providers}x{consumers}" + ("-before" if code == "before" else "")
         self.consumers = [f"c{i:02d}" for i in range(consumers)]
         width = max(4, len(str(providers - 1)))
         self.names = [f"p{i:0{width}d}" for i in range(providers)]
@@ -321,16 +348,21 @@ class Fleet:
         common = ["--kubeconfig", str(b.kubeconfig), "--context", CTX, "--namespace", self.ns]
         port = free_port()
         self.operator_url = f"http://127.0.0.1:{port}"
+        # `python -m` imports from its working directory first: run each in the code's checkout.
+        root = self.args.before if code == "before" else REPO
+        env = {**b.env, "PYTHONPATH": str(root)}
         b.sup.start(
             "operator",
             [sys.executable, "-m", "agn.operator", *common, *self.operator_argv(), "--health-port", str(port)],
-            env=b.env,
+            env=env,
+            cwd=root,
         )
         for c in self.consumers:
             b.sup.start(
                 f"gateway-{c}",
                 [sys.executable, "-m", "agn.gateway", *common, "--consumer", c, "--port", "0"],
-                env=b.env,
+                env=env,
+                cwd=root,
             )
 
     def create_providers(self) -> None:
@@ -409,8 +441,9 @@ class Fleet:
                 raise PhaseTimeout(f"{what}: not started, the size's time was used up")
             return remaining
 
-        self.start_size(row.providers, row.consumers)
+        self.start_size(row.providers, row.consumers, code=row.code)
         wait(lambda: self.converged(admitted=0), deadline=deadline, what="operator+gateways serving empty overlays")
+        log = self.operator_log()
 
         total = len(self.names) + SPARES
 
@@ -420,6 +453,7 @@ class Fleet:
                 row.backlog = max(row.backlog, metric_sum(text, "agn_probe_backlog"))
                 row.lag_s = max(row.lag_s, metric_sum(text, "agn_probe_lag_seconds"))
 
+        bytes0 = self.bytes_now()
         t0 = time.monotonic()
         self.create_providers()
         row.create_s = time.monotonic() - t0
@@ -431,6 +465,7 @@ class Fleet:
             max_sleep=ADMISSION_POLL,
         )
         row.admit_s = self.observed_at - t0
+        row.admission_bytes = PhaseBytes.between(bytes0, self.bytes_now(), log)
         row.largest = self.largest_object()
 
         # The drains' request counts include the rest of the background traffic (lease renewals,
@@ -441,10 +476,11 @@ class Fleet:
 
         target = self.names[0]
         for _ in range(self.args.repeat):
-            before = self.apiserver_requests()
+            before, bytes_before = self.apiserver_requests(), self.bytes_now()
             row.single_s.append(self.drain_cli("--provider", target, timeout=left("single drain")))
             row.single_timings.append(self.last_timings)
             row.single_requests.append(self.apiserver_requests() - before)
+            row.single_bytes.append(PhaseBytes.between(bytes_before, self.bytes_now(), log))
             self.bench.set_drain([target], None)
             wait(lambda: self.converged(admitted=total), deadline=deadline, what="undrain served (not measured)")
 
@@ -483,7 +519,18 @@ def fmt(value: float | None, spec: str, unit: str = "") -> str:
     return "-" if value is None else f"{value:{spec}}{unit}"
 
 
-def render(rows: list[Row], baselines: dict[int, float], args: argparse.Namespace, started: str) -> Table:
+def bytes_cells(r: Row) -> tuple[str, str]:
+    """(admission: per publication median / max KiB, total MiB operator / server; single drain:
+    KiB the API server received, median)."""
+    a = r.admission_bytes
+    admission = "-"
+    if a is not None:
+        admission = f"{kib(a.median)} / {kib(a.max)} KiB ×{a.count}; total {size(a.operator)} / {size(a.server)}"
+    drains = [b.server for b in r.single_bytes]
+    return admission, (f"{kib(statistics.median(drains))} KiB" if drains else "-")
+
+
+def render(rows: list[Row], baselines: dict[tuple[str, int], float], args: argparse.Namespace, started: str) -> Table:
     caption = (
         f"Operator: --probe-interval {args.probe_interval:g} --probe-concurrency {args.probe_concurrency} "
         f"--coalesce-window {args.coalesce_window:g} --max-batch-wait {args.max_batch_wait:g} --reconcile-workers {args.reconcile_workers} --overlay-shards {args.overlay_shards}, other flags default "
@@ -492,7 +539,11 @@ def render(rows: list[Row], baselines: dict[int, float], args: argparse.Namespac
         f"fake-provider process. Single drain: median of {args.repeat}, vs {args.baseline} providers with the "
         f"same consumers. Gateway drain: {GATEWAY_DRAIN} providers (all N if fewer). API req: change of the "
         "kube-apiserver's apiserver_request_total across the drain, every client but the probe status writes. RSS: peak (VmHWM). "
-        f"Goals: admitted+served <= {GOALS['admit_s']:g}s; single drain <= {GOALS['drain_ratio']:g}x baseline; "
+        "Overlay bytes: index+shard bodies written during admission, per publication (median / max, from the operator's "
+        "log, × publications) and in total as the operator counted / as the API server received them "
+        "(apiserver_request_body_size_bytes_sum); drain bytes: the API server's, median. "
+        + (f"Rows marked (before): operator and gateways of {args.before}. " if args.before else "")
+        + f"Goals: admitted+served <= {GOALS['admit_s']:g}s; single drain <= {GOALS['drain_ratio']:g}x baseline; "
         f"<= {GOALS['gw_revisions']} revisions per consumer; largest object <= 1 MiB; operator <= "
         f"{GOALS['operator_mb']:g} MB, gateway <= {GOALS['gateway_mb']:g} MB. Per-size timeout "
         f"{args.size_timeout:g}s. {started}."
@@ -501,9 +552,11 @@ def render(rows: list[Row], baselines: dict[int, float], args: argparse.Namespac
     for col in (
         "N x consumers",
         "create / admitted+served",
+        "overlay bytes (admission)",
         "probe backlog / lag",
         "single drain",
         "API req (single) / idle rate",
+        "drain bytes",
         "gw drain",
         "revisions",
         "API req (gw)",
@@ -515,7 +568,7 @@ def render(rows: list[Row], baselines: dict[int, float], args: argparse.Namespac
         table.add_column(col, overflow="fold")
     for r in rows:
         single = statistics.median(r.single_s) if r.single_s else None
-        base = baselines.get(r.consumers)
+        base = baselines.get((r.code, r.consumers))
         if r.providers == args.baseline:
             ratio_text = "baseline"
         elif single is not None and base:
@@ -524,13 +577,16 @@ def render(rows: list[Row], baselines: dict[int, float], args: argparse.Namespac
             ratio_text = ""
         req = statistics.median(r.single_requests) if r.single_requests else None
         size, name = r.largest
+        admission_bytes, drain_bytes = bytes_cells(r)
         table.add_row(
-            f"{r.providers} x {r.consumers}",
+            f"{r.providers} x {r.consumers}" + (" (before)" if r.code == "before" else ""),
             f"{fmt(r.create_s, '.1f', 's')} / {fmt(r.admit_s, '.1f', 's')} {verdict(r.admit_s, GOALS['admit_s'])}"
             + (f" ({r.admit_s - r.create_s:.1f}s after the last)" if r.admit_s and r.create_s else ""),
+            admission_bytes,
             f"{r.backlog:.0f} / {r.lag_s:.2f}s",
             f"{fmt(single, '.2f', 's')} {ratio_text}",
             f"{fmt(req, '.0f')} / {fmt(r.background_rps, '.0f', '/s')}",
+            drain_bytes,
             f"{fmt(r.gw_s, '.2f', 's')} ({r.gw_size})" if r.gw_size else "-",
             f"{fmt(r.gw_revisions, 'd')} {verdict(r.gw_revisions, GOALS['gw_revisions'])}",
             fmt(r.gw_requests, ".0f"),
@@ -600,7 +656,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-batch-wait", type=non_negative, default=1.0, help="operator --max-batch-wait (1.0)")
     parser.add_argument("--reconcile-workers", type=int, default=1, help="operator --reconcile-workers (1)")
     parser.add_argument("--overlay-shards", type=int, default=16, help="operator --overlay-shards (16)")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="DIR",
+        help="a checkout of the code before (git worktree add DIR <ref>): each size also runs with its operator "
+        "and gateways, first, in the same minutes",
+    )
     args = parser.parse_args(argv)
+    if args.before is not None and not (args.before / "agn" / "operator" / "__main__.py").is_file():
+        parser.error(f"--before {args.before}: not a checkout of this project (no agn/operator/__main__.py there)")
     for flag in ("baseline", "repeat", "probe_concurrency", "reconcile_workers", "overlay_shards"):
         if getattr(args, flag) < 1:
             parser.error(f"--{flag.replace('_', '-')}: must be a whole number >= 1, got {getattr(args, flag)}")
@@ -620,18 +685,19 @@ def main(argv: list[str] | None = None) -> int:
             [(args.baseline, c) for c in args.consumers] + [(p, c) for p in args.providers for c in args.consumers]
         )
     )
+    codes = ["before", "this"] if args.before else ["this"]
     rows: list[Row] = []
-    baselines: dict[int, float] = {}
+    baselines: dict[tuple[str, int], float] = {}
     interrupted = False
     with tempfile.TemporaryDirectory(prefix="agn-fleet-") as tmp:
         bench = Bench(Path(tmp))
         fleet = Fleet(bench, args)
         try:
             bench.start()
-            for providers, consumers in plan:
-                row = Row(providers, consumers)
+            for providers, consumers, code in [(p, c, code) for p, c in plan for code in codes]:
+                row = Row(providers, consumers, code)
                 rows.append(row)
-                print(f"fleet: {providers} x {consumers} ...", file=sys.stderr, flush=True)
+                print(f"fleet: {providers} x {consumers} ({code}) ...", file=sys.stderr, flush=True)
                 try:
                     fleet.run_size(row, timeout=args.size_timeout)
                 except KeyboardInterrupt:
@@ -646,8 +712,8 @@ def main(argv: list[str] | None = None) -> int:
                 finally:
                     fleet.memory(row)
                     fleet.stop_size()
-                if providers == args.baseline and row.single_s and consumers not in baselines:
-                    baselines[consumers] = statistics.median(row.single_s)
+                if providers == args.baseline and row.single_s and (code, consumers) not in baselines:
+                    baselines[(code, consumers)] = statistics.median(row.single_s)
         except KeyboardInterrupt:
             interrupted = True
         finally:

@@ -5,10 +5,15 @@ a provider whose metrics export is turned off. Every value asserted is one the a
 
 from __future__ import annotations
 
+import ssl
+import urllib.request
+
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from agnprocs import http_json, sample, scrape, wait_for
 from drainenv import CONSUMER_NAMES, DrainEnv
+from xtask.runtime.certs import CertPaths
 
 pytestmark = pytest.mark.integration
 
@@ -51,6 +56,56 @@ def test_operator_overlay_gauges_follow_a_drain(env: DrainEnv):
         assert sample(after, "agn_overlay_revision", consumer=c) == revision
         assert sample(after, "agn_overlay_candidates", consumer=c, admission_state="admitted") == 2
         assert sample(after, "agn_overlay_candidates", consumer=c, admission_state="existing_only") == 2
+
+
+def apiserver_body_bytes(env: DrainEnv) -> dict[str, float]:
+    """The API server's own view: ``apiserver_request_body_size_bytes_sum`` per resource, read
+    with the control plane's admin certificate."""
+    certs = CertPaths.under(env.cp.state_dir / "certs")
+    tls = ssl.create_default_context(cafile=str(certs.ca_cert))
+    tls.load_cert_chain(str(certs.admin_cert), str(certs.admin_key))
+    with urllib.request.urlopen(f"{env.cp.server}/metrics", context=tls, timeout=10) as resp:
+        text = resp.read().decode()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == "apiserver_request_body_size_bytes_sum":
+                out[s.labels["resource"]] = out.get(s.labels["resource"], 0.0) + s.value
+    return out
+
+
+def test_operator_counts_the_bytes_it_writes_as_the_api_server_receives_them(env: DrainEnv):
+    def written(samples: dict) -> tuple[float, float, float]:
+        return (
+            sample(samples, "agn_operator_write_bytes_total", kind="index") or 0.0,
+            sample(samples, "agn_operator_write_bytes_total", kind="shard") or 0.0,
+            sample(samples, "agn_overlay_publication_bytes_count") or 0.0,
+        )
+
+    def received(server: dict[str, float]) -> tuple[float, float]:
+        return server.get("routingoverlays", 0.0), server.get("routingoverlayshards", 0.0)
+
+    index0, shard0, published0 = written(operator_metrics(env))
+    server0 = received(apiserver_body_bytes(env))
+    assert index0 > 0 and shard0 > 0 and published0 >= len(CONSUMER_NAMES)  # the first publications
+
+    code, report = env.run_json("--provider", "p-one", *env.targets())
+    assert code == 0, report
+    seen: list = []
+
+    def agree() -> bool:
+        index, shard, published = written(operator_metrics(env))
+        server = received(apiserver_body_bytes(env))
+        seen.append(((index - index0, shard - shard0), (server[0] - server0[0], server[1] - server0[1])))
+        # Only the operator writes overlays: what it counted sending is what the server received.
+        return published > published0 and seen[-1][0] == seen[-1][1] and index > index0 and shard > shard0
+
+    wait_for(agree, timeout=30, what=f"the operator's counted bytes to match the API server's: {seen[-3:]}")
+    # Each publication here (four providers) is under 16 KiB: the histogram holds every one there.
+    after = operator_metrics(env)
+    assert sample(after, "agn_overlay_publication_bytes_bucket", le="16384.0") == sample(
+        after, "agn_overlay_publication_bytes_count"
+    )
 
 
 def test_operator_probe_metrics_count_failures_and_reading_age(env: DrainEnv):

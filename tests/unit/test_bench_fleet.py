@@ -87,7 +87,10 @@ def test_table_gives_verdicts_against_the_baseline_and_states_a_timed_out_row():
     big.largest = (2 * fleet.MIB, "RoutingOverlay/c00")
     big.operator_mb, big.gateway_mb = 250.0, 160.0
     stuck = fleet.Row(10000, 2, create_s=40.0, failure="TIMEOUT after 900s: all 10004 admitted and served")
-    text = render_text([base, big, stuck], {2: 1.0})
+    big.admission_bytes = fleet.PhaseBytes(
+        operator=3 * fleet.MIB, server=3 * fleet.MIB, median=51200, max=102400, count=7
+    )
+    text = render_text([base, big, stuck], {("this", 2): 1.0})
     lines = {line.split("│")[1].strip(): line for line in text.splitlines() if line.count("│") > 3}
     assert "baseline" in lines["4 x 2"] and "MISSED" not in lines["4 x 2"]
     row = lines["5000 x 2"]
@@ -96,5 +99,31 @@ def test_table_gives_verdicts_against_the_baseline_and_states_a_timed_out_row():
     assert "6 MISSED" in row  # at most 5 revisions per consumer
     assert "2048.0 KiB MISSED" in row  # 1 MiB per object
     assert "250MB ok" in row and "160MB MISSED" in row
+    assert "50.0 / 100.0 KiB ×7; total 3072.0 KiB / 3072.0 KiB" in row  # bytes per publication and in total
     assert "TIMEOUT after 900s" in lines["10000 x 2"] and "MISSED" not in lines["10000 x 2"]
     assert "--probe-interval 1 --probe-concurrency 16" in text  # the operator's settings are stated
+
+
+def test_overlay_bytes_are_read_from_the_operator_the_server_and_the_log(tmp_path):
+    import json
+
+    fb = sys.modules["fleetbytes"]
+    operator = (
+        'agn_operator_write_bytes_total{kind="index"} 100.0\nagn_operator_write_bytes_total{kind="shard"} 900.0\n'
+    )
+    operator += 'agn_operator_write_bytes_total{kind="status"} 5000.0\n'
+    assert fb.operator_overlay_bytes(operator) == 1000.0
+    assert fb.operator_overlay_bytes("") is None  # an operator from before #45
+    server = (
+        'apiserver_request_body_size_bytes_sum{resource="routingoverlayshards",verb="patch"} 800.0\n'
+        'apiserver_request_body_size_bytes_sum{resource="routingoverlays",verb="create"} 200.0\n'
+        'apiserver_request_body_size_bytes_sum{resource="inferenceproviders",verb="patch"} 7.0\n'
+    )
+    assert fb.server_overlay_bytes(server) == 1000.0
+    log = tmp_path / "operator.log"
+    lines = [{"msg": "overlay published", "bytes_written": 10}, {"msg": "caches synced"}]
+    lines += [{"msg": "overlay stored again", "bytes_written": 30}, {"msg": "overlay published", "bytes_written": 20}]
+    log.write_text("--- starting\n" + "".join(json.dumps(x) + "\n" for x in lines))
+    start = len("--- starting\n") + len(json.dumps(lines[0])) + 1  # a phase that began after the first
+    pubs = fb.publications(log, start, log.stat().st_size)
+    assert pubs.sizes == [30, 20] and pubs.median == 25 and pubs.max == 30

@@ -64,3 +64,39 @@ def test_membership_version_moves_on_added_and_removed_names_only():
     assert v3 not in (v1, v2) and "a" not in store
     store.replace([obj("b", 4), obj("d", 1)])  # a re-list with other names
     assert store.version() != v3 and store.membership()[1] == frozenset({"b", "d"})
+
+
+def test_the_store_keeps_no_managed_fields_and_leaves_the_given_object_alone():
+    store = Store()
+    listed = obj("p1", 1)
+    listed["metadata"]["managedFields"] = [{"manager": "bench", "fieldsV1": {"f:spec": {}}}]
+    store.replace([listed])
+    assert "managedFields" not in store.peek("p1")["metadata"]
+    assert store.peek("p1")["spec"] == {"drain": False}
+    written = obj("p1", 2, drain=True)
+    written["metadata"]["managedFields"] = [{"manager": "agn-operator"}]
+    store.upsert(written)  # a write's response, stored by its writer
+    assert store.peek("p1")["metadata"] == {"name": "p1", "resourceVersion": "2"}
+    assert written["metadata"]["managedFields"] == [{"manager": "agn-operator"}]  # the caller's dict unchanged
+
+
+def test_objects_decoded_apart_share_their_key_strings_in_the_store():
+    import json
+
+    store = Store()
+    a, b = (json.loads(json.dumps(obj(n, 1))) for n in ("p1", "p2"))  # two watch events: two decodes
+    ka = next(k for k in a["spec"] if k == "drain")
+    kb = next(k for k in b["spec"] if k == "drain")
+    assert ka is not kb  # what the decoder hands over
+    store.upsert(a)
+    store.upsert(b)
+    (sa,), (sb,) = store.peek("p1")["spec"].keys(), store.peek("p2")["spec"].keys()
+    assert sa is sb
+
+
+def test_a_relist_is_consumed_so_the_caller_keeps_no_second_copy_and_order_is_kept():
+    store = Store()
+    listed = [obj("b", 1), obj("a", 1), obj("c", 1)]
+    store.replace(listed)
+    assert listed == []  # the watch loop's list lets go of every decoded object
+    assert [o["metadata"]["name"] for o in store.peek_all()] == ["b", "a", "c"]

@@ -68,3 +68,23 @@ def test_registry_is_per_process_object_and_deleted_providers_lose_their_series(
     text = generate_latest(a.registry).decode()
     assert 'provider="p1"' not in text and 'agn_probe_failures_total{check="health",provider="p2"} 1.0' in text
     assert "agn_probe_duration_seconds_count 2.0" in text
+
+
+def test_body_bytes_are_counted_per_kind_from_zero():
+    from agn.operator.writes import body_bytes, body_kind
+
+    assert [body_kind(p) for p in ("routingoverlays", "routingoverlayshards", "inferenceproviders/status", "x")] == [
+        "index",
+        "shard",
+        "status",
+        "other",
+    ]
+    assert body_bytes({"a": [1, 2]}) == len('{"a": [1, 2]}')  # as the Kubernetes client sends it
+    m = OperatorMetrics()
+    text = generate_latest(m.registry).decode()
+    assert 'agn_operator_write_bytes_total{kind="shard"} 0.0' in text  # a count exists before the first write
+    m.wrote("shard", 5000)
+    m.wrote("shard", 120)
+    text = generate_latest(m.registry).decode()
+    assert 'agn_operator_write_bytes_total{kind="shard"} 5120.0' in text
+    assert 'agn_operator_write_bytes_total{kind="index"} 0.0' in text
