@@ -1,16 +1,18 @@
 """One ``provider-drain`` run as one pipeline of phases over one :class:`RunContext`:
 
-1. **prepare** (:mod:`xtask.drain.prepare`): select, plan, check targets, capacity and budget
-   (a real drain in one wave checks them only under the drain locks, :mod:`xtask.drain.locked`,
-   and creates its journal once they pass), plan the waves and their gates, server-side dry run;
+1. **prepare** (:mod:`xtask.drain.prepare`): select, plan, look (every guard of
+   :mod:`xtask.drain.guards` on one snapshot; a real drain in one wave looks only under the
+   drain locks, :mod:`xtask.drain.locked`, and creates its journal once they pass), plan the
+   waves and their gates, server-side dry run;
 2. per wave — a drain without ``--wave-size`` is *one wave without gates* — **write** (the
    fan-out; on a failed write or a signal: **restore**, the one restore path in
    :mod:`xtask.drain.restore`), **wait** until every named consumer serves it, and **soak**
    while its gates are read (a breach stops the run before the next wave);
 3. the end: read back the stored state (no targets), or wait for idle (``--wait-idle``).
 
-Each phase returns a typed result or an :class:`~xtask.drain.report.Ending`; the results are
-kept in one :class:`~xtask.drain.report.RunResults` and the report is built from them once. The
+Each phase returns a result or an :class:`~xtask.drain.report.Ending` (the run's last line);
+what they found is kept in one :class:`~xtask.drain.report.RunResults`, the report is built
+from it once, and its exit code is :func:`xtask.drain.report.exit_code`'s reading of it. The
 journal's transitions go through one :class:`~xtask.drain.record.RunRecord`. This module
 conducts; it decides nothing the modules it calls decide, and it prints nothing: it emits
 :mod:`progress events <xtask.drain.core.progress>`. Only usage and connection problems raise.
@@ -44,7 +46,7 @@ from xtask.drain.locked import LockedWrites
 from xtask.drain.prepare import Prepared, prepare
 from xtask.drain.record import RunRecord
 from xtask.drain.render import convergence_dict, restoration_summary, wait_summary
-from xtask.drain.report import Ending, Report, RunResults, WaveResult, build_report, exit_code_for
+from xtask.drain.report import Ending, Report, RunResults, WaveResult, build_report
 from xtask.drain.restore import Restored, restore_written
 from xtask.drain.signals import SignalLatch
 from xtask.errors import ExitCode
@@ -123,11 +125,14 @@ class _DrainRun:
         prepared = prepare(self.ctx, self.results)
         if prepared.ending is not None:
             return prepared.ending
+        self.ctx.events.know(prepared.selected)  # their uids: no Event needs a GET
         if latch.interrupted.is_set():
             self.results.interrupted = latch.name
-            return Ending(f"interrupted by {latch.name} before any write", ExitCode.INTERRUPTED)
+            return Ending(f"interrupted by {latch.name} before any write")
         waves, first = self.begin(prepared)
-        self.locked = LockedWrites(self.ctx, self.results, prepared.networks, latch, scope=prepared.scope)
+        self.locked = LockedWrites(
+            self.ctx, self.results, prepared.networks, latch, scope=prepared.scope, network_objs=prepared.network_objs
+        )
         try:
             return self.waves_and_end(waves, first, latch)
         finally:
@@ -159,7 +164,7 @@ class _DrainRun:
             self.waves = [WaveResult(1, [c.provider for c in changes])]
             pairs = [(self.waves[0], changes)]
         todo = [c for c in changes if not c.already]
-        if prepared.checked_under_lock:  # never in waves (checked_once)
+        if not prepared.looked:  # never in waves (checked_once)
             self.journal_todo = todo  # created once the checks under the lock pass (locked_write)
             return pairs, 1
         return pairs, self.open_journal(todo)
@@ -260,8 +265,8 @@ class _DrainRun:
             if wave.number > 1:
                 ending = dataclasses.replace(ending, summary=ending.summary + "; the waves written so far are kept")
             return ending
-        if self.targets is None:
-            self.targets = self.locked.targets  # read under the locks (a drain checked once)
+        if self.targets is None and self.locked.snapshot is not None:
+            self.targets = self.locked.snapshot.targets  # read under the locks (a drain checked once)
         if self.journal_todo is not None:
             self.open_journal(self.journal_todo)
             self.journal_todo = None
@@ -295,31 +300,23 @@ class _DrainRun:
         interrupted = latch.interrupted.is_set() and (
             self.record.journal is not None or any(o.outcome == WriteOutcome.NOT_ATTEMPTED for o in outcomes)
         )
+        override = self.results.capacity_override
         if not (failed or interrupted):
-            ctx.events.record(facts)
+            ctx.events.record(facts, capacity_override=override)
             return None
         if interrupted:
             self.results.interrupted = latch.name
         why = f"interrupted by {latch.name}" if interrupted else f"{len(failed)} write(s) failed"
         restored = self.restore(why)
         # After the restoration, so Events never compete with writes for the pool's connections.
-        ctx.events.record(facts, at=written_at)
+        ctx.events.record(facts, at=written_at, capacity_override=override)
         ctx.events.record(restored.facts)
-        code = exit_code_for(
-            refused=False,
-            failed=len(failed),
-            interrupted_during_writes=interrupted,
-            restorations=self.results.restorations,
-            wait_state=None,
-            stored_ok=None,
-        )
-        if code == ExitCode.PARTIAL_RESTORED and all(o.denied for o in failed):
+        if not interrupted and restored.ok and all(o.denied for o in failed):
             # The API server refused the writes on their merits (its RBAC or an admission policy
             # changed after the dry run) and the rest was put back: a refusal, as at the dry run.
-            code = ExitCode.REFUSED
             self.results.refused = [f"{o.provider}: {o.error}" for o in failed]
             why = f"the API server refused {len(failed)} write(s)"
-        return Ending(f"{why}; restoration: " + restoration_summary(self.results.restorations), code)
+        return Ending(f"{why}; restoration: " + restoration_summary(self.results.restorations))
 
     def _hold_details(self, facts: list[Fact], changes: list[Change]) -> list[Fact]:
         """Say in the Events when a write changed only the caller's hold, not the flag (added,
@@ -372,9 +369,7 @@ class _DrainRun:
             self.results.interrupted = latch.name
         if self.staged and result.state not in (WaitState.CONVERGED, WaitState.NOT_ELIGIBLE):
             summary = f"wave {wave.number} of {len(self.waves)}: {wait_summary(result, req)}{self._resumable()}"
-            return end_after_wait(
-                self.record, summary, run_state=RunState.after_wait(result.state), wait_state=result.state
-            )
+            return end_after_wait(self.record, summary, run_state=RunState.after_wait(result.state))
         return None
 
     # -- soak: read the gates over a converged wave ------------------------------------------------
@@ -391,8 +386,7 @@ class _DrainRun:
             self.record.enter(RunState.APPLIED_INTERRUPTED)
             return Ending(
                 f"interrupted by {latch.name} during the soak of wave {wave.number} of {len(self.waves)}; "
-                f"the waves written so far are kept{self._resumable()}",
-                ExitCode.INTERRUPTED,
+                f"the waves written so far are kept{self._resumable()}"
             )
         wave.gates = [r.to_json() for r in readings]
         self.mark(wave, WaveState.SOAKED, gates=wave.gates)
@@ -434,24 +428,14 @@ class _DrainRun:
         else:
             self.record.enter(RunState.APPLIED_BREACHED)
             kept = f"waves 1-{number} are kept (--on-breach hold){self._resumable()}"
-        code = exit_code_for(
-            refused=False,
-            failed=0,
-            interrupted_during_writes=False,
-            restorations=self.results.restorations,
-            wait_state=None,
-            stored_ok=None,
-            breached=True,
-        )
-        return Ending(f"wave {number} of {total} breached: {what}; {after}; {kept}", code)
+        return Ending(f"wave {number} of {total} breached: {what}; {after}; {kept}")
 
     def stopped_between_waves(self, number: int, latch: SignalLatch) -> Ending:
         self.results.interrupted = latch.name
         self.record.enter(RunState.APPLIED_INTERRUPTED)
         return Ending(
             f"interrupted by {latch.name} before wave {number} of {len(self.waves)}; "
-            f"the waves written so far are kept{self._resumable()}",
-            ExitCode.INTERRUPTED,
+            f"the waves written so far are kept{self._resumable()}"
         )
 
     def _resumable(self) -> str:
@@ -482,6 +466,4 @@ class _DrainRun:
                 return Ending(f"drained, serving on {', '.join(req.consumers)}, and its sessions quiet")
         if result.state is WaitState.CONVERGED and req.wait_idle:
             return wait_idle(self.ctx, self.results, self.record, self.targets, latch)
-        return end_after_wait(
-            self.record, wait_summary(result, req), run_state=RunState.after_wait(result.state), wait_state=result.state
-        )
+        return end_after_wait(self.record, wait_summary(result, req), run_state=RunState.after_wait(result.state))
