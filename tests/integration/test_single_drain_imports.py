@@ -32,7 +32,7 @@ OWN_MODULES = frozenset(
     xtask.cli.env.session_options
     xtask.cli.formats xtask.cli.helptext
     xtask.cli.output xtask.drain xtask.drain.context xtask.drain.core xtask.drain.core.amounts
-    xtask.drain.capacity_check xtask.drain.core.budget xtask.drain.core.capacity xtask.drain.core.changes xtask.drain.core.converge
+    xtask.drain.core.budget xtask.drain.core.capacity xtask.drain.core.changes xtask.drain.core.converge
     xtask.drain.core.defaults
     xtask.drain.core.guard xtask.drain.core.holds xtask.drain.core.idle
     xtask.drain.core.journal_records xtask.drain.core.lock xtask.drain.core.plandoc
@@ -41,7 +41,9 @@ OWN_MODULES = frozenset(
     xtask.drain.edges.idle_waiter xtask.drain.edges.journal xtask.drain.edges.journal_staging xtask.drain.edges.kube_events
     xtask.drain.edges.lock xtask.drain.edges.members xtask.drain.edges.preflight xtask.drain.edges.targets
     xtask.drain.edges.waiter xtask.drain.finish xtask.drain.gates xtask.drain.gates.base
-    xtask.drain.gates.flags xtask.drain.locked xtask.drain.prepare xtask.drain.record
+    xtask.drain.gates.flags xtask.drain.guards xtask.drain.guards.base xtask.drain.guards.budget
+    xtask.drain.guards.capacity xtask.drain.guards.holds xtask.drain.guards.targets xtask.drain.locked
+    xtask.drain.look xtask.drain.prepare xtask.drain.record xtask.drain.snapshot xtask.drain.waveplan
     xtask.drain.render xtask.drain.report xtask.drain.restore xtask.drain.run xtask.drain.signals
     xtask.durations xtask.errors xtask.interrupts xtask.params xtask.procs xtask.reports
     """.split()

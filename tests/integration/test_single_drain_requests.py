@@ -28,13 +28,15 @@ PROBE = Path(__file__).resolve().parents[2] / "scripts" / "bench" / "requestprob
 BULK = 24  # providers of another group, sharing one fake provider
 
 # The requests of a converged single drain with two targets: the caller's identity, the provider,
-# the networks, the server-side dry run; the lock (GET, POST, DELETE) and the one look under it
-# (networks, the group, consumers, overlay indexes, heartbeat, one shard per consumer); the write
-# and its Event; the waiter's four LIST+WATCH pairs, its shard reads and its fresh observation.
-# 32 here; the waiter reads each consumer's shard once more per overlay revision it sees, so 34
-# allows the change to be published in two. Lower it when a change removes requests; raising it
-# is a decision for review (a second look, or a LIST of the fleet, is 7 or more).
-MAX_REQUESTS = 34
+# the networks, the server-side dry run; the lock (POST, DELETE: created without a look, as it
+# is absent unless another run holds it) and the one snapshot under it (the group, consumers,
+# overlay indexes, heartbeat, one shard per consumer; the networks read a moment before are
+# reused); the write and its Event; the waiter's four LIST+WATCH pairs, its shard reads and its
+# fresh observation. 30 here; the waiter reads each consumer's shard once more per overlay
+# revision it sees, so 32 allows the change to be published in two. Lower it when a change
+# removes requests; raising it is a decision for review (a second look, or a LIST of the
+# fleet, is 7 or more).
+MAX_REQUESTS = 32
 
 
 @pytest.fixture
@@ -84,6 +86,10 @@ def test_a_single_drain_reads_its_group_not_the_fleet(env: DrainEnv, tmp_path):
     selectors = sorted({q["fieldSelector"][0] for q in lists})
     assert selectors == ["metadata.name=p-one", "spec.selectionGroup=chat"], selectors
     assert len(calls) <= MAX_REQUESTS, "\n".join(f"{v} {p} {q}" for v, p, q in calls)
+    # One look: the networks are listed once, the group once, and the lock is created, not read first.
+    assert len([p for v, p, q in calls if v == "GET" and p.endswith("/inferencenetworks")]) == 1, calls
+    assert len([q for q in lists if q["fieldSelector"] == ["spec.selectionGroup=chat"]]) == 1, calls
+    assert [p for v, p, q in calls if v == "GET" and "/leases/agn-drain" in p] == [], calls
 
 
 def test_the_budget_counts_the_whole_group_read_by_its_field(env: DrainEnv, tmp_path):

@@ -9,7 +9,7 @@ from agn.objects import rfc3339
 from xtask.drain.core.idle import BUSY, IDLE, UNKNOWN, IdleTracker, ProviderIdle, all_idle, classify, not_idle
 from xtask.drain.core.request import DrainRequest
 from xtask.drain.core.selection import Selector
-from xtask.drain.report import exit_code_for
+from xtask.drain.report import Report, exit_code
 from xtask.errors import ExitCode, UsageError
 
 NOW = 1_800_000_000.0
@@ -230,14 +230,17 @@ class TestExitCodes:
     )
     def test_idle_wait_outcomes(self, idle, code):
         assert (
-            exit_code_for(
-                refused=False,
-                failed=0,
-                interrupted_during_writes=False,
-                restorations=[],
-                wait_state="converged",
-                stored_ok=None,
-                idle_state=idle,
+            exit_code(
+                Report(
+                    context=None,
+                    namespace="ns",
+                    request="drain",
+                    selector="provider p",
+                    dry_run=False,
+                    convergence={"state": "converged"},
+                    idle={"state": idle},
+                    interrupted="SIGINT" if idle == "interrupted" else None,
+                )
             )
             is code
         )

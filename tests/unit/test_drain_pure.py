@@ -33,7 +33,7 @@ from xtask.drain.core.selection import Selector, select
 from xtask.drain.core.states import WaitState
 from xtask.drain.edges.waiter import WaitResult
 from xtask.drain.render import convergence_dict
-from xtask.drain.report import exit_code_for
+from xtask.drain.report import Report, exit_code
 from xtask.errors import ExitCode, RefusedError, UsageError
 
 
@@ -313,24 +313,38 @@ def test_the_convergence_section_lists_consumers_only_whatever_the_number_of_pro
     ]
 
 
+def code_of(**fields) -> ExitCode:
+    """The exit code of a report with ``fields`` (the rest as a run that wrote nothing)."""
+    return exit_code(
+        Report(context=None, namespace="ns", request="drain", selector="provider p", dry_run=False, **fields)
+    )
+
+
+FAILED = {"provider": "p", "outcome": "failed", "status": 500}
+
+
 class TestExitCodes:
     def base(self, **kw):
-        args = dict(
-            refused=False, failed=0, interrupted_during_writes=False, restorations=[], wait_state=None, stored_ok=True
-        )
-        args.update(kw)
-        return exit_code_for(**args)
+        return code_of(**kw)
 
     def test_codes_are_distinct(self):
         assert len({c.value for c in ExitCode}) == len(ExitCode)
 
     def test_mapping(self):
         assert self.base() is ExitCode.OK
-        assert self.base(refused=True) is ExitCode.REFUSED
-        assert self.base(failed=1, restorations=[{"outcome": "restored"}]) is ExitCode.PARTIAL_RESTORED
-        assert self.base(failed=1, restorations=[{"outcome": "changed-by-another-writer"}]) is ExitCode.NEEDS_INSPECTION
-        assert self.base(interrupted_during_writes=True, restorations=[{"outcome": "restored"}]) is ExitCode.INTERRUPTED
-        assert self.base(wait_state="timeout") is ExitCode.TIMEOUT
-        assert self.base(wait_state="not-eligible") is ExitCode.NOT_ELIGIBLE
-        assert self.base(wait_state="interrupted") is ExitCode.INTERRUPTED
-        assert self.base(wait_state="converged") is ExitCode.OK
+        assert self.base(refused=["no"]) is ExitCode.REFUSED
+        assert self.base(outcomes=[FAILED], restorations=[{"outcome": "restored"}]) is ExitCode.PARTIAL_RESTORED
+        bad = [{"outcome": "changed-by-another-writer"}]
+        assert self.base(outcomes=[FAILED], restorations=bad) is ExitCode.NEEDS_INSPECTION
+        assert self.base(interrupted="SIGINT", restorations=[{"outcome": "restored"}]) is ExitCode.INTERRUPTED
+        assert self.base(convergence={"state": "timeout"}) is ExitCode.TIMEOUT
+        assert self.base(convergence={"state": "not-eligible"}) is ExitCode.NOT_ELIGIBLE
+        assert self.base(convergence={"state": "interrupted"}, interrupted="SIGINT") is ExitCode.INTERRUPTED
+        assert self.base(convergence={"state": "converged"}) is ExitCode.OK
+        assert self.base(stored={"ok": False, "providers": {}}) is ExitCode.NEEDS_INSPECTION
+
+    def test_writes_the_api_server_refused_on_their_merits_are_a_refusal(self):
+        denied = {"provider": "p", "outcome": "failed", "status": 403}
+        restored = [{"outcome": "restored"}]
+        assert self.base(outcomes=[denied], restorations=restored) is ExitCode.REFUSED
+        assert self.base(outcomes=[denied, FAILED], restorations=restored) is ExitCode.PARTIAL_RESTORED

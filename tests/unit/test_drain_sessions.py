@@ -4,6 +4,8 @@ the flags' usage errors, and exit 11."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from agn.model import rfc3339
@@ -13,7 +15,7 @@ from xtask.drain.core.request import DrainRequest
 from xtask.drain.core.selection import Selector
 from xtask.drain.core.sessions import QUIET, TALKING, UNKNOWN, all_quiet, describe_not_quiet, judge
 from xtask.drain.core.states import IdleWaitState
-from xtask.drain.report import sessions_exit
+from xtask.drain.report import Report, exit_code
 from xtask.errors import EXIT_CODE_MEANINGS, ExitCode, UsageError
 
 NOW = 1_700_000_100.0
@@ -81,6 +83,13 @@ def test_not_quiet_lines_name_providers_and_their_sessions():
 def test_exit_11_is_documented():
     assert int(ExitCode.SESSIONS_ACTIVE) == 11 and ExitCode.SESSIONS_ACTIVE.label == "sessions-active"
     assert EXIT_CODE_MEANINGS[ExitCode.SESSIONS_ACTIVE].startswith("--wait-sessions")
+
+    def sessions_exit(state: IdleWaitState) -> ExitCode:
+        interrupted = "SIGINT" if state is IdleWaitState.INTERRUPTED else None
+        converged = {"state": "converged"}
+        report = Report(None, "ns", "drain", "provider p", False, convergence=converged, sessions={"state": state})
+        return exit_code(dataclasses.replace(report, interrupted=interrupted))
+
     assert sessions_exit(IdleWaitState.TIMEOUT) is ExitCode.SESSIONS_ACTIVE
     assert sessions_exit(IdleWaitState.IDLE) is ExitCode.OK
     assert sessions_exit(IdleWaitState.INTERRUPTED) is ExitCode.INTERRUPTED

@@ -28,7 +28,7 @@ from xtask.drain.gates.error_ratio import (
     parse_overrides,
     scrape,
 )
-from xtask.drain.report import exit_code_for
+from xtask.drain.report import Report, exit_code
 from xtask.errors import ExitCode, UsageError
 
 
@@ -217,12 +217,16 @@ def test_wave_defaults():
 
 
 def test_a_breach_exits_10_unless_its_restoration_is_incomplete():
-    common = {"refused": False, "failed": 0, "interrupted_during_writes": False, "wait_state": None}
-    assert exit_code_for(**common, restorations=[], stored_ok=None, breached=True) == ExitCode.GATE_BREACHED == 10
+    def code(restorations: list[dict]) -> ExitCode:
+        breached = [{"wave": 1, "providers": ["a"], "state": "breached", "gates": []}]
+        report = Report(None, "ns", "drain", "gateway g", False, waves=breached, restorations=restorations)
+        return exit_code(report)
+
+    assert code([]) == ExitCode.GATE_BREACHED == 10
     ok = [{"provider": "a", "outcome": RestoreOutcome.RESTORED}]
     bad = [{"provider": "a", "outcome": RestoreOutcome.OTHER_WRITER}]
-    assert exit_code_for(**common, restorations=ok, stored_ok=None, breached=True) == ExitCode.GATE_BREACHED
-    assert exit_code_for(**common, restorations=bad, stored_ok=None, breached=True) == ExitCode.NEEDS_INSPECTION
+    assert code(ok) == ExitCode.GATE_BREACHED
+    assert code(bad) == ExitCode.NEEDS_INSPECTION
 
 
 # -- the journal's waves, and --resume's checks ------------------------------------------------------------

@@ -138,8 +138,8 @@ def open_context(req: DrainRequest, kube: Kube, namespace: str, pool: cf.Executo
         reason=req.reason,
         warn=lambda text: progress(Said(text)),
         workers=req.concurrency,
+        budget_override=req.override_budget,
     )
-    events.budget_override = req.override_budget
     return RunContext(
         req=req,
         kube=kube,

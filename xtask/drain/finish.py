@@ -10,26 +10,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from agn.kube import PROVIDERS, NotFound
-from agn.objects import network_view
+from agn.objects import drain_of, network_view
 from xtask.drain.context import RunContext
 from xtask.drain.core.defaults import DEFAULT_IDLE_TIMEOUT, DEFAULT_SESSIONS_TIMEOUT
 from xtask.drain.core.guard import Targets
 from xtask.drain.core.holds import holder_name, holds_of
 from xtask.drain.core.progress import WaitBegun
-from xtask.drain.core.states import IdleWaitState, RunState, WaitState, WriteOutcome
+from xtask.drain.core.states import IdleWaitState, RunState, WriteOutcome
 from xtask.drain.edges.idle_waiter import IdleWaiter
 from xtask.drain.record import RunRecord
 from xtask.drain.render import idle_dict, idle_summary
-from xtask.drain.report import Ending, RunResults, exit_code_for, sessions_exit
+from xtask.drain.report import Ending, RunResults
 from xtask.drain.signals import SignalLatch
-from xtask.errors import ExitCode
+from xtask.drain.snapshot import read_candidates
 
 
 def read_back(ctx: RunContext, results: RunResults, record: RunRecord) -> Ending:
     """Patch-only: the selected providers' drain as stored now, against what was asked."""
     drain, names = ctx.req.drain, results.selection
-    found = {name: _drain_of(obj) for name, obj in read_selected(ctx, names).items()}
+    found = {name: drain_of(obj) for name, obj in read_selected(ctx, names).items()}
     stored = {name: found.get(name) for name in names}
     # An undrain leaves drained what another holder still holds: that is as requested.
     held = results.still_held
@@ -37,7 +36,7 @@ def read_back(ctx: RunContext, results: RunResults, record: RunRecord) -> Ending
     results.stored = {"ok": ok, "providers": stored}
     record.enter(RunState.COMPLETE if ok else RunState.NEEDS_INSPECTION)
     if not ok:
-        return Ending(f"{results.request} not stored as requested: {stored}", ExitCode.NEEDS_INSPECTION)
+        return Ending(f"{results.request} not stored as requested: {stored}")
     if held:
         return Ending(
             f"stored: spec.trafficPolicy.drain=false on {len(names) - len(held)} provider(s); {len(held)} "
@@ -59,17 +58,10 @@ def _hold_words(results: RunResults) -> str:
 
 
 def read_selected(ctx: RunContext, names: list[str]) -> dict[str, dict[str, Any]]:
-    """The providers ``names`` as stored now (one GET for one provider, else one LIST)."""
-    provider = ctx.req.selector.provider
-    if provider is not None:
-        try:
-            objs = [ctx.kube.get(PROVIDERS, ctx.namespace, provider)]
-        except NotFound:
-            objs = []
-    else:
-        objs = ctx.kube.list(PROVIDERS, ctx.namespace)[0]
+    """The providers ``names`` as stored now (as the selection read them: one GET for one provider,
+    else one LIST)."""
     wanted = set(names)
-    return {o["metadata"]["name"]: o for o in objs if o["metadata"]["name"] in wanted}
+    return {o["metadata"]["name"]: o for o in read_candidates(ctx, ctx.req.selector) if o["metadata"]["name"] in wanted}
 
 
 def note_still_held(ctx: RunContext, results: RunResults, names: list[str]) -> None:
@@ -77,7 +69,7 @@ def note_still_held(ctx: RunContext, results: RunResults, names: list[str]) -> N
     text and the report (``stillHeld``)."""
     for name, obj in sorted(read_selected(ctx, names).items()):
         holds = holds_of(obj)
-        if holds and _drain_of(obj):
+        if holds and drain_of(obj):
             results.still_held[name] = [holder_name(h) for h in holds]
             ctx.say(f"{name} stays drained: still held by {', '.join(results.still_held[name])}")
 
@@ -107,8 +99,6 @@ def wait_idle(
         record,
         idle_summary(result, req, timeout),
         run_state=RunState.after_idle_wait(result.state),
-        wait_state=WaitState.CONVERGED,
-        idle_state=result.state,
     )
 
 
@@ -165,32 +155,12 @@ def wait_sessions(ctx: RunContext, results: RunResults, record: RunRecord, latch
         )
         run_state = RunState.APPLIED_SESSIONS_TIMEOUT
     record.enter(run_state)
-    return Ending(summary, sessions_exit(result.state))
+    return Ending(summary)
 
 
-def end_after_wait(
-    record: RunRecord,
-    summary: str,
-    *,
-    run_state: RunState,
-    wait_state: WaitState,
-    idle_state: IdleWaitState | None = None,
-) -> Ending:
+def end_after_wait(record: RunRecord, summary: str, *, run_state: RunState) -> Ending:
     """The end of a run whose writes all went through, decided by how its wait ended (a wave's
-    convergence, the single drain's, or the idle wait after it): the journal's state, the exit
-    code from the one table, the summary."""
+    convergence, the single drain's, or the idle wait after it): the journal's state and the
+    summary (the exit code is the report's: :func:`xtask.drain.report.exit_code`)."""
     record.enter(run_state)
-    code = exit_code_for(
-        refused=False,
-        failed=0,
-        interrupted_during_writes=False,
-        restorations=[],
-        wait_state=wait_state,
-        stored_ok=None,
-        idle_state=idle_state,
-    )
-    return Ending(summary, code)
-
-
-def _drain_of(obj: dict[str, Any]) -> bool:
-    return bool(((obj.get("spec") or {}).get("trafficPolicy") or {}).get("drain"))
+    return Ending(summary)

@@ -1,28 +1,31 @@
 """The drain report: everything a run did, as data, and the exit code it maps to. Pure.
 
-The phases of a run (:mod:`xtask.drain.run`) return typed results that the conductor keeps in
-one :class:`RunResults`; :func:`build_report` turns them, and how the run ended
-(:class:`Ending`), into the :class:`Report` once, at the end.
+The phases of a run (:mod:`xtask.drain.run`) keep what they found in one :class:`RunResults`
+(the guards' verdicts through one fold, :meth:`RunResults.fold_verdicts`); :func:`build_report`
+turns it, and the run's last line (:class:`Ending`), into the :class:`Report` once, at the end,
+and :func:`exit_code` — the one function that decides it — maps that report to its exit code.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from xtask.drain.core.progress import Planned
-from xtask.drain.core.states import IdleWaitState, Outcome, WaitState, WaveState, restored_ok
+from xtask.drain.core.states import IdleWaitState, Outcome, WaitState, WaveState, WriteOutcome, restored_ok
 from xtask.errors import ExitCode
 from xtask.reports import PROVIDER_DRAIN, envelope, exit_status
+
+if TYPE_CHECKING:
+    from xtask.drain.guards.base import Verdict
 
 
 @dataclasses.dataclass(frozen=True)
 class Ending:
-    """How a run ended: its last line, and its exit code (None: refused if anything was
-    refused, else OK)."""
+    """How a run ended: its last line (the exit code is the report's: :func:`exit_code`)."""
 
     summary: str
-    code: ExitCode | None = None
 
 
 @dataclasses.dataclass
@@ -70,7 +73,9 @@ class RunResults:
     dry_run_outcomes: list[Outcome] = dataclasses.field(default_factory=list)
     plan_file: dict[str, Any] | None = None
     budget: dict[str, Any] | None = None
-    capacity: dict[str, Any] | None = None  # the load-aware capacity guard (xtask.drain.capacity_check)
+    capacity: dict[str, Any] | None = None  # the load-aware capacity guard (xtask.drain.guards.capacity)
+    guards: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # each guard's last verdict
+    forced_notes: dict[str, str] = dataclasses.field(default_factory=dict)  # guard -> what --force set aside
     waves: list[WaveResult] | None = None
     lock: dict[str, Any] | None = None  # the drain locks taken (xtask.drain.locked)
     outcomes: list[Outcome] = dataclasses.field(default_factory=list)
@@ -88,13 +93,34 @@ class RunResults:
         """Waves add up: the apply and wait times of every wave."""
         self.timings[key] = round(self.timings.get(key, 0.0) + seconds, 3)
 
+    def fold_verdicts(self, verdicts: Sequence[Verdict], *, where: str) -> None:
+        """The guards' verdicts of one look, kept: each guard's section in its report field, its
+        timings added up, its verdict in ``guards``, what ``--force`` set aside for the Events."""
+        for v in verdicts:
+            guard_field = _GUARD_FIELDS.get(v.guard)
+            if guard_field is not None and v.section is not None:
+                setattr(self, guard_field, dict(v.section))
+            for key, seconds in v.timings.items():
+                self.add_time(key, seconds)
+            self.guards[v.guard] = v.to_dict(where)
+            if v.forced_note:
+                self.forced_notes[v.guard] = v.forced_note
+
+    @property
+    def capacity_override(self) -> str | None:
+        """What ``--force`` set aside of the capacity guard, for the Events' note."""
+        return self.forced_notes.get("capacity")
+
+
+# The guards whose section is a field of the report of its own (any other guard's verdict is in
+# ``guards`` only).
+_GUARD_FIELDS = {"budget": "budget", "capacity": "capacity"}
+
 
 def build_report(results: RunResults, ending: Ending, *, events: dict[str, Any], total_seconds: float) -> Report:
-    """The report of a finished run, from its results and how it ended."""
-    code = ending.code
-    if code is None:
-        code = ExitCode.REFUSED if results.refused else ExitCode.OK
-    return Report(
+    """The report of a finished run, from its results and how it ended; its exit code is
+    :func:`exit_code`'s reading of it."""
+    report = Report(
         context=results.context,
         namespace=results.namespace,
         request=results.request,
@@ -117,14 +143,16 @@ def build_report(results: RunResults, ending: Ending, *, events: dict[str, Any],
         holder=results.holder,
         still_held=dict(results.still_held),
         timings={**results.timings, "totalSeconds": round(total_seconds, 3)},
-        exit_code=code,
         summary=ending.summary,
         plan_file=results.plan_file,
         budget=results.budget,
         capacity=results.capacity,
         waves=None if results.waves is None else [w.to_dict() for w in results.waves],
         lock=results.lock,
+        guards=list(results.guards.values()),
     )
+    report.exit_code = exit_code(report)
+    return report
 
 
 @dataclasses.dataclass
@@ -160,6 +188,7 @@ class Report:
     capacity: dict[str, Any] | None = None  # the capacity guard: margin, per group load and headroom, forced
     waves: list[dict] | None = None  # a drain in waves: per wave its providers, state and gates' readings
     lock: dict[str, Any] | None = None  # the drain locks: identity, networks, each acquisition, lost
+    guards: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # each guard's last verdict
 
     def to_dict(self) -> dict:
         """The ``ProviderDrainReport`` (schema: ``schemas/provider-drain-report.schema.json``)."""
@@ -173,37 +202,32 @@ class Report:
         return envelope(PROVIDER_DRAIN, data)
 
 
-def exit_code_for(
-    *,
-    refused: bool,
-    failed: int,
-    interrupted_during_writes: bool,
-    restorations: list[dict],
-    wait_state: WaitState | None,
-    stored_ok: bool | None,
-    idle_state: IdleWaitState | None = None,
-    breached: bool = False,
-) -> ExitCode:
-    """The documented exit code for a finished run (see ``xtask.errors.ExitCode``)."""
-    if refused:
+def exit_code(report: Report) -> ExitCode:
+    """The documented exit code of a finished run, read from its report (see
+    ``xtask.errors.ExitCode``); the one place it is decided."""
+    if not all(restored_ok(r["outcome"]) for r in report.restorations):
+        return ExitCode.NEEDS_INSPECTION  # a restoration (after a failure, a signal or a breach) incomplete
+    if report.interrupted:
+        return ExitCode.INTERRUPTED
+    failed = [o for o in report.outcomes if o["outcome"] == WriteOutcome.FAILED]
+    if failed:
+        # Every failed write refused by the API server on its merits (its RBAC or an admission
+        # policy changed after the dry run), the rest put back: a refusal, as at the dry run.
+        denied = all(o.get("status") in (403, 422) for o in failed)
+        return ExitCode.REFUSED if denied else ExitCode.PARTIAL_RESTORED
+    if any(w["state"] == WaveState.BREACHED for w in report.waves or []):
+        return ExitCode.GATE_BREACHED
+    if report.refused:
         return ExitCode.REFUSED
-    if failed or interrupted_during_writes:
-        incomplete = not all(restored_ok(r["outcome"]) for r in restorations)
-        if incomplete:
-            return ExitCode.NEEDS_INSPECTION
-        return ExitCode.INTERRUPTED if interrupted_during_writes else ExitCode.PARTIAL_RESTORED
-    if breached:
-        return (
-            ExitCode.GATE_BREACHED
-            if all(restored_ok(r["outcome"]) for r in restorations)
-            else ExitCode.NEEDS_INSPECTION
-        )
-    if wait_state == WaitState.CONVERGED and idle_state is not None:
-        return _IDLE_EXIT[IdleWaitState(idle_state)]
-    if wait_state is not None:
-        return _WAIT_EXIT[WaitState(wait_state)]
-    if stored_ok is False:
+    if report.stored is not None and not report.stored["ok"]:
         return ExitCode.NEEDS_INSPECTION
+    waited = WaitState(report.convergence["state"]) if report.convergence else None
+    if waited is not None and waited is not WaitState.CONVERGED:
+        return _WAIT_EXIT[waited]
+    if report.sessions and report.sessions["state"] != IdleWaitState.IDLE:
+        return _SESSIONS_EXIT[IdleWaitState(report.sessions["state"])]
+    if report.idle:
+        return _IDLE_EXIT[IdleWaitState(report.idle["state"])]
     return ExitCode.OK
 
 
@@ -214,11 +238,6 @@ _WAIT_EXIT = {
     WaitState.INTERRUPTED: ExitCode.INTERRUPTED,
     WaitState.UNREACHABLE: ExitCode.ERROR,
 }
-
-
-def sessions_exit(state: IdleWaitState) -> ExitCode:
-    """The exit code of a converged run whose ``--wait-sessions`` ended in ``state``."""
-    return _SESSIONS_EXIT[state]
 
 
 _SESSIONS_EXIT = {  # --wait-sessions: quiet (IDLE), not quiet in time, interrupted

@@ -1,16 +1,18 @@
 """One ``provider-drain`` run as one pipeline of phases over one :class:`RunContext`:
 
-1. **prepare** (:mod:`xtask.drain.prepare`): select, plan, check targets, capacity and budget
-   (a real drain in one wave checks them only under the drain locks, :mod:`xtask.drain.locked`,
-   and creates its journal once they pass), plan the waves and their gates, server-side dry run;
+1. **prepare** (:mod:`xtask.drain.prepare`): select, plan, look (every guard of
+   :mod:`xtask.drain.guards` on one snapshot; a real drain in one wave looks only under the
+   drain locks, :mod:`xtask.drain.locked`, and creates its journal once they pass), plan the
+   waves and their gates, server-side dry run;
 2. per wave — a drain without ``--wave-size`` is *one wave without gates* — **write** (the
    fan-out; on a failed write or a signal: **restore**, the one restore path in
    :mod:`xtask.drain.restore`), **wait** until every named consumer serves it, and **soak**
    while its gates are read (a breach stops the run before the next wave);
 3. the end: read back the stored state (no targets), or wait for idle (``--wait-idle``).
 
-Each phase returns a typed result or an :class:`~xtask.drain.report.Ending`; the results are
-kept in one :class:`~xtask.drain.report.RunResults` and the report is built from them once. The
+Each phase returns a result or an :class:`~xtask.drain.report.Ending` (the run's last line);
+what they found is kept in one :class:`~xtask.drain.report.RunResults`, the report is built
+from it once, and its exit code is :func:`xtask.drain.report.exit_code`'s reading of it. The
 journal's transitions go through one :class:`~xtask.drain.record.RunRecord`. This module
 conducts; it decides nothing the modules it calls decide, and it prints nothing: it emits
 :mod:`progress events <xtask.drain.core.progress>`. Only usage and connection problems raise.
@@ -30,7 +32,7 @@ from xtask.drain.core.changes import Change
 from xtask.drain.core.guard import Targets
 from xtask.drain.core.holds import describe_update
 from xtask.drain.core.journal_records import JournalHeader
-from xtask.drain.core.progress import GateRead, Progress, Soaking, WaitBegun, WaveChanged
+from xtask.drain.core.progress import GateRead, Progress, Soaking
 from xtask.drain.core.request import FIELD_MANAGER, DrainRequest
 from xtask.drain.core.states import RunState, WaitState, WaveState, WriteOutcome
 from xtask.drain.core.waves import describe_reading
@@ -39,14 +41,15 @@ from xtask.drain.edges.journal import Journal
 from xtask.drain.edges.kube_events import DRAINED, UNDRAINED, Fact, outcome_facts
 from xtask.drain.edges.waiter import ConvergenceWaiter, WaitResult
 from xtask.drain.finish import end_after_wait, note_still_held, read_back, wait_idle, wait_sessions
-from xtask.drain.gates.base import Gate, GateReading
+from xtask.drain.gates.base import GateReading
 from xtask.drain.locked import LockedWrites
 from xtask.drain.prepare import Prepared, prepare
 from xtask.drain.record import RunRecord
 from xtask.drain.render import convergence_dict, restoration_summary, wait_summary
-from xtask.drain.report import Ending, Report, RunResults, WaveResult, build_report, exit_code_for
+from xtask.drain.report import Ending, Report, RunResults, WaveResult, build_report
 from xtask.drain.restore import Restored, restore_written
 from xtask.drain.signals import SignalLatch
+from xtask.drain.waveplan import WavePlan
 from xtask.errors import ExitCode
 
 SOAK_PROGRESS_SECONDS = 5.0  # a soak says how far it got this often
@@ -98,9 +101,7 @@ class _DrainRun:
             dry_run=ctx.req.dry_run,
             holder=ctx.holder,
         )
-        self.waves: list[WaveResult] = []  # the waves run (one without --wave-size)
-        self.staged = False  # a drain in waves: waves are journaled, reported and gated
-        self.gates: list[Gate] = []
+        self.plan = WavePlan((), ())  # the waves run (one without --wave-size): set by begin
         self.last_wait: WaitResult | None = None
         self.targets: Targets | None = None
         self.locked: LockedWrites | None = None
@@ -123,55 +124,51 @@ class _DrainRun:
         prepared = prepare(self.ctx, self.results)
         if prepared.ending is not None:
             return prepared.ending
+        self.ctx.events.know(prepared.selected)  # their uids: no Event needs a GET
         if latch.interrupted.is_set():
             self.results.interrupted = latch.name
-            return Ending(f"interrupted by {latch.name} before any write", ExitCode.INTERRUPTED)
-        waves, first = self.begin(prepared)
-        self.locked = LockedWrites(self.ctx, self.results, prepared.networks, latch, scope=prepared.scope)
+            return Ending(f"interrupted by {latch.name} before any write")
+        first = self.begin(prepared)
+        self.locked = LockedWrites(
+            self.ctx, self.results, prepared.networks, latch, scope=prepared.scope, network_objs=prepared.network_objs
+        )
         try:
-            return self.waves_and_end(waves, first, latch)
+            return self.waves_and_end(first, latch)
         finally:
             self.locked.leave()  # every exit path (an exception, a signal) gives the locks back
 
-    def waves_and_end(self, waves: list[tuple[WaveResult, list[Change]]], first: int, latch: SignalLatch) -> Ending:
-        for wave, changes in waves:
+    def waves_and_end(self, first: int, latch: SignalLatch) -> Ending:
+        for wave, changes in zip(self.plan.waves, self.plan.changes, strict=True):
             if wave.number < first:
                 wave.state, wave.earlier = WaveState.HELD, True
                 continue
-            if self.staged and latch.interrupted.is_set():  # between two waves: the finished ones stay
+            if wave.number > first and latch.interrupted.is_set():  # between two waves: the finished ones stay
                 return self.stopped_between_waves(wave.number, latch)
-            ending = self.one_wave(wave, changes, latch)
+            ending = self.one_wave(wave, list(changes), latch)
             if ending is not None:
                 return ending
         return self.end(latch)
 
-    def begin(self, prepared: Prepared) -> tuple[list[tuple[WaveResult, list[Change]]], int]:
-        """The waves to run with their changes, the first one to run, and the journal."""
+    def begin(self, prepared: Prepared) -> int:
+        """The waves to run (one of every change without --wave-size), the first one to run, and
+        the journal."""
         self.targets = prepared.targets
         changes = prepared.changes
-        by_name = {c.provider: c for c in changes}
-        if self.req.in_waves and prepared.waves:
-            self.staged, self.gates = True, prepared.gates
-            assert self.results.waves is not None
-            self.waves = self.results.waves
-            pairs = [(w, [by_name[n] for n in w.providers]) for w in self.waves]
-        else:  # one wave of every change; with --wave-size and nothing to change, as without it
-            self.waves = [WaveResult(1, [c.provider for c in changes])]
-            pairs = [(self.waves[0], changes)]
+        self.plan = WavePlan.of(changes, waves=self.results.waves, gates=prepared.gates, req=self.req)
         todo = [c for c in changes if not c.already]
-        if prepared.checked_under_lock:  # never in waves (checked_once)
+        if not prepared.looked:  # never in waves (checked_once)
             self.journal_todo = todo  # created once the checks under the lock pass (locked_write)
-            return pairs, 1
-        return pairs, self.open_journal(todo)
+            return 1
+        return self.open_journal(todo)
 
     def open_journal(self, todo: list[Change]) -> int:
         """Create the journal (or reopen the one resumed); the number of the first wave to run."""
         req, ctx = self.req, self.ctx
-        if ctx.resumed is not None and self.staged:
+        if ctx.resumed is not None:  # --resume: a drain in waves
             assert req.resume is not None
             self.record = RunRecord(Journal.open(req.resume))
             first = ctx.resumed.first_unfinished_wave()
-            ctx.say(f"resuming {self.record.path} at wave {first} of {len(self.waves)}")
+            ctx.say(f"resuming {self.record.path} at wave {first} of {self.plan.total}")
         elif todo:
             header = JournalHeader(
                 operation=ctx.operation,
@@ -181,8 +178,7 @@ class _DrainRun:
                 changes=todo,
                 reason=req.reason,
                 plan_digest=req.plan.digest if req.plan is not None else None,
-                waves=[w.providers for w in self.waves] if self.staged else None,
-                selection=self.results.selection if self.staged else None,
+                **self.plan.journal_fields(self.results.selection),
                 budget_override=req.override_budget,
                 capacity_override=(self.results.capacity or {}).get("overridden"),
             )
@@ -200,14 +196,11 @@ class _DrainRun:
 
     def one_wave(self, wave: WaveResult, changes: list[Change], latch: SignalLatch) -> Ending | None:
         """Write one wave, wait until it converges, soak it; an Ending stops the run."""
-        if self.staged:
-            self.ctx.say(f"wave {wave.number} of {len(self.waves)}: {', '.join(wave.providers)}")
+        self.plan.begin(wave, self.record, self.ctx.progress)
         # An undrain leaves a provider another holder still holds drained: nothing to wait for there.
         awaited = [c.provider for c in changes if not c.keep_drain]
         waiter = self.start_waiter(awaited) if self.req.network and awaited else None
         try:
-            if self.staged:
-                self.record.enter(RunState.APPLYING)
             ending = self.locked_write(wave, changes, latch)
             if ending is not None:
                 return ending
@@ -243,25 +236,20 @@ class _DrainRun:
         return waiter
 
     def mark(self, wave: WaveResult, state: WaveState, **details: Any) -> None:
-        """A drain in waves: wave ``wave`` reached ``state`` (journal, report, progress)."""
-        if not self.staged:
-            return
-        wave.state = state
-        self.record.wave(wave.number, state, **details)
-        self.ctx.progress(WaveChanged(wave.number, len(self.waves), state))
+        """Wave ``wave`` reached ``state`` (shown for a drain in waves: :meth:`WavePlan.mark`)."""
+        self.plan.mark(wave, state, self.record, self.ctx.progress, **details)
 
     # -- write: journal, fan-out, restoration on failure or interrupt -------------------------------
     def locked_write(self, wave: WaveResult, changes: list[Change], latch: SignalLatch) -> Ending | None:
         """Write one wave under the drain locks, checked again under them (:mod:`xtask.drain.locked`)."""
         assert self.locked is not None
-        where = f"before wave {wave.number} of {len(self.waves)}" if self.staged else "before writing"
-        ending = self.locked.enter(changes, self.record, where=where)
+        ending = self.locked.enter(changes, self.record, where=self.plan.where(wave))
         if ending is not None:
             if wave.number > 1:
                 ending = dataclasses.replace(ending, summary=ending.summary + "; the waves written so far are kept")
             return ending
-        if self.targets is None:
-            self.targets = self.locked.targets  # read under the locks (a drain checked once)
+        if self.targets is None and self.locked.snapshot is not None:
+            self.targets = self.locked.snapshot.targets  # read under the locks (a drain checked once)
         if self.journal_todo is not None:
             self.open_journal(self.journal_todo)
             self.journal_todo = None
@@ -295,31 +283,23 @@ class _DrainRun:
         interrupted = latch.interrupted.is_set() and (
             self.record.journal is not None or any(o.outcome == WriteOutcome.NOT_ATTEMPTED for o in outcomes)
         )
+        override = self.results.capacity_override
         if not (failed or interrupted):
-            ctx.events.record(facts)
+            ctx.events.record(facts, capacity_override=override)
             return None
         if interrupted:
             self.results.interrupted = latch.name
         why = f"interrupted by {latch.name}" if interrupted else f"{len(failed)} write(s) failed"
         restored = self.restore(why)
         # After the restoration, so Events never compete with writes for the pool's connections.
-        ctx.events.record(facts, at=written_at)
+        ctx.events.record(facts, at=written_at, capacity_override=override)
         ctx.events.record(restored.facts)
-        code = exit_code_for(
-            refused=False,
-            failed=len(failed),
-            interrupted_during_writes=interrupted,
-            restorations=self.results.restorations,
-            wait_state=None,
-            stored_ok=None,
-        )
-        if code == ExitCode.PARTIAL_RESTORED and all(o.denied for o in failed):
+        if not interrupted and restored.ok and all(o.denied for o in failed):
             # The API server refused the writes on their merits (its RBAC or an admission policy
             # changed after the dry run) and the rest was put back: a refusal, as at the dry run.
-            code = ExitCode.REFUSED
             self.results.refused = [f"{o.provider}: {o.error}" for o in failed]
             why = f"the API server refused {len(failed)} write(s)"
-        return Ending(f"{why}; restoration: " + restoration_summary(self.results.restorations), code)
+        return Ending(f"{why}; restoration: " + restoration_summary(self.results.restorations))
 
     def _hold_details(self, facts: list[Fact], changes: list[Change]) -> list[Fact]:
         """Say in the Events when a write changed only the caller's hold, not the flag (added,
@@ -358,31 +338,23 @@ class _DrainRun:
     def wait(self, wave: WaveResult, waiter: ConvergenceWaiter, latch: SignalLatch) -> Ending | None:
         req = self.req
         self.record.enter(RunState.WAITING)
-        if not self.staged:
-            self.ctx.progress(
-                WaitBegun(f"waiting for {', '.join(req.consumers)} to serve the change (timeout {req.timeout:.0f}s)")
-            )
+        self.plan.waiting(req, self.ctx.progress)
         result = waiter.wait(timeout=req.timeout, stop=latch.interrupted)
         self.last_wait = result
-        if self.staged:
-            wave.convergence_seconds = result.seconds
+        wave.convergence_seconds = result.seconds
         self.results.add_time("waitSeconds", result.seconds)
         self.results.convergence = convergence_dict(result)
         if result.state is WaitState.INTERRUPTED:
             self.results.interrupted = latch.name
-        if self.staged and result.state not in (WaitState.CONVERGED, WaitState.NOT_ELIGIBLE):
-            summary = f"wave {wave.number} of {len(self.waves)}: {wait_summary(result, req)}{self._resumable()}"
-            return end_after_wait(
-                self.record, summary, run_state=RunState.after_wait(result.state), wait_state=result.state
-            )
+        if result.state not in (WaitState.CONVERGED, WaitState.NOT_ELIGIBLE):
+            summary = f"{self.plan.label(wave)}{wait_summary(result, req)}{self._resumable()}"
+            return end_after_wait(self.record, summary, run_state=RunState.after_wait(result.state))
         return None
 
     # -- soak: read the gates over a converged wave ------------------------------------------------
     def gate(self, wave: WaveResult, latch: SignalLatch) -> Ending | None:
         """Soak a converged wave and read its gates; an Ending stops the run (breach, signal)."""
-        if not self.staged:
-            return None
-        if not self.gates:  # --soak 0: paced by convergence alone
+        if not self.plan.gates:  # one wave without gates, or --soak 0: paced by convergence alone
             self.mark(wave, WaveState.HELD)
             return None
         readings = self.soak(wave, latch)
@@ -390,9 +362,8 @@ class _DrainRun:
             self.results.interrupted = latch.name
             self.record.enter(RunState.APPLIED_INTERRUPTED)
             return Ending(
-                f"interrupted by {latch.name} during the soak of wave {wave.number} of {len(self.waves)}; "
-                f"the waves written so far are kept{self._resumable()}",
-                ExitCode.INTERRUPTED,
+                f"interrupted by {latch.name} during the soak of wave {wave.number} of {self.plan.total}; "
+                f"the waves written so far are kept{self._resumable()}"
             )
         wave.gates = [r.to_json() for r in readings]
         self.mark(wave, WaveState.SOAKED, gates=wave.gates)
@@ -407,8 +378,9 @@ class _DrainRun:
         signal ends it early (nothing is read then)."""
         seconds = self.req.soak_seconds
         self.record.enter(RunState.SOAKING)
-        self.ctx.say(f"wave {wave.number}: soaking {seconds:g}s; gates: {', '.join(g.name for g in self.gates)}")
-        for gate in self.gates:
+        gates = self.plan.gates
+        self.ctx.say(f"wave {wave.number}: soaking {seconds:g}s; gates: {', '.join(g.name for g in gates)}")
+        for gate in gates:
             gate.begin()
         start = time.monotonic()
         while (remaining := start + seconds - time.monotonic()) > 0:
@@ -417,14 +389,14 @@ class _DrainRun:
             self.ctx.progress(Soaking(wave.number, round(min(time.monotonic() - start, seconds), 1), seconds))
         window = time.monotonic() - start
         wave.soak_seconds = window
-        readings = [gate.read(window) for gate in self.gates]
+        readings = [gate.read(window) for gate in gates]
         for r in readings:
             self.ctx.progress(GateRead(wave.number, r.to_json()))
         return readings
 
     def breach(self, number: int, readings: list[GateReading]) -> Ending:
         """Stop before the next wave: keep what is written, or restore it (``--on-breach``)."""
-        total = len(self.waves)
+        total = self.plan.total
         what = "; ".join(describe_reading(r) for r in readings if not r.held)
         after = f"stopped before wave {number + 1} of {total}" if number < total else "it was the last wave"
         if self.req.on_breach == "restore":
@@ -434,54 +406,31 @@ class _DrainRun:
         else:
             self.record.enter(RunState.APPLIED_BREACHED)
             kept = f"waves 1-{number} are kept (--on-breach hold){self._resumable()}"
-        code = exit_code_for(
-            refused=False,
-            failed=0,
-            interrupted_during_writes=False,
-            restorations=self.results.restorations,
-            wait_state=None,
-            stored_ok=None,
-            breached=True,
-        )
-        return Ending(f"wave {number} of {total} breached: {what}; {after}; {kept}", code)
+        return Ending(f"wave {number} of {total} breached: {what}; {after}; {kept}")
 
     def stopped_between_waves(self, number: int, latch: SignalLatch) -> Ending:
         self.results.interrupted = latch.name
         self.record.enter(RunState.APPLIED_INTERRUPTED)
         return Ending(
-            f"interrupted by {latch.name} before wave {number} of {len(self.waves)}; "
-            f"the waves written so far are kept{self._resumable()}",
-            ExitCode.INTERRUPTED,
+            f"interrupted by {latch.name} before wave {number} of {self.plan.total}; "
+            f"the waves written so far are kept{self._resumable()}"
         )
 
     def _resumable(self) -> str:
-        path = self.record.path
-        if path is None:
-            return ""
-        return f"; undo with: python -m xtask env drain-restore {path}; or continue with the same flags and --resume {path}"
+        return self.plan.resumable(self.record.path)
 
-    # -- the end: read back, the single drain's wait, or idle --------------------------------------
+    # -- the end: read back, or wait for quiet sessions and idle ----------------------------------
     def end(self, latch: SignalLatch) -> Ending:
-        req = self.req
-        if self.staged:
-            if req.wait_sessions is not None and (ending := wait_sessions(self.ctx, self.results, self.record, latch)):
-                return ending
-            if req.wait_idle:
-                return wait_idle(self.ctx, self.results, self.record, self.targets, latch)
-            self.record.enter(RunState.COMPLETE)
-            gated = f", each soaked {req.soak_seconds:g}s with every gate held" if self.gates else ""
-            return Ending(f"{len(self.waves)} wave(s) converged on {', '.join(req.consumers)}{gated}")
-        result = self.last_wait
-        if result is None:
+        """Every wave written and converged (or not eligible): read back what nothing waited for,
+        or go on to ``--wait-sessions`` and ``--wait-idle``."""
+        req, result = self.req, self.last_wait
+        if result is None:  # nothing waited for (no targets): the stored state, read back
             return read_back(self.ctx, self.results, self.record)
-        if result.state is WaitState.CONVERGED and req.wait_sessions is not None:
-            if ending := wait_sessions(self.ctx, self.results, self.record, latch):
-                return ending
-            if not req.wait_idle:
-                self.record.enter(RunState.COMPLETE)
-                return Ending(f"drained, serving on {', '.join(req.consumers)}, and its sessions quiet")
-        if result.state is WaitState.CONVERGED and req.wait_idle:
+        if result.state is not WaitState.CONVERGED:  # served, but a hard failure keeps it out
+            return end_after_wait(self.record, wait_summary(result, req), run_state=RunState.after_wait(result.state))
+        if req.wait_sessions is not None and (ending := wait_sessions(self.ctx, self.results, self.record, latch)):
+            return ending
+        if req.wait_idle:
             return wait_idle(self.ctx, self.results, self.record, self.targets, latch)
-        return end_after_wait(
-            self.record, wait_summary(result, req), run_state=RunState.after_wait(result.state), wait_state=result.state
-        )
+        self.record.enter(RunState.COMPLETE)
+        return Ending(self.plan.done(req, converged_line=wait_summary(result, req)))

@@ -149,14 +149,14 @@ class DrainEvents:
         reason: str | None,
         warn: Callable[[str], None],
         workers: int = 8,
+        budget_override: str | None = None,
     ) -> None:
         self._kube = kube
         self._namespace = namespace
         self._operation = operation
         self._actor = actor
         self._reason = reason
-        self.budget_override: str | None = None  # --override-budget: said on ProviderDrained
-        self.capacity_override: str | None = None  # --force over the capacity guard: said on ProviderDrained
+        self._budget_override = budget_override  # --override-budget: said on ProviderDrained
         self._warn = warn
         self._clock: Callable[[], float] = time.time
         self._workers = workers
@@ -174,28 +174,29 @@ class DrainEvents:
             if meta.get("name") and meta.get("uid"):
                 self._uids[meta["name"]] = meta["uid"]
 
-    def record(self, facts: Sequence[Fact], *, at: float | None = None) -> None:
-        """Queue Events for ``facts``, which happened at ``at`` (default: now; their ``eventTime``)."""
+    def record(self, facts: Sequence[Fact], *, at: float | None = None, capacity_override: str | None = None) -> None:
+        """Queue Events for ``facts``, which happened at ``at`` (default: now; their ``eventTime``);
+        ``capacity_override``: what ``--force`` set aside of the capacity guard (said on ProviderDrained)."""
         if not facts:
             return
         when = self._clock() if at is None else at
         if self._pool is None:
             self._pool = cf.ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="events")
         for fact in facts:
-            self._futures.append(self._pool.submit(self._send, fact, when))
+            self._futures.append(self._pool.submit(self._send, fact, when, capacity_override))
 
-    def _byline(self) -> Byline:
+    def _byline(self, capacity_override: str | None) -> Byline:
         return Byline(
             operation=self._operation,
             actor=self._actor,
             context=self._kube.context,
             user=self._kube.user,
             reason=self._reason,
-            budget_override=self.budget_override,
-            capacity_override=self.capacity_override,
+            budget_override=self._budget_override,
+            capacity_override=capacity_override,
         )
 
-    def _send(self, fact: Fact, at: float) -> None:
+    def _send(self, fact: Fact, at: float, capacity_override: str | None) -> None:
         try:
             uid = self._uids.get(fact.provider)
             if uid is None:
@@ -211,7 +212,7 @@ class DrainEvents:
                 regarding=regarding,
                 reason=fact.reason,
                 action=fact.action,
-                note=note(fact, self._byline()),
+                note=note(fact, self._byline(capacity_override)),
                 type_=fact.type,
                 reporter=Reporter(CONTROLLER, self._actor),
                 at=at,

@@ -179,9 +179,13 @@ class DrainLocks:
         lock = _Lock(self.kube, self.namespace, network, identity=self.identity, ttl=self.ttl)
         began = self._clock()
         told: tuple[str, float] | None = None
+        first = True
         while True:
             now = self._clock()
-            how = lock.look(now)
+            # The usual case first: no Lease (a run deletes its own), so create it without a look;
+            # a 409 means one is there, and the loop looks at it as it always does.
+            how = LockStep.CREATE if first else lock.look(now)
+            first = False
             if how is not LockStep.WAIT:
                 previous = lock.seen.record if lock.seen is not None else None
                 if lock.take(how, started=now, wall=time.time()):

@@ -1,0 +1,106 @@
+"""One look at what a drain's guards weigh (:mod:`xtask.drain.guards`): the providers of the
+selection's groups, the networks, the targets (the named network, every consumer and overlay
+index, the probes heartbeat) and the overlays' shards. Each part is read once, when a guard
+first asks for it (an undrain never reads the groups; a drain without ``--network`` never the
+consumers), and then kept: the same read serves every guard and, under the drain locks, the
+writes and the waiter that follow. Reads only.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import functools
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from agn.kube import NETWORKS, PROVIDERS, Kube, NotFound
+from agn.objects import Obj
+from agn.operator.heartbeat import read_heartbeat
+from xtask.drain.core.changes import Change
+from xtask.drain.core.guard import Targets
+from xtask.drain.core.request import DrainRequest
+from xtask.drain.core.selection import Selector
+from xtask.drain.edges.members import read_members
+from xtask.drain.edges.targets import OverlayReader, read_targets
+
+if TYPE_CHECKING:
+    from xtask.drain.context import RunContext
+
+
+def read_candidates(ctx: RunContext, selector: Selector) -> list[Obj]:
+    """The providers the selector chooses among: a named one is read by name (one small GET
+    however large the fleet); a gateway needs every provider (its field is in the spec)."""
+    if selector.provider is not None:
+        try:
+            return [ctx.kube.get(PROVIDERS, ctx.namespace, selector.provider)]
+        except NotFound:
+            return []
+    return ctx.kube.list(PROVIDERS, ctx.namespace)[0]
+
+
+class Snapshot:
+    """What the guards read, each part once (``cached``); ``now`` is the moment of the look."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        namespace: str,
+        req: DrainRequest,
+        *,
+        scope: Mapping[str, str] | None,
+        selection: Sequence[Obj] | None = None,
+        providers: Sequence[Obj] | None = None,
+        networks: Sequence[Obj] | None = None,
+    ) -> None:
+        """``scope``: the selected providers' groups when only those groups are read (a
+        ``--provider`` run), else every provider is. ``selection``, ``providers``, ``networks``:
+        what the caller has just read itself (a first look before the lock reuses them)."""
+        self.kube, self.namespace, self.req, self.scope = kube, namespace, req, scope
+        self._selection = list(selection) if selection is not None else None
+        if providers is not None and scope is None:
+            self.__dict__["members"] = list(providers)
+        if networks is not None:
+            self.__dict__["networks"] = list(networks)
+        self.now = time.time()
+
+    @functools.cached_property
+    def members(self) -> list[Obj]:
+        """The providers the guards weigh: the selection's groups, or every provider."""
+        if self.scope is not None:
+            return read_members(self.kube, self.namespace, self.scope)
+        return self.kube.list(PROVIDERS, self.namespace)[0]
+
+    @functools.cached_property
+    def networks(self) -> list[Obj]:
+        return self.kube.list(NETWORKS, self.namespace)[0]
+
+    @functools.cached_property
+    def targets(self) -> Targets | None:
+        """The named network, consumers, overlay indexes and heartbeat; None without ``--network``."""
+        if not self.req.network:
+            return None
+        return read_targets(self.kube, self.namespace, self.req, networks=self.networks)
+
+    @functools.cached_property
+    def heartbeat(self) -> float | None:
+        return self.targets.heartbeat if self.targets is not None else read_heartbeat(self.kube, self.namespace)
+
+    @functools.cached_property
+    def overlays(self) -> OverlayReader:
+        """The consumers' overlays, shard by shard as the last-provider guard asks (each read once)."""
+        return OverlayReader(self.kube, self.namespace)
+
+    def selected(self, changes: Iterable[Change]) -> list[Obj]:
+        """The providers of ``changes`` (to change or kept as they are), as this snapshot read them."""
+        names = {c.provider for c in changes}
+        source = self._selection if self._selection is not None else self.members
+        return [p for p in source if p["metadata"]["name"] in names]
+
+    def read_ahead(self, pool: cf.Executor, *, drain: bool) -> None:
+        """Read the parts a drain's guards need side by side (the groups beside the networks and
+        targets): under the drain locks nothing else is in flight."""
+        members = pool.submit(lambda: self.members) if drain else None
+        _ = self.targets if self.req.network else self.networks
+        if members is not None:
+            members.result()
