@@ -20,7 +20,7 @@ from agn.names import label_problem
 from agn.yamltext import show
 from xtask.drain.core.changes import Change, drain_patch
 from xtask.drain.core.holds import HoldAsk, hold_key, hold_value, rfc3339
-from xtask.drain.core.journal_records import JournalState
+from xtask.drain.core.journal_records import JournalReplay
 from xtask.drain.core.progress import Progress, Said
 from xtask.drain.core.request import DrainRequest, actor
 from xtask.drain.edges.journal import new_operation_id, read_journal
@@ -42,7 +42,7 @@ class RunContext:
     actor: str  # user@host
     owner: str  # the caller's Kubernetes username (a SelfSubjectReview): it owns the caller's hold
     started_at: dt.datetime  # on the API server's clock (its Date header when the run began)
-    resumed: JournalState | None  # --resume: the journal of the drain in waves to continue
+    resumed: JournalReplay | None  # --resume: the journal of the drain in waves to continue
     # The API server's clock minus this host's, read with started_at: a write's server time is
     # this host's clock plus it (a slow start's startTime is the moment of its write).
     server_offset: float = 0.0

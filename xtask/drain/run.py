@@ -140,7 +140,7 @@ class _DrainRun:
     def waves_and_end(self, first: int, latch: SignalLatch) -> Ending:
         for wave, changes in zip(self.plan.waves, self.plan.changes, strict=True):
             if wave.number < first:
-                wave.state, wave.earlier = WaveState.HELD, True
+                wave.state, wave.earlier = WaveState.PASSED, True
                 continue
             if wave.number > first and latch.interrupted.is_set():  # between two waves: the finished ones stay
                 return self.stopped_between_waves(wave.number, latch)
@@ -355,7 +355,7 @@ class _DrainRun:
     def gate(self, wave: WaveResult, latch: SignalLatch) -> Ending | None:
         """Soak a converged wave and read its gates; an Ending stops the run (breach, signal)."""
         if not self.plan.gates:  # one wave without gates, or --soak 0: paced by convergence alone
-            self.mark(wave, WaveState.HELD)
+            self.mark(wave, WaveState.PASSED)
             return None
         readings = self.soak(wave, latch)
         if readings is None:
@@ -368,7 +368,7 @@ class _DrainRun:
         wave.gates = [r.to_json() for r in readings]
         self.mark(wave, WaveState.SOAKED, gates=wave.gates)
         if all(r.held for r in readings):
-            self.mark(wave, WaveState.HELD)
+            self.mark(wave, WaveState.PASSED)
             return None
         self.mark(wave, WaveState.BREACHED)
         return self.breach(wave.number, readings)

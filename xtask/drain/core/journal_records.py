@@ -128,9 +128,6 @@ class JournalReplay:
         }
 
 
-JournalState = JournalReplay  # alias for xtask/drain/context.py (wt-guards); drop at merge
-
-
 # Generations and HTTP statuses are Kubernetes int64s; nothing larger or non-finite is a journal's.
 _MAX_COUNT = 2**63 - 1
 

@@ -111,7 +111,6 @@ class WaveState(enum.StrEnum):
     SOAKED = "soaked"  # its soak ended and its gates were read
     PASSED = "held"  # every gate held over the soak: finished, the next wave may start (written "held")
     BREACHED = "breached"  # a gate did not hold: the run stopped before the next wave
-    HELD = "held"  # alias of PASSED for xtask/drain/run.py and report.py (wt-guards); drop at merge
 
 
 class IdleWaitState(enum.StrEnum):
