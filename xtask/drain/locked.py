@@ -76,6 +76,7 @@ class LockedWrites:
     def enter(self, changes: list[Change], record: RunRecord, *, where: str) -> Ending | None:
         """Take the locks and check the wave ``where`` names under them; an Ending when the run
         must stop before writing (refused: exit 3, the locks given back; interrupted: exit 8)."""
+        self.snapshot = None  # this wave's look, if it takes one
         if not self.networks or not any(not c.already for c in changes):
             return None
         got = self.locks.acquire(self.networks, timeout=self.ctx.req.lock_timeout, stop=self.latch.interrupted)

@@ -199,9 +199,9 @@ class _DrainRun:
         self.plan.begin(wave, self.record, self.ctx.progress)
         # An undrain leaves a provider another holder still holds drained: nothing to wait for there.
         awaited = [c.provider for c in changes if not c.keep_drain]
-        waiter = self.start_waiter(awaited) if self.req.network and awaited else None
+        waiter = self.new_waiter(awaited) if self.req.network and awaited else None
         try:
-            ending = self.locked_write(wave, changes, latch)
+            ending = self.locked_write(wave, changes, latch, waiter)
             if ending is not None:
                 return ending
             if waiter is not None and self.targets is not None:
@@ -219,10 +219,10 @@ class _DrainRun:
         self.mark(wave, WaveState.CONVERGED)
         return self.gate(wave, latch)
 
-    def start_waiter(self, awaited: list[str]) -> ConvergenceWaiter:
-        """Watch before writing: the followers list and sync while the writes go out."""
+    def new_waiter(self, awaited: list[str]) -> ConvergenceWaiter:
+        """The wave's waiter, started before the writes (:meth:`start_waiter`)."""
         req = self.req
-        waiter = ConvergenceWaiter(
+        return ConvergenceWaiter(
             self.ctx.kube,
             self.ctx.namespace,
             providers=awaited,
@@ -232,16 +232,28 @@ class _DrainRun:
             progress=self.ctx.progress,
             network_obj=self.targets.network if self.targets else None,
         )
-        waiter.start()
-        return waiter
+
+    def start_waiter(self, waiter: ConvergenceWaiter) -> None:
+        """Watch before writing. After a look under the locks, the watches start from the lists
+        it read (the group's providers, consumers, overlay indexes, heartbeat: their
+        resourceVersions, so no change since that look is missed) with the shards the guards
+        read; any kind it did not list (an undrain looks at none) is listed by the waiter."""
+        snapshot = self.locked.snapshot if self.locked is not None else None
+        if snapshot is None:
+            waiter.start()
+        else:
+            waiter.start(seen=snapshot.listed(), shards=snapshot.shards())
 
     def mark(self, wave: WaveResult, state: WaveState, **details: Any) -> None:
         """Wave ``wave`` reached ``state`` (shown for a drain in waves: :meth:`WavePlan.mark`)."""
         self.plan.mark(wave, state, self.record, self.ctx.progress, **details)
 
     # -- write: journal, fan-out, restoration on failure or interrupt -------------------------------
-    def locked_write(self, wave: WaveResult, changes: list[Change], latch: SignalLatch) -> Ending | None:
-        """Write one wave under the drain locks, checked again under them (:mod:`xtask.drain.locked`)."""
+    def locked_write(
+        self, wave: WaveResult, changes: list[Change], latch: SignalLatch, waiter: ConvergenceWaiter | None
+    ) -> Ending | None:
+        """Write one wave under the drain locks, checked again under them (:mod:`xtask.drain.locked`);
+        ``waiter`` starts between that look and the writes."""
         assert self.locked is not None
         ending = self.locked.enter(changes, self.record, where=self.plan.where(wave))
         if ending is not None:
@@ -250,6 +262,8 @@ class _DrainRun:
             return ending
         if self.targets is None and self.locked.snapshot is not None:
             self.targets = self.locked.snapshot.targets  # read under the locks (a drain checked once)
+        if waiter is not None:
+            self.start_waiter(waiter)
         if self.journal_todo is not None:
             self.open_journal(self.journal_todo)
             self.journal_todo = None

@@ -3,7 +3,10 @@ selection's groups, the networks, the targets (the named network, every consumer
 index, the probes heartbeat) and the overlays' shards. Each part is read once, when a guard
 first asks for it (an undrain never reads the groups; a drain without ``--network`` never the
 consumers), and then kept: the same read serves every guard and, under the drain locks, the
-writes and the waiter that follow. Reads only.
+writes and the waiter that follow: the parts read as a LIST (the group's providers, the
+consumers, the overlay indexes, the heartbeat Lease by name) are kept with their
+resourceVersions (:meth:`Snapshot.listed`), and the waiter starts its watches there, with the
+shards the guards read (:meth:`Snapshot.shards`), instead of reading them again. Reads only.
 """
 
 from __future__ import annotations
@@ -14,15 +17,16 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from agn.kube import NETWORKS, PROVIDERS, Kube, NotFound
+from agn.kube import NETWORKS, PROVIDERS, Kube, NotFound, Resource
 from agn.objects import Obj
 from agn.operator.heartbeat import read_heartbeat
+from agn.overlays import ShardCache
 from xtask.drain.core.changes import Change
 from xtask.drain.core.guard import Targets
 from xtask.drain.core.request import DrainRequest
 from xtask.drain.core.selection import Selector
-from xtask.drain.edges.members import read_members
-from xtask.drain.edges.targets import OverlayReader, read_targets
+from xtask.drain.edges.members import read_members_listed
+from xtask.drain.edges.targets import Listed, OverlayReader, read_targets
 
 if TYPE_CHECKING:
     from xtask.drain.context import RunContext
@@ -58,6 +62,7 @@ class Snapshot:
         what the caller has just read itself (a first look before the lock reuses them)."""
         self.kube, self.namespace, self.req, self.scope = kube, namespace, req, scope
         self._selection = list(selection) if selection is not None else None
+        self._listed: dict[Resource, Listed] = {}  # the parts read as one LIST, with its resourceVersion
         if providers is not None and scope is None:
             self.__dict__["members"] = list(providers)
         if networks is not None:
@@ -68,8 +73,12 @@ class Snapshot:
     def members(self) -> list[Obj]:
         """The providers the guards weigh: the selection's groups, or every provider."""
         if self.scope is not None:
-            return read_members(self.kube, self.namespace, self.scope)
-        return self.kube.list(PROVIDERS, self.namespace)[0]
+            items, version = read_members_listed(self.kube, self.namespace, self.scope)
+        else:
+            items, version = self.kube.list(PROVIDERS, self.namespace)
+        if version:  # one LIST (not one per group)
+            self._listed[PROVIDERS] = (items, version)
+        return items
 
     @functools.cached_property
     def networks(self) -> list[Obj]:
@@ -80,7 +89,9 @@ class Snapshot:
         """The named network, consumers, overlay indexes and heartbeat; None without ``--network``."""
         if not self.req.network:
             return None
-        return read_targets(self.kube, self.namespace, self.req, networks=self.networks)
+        read = read_targets(self.kube, self.namespace, self.req, networks=self.networks)
+        self._listed.update(read.listed)
+        return read.targets
 
     @functools.cached_property
     def heartbeat(self) -> float | None:
@@ -90,6 +101,17 @@ class Snapshot:
     def overlays(self) -> OverlayReader:
         """The consumers' overlays, shard by shard as the last-provider guard asks (each read once)."""
         return OverlayReader(self.kube, self.namespace)
+
+    def listed(self) -> dict[Resource, Listed]:
+        """The parts this snapshot has read as one LIST each, with its resourceVersion (providers,
+        consumers, overlay indexes, the heartbeat Lease): a watch may start from them. Reads nothing."""
+        return dict(self._listed)
+
+    def shards(self) -> ShardCache | None:
+        """The cache the guards read the overlays' shards through, if they read any; its new
+        owner (the waiter) takes it over. Reads nothing."""
+        reader = self.__dict__.get("overlays")
+        return reader.cache if isinstance(reader, OverlayReader) else None
 
     def selected(self, changes: Iterable[Change]) -> list[Obj]:
         """The providers of ``changes`` (to change or kept as they are), as this snapshot read them."""

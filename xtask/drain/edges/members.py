@@ -39,26 +39,35 @@ def group_selector(group: str) -> str:
 
 
 def read_members(kube: Kube, namespace: str, scope: Mapping[str, str]) -> list[Obj]:
+    """Every provider of ``namespace`` in the groups of ``scope``: :func:`read_members_listed`'s items."""
+    return read_members_listed(kube, namespace, scope)[0]
+
+
+def read_members_listed(kube: Kube, namespace: str, scope: Mapping[str, str]) -> tuple[list[Obj], str]:
     """Every provider of ``namespace`` in the groups of ``scope`` (the selected providers' names ->
     the group each was read in), sorted by name as a LIST returns them: one LIST per group; or
     every provider (one LIST; the guards look only at the groups of what a run changes) past
     :data:`MAX_GROUP_READS` groups, on a server that cannot select by the field, or when a
     selected provider is not in its group (it moved meanwhile, or the server's selector lags a
-    CRD update)."""
+    CRD update). With the items, the resourceVersion of the one LIST they come from (a watch of
+    the selected providers may start there), or "" when they come from several."""
     wanted = set(scope.values())
     items: list[Obj] | None = None
+    version = ""
     if len(wanted) <= MAX_GROUP_READS:
         try:
-            items = [
-                p for g in sorted(wanted) for p in kube.list(PROVIDERS, namespace, field_selector=group_selector(g))[0]
-            ]
+            items = []
+            for g in sorted(wanted):
+                got, version = kube.list(PROVIDERS, namespace, field_selector=group_selector(g))
+                items += got
         except KubeError as exc:
             if exc.status != 400:  # 400: "field label not supported" (the field is not selectable there)
                 raise
+            items = None
     if items is None or not _holds(items, scope):
-        return kube.list(PROVIDERS, namespace)[0]  # every provider: the guards pick the groups themselves
+        return kube.list(PROVIDERS, namespace)  # every provider: the guards pick the groups themselves
     kept = {p["metadata"]["name"]: p for p in items if group_of(p) in wanted}
-    return [kept[name] for name in sorted(kept)]
+    return [kept[name] for name in sorted(kept)], version if len(wanted) == 1 else ""
 
 
 def _holds(members: Iterable[Mapping[str, Any]], scope: Mapping[str, str]) -> bool:

@@ -2,24 +2,43 @@
 consumer and overlay index of the namespace and the probes heartbeat (:func:`read_targets`),
 and the overlays the capacity guard asks about (:class:`OverlayReader`). Reads only; the
 decisions are :func:`xtask.drain.core.guard.target_refusals`.
+
+The consumers, the overlay indexes and the heartbeat Lease are each read as a LIST (the Lease by
+name), kept with its resourceVersion in :attr:`TargetReads.listed`: the convergence waiter
+follows exactly these kinds and starts its watches from those lists instead of listing again
+(:meth:`xtask.drain.edges.waiter.ConvergenceWaiter.start`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, Kube, NotFound
+from agn.kube import CONSUMERS, LEASES, NETWORKS, OVERLAYS, Kube, NotFound, Resource
 from agn.objects import Obj, name_of
-from agn.operator.heartbeat import read_heartbeat
+from agn.operator.heartbeat import HEARTBEAT_LEASE, heartbeat_time
 from agn.overlays import ShardCache, read_overlay, read_partial_retrying
 from xtask.drain.core.guard import Targets
 from xtask.drain.core.request import DrainRequest
 
+# A list as read: its items and its resourceVersion (:meth:`agn.kube.Kube.list`), the
+# convergence waiter's start point (its ``Listed``).
+Listed = tuple[list[Obj], str]
 
-def read_targets(kube: Kube, namespace: str, req: DrainRequest, *, networks: list[Obj] | None = None) -> Targets:
-    """The named network (taken from ``networks`` when the caller has just listed them), and every
-    consumer and overlay index of the namespace (two LISTs of small objects; the shards the
-    capacity guard needs are read once the selection is known)."""
+
+@dataclasses.dataclass(frozen=True)
+class TargetReads:
+    """:class:`Targets` and the lists they were read from, by resource (consumers, overlay
+    indexes, the heartbeat Lease): what a watch of them may start from."""
+
+    targets: Targets
+    listed: dict[Resource, Listed]
+
+
+def read_targets(kube: Kube, namespace: str, req: DrainRequest, *, networks: list[Obj] | None = None) -> TargetReads:
+    """The named network (taken from ``networks`` when the caller has just listed them), every
+    consumer and overlay index of the namespace and the heartbeat (three LISTs of small objects;
+    the shards the capacity guard needs are read once the selection is known)."""
     assert req.network is not None
     if networks is not None:
         network = next((n for n in networks if name_of(n) == req.network), None)
@@ -28,9 +47,16 @@ def read_targets(kube: Kube, namespace: str, req: DrainRequest, *, networks: lis
             network = kube.get(NETWORKS, namespace, req.network)
         except NotFound:
             network = None
-    consumers = {name_of(o): o for o in kube.list(CONSUMERS, namespace)[0]}
-    indexes = {name_of(o): o["spec"] for o in kube.list(OVERLAYS, namespace)[0] if o.get("spec")}
-    return Targets(network, consumers, indexes, read_heartbeat(kube, namespace))
+    listed = {
+        CONSUMERS: kube.list(CONSUMERS, namespace),
+        OVERLAYS: kube.list(OVERLAYS, namespace),
+        # By name, as a LIST: its resourceVersion is the collection's, a watch may start there.
+        LEASES: kube.list(LEASES, namespace, field_selector=f"metadata.name={HEARTBEAT_LEASE}"),
+    }
+    consumers = {name_of(o): o for o in listed[CONSUMERS][0]}
+    indexes = {name_of(o): o["spec"] for o in listed[OVERLAYS][0] if o.get("spec")}
+    lease = next((o for o in listed[LEASES][0] if name_of(o) == HEARTBEAT_LEASE), None)
+    return TargetReads(Targets(network, consumers, indexes, heartbeat_time(lease)), listed)
 
 
 class OverlayReader:

@@ -33,6 +33,7 @@ from agn.watching import FollowOptions, WatchHealth, start_follower
 from xtask.drain.core.converge import Agreement, Convergence, Observation, Verdict, evaluate
 from xtask.drain.core.progress import ApiServerNotice, Observed, Progress
 from xtask.drain.core.states import WaitState
+from xtask.drain.edges.targets import Listed  # a list a run has already read, to start a watch from
 
 # The probes heartbeat (a Lease, agn.operator.heartbeat) vouches for the providers' unchanged
 # statuses: the expected overlay judges their freshness as of it, as the operator does.
@@ -45,9 +46,6 @@ SHARD_READS_AT_ONCE = 8
 # well within the bound and the wait goes on.
 UNREACHABLE_NOTICE = 5.0
 UNREACHABLE_BOUND = 30.0
-
-# A list a run has already read, to start a watch from: its items and its resourceVersion.
-Listed = tuple[list[Obj], str]
 
 
 class _Cache:
