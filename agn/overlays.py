@@ -54,25 +54,36 @@ def list_overlays(kube: Kube, namespace: str, *, attempts: int = ATTEMPTS) -> di
     return out
 
 
+# Digests held per shard name: a network's shard is named by the index of every consumer of the
+# network, and while the operator publishes a change those indexes move to its new digest one
+# after another; holding the old and the new one serves both without reading the shard again.
+KEEP_DIGESTS = 2
+
+
 class ShardCache:
-    """Shards read by name (GET) and kept by digest.
+    """Shards read by name (GET) and kept by digest (the :data:`KEEP_DIGESTS` last read of each name).
 
     A shard's digest is its content's (:func:`agn.model.overlay_digest` of its candidates), so a
     shard held at the digest an index gives it is that shard, whenever it was read: it is read
-    again only when an index wants another digest. Not thread-safe: one reader owns it."""
+    again only when an index wants a digest not held. Not thread-safe: one reader owns it."""
 
     def __init__(self, kube: Kube, namespace: str) -> None:
         self._kube = kube
         self._namespace = namespace
-        self._held: dict[str, Spec] = {}
+        self._held: dict[str, dict[Any, Spec]] = {}  # name -> digest -> spec, the latest read last
         self.gets = 0  # shards read from the API (a drain's wait should cost one per consumer)
 
     def specs(self, index: Spec, names: Iterable[str]) -> dict[str, Spec | None]:
-        """The specs of the named shards of ``index`` (None: not found), read when not held at
-        the digest the index gives them."""
+        """The specs of the named shards of ``index`` (None: not found): each at the digest the
+        index gives it when held (read when not), else as last read."""
         names = list(names)
         self.prefetch([(index, names)])
-        return {name: self._held.get(name) for name in names}
+        wanted = _digests(index)
+        out: dict[str, Spec | None] = {}
+        for name in names:
+            versions = self._held.get(name) or {}
+            out[name] = versions.get(wanted.get(name)) or next(reversed(versions.values()), None)
+        return out
 
     def prefetch(self, wants: Iterable[tuple[Spec, Iterable[str]]], *, parallel: int = 1) -> None:
         """Read every named shard not held at the digest its index gives it: ``(index, names)``
@@ -80,10 +91,9 @@ class ShardCache:
         in worker threads; only the calling thread changes what is held."""
         stale: list[str] = []
         for index, names in wants:
-            wanted = {str(e.get("name", "")): e.get("digest") for e in index.get("shards") or ()}
+            wanted = _digests(index)
             for name in names:
-                held = self._held.get(name)
-                if (held is None or held.get("digest") != wanted.get(name)) and name not in stale:
+                if wanted.get(name) not in self._held.get(name, {}) and name not in stale:
                     stale.append(name)
         if not stale:
             return
@@ -96,14 +106,23 @@ class ShardCache:
         for name, spec in zip(stale, read, strict=True):
             if spec is None:
                 self._held.pop(name, None)
-            else:
-                self._held[name] = spec
+                continue
+            versions = self._held.setdefault(name, {})
+            versions.pop(spec.get("digest"), None)
+            versions[spec.get("digest")] = spec  # the latest read last
+            while len(versions) > KEEP_DIGESTS:
+                del versions[next(iter(versions))]
 
     def _read(self, name: str) -> Spec | None:
         try:
             return self._kube.get(SHARDS, self._namespace, name).get("spec") or None
         except NotFound:  # also when the RoutingOverlayShard CRD is not installed
             return None
+
+
+def _digests(index: Spec) -> dict[str, Any]:
+    """The digest ``index`` gives each of its shards, by name."""
+    return {str(e.get("name", "")): e.get("digest") for e in index.get("shards") or ()}
 
 
 def read_partial(cache: ShardCache, index: Spec, candidate_ids: Iterable[str] | None) -> Spec:
