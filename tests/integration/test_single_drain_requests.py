@@ -97,6 +97,15 @@ def test_a_single_drain_reads_its_group_not_the_fleet(env: DrainEnv, tmp_path):
     assert len([p for v, p, q in calls if v == "GET" and p.endswith("/inferencenetworks")]) == 1, calls
     assert len([q for q in lists if q["fieldSelector"] == ["spec.selectionGroup=chat"]]) == 1, calls
     assert [p for v, p, q in calls if v == "GET" and "/leases/agn-drain" in p] == [], calls
+    # The waiter lists nothing itself: each kind it follows is listed by the look under the lock
+    # and by the fresh observation, and watched once, from a list's resourceVersion.
+    for kind in ("/inferenceconsumers", "/routingoverlays", "/leases"):
+        reads = [q for v, p, q in calls if v == "GET" and p.endswith(kind)]
+        watches = [q for q in reads if q.get("watch") == ["true"]]
+        assert (len(reads) - len(watches), len(watches)) == (2, 1), (kind, reads)
+        assert all(q.get("resourceVersion") for q in watches), watches
+    watched = [q for q in lists if q.get("watch") == ["true"]]
+    assert len(watched) == 1 and watched[0]["resourceVersion"], lists
 
 
 def test_the_budget_counts_the_whole_group_read_by_its_field(env: DrainEnv, tmp_path):
