@@ -51,7 +51,7 @@ from rich.table import Table
 
 from agn.kube import OVERLAYS, PROVIDERS
 from agn.model import candidate_id
-from agn.shards import DEFAULT_SHARD_COUNT, is_sharded, shard_name, shard_of
+from agn.shards import DEFAULT_SHARD_COUNT, index_shard_name, is_sharded, shard_of
 from benchenv import CONSUMER_NAMES, CTX, TARGETS, Bench
 
 REPO = Path(__file__).resolve().parents[2]
@@ -148,15 +148,16 @@ def overlay_object(bench: Bench, consumer: str, provider: str) -> str:
 
     An inline overlay (earlier operators) carries every candidate in the RoutingOverlay. A
     sharded one keeps them in RoutingOverlayShards: the candidate's shard follows from its id
-    (the provider's UID, hashed) and the index's shard count alone, so the user computes it
-    once. That shard is written before the index, so waiting on it sees the change as soon as
+    (the provider's UID, hashed) and the index's shard count and form alone, so the user
+    computes it once. That shard is written before the index, so waiting on it sees the change as soon as
     the operator has stored it (not yet published in the index: a slightly easier baseline)."""
     index = bench.kube.get(OVERLAYS, bench.ns, consumer)["spec"]
     if not is_sharded(index):
         return f"routingoverlay/{consumer}"
     uid = bench.kube.get(PROVIDERS, bench.ns, provider)["metadata"]["uid"]
     count = int(index.get("shardCount") or DEFAULT_SHARD_COUNT)
-    return f"routingoverlayshard/{shard_name(consumer, shard_of(candidate_id(uid), count))}"
+    # The index names its shards (a consumer's own, or its network's, shared by its consumers).
+    return f"routingoverlayshard/{index_shard_name(index, shard_of(candidate_id(uid), count))}"
 
 
 def kubectl_wait(bench: Bench, target: str, provider: str, state: str) -> list[str]:
