@@ -27,6 +27,7 @@ from agn.netshards import (
 )
 from agn.shards import Incomplete, assemble, consumer_of_shard, shard_of, shards_holding
 from agn.shards import split as split_overlay
+from fakes import provider_fleet
 
 NOW = 1_000_000.0
 NET = NetworkView("net")
@@ -34,19 +35,7 @@ COUNT = 4
 
 
 def fleet(n: int, *, drained=frozenset(), unhealthy=frozenset()) -> list[ProviderView]:
-    return [
-        ProviderView(
-            name=f"p{i}",
-            endpoint=f"http://127.0.0.1:9000/pool/p{i}/",
-            candidate_id=candidate_id(f"uid-{i}"),
-            selection_group=f"g{i % 3}",
-            rank=i % 5,
-            drain=i in drained,
-            healthy=i not in unhealthy,
-            metrics_observed_at=NOW,
-        )
-        for i in range(n)
-    ]
+    return provider_fleet(n, now=NOW, drained=drained, unhealthy=unhealthy)
 
 
 def publish(providers, consumers: dict[str, frozenset[str]], previous: dict[str, Overlay] | None = None):

@@ -29,6 +29,7 @@ from agn.shards import (
     split,
     surplus_shards,
 )
+from fakes import provider_fleet
 
 NOW = 1_000_000.0
 NET = NetworkView("net")
@@ -36,19 +37,7 @@ CONSUMER = ConsumerView("c", "net")
 
 
 def fleet(n: int, *, drained=frozenset(), unhealthy=frozenset()) -> list[ProviderView]:
-    return [
-        ProviderView(
-            name=f"p{i}",
-            endpoint=f"http://127.0.0.1:9000/pool/p{i}/",
-            candidate_id=candidate_id(f"uid-{i}"),
-            selection_group=f"g{i % 3}",
-            rank=i % 5,
-            drain=i in drained,
-            healthy=i not in unhealthy,
-            metrics_observed_at=NOW,
-        )
-        for i in range(n)
-    ]
+    return provider_fleet(n, now=NOW, drained=drained, unhealthy=unhealthy)
 
 
 def overlay_of(providers, previous: Overlay | None = None) -> Overlay:
