@@ -45,6 +45,13 @@ def name_of(obj: Mapping[str, Any]) -> str:
     return obj.get("metadata", {}).get("name", "")
 
 
+def version_of(obj: Mapping[str, Any] | None) -> int | None:
+    """An object's resourceVersion as a number (the API server's etcd revision, ordered), or
+    None when it is not one: a reader that compares versions then assumes nothing of it."""
+    raw = str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
+    return int(raw) if raw.isascii() and raw.isdigit() else None
+
+
 def kubectl_name(obj: Mapping[str, Any]) -> str:
     """:func:`qualified_name` of a whole object."""
     return qualified_name(obj["kind"], obj["apiVersion"], name_of(obj))

@@ -12,12 +12,13 @@ from collections import Counter
 import pytest
 
 from agn.kube import CONSUMERS, LEASES, OVERLAYS, PROVIDERS, SHARDS
-from agn.objects import name_of
+from agn.objects import name_of, version_of
 from agn.operator.heartbeat import HEARTBEAT_LEASE
 from agn.overlays import ShardCache
 from agn.shards import is_sharded
 from agn.watching import FollowOptions, start_follower
 from drainenv import CONSUMER_NAMES, DrainEnv
+from xtask.drain.core.states import Outcome, WriteOutcome
 from xtask.drain.edges.waiter import ConvergenceWaiter
 
 pytestmark = pytest.mark.integration
@@ -120,3 +121,38 @@ def test_the_convergence_waiter_reads_no_shard_the_run_already_holds(
     result = waiter.wait(timeout=60, stop=threading.Event())
     assert result.state == "converged", result
     assert SHARDS.plural not in gets.calls  # every shard the wait needed was in hand at its digest
+
+
+def test_the_confirming_look_lists_only_kinds_no_watch_showed_since_the_write(
+    kube, namespace, agn, control_plane, tmp_path, monkeypatch
+):
+    DrainEnv(kube, namespace, agn, control_plane, tmp_path).up()
+    heartbeat = kube.get(LEASES, namespace, HEARTBEAT_LEASE)
+    seen = {
+        PROVIDERS: kube.list(PROVIDERS, namespace),
+        CONSUMERS: kube.list(CONSUMERS, namespace),
+        OVERLAYS: kube.list(OVERLAYS, namespace),
+        LEASES: ([heartbeat], heartbeat["metadata"]["resourceVersion"]),
+    }
+    lists = Calls(kube.list)
+    monkeypatch.setattr(kube, "list", lists)
+    waiter = ConvergenceWaiter(
+        kube,
+        namespace,
+        providers=["p-one"],
+        network="net",
+        consumers=list(CONSUMER_NAMES),
+        drain=True,
+        progress=lambda event: None,
+    )
+    waiter.start(seen=seen)
+    patched = kube.merge_patch(PROVIDERS, namespace, "p-one", {"spec": {"trafficPolicy": {"drain": True}}})
+    written = Outcome("p-one", WriteOutcome.CHANGED, resource_version=version_of(patched))
+    result = waiter.wait(timeout=60, stop=threading.Event(), written=[written])
+    assert result.state == "converged", result
+    # The provider's watch delivered the write itself, and the overlays' and consumers' watches
+    # the operator's publication and the gateways' status after it, and the heartbeat is not
+    # needed (p-one is in both overlays, judged on them alone): nothing is listed again.
+    assert lists.calls == [] and waiter.fresh_reads == 0, lists.calls
+    for res in (PROVIDERS, CONSUMERS, OVERLAYS):
+        assert waiter._caches[res.plural].seen_since(written.resource_version), res

@@ -353,7 +353,7 @@ class _DrainRun:
         req = self.req
         self.record.enter(RunState.WAITING)
         self.plan.waiting(req, self.ctx.progress)
-        result = waiter.wait(timeout=req.timeout, stop=latch.interrupted)
+        result = waiter.wait(timeout=req.timeout, stop=latch.interrupted, written=self.results.outcomes)
         self.last_wait = result
         wave.convergence_seconds = result.seconds
         self.results.add_time("waitSeconds", result.seconds)

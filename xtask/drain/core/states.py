@@ -49,9 +49,13 @@ class Outcome:
     note: str | None = None
     # A re-run that updated the caller's hold: the fields it changed ({field, from, to} each).
     hold_update: tuple[Mapping[str, str | None], ...] | None = None
+    # The resourceVersion the write returned (a number; not reported): the convergence waiter
+    # needs no fresh read of a kind whose watch has shown an event at or after it.
+    resource_version: int | None = dataclasses.field(default=None, compare=False)
 
     def to_dict(self) -> dict:
-        out = {k: v for k, v in dataclasses.asdict(self).items() if v is not None and k != "hold_update"}
+        hidden = ("hold_update", "resource_version")
+        out = {k: v for k, v in dataclasses.asdict(self).items() if v is not None and k not in hidden}
         if self.hold_update is not None:
             out["holdUpdate"] = [dict(c) for c in self.hold_update]
         return out

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from agn.kube import PROVIDERS, Conflict, Kube, KubeError, NotFound
+from agn.objects import version_of
 from xtask.drain.core.changes import Change, RestoreDecision, change_note, restore_decision, restore_patch
 from xtask.drain.core.changes import replan as replan_change
 from xtask.drain.core.progress import Progress, RestoreFinished, WriteFinished, WriteStarted
@@ -82,7 +83,10 @@ def _written(change: Change, done: WriteOutcome, obj: dict, *, dry_run: bool) ->
     """A write (or its dry run) that succeeded; a re-run's hold update says what it changed."""
     update = tuple(c.to_dict() for c in change.hold_update) or None
     note = change_note(change, planned=dry_run)
-    return Outcome(change.provider, done, generation=_generation(obj), note=note, hold_update=update)
+    version = None if dry_run else version_of(obj)
+    return Outcome(
+        change.provider, done, generation=_generation(obj), note=note, hold_update=update, resource_version=version
+    )
 
 
 def _generation(obj: dict) -> int:

@@ -7,8 +7,10 @@ shards that hold their candidates are read (:func:`agn.overlays.read_partial`: b
 again only when the index gives a shard a new digest) — one shard per consumer for a single
 drain, however large the fleet. While such a shard is missing or not yet at the index's digest
 the consumer counts as not converged (and the reason names the shard), so the waiter never
-judges a mix of two revisions. When the cached view satisfies the predicate, a fresh direct read
-is taken as the next observation; completion needs the two to agree (docs/provider-drain.md, step 9). Watches
+judges a mix of two revisions. When the cached view satisfies the predicate, a confirming observation
+follows, every kind in it as of the write or later (from a watch that has shown an event at or
+after the write's resourceVersion, else a fresh LIST: :meth:`ConvergenceWaiter._fresh`);
+completion needs the two to agree (docs/provider-drain.md, step 9). Watches
 start from the lists the run has already read when it hands them over (``start(seen=...)``:
 no second LIST of the same objects), and watches that end are resumed from the last resourceVersion; ``410 Gone`` triggers a re-list; other
 errors back off and retry. No fixed sleeps: the waiter blocks on events, re-checking about
@@ -17,6 +19,7 @@ once a second because metrics staleness depends on the clock.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import queue
 import threading
@@ -25,14 +28,14 @@ from collections.abc import Callable, Iterable, Mapping
 
 from agn.kube import CONSUMERS, LEASES, NETWORKS, OVERLAYS, PROVIDERS, Kube, KubeError, Resource
 from agn.model import Overlay
-from agn.objects import Obj, consumer_revisions, consumer_view, name_of, network_view, provider_view
+from agn.objects import Obj, consumer_revisions, consumer_view, name_of, network_view, provider_view, version_of
 from agn.operator.heartbeat import HEARTBEAT_LEASE, heartbeat_time
 from agn.overlays import ShardCache, read_partial
 from agn.shards import Incomplete, is_sharded, shards_holding
 from agn.watching import FollowOptions, WatchHealth, start_follower
 from xtask.drain.core.converge import Agreement, Convergence, Observation, Verdict, evaluate
 from xtask.drain.core.progress import ApiServerNotice, Observed, Progress
-from xtask.drain.core.states import WaitState
+from xtask.drain.core.states import Outcome, WaitState
 from xtask.drain.edges.targets import Listed  # a list a run has already read, to start a watch from
 
 # The probes heartbeat (a Lease, agn.operator.heartbeat) vouches for the providers' unchanged
@@ -59,6 +62,10 @@ class _Cache:
 
     def __init__(self, wake: queue.Queue[str], label: str, wanted: Iterable[str] | Callable[[str], bool]) -> None:
         self.items: dict[str, Obj] = {}
+        # How far this kind's stream has come (the highest resourceVersion it delivered, of any
+        # object, wanted or not; None until one is a number): the view in ``items`` is the
+        # server's as of at least this version, since a watch delivers its events in order.
+        self.version: int | None = None
         self.wants: Callable[[str], bool] = wanted if callable(wanted) else frozenset(wanted).__contains__
         self.lock = threading.Lock()
         self.wake = wake
@@ -68,23 +75,43 @@ class _Cache:
     def snapshot(self, items: list[Obj]) -> None:
         with self.lock:
             self.items = {name: o for o in items if self.wants(name := name_of(o))}
+            # A list is read at a version at least its newest item's: a lower bound is enough.
+            self.version = max((v for o in items if (v := version_of(o)) is not None), default=self.version)
         self.synced.set()
         self.wake.put(self.label)
 
     def event(self, kind: str, obj: Obj) -> None:
         name = name_of(obj)
         if not self.wants(name):
+            with self.lock:
+                self._advance(obj)
             return
         with self.lock:
             if kind == "DELETED":
                 self.items.pop(name, None)
             else:
                 self.items[name] = obj
+            self._advance(obj)
         self.wake.put(self.label)
+
+    def _advance(self, obj: Obj) -> None:
+        version = version_of(obj)
+        if version is not None and (self.version is None or version > self.version):
+            self.version = version
+
+    def seen_since(self, version: int) -> bool:
+        """Whether this stream has delivered an event at or after ``version`` (its view is then
+        at least that recent)."""
+        with self.lock:
+            return self.version is not None and self.version >= version
 
     def get(self, name: str) -> Obj | None:
         with self.lock:
             return self.items.get(name)
+
+    def copy(self) -> dict[str, Obj]:
+        with self.lock:
+            return dict(self.items)
 
 
 @dataclasses.dataclass
@@ -147,6 +174,7 @@ class ConvergenceWaiter:
         # overlay name -> (index resourceVersion and the digests of the shards read, parsed)
         self._parsed: dict[str, tuple[tuple, Overlay]] = {}
         self._started = False
+        self.fresh_reads = 0  # LISTs of the confirming observations (kinds no watch had proved)
 
     def start(self, seen: Mapping[Resource, Listed] | None = None, *, shards: ShardCache | None = None) -> None:
         """Start the list+watch followers. A run calls this before its writes, so the caches are
@@ -242,19 +270,35 @@ class ConvergenceWaiter:
     def _cached(self, res: Resource, name: str) -> Obj | None:
         return self._caches[res.plural].get(name)
 
-    def _fresh(self) -> Callable[[Resource, str], Obj | None]:
-        """A lookup over one fresh read of each kind (by name when one object of it is wanted, as
-        the watches do). The shards are read through :attr:`shards` against the fresh indexes:
-        a shard held at the digest a fresh index gives it is that shard (its digest is its
-        content's), any other is read again."""
-        snapshot = {
-            res.plural: {
-                name_of(o): o
-                for o in self.kube.list(res, self.namespace, field_selector=self._field_selectors[res.plural])[0]
-            }
-            for res in _KINDS
-        }
+    def _fresh(
+        self, written: int | None = None, judged: Verdict | None = None
+    ) -> Callable[[Resource, str], Obj | None]:
+        """A lookup for the confirming observation, every kind of it read at or after the
+        write. ``written``: the newest resourceVersion this run's writes returned. A kind whose
+        watch has delivered an event at or after it is taken from its cache (its view is then at
+        least as recent as the write: what a fresh read would prove, proved already); every
+        other kind is read again, one LIST each (by name when one object of it is wanted, as the
+        watches do), all at once. The heartbeat is read again only when ``judged`` (the cached
+        verdict being confirmed) judged a provider on its freshness, i.e. found one absent from
+        an overlay; a provider an overlay lists is judged on the overlay alone. Without
+        ``written`` every kind is read again. The shards are read through :attr:`shards`
+        against these indexes: a shard held at the digest an index gives it is that shard (its
+        digest is its content's), any other is read again."""
+        freshness = judged is None or any(c.state == "absent" for c in judged.providers)
+        stale = [
+            r
+            for r in _KINDS
+            if written is None or (not self._caches[r.plural].seen_since(written) and (r is not LEASES or freshness))
+        ]
+        snapshot = {r.plural: self._caches[r.plural].copy() for r in _KINDS if r not in stale}
+        with concurrent.futures.ThreadPoolExecutor(max(1, len(stale)), thread_name_prefix="fresh") as ex:
+            for res, items in zip(stale, ex.map(self._list, stale), strict=True):
+                snapshot[res.plural] = {name_of(o): o for o in items}
+        self.fresh_reads += len(stale)
         return lambda res, name: snapshot.get(res.plural, {}).get(name)
+
+    def _list(self, res: Resource) -> list[Obj]:
+        return self.kube.list(res, self.namespace, field_selector=self._field_selectors[res.plural])[0]
 
     def close(self) -> None:
         self._stop_watches.set()
@@ -266,8 +310,12 @@ class ConvergenceWaiter:
         worst = min(self._health.values(), key=WatchHealth.failing_for)
         return worst.failing_for(), worst.last_error
 
-    def wait(self, *, timeout: float, stop: threading.Event) -> WaitResult:
+    def wait(self, *, timeout: float, stop: threading.Event, written: Iterable[Outcome] = ()) -> WaitResult:
+        """Wait until two consecutive observations agree the change is served (or the timeout,
+        ``stop``, an unreachable API server). ``written``: this run's writes; the confirming
+        observation re-reads only the kinds no watch has shown at or after the newest of them."""
         start = time.monotonic()
+        since = max((o.resource_version for o in written if o.resource_version is not None), default=None)
         deadline = start + timeout
         agreement = Agreement()
         network_obj = self._network_obj or self.kube.get(NETWORKS, self.namespace, self.network)
@@ -301,7 +349,7 @@ class ConvergenceWaiter:
                 if verdict.terminal and not agreed:
                     # The cached view says done: confirm with a second, fresh observation.
                     try:
-                        verdict = evaluate(self._observe(self._fresh(), network_obj), drain=self.drain)
+                        verdict = evaluate(self._observe(self._fresh(since, verdict), network_obj), drain=self.drain)
                     except KubeError:
                         continue
                     agreed = agreement.add(verdict)
