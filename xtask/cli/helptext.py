@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
-import shlex
 import textwrap
 from collections.abc import Sequence
 from typing import Any
@@ -52,6 +51,8 @@ class HelpMixin:
 def example_lines(command_path: str, example: Example, width: int) -> list[str]:
     """``example`` as ``#`` comment lines and its command line, a long one continued with ``\\``
     between arguments (a flag stays with its value): copied as shown, it runs."""
+    import shlex  # only to show --help
+
     lines = textwrap.wrap(example.what, width, initial_indent="  # ", subsequent_indent="  # ")
     line = f"  {command_path}"
     for word in _words(shlex.split(example.args)):
@@ -75,6 +76,8 @@ def _words(tokens: list[str]) -> list[str]:
 
 def _quoted(token: str) -> str:
     """``token`` as a shell word: quoted only when it must be (``~/x`` stays unquoted, so it expands)."""
+    import shlex
+
     return token if re.fullmatch(r"[\w@%+=:,./~-]+", token) else shlex.quote(token)
 
 

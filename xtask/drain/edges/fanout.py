@@ -14,8 +14,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Sequence
-
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+from typing import TYPE_CHECKING
 
 from agn.kube import PROVIDERS, Conflict, Kube, KubeError, NotFound
 from agn.objects import version_of
@@ -25,10 +24,16 @@ from xtask.drain.core.progress import Progress, RestoreFinished, WriteFinished, 
 from xtask.drain.core.states import Outcome, Restoration, RestoreOutcome, WriteOutcome
 from xtask.drain.edges.journal import Journal
 
+if TYPE_CHECKING:
+    from tenacity import Retrying
+
 PatchFor = Callable[[Change], dict]
 
 
 def _retrying_conflicts() -> Retrying:
+    # Loaded only when a write meets a conflict (another writer since the read): rarely.
+    from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
     return Retrying(
         retry=retry_if_exception_type(Conflict),
         stop=stop_after_attempt(5),
