@@ -315,11 +315,13 @@ def connection_problem(config: Mapping[str, Any], context: str, *, where: str) -
     problem = server_problem(str(cluster.get("server") or ""))
     if problem:
         return f"{where}: {problem}"
+    user = _entry_body(config, "users", user_name)
+    if _openssl_accepts(cluster, user):
+        return None
     try:
         _pem(cluster, "certificate-authority", "certificates")
     except _BadTls as exc:
         return f"{where}: {exc}"
-    user = _entry_body(config, "users", user_name)
     where = f"user {user_name!r} of context {context!r} in {source}"
     try:
         cert = _pem(user, "client-certificate", "certificates")
@@ -353,27 +355,73 @@ def _spki() -> tuple[Any, Any]:
     return serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
 
 
+def _raw(body: Mapping[str, Any], field: str) -> tuple[str, bytes] | None:
+    """The bytes of ``field`` (a file) or ``field-data`` (base64) and how to name them, or None."""
+    data_field = f"{field}-data"
+    if body.get(data_field):
+        try:
+            return data_field, base64.b64decode(str(body[data_field]), validate=True)
+        except ValueError:
+            raise _BadTls(f"{data_field} is not base64") from None
+    if body.get(field):
+        shown = f"{field} {body[field]}"
+        try:
+            return shown, read_regular(str(body[field]), limit=YAML_INPUT_LIMIT)
+        except OSError as exc:
+            reason = exc.strerror if isinstance(exc, FileNotFoundError) else str(exc)
+            raise _BadTls(f"{shown}: {reason}") from None
+    return None
+
+
+def _no_password() -> bytes:
+    raise _BadTls("an encrypted key")  # never a prompt: the careful check names it
+
+
+def _openssl_accepts(cluster: Mapping[str, Any], user: Mapping[str, Any]) -> bool:
+    """Whether the standard library's OpenSSL, as the client will use it, loads the cluster's CA
+    and the user's certificate with its key (which must belong together) as they are. Then
+    nothing is wrong to name and :mod:`cryptography` (tens of ms to import, before the first
+    request) is not needed; anything else goes to the careful check, which names the field."""
+    try:
+        ca, cert, key = (
+            _raw(cluster, "certificate-authority"),
+            *(_raw(user, f"client-{f}") for f in ("certificate", "key")),
+        )
+    except _BadTls:
+        return False
+    if (cert is None) != (key is None) or (cert is not None and not hasattr(os, "memfd_create")):
+        return False
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    fds: list[int] = []
+    try:
+        if ca is not None:
+            context.load_verify_locations(cadata=ca[1].decode("ascii"))
+        if cert is not None and key is not None:
+            paths = []
+            for name, (_, data) in (("agn-check-cert", cert), ("agn-check-key", key)):
+                fds.append(os.memfd_create(name, os.MFD_CLOEXEC))
+                os.write(fds[-1], data)
+                paths.append(f"/proc/self/fd/{fds[-1]}")
+            context.load_cert_chain(paths[0], paths[1], password=_no_password)
+    except (ssl.SSLError, ValueError, OSError, _BadTls):
+        return False
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return True
+
+
 def _pem(body: Mapping[str, Any], field: str, what: str) -> Any:
     """The PEM certificates or key of ``field`` (a file) or ``field-data`` (base64), or None."""
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
 
-    data_field = f"{field}-data"
-    if body.get(data_field):
-        shown = data_field
-        try:
-            raw = base64.b64decode(str(body[data_field]), validate=True)
-        except ValueError:
-            raise _BadTls(f"{data_field} is not base64") from None
-    elif body.get(field):
-        shown = f"{field} {body[field]}"
-        try:
-            raw = read_regular(str(body[field]), limit=YAML_INPUT_LIMIT)
-        except OSError as exc:
-            reason = exc.strerror if isinstance(exc, FileNotFoundError) else str(exc)
-            raise _BadTls(f"{shown}: {reason}") from None
-    else:
+    got = _raw(body, field)
+    if got is None:
         return None
+    shown, raw = got
     try:
         if what == "key":
             return serialization.load_pem_private_key(raw, password=None)

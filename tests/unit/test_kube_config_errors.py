@@ -6,6 +6,8 @@ would log it and send every request anonymously)."""
 from __future__ import annotations
 
 import base64
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -121,3 +123,40 @@ def test_discovery_that_cannot_reach_the_server_is_unreachable_not_a_raw_urllib3
             kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}})
     finally:
         kube.close()
+
+
+CHECK_ONLY = """
+import sys
+from agn.kubeconfig import load, usable_context
+print(usable_context(load(sys.argv[1]), None)[0], "cryptography" in sys.modules)
+"""
+
+
+def test_usable_tls_material_is_checked_by_the_clients_openssl_without_loading_cryptography(tmp_path, certs):
+    # The careful check (cryptography: tens of ms before the first request) runs only when the
+    # standard library's OpenSSL refuses the material, to name what is wrong.
+    path = write(tmp_path, certs)
+    out = subprocess.run([sys.executable, "-c", CHECK_ONLY, str(path)], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["ctx", "False"], out.stderr
+    mismatched = write(
+        tmp_path, certs, user={"client-certificate-data": b64(certs.ca_cert), "client-key-data": b64(certs.admin_key)}
+    )
+    out = subprocess.run([sys.executable, "-c", CHECK_ONLY, str(mismatched)], capture_output=True, text=True)
+    assert "client-key does not belong to client-certificate" in out.stderr
+
+
+def test_an_encrypted_client_key_is_named_never_prompted_for(tmp_path, certs):
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_pem_private_key(certs.admin_key.read_bytes(), password=None)
+    locked = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"secret"),
+    )
+    user = {"client-certificate-data": b64(certs.admin_cert), "client-key-data": base64.b64encode(locked).decode()}
+    path = write(tmp_path, certs, user=user)
+    assert (
+        refused(path)
+        == f"user 'u' of context 'ctx' in kubeconfig {path}: client-key-data does not hold a PEM private key"
+    )
