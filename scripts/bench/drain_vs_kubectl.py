@@ -26,8 +26,12 @@ official client passes (``RESTClientObject.request``, under ``agn.kubeconnect``'
 raw pools send, by construction, one request per write (plus a dry run and an Event per
 provider in the same-requests pool).
 
+``--before DIR`` runs another checkout's CLI (``git archive COMMIT | tar -x -C DIR``) beside
+this one in every round of row 1, with the CPU seconds of each (steadier than wall time on a
+shared, loaded machine).
+
 Prints one table. Speed is shown here and never asserted in tests.
-Usage: python scripts/bench/drain_vs_kubectl.py [--providers 200] [--fleet 1000] [--repeat 7]
+Usage: python scripts/bench/drain_vs_kubectl.py [--providers 200] [--fleet 1000] [--repeat 7] [--before DIR]
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import json
 import os
 import platform
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -108,20 +113,26 @@ def kubectl_counted(bench: Bench, argv: list[str]) -> tuple[float, int]:
     return elapsed, len(KUBECTL_REQUEST.findall(proc.stderr))
 
 
-def xtask_probed(bench: Bench, tmp: Path, *args: str) -> tuple[float, dict, dict]:
+def xtask_probed(bench: Bench, tmp: Path, *args: str, code: Path | None = None) -> tuple[float, dict, dict]:
     """Like ``bench.xtask``, through ``requestprobe.py``: also when the first API request left
-    (seconds after the process was started) and how many requests the run sent."""
+    (seconds after the process was started), how many requests the run sent and the CPU
+    seconds it used (``cpuSeconds``: user + system; steadier than wall time on a loaded machine).
+    ``code``: another checkout whose ``xtask`` and ``agn`` the CLI runs (``--before``)."""
     out = tmp / "probe.json"
     argv = bench.drain_argv(*args)
     argv = [sys.executable, str(Path(__file__).with_name("requestprobe.py")), str(out), *argv[1:]]
+    env = bench.env if code is None else {**bench.env, "PYTHONPATH": str(code)}
     started = time.time()
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
-    proc = subprocess.run(argv, capture_output=True, text=True, env=bench.env, timeout=900)
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
     elapsed = time.monotonic() - t0
+    done = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"drain failed ({proc.returncode}): {proc.stdout[-2000:]} {proc.stderr[-2000:]}")
     probe = json.loads(out.read_text())
     probe["firstRequestSeconds"] = probe["firstRequest"] - started
+    probe["cpuSeconds"] = (done.ru_utime - used.ru_utime) + (done.ru_stime - used.ru_stime)
     return elapsed, json.loads(proc.stdout), probe
 
 
@@ -186,11 +197,70 @@ def median(xs: list[float]) -> float:
     return statistics.median(xs)
 
 
-def compile_checkout() -> None:
+def compile_checkout(root: Path = REPO) -> None:
     """Byte-compile the checkout's ``xtask`` and ``agn``, as installing a wheel does: with
     ``PYTHONDONTWRITEBYTECODE`` set (or a fresh worktree) every run would compile them again."""
     for package in ("xtask", "agn"):
-        compileall.compile_dir(REPO / package, quiet=1)
+        compileall.compile_dir(root / package, quiet=1)
+
+
+def single_drain_rows(bench: Bench, tmp: Path, args: argparse.Namespace) -> list[tuple[str, str, str, str]]:
+    """Row 1: the single converged drain, kubectl's, xtask's (and ``--before``'s, in the same
+    rounds: each round runs every variant once, from a freshly served state) and the floor."""
+    bench.scenario("single", providers=4)
+    variants = {"this": None, **({"before": args.before} if args.before else {})}
+    kubectl_s: list[float] = []
+    kubectl_reqs: list[int] = []
+    floor: list[float] = []
+    samples: dict[str, list[dict]] = {v: [] for v in variants}
+    for _ in range(args.repeat):
+        reset(bench, ["p000"])
+        floor.append(bench.timed([sys.executable, "-c", RAW_POOL, CTX, bench.ns, "1", "true", "p000"]))
+        reset(bench, ["p000"])
+        waits = [kubectl_wait(bench, overlay_object(bench, c, "p000"), "p000", "existing_only") for c in CONSUMER_NAMES]
+        runs = [kubectl_counted(bench, argv) for argv in [kubectl_patch(bench, "p000", True), *waits]]
+        kubectl_s.append(sum(secs for secs, _ in runs))
+        kubectl_reqs.append(sum(n for _, n in runs))
+        for variant, code in variants.items():
+            reset(bench, ["p000"])
+            secs, report, probe = xtask_probed(bench, tmp, "--provider", "p000", *TARGETS, code=code)
+            assert report["convergence"]["state"] == "converged", report
+            samples[variant].append({"secs": secs, "wait": report["timings"]["waitSeconds"], **probe})
+            if args.calls and variant == "this":
+                args.calls.write_text(json.dumps(probe, indent=1))
+    base = median(kubectl_s)
+    rows = [
+        (
+            "single converged drain: kubectl patch + 2x kubectl wait (overlays only)",
+            f"median {base:.2f}s",
+            f"min {min(kubectl_s):.2f}s max {max(kubectl_s):.2f}s",
+            f"baseline; {median(kubectl_reqs):.0f} API requests (kubectl -v=6)",
+        )
+    ]
+    for variant, got in samples.items():
+        secs = [g["secs"] for g in got]
+        rows.append(
+            (
+                "single converged drain: xtask provider-drain --provider + targets (accepted+serving, 2 obs.)"
+                + ("" if variant == "this" else f", code of {args.before}"),
+                f"median {median(secs):.2f}s",
+                f"min {min(secs):.2f}s max {max(secs):.2f}s",
+                f"x{median(secs) / base:.2f} of kubectl (wait {median([g['wait'] for g in got]):.2f}s); "
+                f"first API request at {median([g['firstRequestSeconds'] for g in got]) * 1000:.0f} ms; "
+                f"CPU median {median([g['cpuSeconds'] for g in got]):.2f}s min {min(g['cpuSeconds'] for g in got):.2f}s; "
+                f"{median([g['requests'] for g in got]):.0f} API requests",
+            )
+        )
+    rows.append(
+        (
+            "floor: the official Python client alone (start, kubeconfig, one PATCH, no wait)",
+            f"median {median(floor):.2f}s",
+            f"min {min(floor):.2f}s max {max(floor):.2f}s",
+            f"x{median(floor) / base:.2f} of kubectl's whole drain: where any command on this client starts; "
+            "1 API request",
+        )
+    )
+    return rows
 
 
 def main() -> int:
@@ -200,9 +270,17 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=7, help="runs per single-drain measurement (default 7)")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--single-only", action="store_true", help="measure only the single converged drain")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="a checkout of other code (e.g. git archive of the commit before) whose CLI also runs the single "
+        "drain, in the same rounds (the env's operator and gateways stay this checkout's)",
+    )
     parser.add_argument("--calls", type=Path, help="write the API requests of the last single drain here (JSON)")
     args = parser.parse_args()
     compile_checkout()
+    if args.before:
+        compile_checkout(args.before)
     conc = str(args.concurrency)
     rows: list[tuple[str, str, str, str]] = []
     with tempfile.TemporaryDirectory(prefix="agn-bench-") as tmp:
@@ -211,57 +289,7 @@ def main() -> int:
             bench.start()
 
             # 1. single converged drain, small env (4 providers + 4 spares, like the example)
-            bench.scenario("single", providers=4)
-            kubectl_s, xtask_s, xtask_wait, kubectl_reqs, firsts, xtask_reqs = [], [], [], [], [], []
-            floor = []
-            for _ in range(args.repeat):
-                reset(bench, ["p000"])
-                floor.append(bench.timed([sys.executable, "-c", RAW_POOL, CTX, bench.ns, "1", "true", "p000"]))
-                reset(bench, ["p000"])
-                waits = [
-                    kubectl_wait(bench, overlay_object(bench, c, "p000"), "p000", "existing_only")
-                    for c in CONSUMER_NAMES
-                ]
-                runs = [kubectl_counted(bench, argv) for argv in [kubectl_patch(bench, "p000", True), *waits]]
-                kubectl_s.append(sum(secs for secs, _ in runs))
-                kubectl_reqs.append(sum(n for _, n in runs))
-                reset(bench, ["p000"])
-                secs, report, probe = xtask_probed(bench, Path(tmp), "--provider", "p000", *TARGETS)
-                assert report["convergence"]["state"] == "converged", report
-                xtask_s.append(secs)
-                xtask_wait.append(report["timings"]["waitSeconds"])
-                firsts.append(probe["firstRequestSeconds"])
-                xtask_reqs.append(probe["requests"])
-                if args.calls:
-                    args.calls.write_text(json.dumps(probe, indent=1))
-            base = median(kubectl_s)
-            rows.append(
-                (
-                    "single converged drain: kubectl patch + 2x kubectl wait (overlays only)",
-                    f"median {base:.2f}s",
-                    f"min {min(kubectl_s):.2f}s max {max(kubectl_s):.2f}s",
-                    f"baseline; {median(kubectl_reqs):.0f} API requests (kubectl -v=6)",
-                )
-            )
-            rows.append(
-                (
-                    "single converged drain: xtask provider-drain --provider + targets (accepted+serving, 2 obs.)",
-                    f"median {median(xtask_s):.2f}s",
-                    f"min {min(xtask_s):.2f}s max {max(xtask_s):.2f}s",
-                    f"x{median(xtask_s) / base:.2f} of kubectl (wait {median(xtask_wait):.2f}s); "
-                    f"first API request at {median(firsts) * 1000:.0f} ms; {median(xtask_reqs):.0f} API requests",
-                )
-            )
-
-            rows.append(
-                (
-                    "floor: the official Python client alone (start, kubeconfig, one PATCH, no wait)",
-                    f"median {median(floor):.2f}s",
-                    f"min {min(floor):.2f}s max {max(floor):.2f}s",
-                    f"x{median(floor) / base:.2f} of kubectl's whole drain: where any command on this client starts; "
-                    "1 API request",
-                )
-            )
+            rows += single_drain_rows(bench, Path(tmp), args)
 
             if args.single_only:
                 return print_table(rows)
