@@ -11,7 +11,6 @@ follows exactly these kinds and starts its watches from those lists instead of l
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import dataclasses
 from typing import Any
 
@@ -48,12 +47,12 @@ def read_targets(kube: Kube, namespace: str, req: DrainRequest, *, networks: lis
             network = kube.get(NETWORKS, namespace, req.network)
         except NotFound:
             network = None
-    # The three LISTs side by side (one client: its connection pool is thread-safe). The lease
-    # by name, as a LIST: its resourceVersion is the collection's, a watch may start there.
-    selectors = {CONSUMERS: None, OVERLAYS: None, LEASES: f"metadata.name={HEARTBEAT_LEASE}"}
-    with cf.ThreadPoolExecutor(len(selectors), thread_name_prefix="targets") as pool:
-        reads = {r: pool.submit(kube.list, r, namespace, field_selector=s) for r, s in selectors.items()}
-    listed = {r: read.result() for r, read in reads.items()}
+    listed = {
+        CONSUMERS: kube.list(CONSUMERS, namespace),
+        OVERLAYS: kube.list(OVERLAYS, namespace),
+        # By name, as a LIST: its resourceVersion is the collection's, a watch may start there.
+        LEASES: kube.list(LEASES, namespace, field_selector=f"metadata.name={HEARTBEAT_LEASE}"),
+    }
     consumers = {name_of(o): o for o in listed[CONSUMERS][0]}
     indexes = {name_of(o): o["spec"] for o in listed[OVERLAYS][0] if o.get("spec")}
     lease = next((o for o in listed[LEASES][0] if name_of(o) == HEARTBEAT_LEASE), None)
