@@ -19,7 +19,6 @@ once a second because metrics staleness depends on the clock.
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import queue
 import threading
@@ -278,7 +277,7 @@ class ConvergenceWaiter:
         watch has delivered an event at or after it is taken from its cache (its view is then at
         least as recent as the write: what a fresh read would prove, proved already); every
         other kind is read again, one LIST each (by name when one object of it is wanted, as the
-        watches do), all at once. The heartbeat is read again only when ``judged`` (the cached
+        watches do). The heartbeat is read again only when ``judged`` (the cached
         verdict being confirmed) judged a provider on its freshness, i.e. found one absent from
         an overlay; a provider an overlay lists is judged on the overlay alone. Without
         ``written`` every kind is read again. The shards are read through :attr:`shards`
@@ -291,9 +290,8 @@ class ConvergenceWaiter:
             if written is None or (not self._caches[r.plural].seen_since(written) and (r is not LEASES or freshness))
         ]
         snapshot = {r.plural: self._caches[r.plural].copy() for r in _KINDS if r not in stale}
-        with concurrent.futures.ThreadPoolExecutor(max(1, len(stale)), thread_name_prefix="fresh") as ex:
-            for res, items in zip(stale, ex.map(self._list, stale), strict=True):
-                snapshot[res.plural] = {name_of(o): o for o in items}
+        for res in stale:
+            snapshot[res.plural] = {name_of(o): o for o in self._list(res)}
         self.fresh_reads += len(stale)
         return lambda res, name: snapshot.get(res.plural, {}).get(name)
 
