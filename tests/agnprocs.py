@@ -83,8 +83,11 @@ class AgnProcesses:
         self.env = env
         self.names: list[str] = []
 
-    def _start(self, component: components.Component) -> ProcessRecord:
-        rec = self.sup.start(component.name, component.argv(sys.executable), env=self.env)
+    def _start(self, component: components.Component, *, code: Path | None = None) -> ProcessRecord:
+        """Start ``component``; ``code``: from another checkout of this project (a release
+        before), which ``python -m`` then imports from (its working directory and PYTHONPATH)."""
+        env = self.env if code is None else {**self.env, "PYTHONPATH": str(code)}
+        rec = self.sup.start(component.name, component.argv(sys.executable), env=env, cwd=code)
         self.names.append(component.name)
         return rec
 
@@ -124,12 +127,13 @@ class AgnProcesses:
         wait_for(lambda: http_status(f"{url}/healthz") == 200, what=f"operator {name} /healthz")
         return url
 
-    def gateway(self, consumer: str, *, port: int | None = None) -> str:
-        """Start a consumer gateway; returns its base URL once /healthz answers."""
+    def gateway(self, consumer: str, *, port: int | None = None, code: Path | None = None) -> str:
+        """Start a consumer gateway (``code``: another checkout's, :meth:`_start`); returns its
+        base URL once /healthz answers."""
         gateway = components.gateway(
             consumer, namespace=self.namespace, port=port or free_port(), placement=self._placement()
         )
-        self._start(gateway)
+        self._start(gateway, code=code)
         wait_for(lambda: http_status(gateway.url(gateway.health_path)) == 200, what=f"gateway {consumer}")
         return gateway.url()
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 
-from agn.model import ProviderView, candidate_id
 from xtask.errors import CommandFailed
 from xtask.procs import CommandResult
 
@@ -43,23 +42,3 @@ class FakeCmdRunner:
         if check and code != 0:
             raise CommandFailed(argv, code, out)
         return CommandResult(argv, code, out, "")
-
-
-def provider_fleet(
-    n: int, *, now: float, drained: frozenset[int] = frozenset(), unhealthy: frozenset[int] = frozenset()
-) -> list[ProviderView]:
-    """``n`` provider views ``p0 …`` in three selection groups and five ranks, metrics read at
-    ``now``; the indexes in ``drained`` are drained, those in ``unhealthy`` fail their health."""
-    return [
-        ProviderView(
-            name=f"p{i}",
-            endpoint=f"http://127.0.0.1:9000/pool/p{i}/",
-            candidate_id=candidate_id(f"uid-{i}"),
-            selection_group=f"g{i % 3}",
-            rank=i % 5,
-            drain=i in drained,
-            healthy=i not in unhealthy,
-            metrics_observed_at=now,
-        )
-        for i in range(n)
-    ]

@@ -70,7 +70,6 @@ def main(argv: list[str] | None = None) -> int:
         log.error("start_failed", error=f"cannot listen on {settings.host}:{settings.port}: {exc}")
         kube.close()
         return EXIT_START_FAILED
-    address = f"http://{settings.host}:{server.server_address[1]}"
     background = [
         threading.Thread(target=clock.keep_reading, args=(stop, log), name="server-clock", daemon=True),
         threading.Thread(  # status.sessions (agn.gateway.sessions)
@@ -81,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             daemon=True,
         ),
     ]
-    _run(server, status, follower, background, address=address, kube=kube, log=log, stop=stop)
+    _run(server, status, follower, background, kube=kube, log=log, stop=stop)
     return EXIT_OK
 
 
@@ -146,13 +145,14 @@ def _run(
     follower: OverlayFollower,
     background: list[threading.Thread],
     *,
-    address: str,
     kube: Kube,
     log: JsonLog,
     stop: threading.Event,
 ) -> None:
-    """Serve (at ``address``, as reported in the status), write status and follow the overlay
-    until ``stop``; then stop all of it."""
+    """Serve (at the server's address, as reported in the status), write status and follow the
+    overlay until ``stop``; then stop all of it."""
+    host, port = server.server_address[:2]
+    address = f"http://{host!s}:{port}"
     threads = [
         threading.Thread(target=server.serve_forever, name="http", daemon=True),
         threading.Thread(target=status.run, name="status", daemon=True),

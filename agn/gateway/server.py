@@ -175,24 +175,7 @@ def make_handler(app: GatewayApp) -> type[BaseHTTPRequestHandler]:
     return type("Handler", (GatewayHandler,), {"app": app})
 
 
-def serve(
-    table: RoutingTable,
-    *,
-    consumer: str,
-    log: JsonLog,
-    port: int,
-    upstream_timeout: float,
-    host: str = LOOPBACK,
-    health: Health | None = None,
-    metrics: GatewayMetrics | None = None,
-) -> ThreadingHTTPServer:
-    """Bind ``host``:``port`` (loopback unless told otherwise; 0 picks a port). The caller runs ``serve_forever``."""
-    app = GatewayApp(
-        table=table, consumer=consumer, log=log, upstream_timeout=upstream_timeout, health=health, metrics=metrics
-    )
-    return serve_app(app, port=port, host=host)
-
-
 def serve_app(app: GatewayApp, *, port: int, host: str = LOOPBACK) -> ThreadingHTTPServer:
-    """:func:`serve` for a whole :class:`GatewayApp` (one with credentials: ``tokens``)."""
+    """Bind ``host``:``port`` for ``app`` (loopback unless told otherwise; 0 picks a port). The
+    caller runs ``serve_forever``."""
     return threaded_server(make_handler(app), host=host, port=port)

@@ -273,6 +273,7 @@ class Operator:
             now = time.monotonic()
             if now >= next_resync:
                 self._forget_deleted()
+                self.network_shards.sweep(self.caches, self.log)  # networks gone or left by every consumer
                 self.queue.add_all(self.caches.names())
                 next_resync = now + self.settings.resync
             timeout = max(0.0, min(next_resync - time.monotonic(), LEADERSHIP_POLL_SECONDS))
@@ -364,6 +365,8 @@ class Operator:
             self._forget(name)
             if (current is not None or stored) and not self.storage.remove(name, current, stored):
                 self.queue.add(name)
+            else:
+                self.network_shards.sweep(self.caches, self.log)  # it may have been its network's last consumer
             return
         kept = self._without_stale(name, consumer_obj, current, stored)
         if kept is None:
@@ -415,6 +418,7 @@ class Operator:
         self.queue.add_all([n for n in indexes_behind(split, indexes) if n != name])
         if deleted := self.network_shards.collect(split, indexes.values()):
             self.log.info("network shards deleted", network=split.network, shards=deleted)
+        self.network_shards.sweep(self.caches, self.log)  # a consumer that moved may have left a network
 
     def _without_stale(
         self, name: str, consumer: Obj, current: Obj | None, stored: dict[str, Obj]

@@ -3,8 +3,11 @@
 A publication writes the network shards whose content changed once, before any consumer's index
 names them (the consumer's index is :mod:`.storage`'s); a network shard no current split uses is
 deleted only once no index names it (an index not yet rewritten may still). Network shards carry
-the label ``agn.dev/network`` and are owned by their InferenceNetwork (a garbage collector removes
-them with it), never by a consumer: deleting one consumer leaves its network-mates' shards.
+the label ``agn.dev/network`` and are owned by their InferenceNetwork, never by a consumer:
+deleting one consumer leaves its network-mates' shards. A garbage collector removes them with the
+network where one runs; the operator collects them itself (:meth:`NetworkShards.sweep`) once the
+network is gone or no consumer belongs to it, and no index names them: the local runtime runs no
+garbage collector.
 
 Every write is conditional (a resourceVersion or uid precondition) and goes through
 :class:`agn.operator.writes.LeaderWrites`; what is written is put into the shards cache at once.
@@ -19,22 +22,25 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agn import GROUP, VERSION
-from agn.kube import SHARDS, Conflict, Kube, NotFound
+from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, SHARDS, Conflict, Kube, KubeError, NotFound
+from agn.logs import JsonLog
 from agn.model import ConsumerView
 from agn.netshards import (
     FORMAT_VERSION,
     NetworkSplit,
     is_network_form,
+    network_of_shard,
     network_shard_labels,
     network_shard_name,
     network_shard_names,
 )
 from agn.objects import Obj, name_of
+from agn.operator.caches import Caches
 from agn.operator.informer import Store
 from agn.operator.reconcile import Planned, replan
 from agn.operator.storage import PUBLISHED_BY, labels_current
 from agn.operator.verdicts import NetworkVerdict
-from agn.operator.writes import LeaderWrites
+from agn.operator.writes import LeaderWrites, NotLeader
 from agn.shards import MAX_SHARD_COUNT
 
 # The key a network's plan is kept under (a ':' is in no Kubernetes name, so no consumer's).
@@ -161,23 +167,60 @@ class NetworkShards:
     def collect(self, split: NetworkSplit, indexes: Iterable[Obj]) -> list[str]:
         """Delete the network's stored shards ``split`` does not use and no index names (an index
         not rewritten yet may still); returns those deleted."""
-        named = {
-            str(e.get("name", ""))
-            for o in indexes
-            if is_network_form(spec := o.get("spec") or {}) and spec.get("network") == split.network
-            for e in spec.get("shards") or ()
-        }
+        named = names_named(indexes, split.network)
         doomed = [o for n, o in sorted(self.stored(split.network).items()) if n not in split.shards and n not in named]
+        return self._delete(doomed)
+
+    def sweep(self, caches: Caches, log: JsonLog) -> dict[str, list[str]]:
+        """Delete the shards of every network that is gone or that no consumer belongs to any
+        more, less those an index names (:func:`unused_network_shards`); by network, those deleted.
+
+        The caches say whether to look at all. Then, under the lock a publication's shard writes
+        take, the consumers, indexes and networks are listed live (a cache can lag: a consumer
+        just created, an index a previous leader wrote): a consumer created after that LIST is
+        reconciled after the deletes, finds its network's shards gone from the cache and writes
+        them again before its index names them. Each delete is conditional on the cached shard's
+        uid and resourceVersion, so a shard re-created or rewritten meanwhile stays. A failure is
+        logged, not raised: the next resync looks again."""
+        cached = (caches.consumers.store.peek_all(), caches.overlays.store.peek_all(), caches.networks.store.names())
+        if not unused_network_shards(self.shards.peek_all(), *cached):
+            return {}
+        try:
+            with self.lock:
+                live = {res: self.kube.list(res, self.namespace)[0] for res in (CONSUMERS, OVERLAYS, NETWORKS)}
+                doomed = unused_network_shards(
+                    self.shards.peek_all(), live[CONSUMERS], live[OVERLAYS], [name_of(n) for n in live[NETWORKS]]
+                )
+                deleted = {network: self._delete(objs) for network, objs in sorted(doomed.items())}
+        except (KubeError, NotLeader) as exc:
+            log.warning("network shards not collected; looking again at the next resync", error=str(exc))
+            return {}
+        for network, names in deleted.items():
+            log.info("network shards deleted", network=network, shards=names, reason="network gone or unused")
+        return {network: names for network, names in deleted.items() if names}
+
+    def _delete(self, doomed: Iterable[Obj]) -> list[str]:
+        """Delete each of ``doomed`` if it is still the object cached (its uid and resourceVersion:
+        one re-created or rewritten meanwhile is read again instead); returns those gone."""
+        gone = []
         for obj in doomed:
+            meta = obj["metadata"]
             try:
-                self.writes.delete(SHARDS, self.namespace, name_of(obj), uid=obj["metadata"].get("uid"))
+                self.writes.delete(
+                    SHARDS,
+                    self.namespace,
+                    meta["name"],
+                    uid=meta.get("uid"),
+                    resource_version=meta.get("resourceVersion"),
+                )
             except NotFound:
                 pass  # gone already
             except Conflict:
-                self.refresh([name_of(obj)])
+                self.refresh([meta["name"]])
                 continue
-            self.shards.remove(name_of(obj))
-        return [name_of(o) for o in doomed]
+            self.shards.remove(meta["name"])
+            gone.append(meta["name"])
+        return gone
 
     def refresh(self, names: Iterable[str]) -> None:
         for name in sorted(set(names)):
@@ -185,6 +228,40 @@ class NetworkShards:
                 self.shards.upsert(self.kube.get(SHARDS, self.namespace, name))
             except NotFound:
                 self.shards.remove(name)
+
+
+def names_named(indexes: Iterable[Obj], network: str) -> set[str]:
+    """The names of ``network``'s shards the network-form ``indexes`` name."""
+    return {
+        str(e.get("name", ""))
+        for o in indexes
+        if is_network_form(spec := o.get("spec") or {}) and spec.get("network") == network
+        for e in spec.get("shards") or ()
+    }
+
+
+def unused_network_shards(
+    shards: Iterable[Obj], consumers: Iterable[Obj], indexes: Iterable[Obj], networks: Iterable[str]
+) -> dict[str, list[Obj]]:
+    """By network: the stored network shards to collect, sorted by name. A network's shards are
+    collected when the network is gone (not among ``networks``) or no consumer belongs to it,
+    except those an index names (a consumer's, even of a consumer gone or moved to another
+    network: its index is deleted or rewritten first, and the next look collects them).
+    Where a garbage collector runs, it also removes a network's shards with the network (their
+    owner), named or not."""
+    kept = {str((c.get("spec") or {}).get("network", "")) for c in consumers} & set(networks)
+    out: dict[str, list[Obj]] = {}
+    for obj in shards:
+        network = network_of_shard(name_of(obj))
+        if network is not None and network not in kept and (obj.get("spec") or {}).get("network") == network:
+            out.setdefault(network, []).append(obj)
+    indexes = list(indexes)
+    for network in list(out):
+        named = names_named(indexes, network)
+        out[network] = sorted((o for o in out[network] if name_of(o) not in named), key=name_of)
+        if not out[network]:
+            del out[network]
+    return out
 
 
 def indexes_behind(split: NetworkSplit, indexes: Mapping[str, Obj]) -> list[str]:

@@ -120,9 +120,12 @@ class LeaderWrites:
         self._admit(f"{res.plural}/status:patch", name, patch)
         return self._kube.merge_patch_status(res, namespace, name, patch)
 
-    def delete(self, res: Resource, namespace: str, name: str, *, uid: str | None = None) -> None:
+    def delete(
+        self, res: Resource, namespace: str, name: str, *, uid: str | None = None, resource_version: str | None = None
+    ) -> None:
+        """Delete only that ``uid`` (and ``resource_version``, when given): else 409 :class:`Conflict`."""
         self._admit(f"{res.plural}:delete", name)
-        self._kube.delete(res, namespace, name, uid=uid)
+        self._kube.delete(res, namespace, name, uid=uid, resource_version=resource_version)
 
     def create_event(self, namespace: str, body: Obj, *, timeout: float | None = None) -> None:
         self._admit("events:create", body["metadata"]["name"], body)

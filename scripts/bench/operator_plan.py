@@ -30,12 +30,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from agn.logs import JsonLog  # noqa: E402
-from agn.model import ConsumerView, NetworkView, Overlay, ProviderView, candidate_id  # noqa: E402
+from agn.model import ConsumerView, NetworkView, Overlay, ProviderView  # noqa: E402
 from agn.operator.controller import Operator  # noqa: E402
 from agn.operator.diffing import change_log, note_for, overlay_changes, publication_diff, published_note  # noqa: E402
 from agn.operator.reconcile import plan_overlay  # noqa: E402
 from agn.operator.settings import Settings  # noqa: E402
 from agn.operator.verdicts import Verdicts  # noqa: E402
+from agn.provider.fleet import provider_views  # noqa: E402
 from agn.shards import assemble, split  # noqa: E402
 
 NOW = 1_700_000_000.0
@@ -44,18 +45,7 @@ SHARDS = 16
 
 
 def fleet(n: int) -> list[ProviderView]:
-    return [
-        ProviderView(
-            f"p{i:05d}",
-            f"http://127.0.0.1:9000/pool/p{i:05d}/",
-            candidate_id(f"uid-{i}"),
-            f"g{i % 4}",
-            i % 3,
-            healthy=True,
-            metrics_observed_at=NOW,
-        )
-        for i in range(n)
-    ]
+    return provider_views(n, now=NOW, name="p{i:05d}", groups=4, ranks=3)
 
 
 def drained(base: list[ProviderView], i: int) -> tuple[ProviderView, ...]:

@@ -32,8 +32,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from agn.kube import OVERLAYS, SHARDS, Kube  # noqa: E402
-from agn.model import ConsumerView, NetworkView, ProviderView, candidate_id, compute_candidates, next_overlay  # noqa: E402
+from agn.model import ConsumerView, NetworkView, ProviderView, compute_candidates, next_overlay  # noqa: E402
 from agn.netshards import consumer_index, split_network  # noqa: E402
+from agn.provider.fleet import provider_views  # noqa: E402
 from agn.shards import DEFAULT_SHARD_COUNT, shard_of, split  # noqa: E402
 
 NOW = 1_000_000.0
@@ -41,19 +42,7 @@ NET = NetworkView("production")
 
 
 def fleet(n: int, *, drained: frozenset[int] = frozenset()) -> list[ProviderView]:
-    return [
-        ProviderView(
-            name=f"provider-{i:05d}",
-            endpoint=f"http://127.0.0.1:9000/pool/provider-{i:05d}/",
-            candidate_id=candidate_id(f"0b7c1e7a-5d0e-4c55-9a36-{i:012d}"),
-            selection_group=f"group-{i % 8}",
-            rank=i % 4,
-            drain=i in drained,
-            healthy=True,
-            metrics_observed_at=NOW,
-        )
-        for i in range(n)
-    ]
+    return provider_views(n, now=NOW, name="provider-{i:05d}", groups=8, ranks=4, drained=drained)
 
 
 def size(obj: object) -> int:
@@ -76,7 +65,7 @@ def measure(providers: int, consumers: int, excluded: int, count: int) -> dict[s
     views[0] = ConsumerView("consumer-0", "production", frozenset(f"provider-{i:05d}" for i in range(excluded)))
     per, net, idx = publication(providers, views, count, frozenset())
     per2, net2, idx2 = publication(providers, views, count, frozenset({excluded + 1}))
-    home = f"-{shard_of(candidate_id(f'0b7c1e7a-5d0e-4c55-9a36-{excluded + 1:012d}'), count):02d}"
+    home = f"-{shard_of(fleet(excluded + 2)[-1].candidate_id, count):02d}"  # the drained provider's shard
     named = {  # form -> (burst shards, burst indexes, drain shards, drain indexes), each {name: spec}
         "per-consumer shards (today)": (
             {n: s for sp in per for n, s in sp.shards.items()},

@@ -40,6 +40,19 @@ class Calls:
         return self._method(res, *args, **kwargs)
 
 
+def p_one_waiter(kube, namespace: str, *, drain: bool) -> ConvergenceWaiter:
+    """A convergence waiter for ``p-one``'s drain (or undrain) on every consumer of the drain env."""
+    return ConvergenceWaiter(
+        kube,
+        namespace,
+        providers=["p-one"],
+        network="net",
+        consumers=list(CONSUMER_NAMES),
+        drain=drain,
+        progress=lambda event: None,
+    )
+
+
 def test_a_follower_given_a_list_starts_watching_from_its_resource_version(kube, namespace, monkeypatch):
     kube.create(LEASES, namespace, lease("before"))
     listed = kube.list(LEASES, namespace)
@@ -80,15 +93,7 @@ def test_the_convergence_waiter_started_from_the_runs_reads_lists_only_for_its_f
     }
     lists = Calls(kube.list)
     monkeypatch.setattr(kube, "list", lists)
-    waiter = ConvergenceWaiter(
-        kube,
-        namespace,
-        providers=["p-one"],
-        network="net",
-        consumers=list(CONSUMER_NAMES),
-        drain=True,
-        progress=lambda event: None,
-    )
+    waiter = p_one_waiter(kube, namespace, drain=True)
     waiter.start(seen=seen)
     # The drain is written after the reads the waiter was given: it reaches the waiter as an event.
     kube.merge_patch(PROVIDERS, namespace, "p-one", {"spec": {"trafficPolicy": {"drain": True}}})
@@ -108,15 +113,7 @@ def test_the_convergence_waiter_reads_no_shard_the_run_already_holds(
     held.prefetch([(i, [str(e["name"]) for e in i["shards"]]) for i in indexes])
     gets = Calls(kube.get)
     monkeypatch.setattr(kube, "get", gets)
-    waiter = ConvergenceWaiter(
-        kube,
-        namespace,
-        providers=["p-one"],
-        network="net",
-        consumers=list(CONSUMER_NAMES),
-        drain=False,  # already undrained: converged at once, no shard changes
-        progress=lambda event: None,
-    )
+    waiter = p_one_waiter(kube, namespace, drain=False)  # already undrained: converged at once, no shard changes
     waiter.start(shards=held)
     result = waiter.wait(timeout=60, stop=threading.Event())
     assert result.state == "converged", result

@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from agn.gateway.metrics import GatewayMetrics
-from agn.gateway.server import serve
+from agn.gateway.server import GatewayApp, serve_app
 from agn.gateway.table import RoutingTable
 from agn.logs import JsonLog
 from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Overlay, overlay_digest
@@ -43,13 +43,15 @@ def rig():
     table = RoutingTable()
     metrics = GatewayMetrics(accepted=lambda: None, serving=lambda: o.revision if (o := table.serving) else None)
     gateway = start(
-        serve(
-            table,
-            consumer="c1",
-            log=JsonLog(component="gateway", stream=io.StringIO()),
+        serve_app(
+            GatewayApp(
+                table=table,
+                consumer="c1",
+                log=JsonLog(component="gateway", stream=io.StringIO()),
+                upstream_timeout=5,
+                metrics=metrics,
+            ),
             port=0,
-            upstream_timeout=5,
-            metrics=metrics,
         )
     )
     yield table, gateway, provider

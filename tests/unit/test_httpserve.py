@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from agn.gateway.server import serve as serve_gateway
+from agn.gateway.server import GatewayApp, serve_app
 from agn.gateway.table import RoutingTable
 from agn.logs import JsonLog
 from agn.operator.health import serve_health
@@ -24,7 +24,7 @@ def servers():
     return {
         "provider": serve_provider(FakeProvider(name="p1"), port=0),
         "operator": serve_health(lambda: (True, {"ok": True}), host="127.0.0.1", port=0),
-        "gateway": serve_gateway(RoutingTable(), consumer="c1", log=log, port=0, upstream_timeout=1),
+        "gateway": serve_app(GatewayApp(table=RoutingTable(), consumer="c1", log=log, upstream_timeout=1), port=0),
     }
 
 

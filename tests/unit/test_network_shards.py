@@ -25,9 +25,9 @@ from agn.netshards import (
     network_shard_names,
     split_network,
 )
+from agn.provider.fleet import provider_views
 from agn.shards import Incomplete, assemble, consumer_of_shard, shard_of, shards_holding
 from agn.shards import split as split_overlay
-from fakes import provider_fleet
 
 NOW = 1_000_000.0
 NET = NetworkView("net")
@@ -35,7 +35,7 @@ COUNT = 4
 
 
 def fleet(n: int, *, drained=frozenset(), unhealthy=frozenset()) -> list[ProviderView]:
-    return provider_fleet(n, now=NOW, drained=drained, unhealthy=unhealthy)
+    return provider_views(n, now=NOW, drained=drained, unhealthy=unhealthy)
 
 
 def publish(providers, consumers: dict[str, frozenset[str]], previous: dict[str, Overlay] | None = None):

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 
 from agn.model import ConsumerView, NetworkView, ProviderView, candidate_id, compute_candidates
 from agn.netshards import consumer_index, index_over, split_network
-from agn.operator.network_storage import indexes_behind, network_split
+from agn.operator.network_storage import indexes_behind, network_split, unused_network_shards
 from agn.operator.reconcile import replan
 from agn.operator.verdicts import Verdicts
 
@@ -76,3 +76,26 @@ def test_indexes_naming_other_digests_are_behind():
         "per-consumer-form": {"spec": {"network": "net", "shards": before[1].entries}},
     }
     assert indexes_behind(after[1], indexes) == ["old"]
+
+
+def shard(name: str, network: str) -> dict:
+    return {"metadata": {"name": name}, "spec": {"formatVersion": 2, "network": network}}
+
+
+def test_a_networks_shards_are_collected_when_it_is_gone_or_unused_and_no_index_names_them():
+    shards = [
+        shard(n, net)
+        for net in ("used", "unused", "gone", "named")
+        for n in (f"{net}-netshard-00", f"{net}-netshard-01")
+    ]
+    shards += [shard("c-shard-00", "unused"), shard("unused-netshard-02", "another")]  # not its network's shards
+    consumers = [{"spec": {"network": "used"}}, {"spec": {"network": "gone"}}, {"spec": {"network": "moved-to"}}]
+    moved = {"spec": {"formatVersion": 2, "network": "named", "shards": [{"name": "named-netshard-01"}]}}
+    old_form = {"spec": {"network": "unused", "shards": [{"name": "unused-netshard-00"}]}}  # names no network shard
+    out = unused_network_shards(shards, consumers, [moved, old_form], ["used", "unused", "named", "moved-to"])
+    assert {net: [s["metadata"]["name"] for s in objs] for net, objs in out.items()} == {
+        "unused": ["unused-netshard-00", "unused-netshard-01"],
+        "gone": ["gone-netshard-00", "gone-netshard-01"],  # its consumer stays: the network is gone
+        "named": ["named-netshard-00"],  # -01 is named by an index not rewritten yet
+    }
+    assert unused_network_shards(shards[:2], consumers, [], ["used"]) == {}

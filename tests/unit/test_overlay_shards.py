@@ -18,6 +18,7 @@ from agn.model import (
     next_overlay,
     overlay_digest,
 )
+from agn.provider.fleet import provider_views
 from agn.shards import (
     Incomplete,
     assemble,
@@ -29,7 +30,6 @@ from agn.shards import (
     split,
     surplus_shards,
 )
-from fakes import provider_fleet
 
 NOW = 1_000_000.0
 NET = NetworkView("net")
@@ -37,7 +37,7 @@ CONSUMER = ConsumerView("c", "net")
 
 
 def fleet(n: int, *, drained=frozenset(), unhealthy=frozenset()) -> list[ProviderView]:
-    return provider_fleet(n, now=NOW, drained=drained, unhealthy=unhealthy)
+    return provider_views(n, now=NOW, drained=drained, unhealthy=unhealthy)
 
 
 def overlay_of(providers, previous: Overlay | None = None) -> Overlay:
