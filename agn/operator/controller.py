@@ -405,13 +405,15 @@ class Operator:
             # The diff may read the network shards the stored index names: before they are rewritten.
             seen = {**stored, **self.network_shards.stored(split.network)}
             change = publication_diff(planned, current, seen, remembered) if admission_changed else None
-            if net_writes and not self.network_shards.write(split, net_writes, network_obj):
-                self.queue.add(name)
-                return
-            if work is not None:
-                planned = dataclasses.replace(planned, sharded=sharded)
-                work = dataclasses.replace(work, network=tuple(net_writes))
-                self._publish(planned, work, consumer=consumer_obj, current=current, stored=stored, change=change)
+            # One tally: the publication's bytes are the network shards it wrote and the index.
+            with self.writes.tally():
+                if net_writes and not self.network_shards.write(split, net_writes, network_obj):
+                    self.queue.add(name)
+                    return
+                if work is not None:
+                    planned = dataclasses.replace(planned, sharded=sharded)
+                    work = dataclasses.replace(work, network=tuple(net_writes))
+                    self._publish(planned, work, consumer=consumer_obj, current=current, stored=stored, change=change)
         self._follow_network(split, name)
 
     def _follow_network(self, split: NetworkSplit, name: str) -> None:
@@ -474,7 +476,7 @@ class Operator:
         Event for) ``change`` — None when admission did not change."""
         overlay, sharded = planned.overlay, planned.sharded
         name = overlay.consumer
-        with self.writes.tally() as tally:
+        with self.writes.tally(join=True) as tally:  # counting the network shards written before
             stored_ok = self.storage.write(sharded, work, consumer=consumer, current=current, stored=stored)
         if tally.bytes:
             self.metrics.publication_bytes.observe(tally.bytes)

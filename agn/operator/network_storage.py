@@ -146,9 +146,14 @@ class NetworkShards:
         if writers <= 1:
             outcomes = [self._write_one(split, name, stored.get(name), labels, owners) for name in names]
         else:
+            tally = self.writes.open_tally()  # the publication's bytes count the shards too
+
+            def write_one(name: str) -> bool:
+                with self.writes.counting_into(tally):
+                    return self._write_one(split, name, stored.get(name), labels, owners)
+
             with concurrent.futures.ThreadPoolExecutor(writers, thread_name_prefix="netshard") as pool:
-                jobs = [pool.submit(self._write_one, split, n, stored.get(n), labels, owners) for n in names]
-                outcomes = [job.result() for job in jobs]
+                outcomes = list(pool.map(write_one, names))
         if not all(outcomes):
             self.refresh(names)
             return False
