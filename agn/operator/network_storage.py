@@ -14,7 +14,6 @@ The plan of a network's candidates is :func:`network_split`'s: the consumer plan
 
 from __future__ import annotations
 
-import concurrent.futures
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -41,9 +40,6 @@ from agn.shards import MAX_SHARD_COUNT
 # The key a network's plan is kept under (a ':' is in no Kubernetes name, so no consumer's).
 _PLAN_KEY = "{network}:network"
 _COMPARED = ("formatVersion", "network", "shard", "shardCount", "digest")
-# One publication's network shards in flight at once (measured: docs/overlays.md, "Publishing in
-# proportion to a burst"); the kube client's connection pool holds 16.
-SHARD_WRITERS = 4
 
 
 def network_split(
@@ -138,51 +134,28 @@ class NetworkShards:
     def _write(
         self, split: NetworkSplit, names: list[str], stored: Mapping[str, Obj], labels: Mapping[str, str], owners: list
     ) -> bool:
-        """Up to :data:`SHARD_WRITERS` shards in flight at once (one publication's shards are
-        independent objects; the index that names them is written after all of them): a burst
-        rewrites every shard, and one after another they were round trips waiting in line.
-        Every write is tried; a conflict or a missing shard makes the publication fail whole."""
-        writers = min(SHARD_WRITERS, len(names))
-        if writers <= 1:
-            outcomes = [self._write_one(split, name, stored.get(name), labels, owners) for name in names]
-        else:
-            tally = self.writes.open_tally()  # the publication's bytes count the shards too
-
-            def write_one(name: str) -> bool:
-                with self.writes.counting_into(tally):
-                    return self._write_one(split, name, stored.get(name), labels, owners)
-
-            with concurrent.futures.ThreadPoolExecutor(writers, thread_name_prefix="netshard") as pool:
-                outcomes = list(pool.map(write_one, names))
-        if not all(outcomes):
+        try:
+            for name in names:
+                spec, old = split.shards[name], stored.get(name)
+                metadata: dict[str, Any] = {"ownerReferences": owners, "annotations": {PUBLISHED_BY: self.identity}}
+                if labels:
+                    metadata["labels"] = dict(labels)
+                if old is None:
+                    body = {
+                        "apiVersion": f"{GROUP}/{VERSION}",
+                        "kind": SHARDS.kind,
+                        "metadata": {"name": name, **metadata},
+                        "spec": spec,
+                    }
+                    written = self.writes.create(SHARDS, self.namespace, body)
+                else:
+                    metadata["resourceVersion"] = old["metadata"]["resourceVersion"]
+                    patch = {"metadata": metadata, "spec": {**spec, "consumer": None}}
+                    written = self.writes.merge_patch(SHARDS, self.namespace, name, patch)
+                self.shards.upsert(written)
+        except (Conflict, NotFound):
             self.refresh(names)
             return False
-        return True
-
-    def _write_one(
-        self, split: NetworkSplit, name: str, old: Obj | None, labels: Mapping[str, str], owners: list
-    ) -> bool:
-        """Create or patch shard ``name``; False on a conflict or when it is gone (the cache was behind)."""
-        spec = split.shards[name]
-        metadata: dict[str, Any] = {"ownerReferences": owners, "annotations": {PUBLISHED_BY: self.identity}}
-        if labels:
-            metadata["labels"] = dict(labels)
-        try:
-            if old is None:
-                body = {
-                    "apiVersion": f"{GROUP}/{VERSION}",
-                    "kind": SHARDS.kind,
-                    "metadata": {"name": name, **metadata},
-                    "spec": spec,
-                }
-                written = self.writes.create(SHARDS, self.namespace, body)
-            else:
-                metadata["resourceVersion"] = old["metadata"]["resourceVersion"]
-                patch = {"metadata": metadata, "spec": {**spec, "consumer": None}}
-                written = self.writes.merge_patch(SHARDS, self.namespace, name, patch)
-        except (Conflict, NotFound):
-            return False
-        self.shards.upsert(written)
         return True
 
     def collect(self, split: NetworkSplit, indexes: Iterable[Obj]) -> list[str]:

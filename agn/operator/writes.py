@@ -8,8 +8,8 @@ are reported on ``/healthz``, which is how tests (and people) see who writes.
 Every body written is counted too, in the bytes the client sends (its JSON encoding), per kind
 of body (:func:`body_kind`: ``index``, ``shard``, ``status``, ``event``, ``other``); a caller that
 wants the bytes of one publication wraps its writes in :meth:`LeaderWrites.tally` (per thread, so
-consumers published concurrently each get their own; a helper thread writing part of a
-publication counts into its caller's with :meth:`LeaderWrites.counting_into`).
+consumers published concurrently each get their own; a nested ``tally(join=True)`` counts into
+the open one: a publication's network shards and its index are one publication's bytes).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class LeaderWrites:
             self._counts[what] += 1
             self._bytes[kind] += size
             tally: Tally | None = getattr(self._local, "tally", None)
-            if tally is not None:  # under the lock: helper threads may count into one tally
+            if tally is not None:
                 tally.bytes += size
                 tally.writes += 1
         if size and self._on_body is not None:
@@ -99,24 +99,11 @@ class LeaderWrites:
         if join and outer is not None:
             yield outer
             return
-        tally = Tally()
-        with self.counting_into(tally):
-            yield tally
-
-    @contextlib.contextmanager
-    def counting_into(self, tally: Tally | None) -> Iterator[Tally | None]:
-        """Count what this thread sends into ``tally`` (another thread's, from :meth:`open_tally`:
-        a helper thread writing part of that thread's publication)."""
-        outer = getattr(self._local, "tally", None)
-        self._local.tally = tally
+        self._local.tally = tally = Tally()
         try:
             yield tally
         finally:
             self._local.tally = outer
-
-    def open_tally(self) -> Tally | None:
-        """The tally this thread counts into now (None outside :meth:`tally`)."""
-        return getattr(self._local, "tally", None)
 
     def create(self, res: Resource, namespace: str, body: Obj) -> Obj:
         self._admit(f"{res.plural}:create", body["metadata"]["name"], body)

@@ -1,9 +1,8 @@
-"""One publication's bytes (:meth:`LeaderWrites.tally`): its network shards, written on helper
-threads, and its index count into one tally; a nested tally can join the open one."""
+"""One publication's bytes (:meth:`LeaderWrites.tally`): its network shards and its index count
+into one tally (a nested tally joins the open one); a tally not joined counts its own writes."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any, cast
 
 from agn.kube import OVERLAYS, SHARDS, Kube
@@ -29,28 +28,21 @@ def _body(name: str, size: int) -> dict:
     return {"metadata": {"name": name}, "spec": {"candidates": "x" * size}}
 
 
-def test_shards_written_on_helper_threads_count_into_the_publications_tally():
+def test_a_publications_network_shards_and_its_index_count_into_one_tally():
     writes = _writes()
     shards = [_body(f"net-netshard-{i:02d}", 100 * i) for i in range(8)]
     index = {"spec": {"revision": 2}}
-    with writes.tally() as tally:
-        open_tally = writes.open_tally()
-
-        def write(body: dict) -> None:
-            with writes.counting_into(open_tally):
-                writes.create(SHARDS, "ns", body)
-
-        helpers = [threading.Thread(target=write, args=(b,)) for b in shards]
-        for t in helpers:
-            t.start()
-        for t in helpers:
-            t.join()
+    with writes.tally() as tally:  # the reconcile's: the network shards are written first
+        for body in shards:
+            writes.create(SHARDS, "ns", body)
         with writes.tally(join=True) as joined:  # the index's own block counts into the same tally
             writes.merge_patch(OVERLAYS, "ns", "c1", index)
         assert joined is tally
     assert tally.writes == 9
     assert tally.bytes == sum(body_bytes(b) for b in shards) + body_bytes(index)
-    assert writes.open_tally() is None  # nothing counts after the block
+    with writes.tally(join=True) as alone:  # no tally open: a tally of its own
+        writes.merge_patch(OVERLAYS, "ns", "c1", index)
+    assert (alone.writes, alone.bytes) == (1, body_bytes(index))
 
 
 def test_a_tally_not_joined_counts_only_its_own_writes():
