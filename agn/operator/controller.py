@@ -50,7 +50,7 @@ from agn.operator.ownership import Verdict, verdict
 from agn.operator.prober import Prober, ProbeStores
 from agn.operator.reconcile import Planned, replan
 from agn.operator.settings import Settings
-from agn.operator.snapshot import Snapshot
+from agn.operator.snapshot import Snapshot, by_network
 from agn.operator.storage import OverlayStorage, ShardWork, shard_work
 from agn.operator.verdicts import NetworkVerdict
 from agn.operator.workqueue import CoalescingQueue
@@ -282,10 +282,11 @@ class Operator:
                 return
             if not batch:
                 continue
-            # The consumers of a batch are judged on one snapshot of the providers, taken again
-            # once it is older than --max-batch-wait (:class:`Snapshot`).
+            # The consumers of a batch are judged on one snapshot of the providers, network by
+            # network: taken again, once older than --max-batch-wait, only for the next network
+            # (:class:`Snapshot`), so a network's shards are written once per batch.
             providers = Snapshot(self.provider_views, max_age=self.settings.max_batch_wait)
-            names = sorted(batch)
+            names = by_network(batch, self._network_name)
             if self._pool is not None and len(names) > 1:
                 # Each consumer's overlay is its own objects; the network's verdict, which they
                 # share, is evaluated under a lock (the first evaluates, the rest reuse it).
@@ -297,7 +298,7 @@ class Operator:
                 for name in names:
                     if not self._leading(term):
                         return  # the rest of the batch waits for the next term's full pass
-                    self._reconcile_safely(name, providers.get())
+                    self._reconcile_safely(name, providers.get(self._network_name(name)))
             if first:
                 first = False
                 self.log.info("initial reconcile done", consumers=sorted(batch), term=term)
@@ -333,9 +334,14 @@ class Operator:
         views = self.caches.providers.store.derived(provider_view)
         return self._views.views(views, heartbeat=self.prober.heartbeat_at, hold=hold, now=time.time())
 
+    def _network_name(self, name: str) -> str:
+        """The network consumer ``name`` names in the cache ("" for one gone)."""
+        obj = self.caches.consumers.store.peek(name)
+        return str(((obj or {}).get("spec") or {}).get("network") or "")
+
     def _reconcile_leading(self, term: int, name: str, providers: Snapshot) -> None:
         if self._leading(term):  # else it waits for the next term's full pass
-            self._reconcile_safely(name, providers.get())
+            self._reconcile_safely(name, providers.get(self._network_name(name)))
 
     def _reconcile_safely(self, name: str, providers: tuple[ProviderView, ...]) -> None:
         started = time.perf_counter()
@@ -402,13 +408,15 @@ class Operator:
             # The diff may read the network shards the stored index names: before they are rewritten.
             seen = {**stored, **self.network_shards.stored(split.network)}
             change = publication_diff(planned, current, seen, remembered) if admission_changed else None
-            if net_writes and not self.network_shards.write(split, net_writes, network_obj):
-                self.queue.add(name)
-                return
-            if work is not None:
-                planned = dataclasses.replace(planned, sharded=sharded)
-                work = dataclasses.replace(work, network=tuple(net_writes))
-                self._publish(planned, work, consumer=consumer_obj, current=current, stored=stored, change=change)
+            # One tally: the publication's bytes are the network shards it wrote and the index.
+            with self.writes.tally():
+                if net_writes and not self.network_shards.write(split, net_writes, network_obj):
+                    self.queue.add(name)
+                    return
+                if work is not None:
+                    planned = dataclasses.replace(planned, sharded=sharded)
+                    work = dataclasses.replace(work, network=tuple(net_writes))
+                    self._publish(planned, work, consumer=consumer_obj, current=current, stored=stored, change=change)
         self._follow_network(split, name)
 
     def _follow_network(self, split: NetworkSplit, name: str) -> None:
@@ -472,7 +480,7 @@ class Operator:
         Event for) ``change`` — None when admission did not change."""
         overlay, sharded = planned.overlay, planned.sharded
         name = overlay.consumer
-        with self.writes.tally() as tally:
+        with self.writes.tally(join=True) as tally:  # counting the network shards written before
             stored_ok = self.storage.write(sharded, work, consumer=consumer, current=current, stored=stored)
         if tally.bytes:
             self.metrics.publication_bytes.observe(tally.bytes)

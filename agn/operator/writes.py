@@ -8,7 +8,8 @@ are reported on ``/healthz``, which is how tests (and people) see who writes.
 Every body written is counted too, in the bytes the client sends (its JSON encoding), per kind
 of body (:func:`body_kind`: ``index``, ``shard``, ``status``, ``event``, ``other``); a caller that
 wants the bytes of one publication wraps its writes in :meth:`LeaderWrites.tally` (per thread, so
-consumers published concurrently each get their own).
+consumers published concurrently each get their own; a nested ``tally(join=True)`` counts into
+the open one: a publication's network shards and its index are one publication's bytes).
 """
 
 from __future__ import annotations
@@ -81,19 +82,23 @@ class LeaderWrites:
         with self._lock:
             self._counts[what] += 1
             self._bytes[kind] += size
-        tally: Tally | None = getattr(self._local, "tally", None)
-        if tally is not None:
-            tally.bytes += size
-            tally.writes += 1
+            tally: Tally | None = getattr(self._local, "tally", None)
+            if tally is not None:
+                tally.bytes += size
+                tally.writes += 1
         if size and self._on_body is not None:
             self._on_body(kind, size)
         if self._log is not None:
             self._log.debug("api write", write=what, name=name, bytes=size)
 
     @contextlib.contextmanager
-    def tally(self) -> Iterator[Tally]:
-        """Count the bytes and writes this thread sends until the block ends (one publication)."""
+    def tally(self, *, join: bool = False) -> Iterator[Tally]:
+        """Count the bytes and writes this thread sends until the block ends (one publication);
+        with ``join``, into the tally this thread has open already, if any."""
         outer = getattr(self._local, "tally", None)
+        if join and outer is not None:
+            yield outer
+            return
         self._local.tally = tally = Tally()
         try:
             yield tally

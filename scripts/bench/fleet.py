@@ -29,7 +29,8 @@ consumers) size runs in its own namespace with its own operator and gateways:
    idle rate of the same count (requests per second with no drain running), for scale.
 
 7. **bytes**: what the operator wrote to overlays (indexes and shards) during admission: per
-   publication (median, max: the ``bytes_written`` of its log lines) and in total, as the
+   publication (median, max: the ``bytes_written`` of its log lines: the index and the network
+   shards that publication wrote; an operator from before wt-publish counted its index only) and in total, as the
    operator counted it (``agn_operator_write_bytes_total``) and as the API server received it
    (its own ``apiserver_request_body_size_bytes_sum``: the cross-check, and the only count an
    operator from before #45 has); the same for one single drain (median).
