@@ -44,7 +44,7 @@ OWN_MODULES = frozenset(
     xtask.drain.gates.flags xtask.drain.guards xtask.drain.guards.base xtask.drain.guards.budget
     xtask.drain.guards.capacity xtask.drain.guards.holds xtask.drain.guards.targets xtask.drain.locked
     xtask.drain.look xtask.drain.prepare xtask.drain.record xtask.drain.snapshot xtask.drain.waveplan
-    xtask.drain.render xtask.drain.report xtask.drain.restore xtask.drain.run xtask.drain.signals
+    xtask.drain.render xtask.drain.report xtask.drain.restore xtask.drain.results xtask.drain.run xtask.drain.signals
     xtask.durations xtask.errors xtask.interrupts xtask.params xtask.procs xtask.reports
     """.split()
 )
