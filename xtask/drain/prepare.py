@@ -121,6 +121,8 @@ def prepare(ctx: RunContext) -> Prepared:
     if refusal:
         ending = Ending("refused before writing: " + "; ".join(refusal))
         return dataclasses.replace(prepared, ending=ending, steps=(*steps, Refused(tuple(refusal))))
+    if under_lock:  # its dry run, too, is sent under the drain locks, after the look there
+        return dataclasses.replace(prepared, steps=steps)
     checked, ending = _after_the_look(ctx, prepared, looked)
     return dataclasses.replace(prepared, ending=ending, steps=steps + checked)
 

@@ -45,7 +45,7 @@ from xtask.drain.edges.waiter import ConvergenceWaiter, WaitResult
 from xtask.drain.finish import end_after_wait, note_still_held, read_back, wait_idle, wait_sessions
 from xtask.drain.gates.base import GateReading
 from xtask.drain.locked import LockedWrites
-from xtask.drain.prepare import Prepared, prepare
+from xtask.drain.prepare import Prepared, dry_run, prepare
 from xtask.drain.record import RunRecord
 from xtask.drain.render import convergence_dict, restoration_summary, wait_summary
 from xtask.drain.report import Ending, Report, build_report
@@ -288,12 +288,17 @@ class _DrainRun:
             return ending
         if self.targets is None and self.locked.snapshot is not None:
             self.targets = self.locked.snapshot.targets  # read under the locks (a drain checked once)
-        if waiter is not None:
-            self.start_waiter(waiter)
-        if self.journal_todo is not None:
-            self.open_journal(self.journal_todo)
-            self.journal_todo = None
         try:
+            if self.journal_todo is not None:  # a real drain in one wave: its dry run under the locks too
+                checked, ending = dry_run(self.ctx, changes)
+                self.keep(*checked)
+                if ending is not None:
+                    return ending
+            if waiter is not None:
+                self.start_waiter(waiter)
+            if self.journal_todo is not None:
+                self.open_journal(self.journal_todo)
+                self.journal_todo = None
             return self.write(changes, latch)
         finally:
             self.leave()
