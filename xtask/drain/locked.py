@@ -88,11 +88,17 @@ class LockedWrites:
         self.latch.trip(LOST)
 
     def enter(
-        self, changes: list[Change], record: RunRecord, *, where: str, earlier: Mapping[str, Any] | None = None
+        self,
+        changes: list[Change],
+        record: RunRecord,
+        *,
+        where: str,
+        earlier: Mapping[str, Any] | None = None,
+        written: bool = False,
     ) -> Entered:
         """Take the locks and check the wave ``where`` names under them (``earlier``: the report
-        sections of the looks before); the run's end when it must stop before writing (refused:
-        exit 3, the locks given back; interrupted: exit 8)."""
+        sections of the looks before; ``written``: this run wrote before); the run's end when it
+        must stop before writing (refused: exit 3, the locks given back; interrupted: exit 8)."""
         self.snapshot = None  # this wave's look, if it takes one
         if not self.networks or not any(not c.already for c in changes):
             return Entered()
@@ -108,7 +114,7 @@ class LockedWrites:
             self.ctx.say(f"drain lock: network {a.network} ({a.lease}){taken if a.previous_holder else ''}")
         if not self.ctx.req.drain:
             return Entered()
-        looked = self._recheck(changes, where, earlier or {})
+        looked = self._recheck(changes, where, earlier or {}, written=written)
         refusals = refusals_of(looked.verdicts)
         if refusals:
             self.leave()
@@ -121,14 +127,14 @@ class LockedWrites:
             record.enter(RunState.APPLIED_REFUSED if refused else RunState.APPLIED_INTERRUPTED)
         return Ending(summary)
 
-    def _recheck(self, changes: list[Change], where: str, earlier: Mapping[str, Any]) -> Looked:
+    def _recheck(self, changes: list[Change], where: str, earlier: Mapping[str, Any], *, written: bool) -> Looked:
         """Every guard on one snapshot read under the locks (``where``: before which wave)."""
         ctx = self.ctx
         snapshot = Snapshot(ctx.kube, ctx.namespace, ctx.req, scope=self.scope, networks=self._network_objs)
         self._network_objs = None  # a later wave reads them afresh
         snapshot.read_ahead(ctx.pool, drain=True)  # no write of this run is in flight under the locks yet
         self.snapshot = snapshot
-        look = Look(ctx.req, tuple(changes), ctx.hold_key, where, under_lock=True, earlier=earlier)
+        look = Look(ctx.req, tuple(changes), ctx.hold_key, where, under_lock=True, earlier=earlier, written=written)
         return run_guards(ctx, snapshot, look)
 
     def leave(self) -> None:

@@ -193,27 +193,7 @@ def _select(ctx: RunContext, candidates: list[dict[str, Any]]) -> tuple[list[Any
             # A report like any other refusal (``--output json`` prints it), exit 3.
             refused = str(exc) + (f" ({exc.hint})" if exc.hint else "")
             return [], (refused,), Ending("refused before writing: " + refused)
-        selected = []  # every planned provider left the selection: named below
-    if req.plan is not None:
-        from xtask.drain.edges.planfile import DEFAULT_MAX_AGE, plan_differences  # plans load when used
-
-        differences = plan_differences(
-            req.plan,
-            selected,
-            cluster=ctx.kube.host,
-            namespace=ctx.namespace,
-            now=time.time(),
-            max_age=req.max_plan_age or DEFAULT_MAX_AGE,
-        )
-        if differences:
-            return (
-                [],
-                tuple(differences),
-                Ending(
-                    f"refused before writing: the plan {req.plan.path} no longer describes the cluster: "
-                    + "; ".join(differences)
-                ),
-            )
+        selected = []  # every planned provider left the selection: the plan guard names them
     return selected, (), None
 
 

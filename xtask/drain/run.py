@@ -279,7 +279,8 @@ class _DrainRun:
         ``waiter`` starts between that look and the writes."""
         assert self.locked is not None
         earlier = {"capacity": self.results.capacity} if self.results.capacity else {}
-        entered = self.locked.enter(changes, self.record, where=self.plan.where(wave), earlier=earlier)
+        written = bool(self.results.outcomes)  # a later wave: this run's writes are in its look
+        entered = self.locked.enter(changes, self.record, where=self.plan.where(wave), earlier=earlier, written=written)
         self.keep(*entered.steps, self.locked.seen())
         ending = entered.ending
         if ending is not None:
