@@ -94,3 +94,15 @@ def test_the_same_registry_lets_a_drain_through(kube, control_plane, fleet, tmp_
     assert report.exit_code is ExitCode.OK, report.summary
     assert kube.get(PROVIDERS, fleet, "p-two")["spec"]["trafficPolicy"]["drain"] is True
     assert guard.looks == [("before writing", True, 3)]
+
+
+def test_the_dry_run_is_sent_under_the_lock_after_the_look(kube, control_plane, fleet, tmp_path, monkeypatch):
+    """A real drain in one wave reads before the drain lock only what names it; its server-side
+    dry run is sent under the lock once every guard passed, so a refused drain sends none."""
+    monkeypatch.setattr(guards, "GUARDS", [*guards.GUARDS, FreezeGuard()])
+    refused, _ = drain(control_plane, fleet, tmp_path, "p-one")
+    assert refused.exit_code is ExitCode.REFUSED, refused.summary
+    assert refused.dry_run_outcomes == [] and refused.operation is None
+    passed, _ = drain(control_plane, fleet, tmp_path, "p-two")
+    assert passed.exit_code is ExitCode.OK, passed.summary
+    assert [o["provider"] for o in passed.dry_run_outcomes] == ["p-two"] and passed.operation

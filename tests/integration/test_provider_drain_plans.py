@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agn.kube import PROVIDERS
+from agn.kube import LEASES, PROVIDERS
 from agn.objects import parse_time
 from agnprocs import Traffic, http_json, wait_for
 from drainenv import CONSUMER_NAMES, LAYOUT, DrainEnv
@@ -284,3 +284,24 @@ def test_budget_refuses_naming_the_group_and_count_and_counts_hard_failures(env:
     assert code == 0, report
     assert report["budget"]["groups"][0]["unavailableAfter"] == 2
     assert sorted(n for n in LAYOUT if env.drain_value(n)) == ["p-one", "p-three"]
+
+
+def test_a_stale_plan_is_refused_by_the_plan_guard_under_the_drain_lock(env: DrainEnv):
+    """The staleness check is a drain guard: on the look under the drain lock (a real drain in one
+    wave), named in the report's guards, the lock given back, nothing written, no journal."""
+    path = env.tmp / "plan.yaml"
+    make_plan(env, path, "--provider", "p-one")
+    env.kube.merge_patch(PROVIDERS, env.ns, "p-one", {"metadata": {"labels": {"touched": "yes"}}})
+    before = written(env)
+    proc = env.run("--plan", str(path), "--output", "json")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    report = parse_report(proc.stdout)
+    assert len(report["refused"]) == 1 and report["refused"][0].startswith("provider p-one changed since the plan")
+    assert f"the plan {path} no longer describes the cluster: provider p-one changed" in proc.stderr
+    plan_guard = {g["guard"]: g for g in report["guards"]}["plan"]
+    assert plan_guard["refused"] == report["refused"] and plan_guard["checked"] == "before writing"
+    assert report["lock"]["acquisitions"], report["lock"]  # looked under the lock ...
+    assert report["dryRunOutcomes"] == []  # ... before the dry run
+    leases = [lease["metadata"]["name"] for lease in env.kube.list(LEASES, env.ns)[0]]
+    assert [n for n in leases if n.startswith("agn-drain")] == []  # and gave it back
+    assert written(env) == before and env.journal_paths() == []

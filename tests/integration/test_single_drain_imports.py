@@ -42,9 +42,9 @@ OWN_MODULES = frozenset(
     xtask.drain.edges.lock xtask.drain.edges.members xtask.drain.edges.preflight xtask.drain.edges.targets
     xtask.drain.edges.waiter xtask.drain.finish xtask.drain.gates xtask.drain.gates.base
     xtask.drain.gates.flags xtask.drain.guards xtask.drain.guards.base xtask.drain.guards.budget
-    xtask.drain.guards.capacity xtask.drain.guards.holds xtask.drain.guards.targets xtask.drain.locked
+    xtask.drain.guards.capacity xtask.drain.guards.holds xtask.drain.guards.plan xtask.drain.guards.targets xtask.drain.locked
     xtask.drain.look xtask.drain.prepare xtask.drain.record xtask.drain.snapshot xtask.drain.waveplan
-    xtask.drain.render xtask.drain.report xtask.drain.restore xtask.drain.run xtask.drain.signals
+    xtask.drain.render xtask.drain.report xtask.drain.restore xtask.drain.results xtask.drain.run xtask.drain.signals
     xtask.durations xtask.errors xtask.interrupts xtask.params xtask.procs xtask.reports
     """.split()
 )

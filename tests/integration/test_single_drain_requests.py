@@ -28,12 +28,13 @@ PROBE = Path(__file__).resolve().parents[2] / "scripts" / "bench" / "requestprob
 BULK = 24  # providers of another group, sharing one fake provider
 
 # The requests of a converged single drain with two targets (18 measured):
-#  1 the caller's identity (SelfSubjectReview), 2 the networks (LIST), 3 the provider (GET),
-#  4 the server-side dry run (PATCH);
-#  5 the lock (POST: created without a look, as it is absent unless another run holds it) and
-#    the one snapshot under it: 6 the group (LIST by spec.selectionGroup), 7 consumers (LIST),
-#    8 overlay indexes (LIST), 9 the heartbeat (LIST by name), 10 the consumers' network shard
-#    (GET; the networks read a moment before are reused);
+#  1 the caller's identity (SelfSubjectReview), 2 the networks (LIST), 3 the provider (GET):
+#    what names the drain locks, and all that is read before them;
+#  4 the lock (POST: created without a look, as it is absent unless another run holds it) and
+#    the one snapshot under it: 5 the group (LIST by spec.selectionGroup), 6 consumers (LIST),
+#    7 overlay indexes (LIST), 8 the heartbeat (LIST by name), 9 the consumers' network shard
+#    (GET; the networks read a moment before are reused); 10 the server-side dry run (PATCH),
+#    once every guard passed;
 #  11-14 the waiter's four WATCHes, started from those lists' resourceVersions (no LIST of its
 #    own), with the shards the guards read;
 #  15 the write (PATCH), 16 its Event (POST), 17 the lock's release (DELETE);
@@ -105,6 +106,10 @@ def test_a_single_drain_reads_its_group_not_the_fleet(env: DrainEnv, tmp_path):
     assert len([p for v, p, q in calls if v == "GET" and p.endswith("/inferencenetworks")]) == 1, calls
     assert len([q for q in lists if q["fieldSelector"] == ["spec.selectionGroup=chat"]]) == 1, calls
     assert [p for v, p, q in calls if v == "GET" and "/leases/agn-drain" in p] == [], calls
+    # The dry run is sent under the lock, after the look: the lock's POST comes first.
+    lock = next(i for i, (v, p, q) in enumerate(calls) if v == "POST" and p.endswith("/leases"))
+    dry = [i for i, (v, p, q) in enumerate(calls) if v == "PATCH" and q.get("dryRun") == ["All"]]
+    assert len(dry) == 1 and dry[0] > lock, calls
     # The waiter lists nothing itself: each kind it follows is listed by the look under the lock
     # and watched once, from that list's resourceVersion. Its confirming look lists again only a
     # kind no watch has shown at or after the write: none here (the operator's publication and

@@ -3,7 +3,7 @@ cluster, the pool, the progress stream, and the identity of the run. Made once b
 :func:`xtask.drain.run.run_drain`; a phase reads it and returns its result, never a side dict.
 
 Must not: hold results (they are returned by the phases and kept in
-:class:`xtask.drain.report.RunResults`).
+:class:`xtask.drain.results.RunResults`, through its one fold).
 """
 
 from __future__ import annotations

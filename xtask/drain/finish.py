@@ -3,7 +3,9 @@
 wait ended (:func:`end_after_wait`: the journal's state and the exit code from the one table).
 Also what an undrain says about providers other holders keep drained (:func:`note_still_held`).
 
-Reads only; the journal's state goes through the run's :class:`~xtask.drain.record.RunRecord`.
+Reads only; each returns what it read as a frozen :class:`~xtask.drain.results.Finished` for the
+conductor to fold, and the journal's state goes through the run's
+:class:`~xtask.drain.record.RunRecord`.
 """
 
 from __future__ import annotations
@@ -20,32 +22,33 @@ from xtask.drain.core.states import IdleWaitState, RunState, WriteOutcome
 from xtask.drain.edges.idle_waiter import IdleWaiter
 from xtask.drain.record import RunRecord
 from xtask.drain.render import idle_dict, idle_summary
-from xtask.drain.report import Ending, RunResults
+from xtask.drain.report import Ending
+from xtask.drain.results import Finished, RunResults
 from xtask.drain.signals import SignalLatch
 from xtask.drain.snapshot import read_candidates
 
 
-def read_back(ctx: RunContext, results: RunResults, record: RunRecord) -> Ending:
+def read_back(ctx: RunContext, results: RunResults, record: RunRecord) -> tuple[Ending, Finished]:
     """Patch-only: the selected providers' drain as stored now, against what was asked."""
-    drain, names = ctx.req.drain, results.selection
+    drain, names = ctx.req.drain, list(results.selection)
     found = {name: drain_of(obj) for name, obj in read_selected(ctx, names).items()}
     stored = {name: found.get(name) for name in names}
     # An undrain leaves drained what another holder still holds: that is as requested.
     held = results.still_held
     ok = all(v == drain or (not drain and n in held) for n, v in stored.items())
-    results.stored = {"ok": ok, "providers": stored}
+    read = Finished(stored={"ok": ok, "providers": stored})
     record.enter(RunState.COMPLETE if ok else RunState.NEEDS_INSPECTION)
     if not ok:
-        return Ending(f"{results.request} not stored as requested: {stored}")
+        return Ending(f"{results.request} not stored as requested: {stored}"), read
     if held:
         return Ending(
             f"stored: spec.trafficPolicy.drain=false on {len(names) - len(held)} provider(s); {len(held)} "
             "provider(s) stay drained, still held by others (see above; --release-all removes every hold)"
-        )
+        ), read
     return Ending(
         f"stored: spec.trafficPolicy.drain={str(drain).lower()} on {len(names)} provider(s)"
         f"{_hold_words(results)} (read back from the API; pass --network/--consumer to wait until it is serving)"
-    )
+    ), read
 
 
 def _hold_words(results: RunResults) -> str:
@@ -64,19 +67,21 @@ def read_selected(ctx: RunContext, names: list[str]) -> dict[str, dict[str, Any]
     return {o["metadata"]["name"]: o for o in read_candidates(ctx, ctx.req.selector) if o["metadata"]["name"] in wanted}
 
 
-def note_still_held(ctx: RunContext, results: RunResults, names: list[str]) -> None:
+def note_still_held(ctx: RunContext, names: list[str]) -> Finished:
     """After an undrain's writes: which of ``names`` other holders keep drained, said in the
     text and the report (``stillHeld``)."""
+    held: dict[str, list[str]] = {}
     for name, obj in sorted(read_selected(ctx, names).items()):
         holds = holds_of(obj)
         if holds and drain_of(obj):
-            results.still_held[name] = [holder_name(h) for h in holds]
-            ctx.say(f"{name} stays drained: still held by {', '.join(results.still_held[name])}")
+            held[name] = [holder_name(h) for h in holds]
+            ctx.say(f"{name} stays drained: still held by {', '.join(held[name])}")
+    return Finished(still_held=held)
 
 
 def wait_idle(
-    ctx: RunContext, results: RunResults, record: RunRecord, targets: Targets | None, latch: SignalLatch
-) -> Ending:
+    ctx: RunContext, selection: list[str], record: RunRecord, targets: Targets | None, latch: SignalLatch
+) -> tuple[Ending, Finished]:
     """``--wait-idle``: after convergence, wait until every drained provider is idle."""
     req = ctx.req
     record.enter(RunState.WAITING_IDLE)
@@ -85,24 +90,26 @@ def wait_idle(
     timeout = req.idle_timeout if req.idle_timeout is not None else DEFAULT_IDLE_TIMEOUT
     ctx.progress(
         WaitBegun(
-            f"waiting for {', '.join(results.selection)} to be idle: running 0 and waiting 0 in two consecutive "
+            f"waiting for {', '.join(selection)} to be idle: running 0 and waiting 0 in two consecutive "
             f"fresh readings (metricsMaxAgeSeconds {max_age}; timeout {timeout:.0f}s)"
         )
     )
-    waiter = IdleWaiter(ctx.kube, ctx.namespace, providers=results.selection, max_age=max_age, progress=ctx.progress)
+    waiter = IdleWaiter(ctx.kube, ctx.namespace, providers=selection, max_age=max_age, progress=ctx.progress)
     result = waiter.wait(timeout=timeout, stop=latch.interrupted)
-    results.add_time("idleSeconds", result.seconds)
-    results.idle = idle_dict(result, timeout=timeout, max_age=max_age)
-    if result.state is IdleWaitState.INTERRUPTED:
-        results.interrupted = latch.name
-    return end_after_wait(
-        record,
-        idle_summary(result, req, timeout),
-        run_state=RunState.after_idle_wait(result.state),
+    read = Finished(
+        idle=idle_dict(result, timeout=timeout, max_age=max_age),
+        timings={"idleSeconds": result.seconds},
+        interrupted=latch.name if result.state is IdleWaitState.INTERRUPTED else None,
     )
+    ending = end_after_wait(
+        record, idle_summary(result, req, timeout), run_state=RunState.after_idle_wait(result.state)
+    )
+    return ending, read
 
 
-def wait_sessions(ctx: RunContext, results: RunResults, record: RunRecord, latch: SignalLatch) -> Ending | None:
+def wait_sessions(
+    ctx: RunContext, selection: list[str], record: RunRecord, latch: SignalLatch
+) -> tuple[Ending | None, Finished]:
     """``--wait-sessions QUIET``: after convergence, wait until no named consumer has routed a turn
     to a drained provider for QUIET seconds. None when they are quiet (the run goes on: to
     ``--wait-idle``, or done); else the run's end (exit 11 on timeout, 8 when interrupted)."""
@@ -115,7 +122,7 @@ def wait_sessions(ctx: RunContext, results: RunResults, record: RunRecord, latch
     timeout = req.sessions_timeout if req.sessions_timeout is not None else DEFAULT_SESSIONS_TIMEOUT
     ctx.progress(
         WaitBegun(
-            f"waiting until {', '.join(req.consumers)} route no turn to {', '.join(results.selection)} for "
+            f"waiting until {', '.join(req.consumers)} route no turn to {', '.join(selection)} for "
             f"{req.wait_sessions:g}s (status.sessions of each consumer; timeout {timeout:.0f}s)"
         )
     )
@@ -123,27 +130,30 @@ def wait_sessions(ctx: RunContext, results: RunResults, record: RunRecord, latch
         ctx.kube,
         ctx.namespace,
         consumers=list(req.consumers),
-        providers=list(results.selection),
+        providers=list(selection),
         quiet=req.wait_sessions,
         server_offset=ctx.server_offset,
         progress=ctx.progress,
     )
     result = waiter.wait(timeout=timeout, stop=latch.interrupted)
-    results.add_time("sessionsSeconds", result.seconds)
     talking = describe_not_quiet(result.verdicts)
-    results.sessions = {
-        "state": result.state,
-        "quietSeconds": req.wait_sessions,
-        "seconds": round(result.seconds, 3),
-        "timeoutSeconds": timeout,
-        "providers": [v.to_dict() for v in result.verdicts],
-        "notQuiet": talking,
-    }
+    interrupted = result.state is IdleWaitState.INTERRUPTED
+    read = Finished(
+        sessions={
+            "state": result.state,
+            "quietSeconds": req.wait_sessions,
+            "seconds": round(result.seconds, 3),
+            "timeoutSeconds": timeout,
+            "providers": [v.to_dict() for v in result.verdicts],
+            "notQuiet": talking,
+        },
+        timings={"sessionsSeconds": result.seconds},
+        interrupted=latch.name if interrupted else None,
+    )
     if result.state is IdleWaitState.IDLE:
-        ctx.say(f"sessions quiet: no turn to {', '.join(results.selection)} for {req.wait_sessions:g}s")
-        return None
-    if result.state is IdleWaitState.INTERRUPTED:
-        results.interrupted = latch.name
+        ctx.say(f"sessions quiet: no turn to {', '.join(selection)} for {req.wait_sessions:g}s")
+        return None, read
+    if interrupted:
         summary = (
             f"interrupted while waiting for quiet sessions; the drain is kept; not quiet yet: {'; '.join(talking)}"
         )
@@ -155,7 +165,7 @@ def wait_sessions(ctx: RunContext, results: RunResults, record: RunRecord, latch
         )
         run_state = RunState.APPLIED_SESSIONS_TIMEOUT
     record.enter(run_state)
-    return Ending(summary)
+    return Ending(summary), read
 
 
 def end_after_wait(record: RunRecord, summary: str, *, run_state: RunState) -> Ending:

@@ -19,7 +19,9 @@ at most ``--lock-timeout`` as a drain does. A dry run and ``--plan-out`` never t
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from xtask.drain.context import RunContext
@@ -27,13 +29,23 @@ from xtask.drain.core.changes import Change
 from xtask.drain.core.lock import DEFAULT_TTL, run_identity
 from xtask.drain.core.states import RunState
 from xtask.drain.edges.lock import DrainLocks
-from xtask.drain.look import Look, refusals_of, run_guards
+from xtask.drain.look import Look, Looked, refusals_of, run_guards
 from xtask.drain.record import RunRecord
-from xtask.drain.report import Ending, RunResults
+from xtask.drain.report import Ending
+from xtask.drain.results import Interrupted, LocksSeen, Refused, Step
 from xtask.drain.signals import SignalLatch
 from xtask.drain.snapshot import Snapshot
 
 LOST = "the loss of the drain lock"  # how a run interrupted by a failed renewal says it
+
+
+@dataclasses.dataclass(frozen=True)
+class Entered:
+    """What taking the locks and the look under them decided: the run's end when it must stop
+    before writing (None: write), and what it found (the look, a refusal, an interruption)."""
+
+    ending: Ending | None = None
+    steps: tuple[Step, ...] = ()
 
 
 class LockedWrites:
@@ -42,14 +54,13 @@ class LockedWrites:
     def __init__(
         self,
         ctx: RunContext,
-        results: RunResults,
         networks: list[str],
         latch: SignalLatch,
         *,
         scope: dict[str, str] | None = None,
         network_objs: list[Any] | None = None,
     ) -> None:
-        self.ctx, self.results, self.networks, self.latch = ctx, results, networks, latch
+        self.ctx, self.networks, self.latch = ctx, networks, latch
         self._network_objs = network_objs  # read just before the first lock: its look reuses them
         self.scope = scope  # the selection's groups when only their members are read (Prepared.scope)
         self.snapshot: Snapshot | None = None  # the last look under the locks
@@ -66,56 +77,69 @@ class LockedWrites:
             "lost": None,
             "releaseProblems": [],
         }
-        results.lock = self.report
+
+    def seen(self) -> LocksSeen:
+        """The report's ``lock`` as it stands (each acquisition, a loss, release problems)."""
+        return LocksSeen({**self.report, "acquisitions": list(self.report["acquisitions"])})
 
     def _lost(self, why: str) -> None:
         self.report["lost"] = why
         self.ctx.say(f"{why}; stopping the writes")
         self.latch.trip(LOST)
 
-    def enter(self, changes: list[Change], record: RunRecord, *, where: str) -> Ending | None:
-        """Take the locks and check the wave ``where`` names under them; an Ending when the run
+    def enter(
+        self,
+        changes: list[Change],
+        record: RunRecord,
+        *,
+        where: str,
+        earlier: Mapping[str, Any] | None = None,
+        written: bool = False,
+    ) -> Entered:
+        """Take the locks and check the wave ``where`` names under them (``earlier``: the report
+        sections of the looks before; ``written``: this run wrote before); the run's end when it
         must stop before writing (refused: exit 3, the locks given back; interrupted: exit 8)."""
         self.snapshot = None  # this wave's look, if it takes one
         if not self.networks or not any(not c.already for c in changes):
-            return None
+            return Entered()
         got = self.locks.acquire(self.networks, timeout=self.ctx.req.lock_timeout, stop=self.latch.interrupted)
         if isinstance(got, str):
             if not got:
-                self.results.interrupted = self.latch.name
-                return self._stop(record, f"interrupted by {self.latch.name} while waiting for the drain lock {where}")
-            self.results.refused.append(got)
-            return self._stop(record, f"refused {where}: {got}", refused=True)
-        self.report["acquisitions"] += [a.to_dict() for a in got]
+                why = f"interrupted by {self.latch.name} while waiting for the drain lock {where}"
+                return Entered(self._stop(record, why), (Interrupted(self.latch.name),))
+            return Entered(self._stop(record, f"refused {where}: {got}", refused=True), (Refused((got,)),))
+        self.report["acquisitions"] = [*self.report["acquisitions"], *(a.to_dict() for a in got)]
         for a in got:
             taken = f" (taken over from {a.previous_holder}, last renewed {a.previous_renew_time})"
             self.ctx.say(f"drain lock: network {a.network} ({a.lease}){taken if a.previous_holder else ''}")
-        refusals = self._recheck(changes, where) if self.ctx.req.drain else []
+        if not self.ctx.req.drain:
+            return Entered()
+        looked = self._recheck(changes, where, earlier or {}, written=written)
+        refusals = refusals_of(looked.verdicts)
         if refusals:
             self.leave()
-            self.results.refused += refusals
-            return self._stop(record, f"refused {where}: " + "; ".join(refusals), refused=True)
-        return None
+            ending = self._stop(record, f"refused {where}: " + "; ".join(refusals), refused=True)
+            return Entered(ending, (looked, Refused(tuple(refusals))))
+        return Entered(None, (looked,))
 
     def _stop(self, record: RunRecord, summary: str, *, refused: bool = False) -> Ending:
         if record.journal is not None:
             record.enter(RunState.APPLIED_REFUSED if refused else RunState.APPLIED_INTERRUPTED)
         return Ending(summary)
 
-    def _recheck(self, changes: list[Change], where: str) -> list[str]:
+    def _recheck(self, changes: list[Change], where: str, earlier: Mapping[str, Any], *, written: bool) -> Looked:
         """Every guard on one snapshot read under the locks (``where``: before which wave)."""
         ctx = self.ctx
         snapshot = Snapshot(ctx.kube, ctx.namespace, ctx.req, scope=self.scope, networks=self._network_objs)
         self._network_objs = None  # a later wave reads them afresh
         snapshot.read_ahead(ctx.pool, drain=True)  # no write of this run is in flight under the locks yet
         self.snapshot = snapshot
-        earlier = {"capacity": self.results.capacity} if self.results.capacity else {}
-        look = Look(ctx.req, tuple(changes), ctx.hold_key, where, under_lock=True, earlier=earlier)
-        return refusals_of(run_guards(ctx, self.results, snapshot, look))
+        look = Look(ctx.req, tuple(changes), ctx.hold_key, where, under_lock=True, earlier=earlier, written=written)
+        return run_guards(ctx, snapshot, look)
 
     def leave(self) -> None:
         """Release the locks (the writes of the wave are done, or the run ends)."""
         problems = self.locks.release()
         for p in problems:
             self.ctx.say(f"warning: {p}")
-        self.report["releaseProblems"] += problems
+        self.report["releaseProblems"] = [*self.report["releaseProblems"], *problems]

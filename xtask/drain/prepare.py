@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +34,9 @@ from xtask.drain.edges import fanout
 from xtask.drain.edges.lock import look_at_locks
 from xtask.drain.gates import wave_gates
 from xtask.drain.gates.base import Gate, GateSetup
-from xtask.drain.look import Look, refusals_of, run_guards
-from xtask.drain.report import Ending, RunResults, WaveResult
+from xtask.drain.look import Look, Looked, refusals_of, run_guards
+from xtask.drain.report import Ending
+from xtask.drain.results import DryRun, LocksSeen, PlanFile, Refused, Selected, Step, WaveResult
 from xtask.drain.snapshot import Snapshot, read_candidates
 from xtask.errors import RefusedError
 
@@ -66,76 +68,99 @@ class Prepared:
     # Whether the guards had a first look here; if not (a real drain in one wave: checked_once),
     # they look only under the drain locks, and the journal is created once they pass.
     looked: bool = False
+    steps: tuple[Step, ...] = ()  # what it found, in order, for the conductor to fold (results.fold)
 
 
-def prepare(ctx: RunContext, results: RunResults) -> Prepared:
-    """Select, plan and check; the selection, plan, refusals and dry-run outcomes go to ``results``."""
+def prepare(ctx: RunContext) -> Prepared:
+    """Select, plan and check; what it found (the selection, plan, refusals, dry-run outcomes)
+    is in ``Prepared.steps``, for the conductor to fold into the run's results."""
     req = ctx.req
     networks_read = ctx.pool.submit(ctx.kube.list, NETWORKS, ctx.namespace)  # beside the providers' read
-    if req.plan is not None:
-        _applying(ctx, results, req.plan)
+    applying = Selected(plan_file=_applying(ctx, req.plan)) if req.plan is not None else None
+    steps: tuple[Step, ...] = (applying,) if applying else ()
     candidates = read_candidates(ctx, req.selector)
-    selected, ending = _select(ctx, results, candidates)
+    selected, refused, ending = _select(ctx, candidates)
     if ending is not None:
-        return Prepared(ending=ending)
-    changes = _plan(ctx, results, selected)
+        return Prepared(ending=ending, steps=(*steps, Refused(refused)))
+    changes, planned = _plan(ctx, selected)
+    steps += (planned,)
     scope = {p["metadata"]["name"]: group_of(p) for p in candidates} if req.selector.provider is not None else None
     networks = networks_read.result()[0]
     changing = {c.provider for c in changes if not c.already}
     locks = networks_of([p for p in candidates if p["metadata"]["name"] in changing], networks)
-    refusal: list[str] = []
-    counts: list[GroupCount] = []
+    under_lock = checked_once(req) and bool(locks) and bool(changing)
+    looked: Looked | None = None
     targets = None
-    looked = not (checked_once(req) and locks and changing)
-    if looked:
+    if not under_lock:
         # A first look without the lock; a real drain in one wave looks only under the drain
-        # locks, before its journal and any write (xtask.drain.locked): one read, not two.
+        # locks, before its dry run, its journal and any write (xtask.drain.locked): one read, not two.
         snapshot = Snapshot(
             ctx.kube, ctx.namespace, req, scope=scope, selection=selected, providers=candidates, networks=networks
         )
         look = Look(req, tuple(changes), ctx.hold_key, "before writing", under_lock=False, counting=bool(req.plan_out))
-        verdicts = run_guards(ctx, results, snapshot, look)
-        refusal = refusals_of(verdicts)
-        counts = [c for v in verdicts for c in v.extra.get("counts", [])]
+        looked = run_guards(ctx, snapshot, look)
+        steps += (looked,)
         targets = snapshot.targets
+    refusal = refusals_of(looked.verdicts) if looked is not None else []
     waves: list[list[str]] = []
     gates: list[Gate] = []
     if not refusal and req.in_waves:
-        waves, gates, refusal = _plan_waves(ctx, results, selected, changes, targets)
+        waves, gates, refusal, planned_waves = _plan_waves(ctx, selected, changes, targets)
+        steps += (planned_waves,) if planned_waves is not None else ()
     prepared = Prepared(
-        changes, selected, waves, gates, targets, networks=locks, network_objs=networks, scope=scope, looked=looked
+        changes,
+        selected,
+        waves,
+        gates,
+        targets,
+        networks=locks,
+        network_objs=networks,
+        scope=scope,
+        looked=not under_lock,
     )
     if refusal:
-        results.refused = refusal
-        return dataclasses.replace(prepared, ending=Ending("refused before writing: " + "; ".join(refusal)))
-    results.operation = ctx.operation
-    ending = _dry_run(ctx, results, changes)
-    if ending is None and (req.dry_run or req.plan_out is not None):
-        _look_at_locks(ctx, results, locks)
+        ending = Ending("refused before writing: " + "; ".join(refusal))
+        return dataclasses.replace(prepared, ending=ending, steps=(*steps, Refused(tuple(refusal))))
+    if under_lock:  # its dry run, too, is sent under the drain locks, after the look there
+        return dataclasses.replace(prepared, steps=steps)
+    checked, ending = _after_the_look(ctx, prepared, looked)
+    return dataclasses.replace(prepared, ending=ending, steps=steps + checked)
+
+
+def _after_the_look(
+    ctx: RunContext, prepared: Prepared, looked: Looked | None
+) -> tuple[tuple[Step, ...], Ending | None]:
+    """The checks after the guards' look: the dry run, then, for a dry run or a plan, who holds
+    the drain locks, and the plan file; the run's end for those."""
+    req, changes = ctx.req, prepared.changes
+    steps, ending = dry_run(ctx, changes)
+    if ending is None and (req.dry_run or req.plan_out is not None) and prepared.networks:
+        steps += (_look_at_locks(ctx, prepared.networks),)
     if ending is None and req.plan_out is not None:
-        ending = _write_plan(ctx, results, req.plan_out, selected, changes, counts)
+        written, ending = _write_plan(ctx, req.plan_out, prepared.selected, changes, looked)
+        steps += (written,)
     elif ending is None and req.dry_run:
         todo = sum(1 for c in changes if not c.already)
         ending = Ending(f"dry run: {todo} change(s) accepted by the API server; nothing written")
-    return dataclasses.replace(prepared, ending=ending)
+    return steps, ending
 
 
-def _applying(ctx: RunContext, results: RunResults, plan: LoadedPlan) -> None:
+def _applying(ctx: RunContext, plan: LoadedPlan) -> Mapping[str, Any]:
     """The plan applied, in the report with the pacing it applies; a plan made before plans
     recorded the pacing applies the defaults, and the run says which (stderr and the report)."""
     missing = plan.not_recorded()
-    results.plan_file = {
+    if missing:
+        ctx.say(
+            f"plan {plan.path} does not record {', '.join(missing)} (made before plans recorded them): "
+            "applying their defaults; make a new plan with --plan-out to fix them"
+        )
+    return {
         "path": str(plan.path),
         "digest": plan.digest,
         "action": "applied",
         "pacing": pacing_doc(ctx.req),
         "notRecorded": missing,
     }
-    if missing:
-        ctx.say(
-            f"plan {plan.path} does not record {', '.join(missing)} (made before plans recorded them): "
-            "applying their defaults; make a new plan with --plan-out to fix them"
-        )
 
 
 def checked_once(req: DrainRequest) -> bool:
@@ -145,12 +170,9 @@ def checked_once(req: DrainRequest) -> bool:
     return req.drain and not req.dry_run and req.plan_out is None and not req.in_waves
 
 
-def _look_at_locks(ctx: RunContext, results: RunResults, networks: list[str]) -> None:
+def _look_at_locks(ctx: RunContext, networks: list[str]) -> LocksSeen:
     """A dry run or a plan takes no lock; it says who holds one a real run would wait for."""
-    if not networks:
-        return
     seen = look_at_locks(ctx.kube, ctx.namespace, networks)
-    results.lock = {"networks": sorted(networks), "seen": seen}
     for lock in seen:
         if lock["holder"]:
             ctx.say(
@@ -158,42 +180,27 @@ def _look_at_locks(ctx: RunContext, results: RunResults, networks: list[str]) ->
                 f"TTL {lock['leaseDurationSeconds']}s): a real run waits for it up to --lock-timeout "
                 f"{ctx.req.lock_timeout:g}s"
             )
+    return LocksSeen({"networks": sorted(networks), "seen": seen})
 
 
-def _select(ctx: RunContext, results: RunResults, candidates: list[dict[str, Any]]) -> tuple[list[Any], Ending | None]:
+def _select(ctx: RunContext, candidates: list[dict[str, Any]]) -> tuple[list[Any], tuple[str, ...], Ending | None]:
+    """The selected providers; or the refusal and the run's end."""
     req = ctx.req
     try:
         selected = select(candidates, req.selector, namespace=ctx.namespace)
     except RefusedError as exc:
         if req.plan is None:
             # A report like any other refusal (``--output json`` prints it), exit 3.
-            results.refused = [str(exc) + (f" ({exc.hint})" if exc.hint else "")]
-            return [], Ending("refused before writing: " + results.refused[0])
-        selected = []  # every planned provider left the selection: named below
-    if req.plan is not None:
-        from xtask.drain.edges.planfile import DEFAULT_MAX_AGE, plan_differences  # plans load when used
-
-        differences = plan_differences(
-            req.plan,
-            selected,
-            cluster=ctx.kube.host,
-            namespace=ctx.namespace,
-            now=time.time(),
-            max_age=req.max_plan_age or DEFAULT_MAX_AGE,
-        )
-        if differences:
-            results.refused = differences
-            return [], Ending(
-                f"refused before writing: the plan {req.plan.path} no longer describes the cluster: "
-                + "; ".join(differences)
-            )
-    return selected, None
+            refused = str(exc) + (f" ({exc.hint})" if exc.hint else "")
+            return [], (refused,), Ending("refused before writing: " + refused)
+        selected = []  # every planned provider left the selection: the plan guard names them
+    return selected, (), None
 
 
-def _plan(ctx: RunContext, results: RunResults, selected: list[Any]) -> list[Change]:
+def _plan(ctx: RunContext, selected: list[Any]) -> tuple[list[Change], Selected]:
     req = ctx.req
-    results.selection = [p["metadata"]["name"] for p in selected]
-    ctx.say(f"selection ({req.selector.describe()}, namespace {ctx.namespace}): {', '.join(results.selection)}")
+    selection = tuple(p["metadata"]["name"] for p in selected)
+    ctx.say(f"selection ({req.selector.describe()}, namespace {ctx.namespace}): {', '.join(selection)}")
     changes = plan_changes(
         selected,
         requested=req.drain,
@@ -204,6 +211,7 @@ def _plan(ctx: RunContext, results: RunResults, selected: list[Any]) -> list[Cha
         hold_ask=ctx.hold_ask,
     )
     holders = {p["metadata"]["name"]: tuple(holder_name(h) for h in holds_of(p)) for p in selected}
+    rows = []
     for c in changes:
         update = tuple(u.to_dict() for u in c.hold_update)
         planned = Planned(
@@ -216,26 +224,25 @@ def _plan(ctx: RunContext, results: RunResults, selected: list[Any]) -> list[Cha
             change_note(c, planned=True),
             update,
         )
-        results.plan.append(planned)
+        rows.append(planned)
         ctx.progress(planned)
-    return changes
+    return changes, Selected(selection=selection, plan=tuple(rows))
 
 
 def _plan_waves(
-    ctx: RunContext, results: RunResults, selected: list[Any], changes: list[Change], targets: Targets | None
-) -> tuple[list[list[str]], list[Gate], list[str]]:
-    """The waves and their gates; the refusals that stop the run before any write."""
+    ctx: RunContext, selected: list[Any], changes: list[Change], targets: Targets | None
+) -> tuple[list[list[str]], list[Gate], list[str], Selected | None]:
+    """The waves and their gates; the refusals that stop the run before any write; the report's waves."""
     req = ctx.req
     if ctx.resumed is not None:
         problems = resume_problems(ctx.resumed, selected, namespace=ctx.namespace, drain=req.drain)
         if problems:
-            return [], [], [f"cannot resume {req.resume}: {p}" for p in problems]
+            return [], [], [f"cannot resume {req.resume}: {p}" for p in problems], None
         waves = ctx.resumed.waves
     else:
         assert req.wave_size is not None
         # The providers to change, in selection order (as a plan's waves: --plan-out).
         waves = split_waves([c.provider for c in changes if not c.already], req.wave_size)
-    results.waves = [WaveResult(k, names) for k, names in enumerate(waves, start=1)]
     consumers = targets.consumers if targets else {}
     setup = GateSetup(
         options=req.gate_options,
@@ -243,33 +250,36 @@ def _plan_waves(
         soak_seconds=req.soak_seconds,
     )
     gates, problems = wave_gates(setup)
-    return waves, gates, problems
+    planned = Selected(waves=tuple(WaveResult(k, tuple(w)) for k, w in enumerate(waves, start=1)))
+    return waves, gates, problems, planned
 
 
-def _dry_run(ctx: RunContext, results: RunResults, changes: list[Change]) -> Ending | None:
+def dry_run(ctx: RunContext, changes: list[Change]) -> tuple[tuple[Step, ...], Ending | None]:
+    """Every patch sent as a server-side dry run: its outcomes, and a refusal if one is rejected
+    (here for a run that looked before the lock; under the drain locks for a real drain in one
+    wave: :mod:`xtask.drain.run`)."""
     dry = fanout.server_dry_run(ctx.kube, ctx.namespace, changes, ctx.patch_for, pool=ctx.pool)
-    results.dry_run_outcomes = dry
     for o in dry:
         ctx.progress(DryRunChecked(o))
     rejected = [o for o in dry if o.outcome == WriteOutcome.DRY_RUN_REJECTED]
+    found = DryRun(tuple(dry), operation=ctx.operation)
     if not rejected:
-        return None
-    results.refused = [f"{o.provider}: {o.error}" for o in rejected]
-    return Ending(f"server-side dry run rejected {len(rejected)} change(s); nothing written")
+        return (found,), None
+    refused = tuple(f"{o.provider}: {o.error}" for o in rejected)
+    return (found, Refused(refused)), Ending(f"server-side dry run rejected {len(rejected)} change(s); nothing written")
 
 
 def _write_plan(
-    ctx: RunContext,
-    results: RunResults,
-    path: Path,
-    selected: list[Any],
-    changes: list[Change],
-    counts: list[GroupCount],
-) -> Ending:
+    ctx: RunContext, path: Path, selected: list[Any], changes: list[Change], looked: Looked | None
+) -> tuple[PlanFile, Ending]:
     from xtask.drain.edges.planfile import PlanInputs, build_plan, write_plan  # plans load when used
 
     req = ctx.req
     todo = [c.provider for c in changes if not c.already]
+    verdicts = looked.verdicts if looked is not None else ()
+    counts: list[GroupCount] = [c for v in verdicts for c in v.extra.get("counts", [])]
+    budget = (looked.section("budget") if looked is not None else None) or {}
+    capacity = (looked.section("capacity") if looked is not None else None) or {}
     doc = build_plan(
         PlanInputs(
             created_at=time.time(),
@@ -281,18 +291,16 @@ def _write_plan(
             selected=selected,
             to_change=todo,
             groups=[c.to_dict() for c in counts],
-            budget=[
-                {k: v for k, v in g.items() if k in _PLAN_BUDGET} for g in (results.budget or {}).get("groups", [])
-            ],
-            capacity=(results.capacity or {}).get("groups") if req.drain else None,
+            budget=[{k: v for k, v in g.items() if k in _PLAN_BUDGET} for g in budget.get("groups", [])],
+            capacity=capacity.get("groups") if req.drain else None,
             waves=split_waves(todo, req.wave_size or Amount(100, percent=True)),
         )
     )
     write_plan(path, doc)
     digest = doc["metadata"]["digest"]
-    results.plan_file = {"path": str(path), "digest": digest, "action": "written", "pacing": doc["spec"]["pacing"]}
+    written = PlanFile({"path": str(path), "digest": digest, "action": "written", "pacing": doc["spec"]["pacing"]})
     ctx.say(f"plan: {path} ({digest})")
-    return Ending(
+    return written, Ending(
         f"plan written to {path}: {len(todo)} change(s) in {len(doc['spec']['waves']['waves'])} wave(s); "
         f"nothing changed (apply it with --plan {path})"
     )

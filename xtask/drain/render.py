@@ -6,6 +6,8 @@ Pure: results in, text and plain dicts out.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from xtask.drain.core.idle import not_idle
 from xtask.drain.core.request import DrainRequest
@@ -79,7 +81,7 @@ def idle_summary(result: IdleResult, req: DrainRequest, timeout: float) -> str:
     return f"interrupted while waiting for idle; the drain is kept (serving on {consumers}); not idle yet: {busy}"
 
 
-def restoration_summary(restorations: list[dict]) -> str:
+def restoration_summary(restorations: Sequence[Mapping[str, Any]]) -> str:
     """``p-a restored, p-b changed-by-another-writer``, or that nothing needed restoring."""
     if not restorations:
         return "nothing to restore"

@@ -1,24 +1,22 @@
 """The drain report: everything a run did, as data, and the exit code it maps to. Pure.
 
-The phases of a run (:mod:`xtask.drain.run`) keep what they found in one :class:`RunResults`
-(the guards' verdicts through one fold, :meth:`RunResults.fold_verdicts`); :func:`build_report`
-turns it, and the run's last line (:class:`Ending`), into the :class:`Report` once, at the end,
-and :func:`exit_code` — the one function that decides it — maps that report to its exit code.
+The phases of a run (:mod:`xtask.drain.run`) return frozen results that the conductor folds
+into one :class:`~xtask.drain.results.RunResults` (:func:`xtask.drain.results.fold`);
+:func:`build_report` turns it, and the run's last line (:class:`Ending`), into the
+:class:`Report` once, at the end, and :func:`exit_code` — the one function that decides it —
+maps that report to its exit code.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
-from xtask.drain.core.progress import Planned
-from xtask.drain.core.states import IdleWaitState, Outcome, WaitState, WaveState, WriteOutcome, restored_ok
+from xtask.drain.core.states import IdleWaitState, WaitState, WaveState, WriteOutcome, restored_ok
+from xtask.drain.results import RunResults
 from xtask.errors import ExitCode
 from xtask.reports import PROVIDER_DRAIN, envelope, exit_status
-
-if TYPE_CHECKING:
-    from xtask.drain.guards.base import Verdict
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,95 +24,6 @@ class Ending:
     """How a run ended: its last line (the exit code is the report's: :func:`exit_code`)."""
 
     summary: str
-
-
-@dataclasses.dataclass
-class WaveResult:
-    """One wave of a drain in waves: its providers, how far it got, and what was measured."""
-
-    number: int
-    providers: list[str]
-    state: WaveState = WaveState.PENDING
-    earlier: bool = False  # finished by the run this one resumes
-    convergence_seconds: float | None = None
-    soak_seconds: float | None = None
-    gates: list[dict] = dataclasses.field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "wave": self.number,
-            "providers": self.providers,
-            "state": self.state,
-            "gates": self.gates,
-        }
-        if self.earlier:
-            out["earlier"] = True
-        if self.convergence_seconds is not None:
-            out["convergenceSeconds"] = round(self.convergence_seconds, 3)
-        if self.soak_seconds is not None:
-            out["soakSeconds"] = round(self.soak_seconds, 3)
-        return out
-
-
-@dataclasses.dataclass
-class RunResults:
-    """What the phases of one run returned, kept in order until the report is built."""
-
-    context: str | None
-    namespace: str
-    request: str  # drain | undrain
-    selector: str
-    dry_run: bool
-    holder: str | None
-    operation: str | None = None  # set once every check before the writes passed
-    selection: list[str] = dataclasses.field(default_factory=list)
-    plan: list[Planned] = dataclasses.field(default_factory=list)
-    refused: list[str] = dataclasses.field(default_factory=list)
-    dry_run_outcomes: list[Outcome] = dataclasses.field(default_factory=list)
-    plan_file: dict[str, Any] | None = None
-    budget: dict[str, Any] | None = None
-    capacity: dict[str, Any] | None = None  # the load-aware capacity guard (xtask.drain.guards.capacity)
-    guards: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # each guard's last verdict
-    forced_notes: dict[str, str] = dataclasses.field(default_factory=dict)  # guard -> what --force set aside
-    waves: list[WaveResult] | None = None
-    lock: dict[str, Any] | None = None  # the drain locks taken (xtask.drain.locked)
-    outcomes: list[Outcome] = dataclasses.field(default_factory=list)
-    restorations: list[dict] = dataclasses.field(default_factory=list)
-    stored: dict[str, Any] | None = None
-    still_held: dict[str, list[str]] = dataclasses.field(default_factory=dict)
-    convergence: dict[str, Any] | None = None
-    idle: dict[str, Any] | None = None
-    sessions: dict[str, Any] | None = None  # --wait-sessions
-    interrupted: str | None = None
-    journal: str | None = None
-    timings: dict[str, float] = dataclasses.field(default_factory=dict)
-
-    def add_time(self, key: str, seconds: float) -> None:
-        """Waves add up: the apply and wait times of every wave."""
-        self.timings[key] = round(self.timings.get(key, 0.0) + seconds, 3)
-
-    def fold_verdicts(self, verdicts: Sequence[Verdict], *, where: str) -> None:
-        """The guards' verdicts of one look, kept: each guard's section in its report field, its
-        timings added up, its verdict in ``guards``, what ``--force`` set aside for the Events."""
-        for v in verdicts:
-            guard_field = _GUARD_FIELDS.get(v.guard)
-            if guard_field is not None and v.section is not None:
-                setattr(self, guard_field, dict(v.section))
-            for key, seconds in v.timings.items():
-                self.add_time(key, seconds)
-            self.guards[v.guard] = v.to_dict(where)
-            if v.forced_note:
-                self.forced_notes[v.guard] = v.forced_note
-
-    @property
-    def capacity_override(self) -> str | None:
-        """What ``--force`` set aside of the capacity guard, for the Events' note."""
-        return self.forced_notes.get("capacity")
-
-
-# The guards whose section is a field of the report of its own (any other guard's verdict is in
-# ``guards`` only).
-_GUARD_FIELDS = {"budget": "budget", "capacity": "capacity"}
 
 
 def build_report(results: RunResults, ending: Ending, *, events: dict[str, Any], total_seconds: float) -> Report:
@@ -132,27 +41,31 @@ def build_report(results: RunResults, ending: Ending, *, events: dict[str, Any],
         refused=list(results.refused),
         dry_run_outcomes=[o.to_dict() for o in results.dry_run_outcomes],
         outcomes=[o.to_dict() for o in results.outcomes],
-        restorations=list(results.restorations),
-        stored=results.stored,
-        convergence=results.convergence,
-        idle=results.idle,
-        sessions=results.sessions,
+        restorations=[dict(r) for r in results.restorations],
+        stored=_plain(results.stored),
+        convergence=_plain(results.convergence),
+        idle=_plain(results.idle),
+        sessions=_plain(results.sessions),
         interrupted=results.interrupted,
         journal=results.journal,
         events=events,
         holder=results.holder,
-        still_held=dict(results.still_held),
+        still_held={k: list(v) for k, v in results.still_held.items()},
         timings={**results.timings, "totalSeconds": round(total_seconds, 3)},
         summary=ending.summary,
-        plan_file=results.plan_file,
-        budget=results.budget,
-        capacity=results.capacity,
+        plan_file=_plain(results.plan_file),
+        budget=_plain(results.budget),
+        capacity=_plain(results.capacity),
         waves=None if results.waves is None else [w.to_dict() for w in results.waves],
-        lock=results.lock,
-        guards=list(results.guards.values()),
+        lock=_plain(results.lock),
+        guards=[dict(g) for g in results.guards.values()],
     )
     report.exit_code = exit_code(report)
     return report
+
+
+def _plain(section: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if section is None else dict(section)
 
 
 @dataclasses.dataclass

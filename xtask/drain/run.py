@@ -10,9 +10,11 @@
    while its gates are read (a breach stops the run before the next wave);
 3. the end: read back the stored state (no targets), or wait for idle (``--wait-idle``).
 
-Each phase returns a result or an :class:`~xtask.drain.report.Ending` (the run's last line);
-what they found is kept in one :class:`~xtask.drain.report.RunResults`, the report is built
-from it once, and its exit code is :func:`xtask.drain.report.exit_code`'s reading of it. The
+Each phase returns frozen results (:mod:`xtask.drain.results`) and, when it ends the run, an
+:class:`~xtask.drain.report.Ending` (the run's last line); the conductor folds each result into
+one :class:`~xtask.drain.results.RunResults` in one place (:meth:`_DrainRun.keep`, through
+:func:`xtask.drain.results.fold`), the report is built from it once, and its exit code is
+:func:`xtask.drain.report.exit_code`'s reading of it. The
 journal's transitions go through one :class:`~xtask.drain.record.RunRecord`. This module
 conducts; it decides nothing the modules it calls decide, and it prints nothing: it emits
 :mod:`progress events <xtask.drain.core.progress>`. Only usage and connection problems raise.
@@ -43,11 +45,24 @@ from xtask.drain.edges.waiter import ConvergenceWaiter, WaitResult
 from xtask.drain.finish import end_after_wait, note_still_held, read_back, wait_idle, wait_sessions
 from xtask.drain.gates.base import GateReading
 from xtask.drain.locked import LockedWrites
-from xtask.drain.prepare import Prepared, prepare
+from xtask.drain.prepare import Prepared, dry_run, prepare
 from xtask.drain.record import RunRecord
 from xtask.drain.render import convergence_dict, restoration_summary, wait_summary
-from xtask.drain.report import Ending, Report, RunResults, WaveResult, build_report
+from xtask.drain.report import Ending, Report, build_report
 from xtask.drain.restore import Restored, restore_written
+from xtask.drain.results import (
+    Interrupted,
+    Journaled,
+    Refused,
+    RestoredAll,
+    RunResults,
+    Step,
+    Waited,
+    WaveResult,
+    WaveStep,
+    Written,
+    fold,
+)
 from xtask.drain.signals import SignalLatch
 from xtask.drain.waveplan import WavePlan
 from xtask.errors import ExitCode
@@ -100,12 +115,18 @@ class _DrainRun:
             selector=ctx.req.selector.describe(),
             dry_run=ctx.req.dry_run,
             holder=ctx.holder,
-        )
+        )  # changed only by keep
         self.plan = WavePlan((), ())  # the waves run (one without --wave-size): set by begin
         self.last_wait: WaitResult | None = None
         self.targets: Targets | None = None
         self.locked: LockedWrites | None = None
         self.journal_todo: list[Change] | None = None  # a journal to create under the locks
+
+    def keep(self, *steps: Step | None) -> None:
+        """Fold what a phase returned into the run's results: the one place they change."""
+        for step in steps:
+            if step is not None:
+                self.results = fold(self.results, step)
 
     def on_second_signal(self, signum: int) -> None:
         changed = self.record.changed_names()
@@ -121,26 +142,28 @@ class _DrainRun:
 
     # -- the pipeline ------------------------------------------------------------------------------
     def execute(self, latch: SignalLatch) -> Ending:
-        prepared = prepare(self.ctx, self.results)
+        prepared = prepare(self.ctx)
+        self.keep(*prepared.steps)
         if prepared.ending is not None:
             return prepared.ending
         self.ctx.events.know(prepared.selected)  # their uids: no Event needs a GET
         if latch.interrupted.is_set():
-            self.results.interrupted = latch.name
+            self.keep(Interrupted(latch.name))
             return Ending(f"interrupted by {latch.name} before any write")
         first = self.begin(prepared)
         self.locked = LockedWrites(
-            self.ctx, self.results, prepared.networks, latch, scope=prepared.scope, network_objs=prepared.network_objs
+            self.ctx, prepared.networks, latch, scope=prepared.scope, network_objs=prepared.network_objs
         )
+        self.keep(self.locked.seen())
         try:
             return self.waves_and_end(first, latch)
         finally:
-            self.locked.leave()  # every exit path (an exception, a signal) gives the locks back
+            self.leave()  # every exit path (an exception, a signal) gives the locks back
 
     def waves_and_end(self, first: int, latch: SignalLatch) -> Ending:
         for wave, changes in zip(self.plan.waves, self.plan.changes, strict=True):
             if wave.number < first:
-                wave.state, wave.earlier = WaveState.PASSED, True
+                self.keep(WaveStep(wave.number, state=WaveState.PASSED, earlier=True))
                 continue
             if wave.number > first and latch.interrupted.is_set():  # between two waves: the finished ones stay
                 return self.stopped_between_waves(wave.number, latch)
@@ -191,7 +214,7 @@ class _DrainRun:
         else:
             ctx.say("every selected provider is already in the requested state; nothing to write")
             first = 1
-        self.results.journal = str(self.record.path) if self.record.path else None
+        self.keep(Journaled(str(self.record.path) if self.record.path else None))
         return first
 
     def one_wave(self, wave: WaveResult, changes: list[Change], latch: SignalLatch) -> Ending | None:
@@ -207,7 +230,7 @@ class _DrainRun:
             if waiter is not None and self.targets is not None:
                 waiter.know_network(self.targets.network)
             if not self.req.drain:
-                note_still_held(self.ctx, self.results, wave.providers)
+                self.keep(note_still_held(self.ctx, list(wave.providers)))
             self.mark(wave, WaveState.WRITTEN)
             if waiter is not None:
                 ending = self.wait(wave, waiter, latch)
@@ -246,7 +269,7 @@ class _DrainRun:
 
     def mark(self, wave: WaveResult, state: WaveState, **details: Any) -> None:
         """Wave ``wave`` reached ``state`` (shown for a drain in waves: :meth:`WavePlan.mark`)."""
-        self.plan.mark(wave, state, self.record, self.ctx.progress, **details)
+        self.keep(self.plan.mark(wave, state, self.record, self.ctx.progress, **details))
 
     # -- write: journal, fan-out, restoration on failure or interrupt -------------------------------
     def locked_write(
@@ -255,22 +278,37 @@ class _DrainRun:
         """Write one wave under the drain locks, checked again under them (:mod:`xtask.drain.locked`);
         ``waiter`` starts between that look and the writes."""
         assert self.locked is not None
-        ending = self.locked.enter(changes, self.record, where=self.plan.where(wave))
+        earlier = {"capacity": self.results.capacity} if self.results.capacity else {}
+        written = bool(self.results.outcomes)  # a later wave: this run's writes are in its look
+        entered = self.locked.enter(changes, self.record, where=self.plan.where(wave), earlier=earlier, written=written)
+        self.keep(*entered.steps, self.locked.seen())
+        ending = entered.ending
         if ending is not None:
             if wave.number > 1:
                 ending = dataclasses.replace(ending, summary=ending.summary + "; the waves written so far are kept")
             return ending
         if self.targets is None and self.locked.snapshot is not None:
             self.targets = self.locked.snapshot.targets  # read under the locks (a drain checked once)
-        if waiter is not None:
-            self.start_waiter(waiter)
-        if self.journal_todo is not None:
-            self.open_journal(self.journal_todo)
-            self.journal_todo = None
         try:
+            if self.journal_todo is not None:  # a real drain in one wave: its dry run under the locks too
+                checked, ending = dry_run(self.ctx, changes)
+                self.keep(*checked)
+                if ending is not None:
+                    return ending
+            if waiter is not None:
+                self.start_waiter(waiter)
+            if self.journal_todo is not None:
+                self.open_journal(self.journal_todo)
+                self.journal_todo = None
             return self.write(changes, latch)
         finally:
+            self.leave()
+
+    def leave(self) -> None:
+        """Give the drain locks back; what they did is in the report's ``lock``."""
+        if self.locked is not None:
             self.locked.leave()
+            self.keep(self.locked.seen())
 
     def write(self, changes: list[Change], latch: SignalLatch) -> Ending | None:
         req, ctx = self.req, self.ctx
@@ -288,8 +326,7 @@ class _DrainRun:
             # (everything this run changed is then restored), never planned again.
             replan=req.plan is None,
         ).write(changes, stop=latch.interrupted)
-        self.results.outcomes += outcomes  # in waves: every wave's
-        self.results.add_time("applySeconds", time.monotonic() - started)
+        applied = {"applySeconds": time.monotonic() - started}
         facts = self._hold_details(outcome_facts(outcomes, drain=req.drain), changes)
         written_at = time.time()
         failed = [o for o in outcomes if o.outcome == WriteOutcome.FAILED]
@@ -297,12 +334,11 @@ class _DrainRun:
         interrupted = latch.interrupted.is_set() and (
             self.record.journal is not None or any(o.outcome == WriteOutcome.NOT_ATTEMPTED for o in outcomes)
         )
+        self.keep(Written(tuple(outcomes), applied, interrupted=latch.name if interrupted else None))
         override = self.results.capacity_override
         if not (failed or interrupted):
             ctx.events.record(facts, capacity_override=override)
             return None
-        if interrupted:
-            self.results.interrupted = latch.name
         why = f"interrupted by {latch.name}" if interrupted else f"{len(failed)} write(s) failed"
         restored = self.restore(why)
         # After the restoration, so Events never compete with writes for the pool's connections.
@@ -311,7 +347,7 @@ class _DrainRun:
         if not interrupted and restored.ok and all(o.denied for o in failed):
             # The API server refused the writes on their merits (its RBAC or an admission policy
             # changed after the dry run) and the rest was put back: a refusal, as at the dry run.
-            self.results.refused = [f"{o.provider}: {o.error}" for o in failed]
+            self.keep(Refused(tuple(f"{o.provider}: {o.error}" for o in failed)))
             why = f"the API server refused {len(failed)} write(s)"
         return Ending(f"{why}; restoration: " + restoration_summary(self.results.restorations))
 
@@ -345,7 +381,7 @@ class _DrainRun:
             record=self.record,
             progress=self.ctx.progress,
         )
-        self.results.restorations = restored.to_dicts()
+        self.keep(RestoredAll(tuple(restored.to_dicts())))
         return restored
 
     # -- wait: until every named consumer serves the wave ------------------------------------------
@@ -355,11 +391,11 @@ class _DrainRun:
         self.plan.waiting(req, self.ctx.progress)
         result = waiter.wait(timeout=req.timeout, stop=latch.interrupted, written=self.results.outcomes)
         self.last_wait = result
-        wave.convergence_seconds = result.seconds
-        self.results.add_time("waitSeconds", result.seconds)
-        self.results.convergence = convergence_dict(result)
-        if result.state is WaitState.INTERRUPTED:
-            self.results.interrupted = latch.name
+        interrupted = latch.name if result.state is WaitState.INTERRUPTED else None
+        self.keep(
+            WaveStep(wave.number, convergence_seconds=result.seconds),
+            Waited(convergence_dict(result), {"waitSeconds": result.seconds}, interrupted=interrupted),
+        )
         if result.state not in (WaitState.CONVERGED, WaitState.NOT_ELIGIBLE):
             summary = f"{self.plan.label(wave)}{wait_summary(result, req)}{self._resumable()}"
             return end_after_wait(self.record, summary, run_state=RunState.after_wait(result.state))
@@ -373,14 +409,15 @@ class _DrainRun:
             return None
         readings = self.soak(wave, latch)
         if readings is None:
-            self.results.interrupted = latch.name
+            self.keep(Interrupted(latch.name))
             self.record.enter(RunState.APPLIED_INTERRUPTED)
             return Ending(
                 f"interrupted by {latch.name} during the soak of wave {wave.number} of {self.plan.total}; "
                 f"the waves written so far are kept{self._resumable()}"
             )
-        wave.gates = [r.to_json() for r in readings]
-        self.mark(wave, WaveState.SOAKED, gates=wave.gates)
+        gates = [r.to_json() for r in readings]
+        self.keep(WaveStep(wave.number, gates=tuple(gates)))
+        self.mark(wave, WaveState.SOAKED, gates=gates)
         if all(r.held for r in readings):
             self.mark(wave, WaveState.PASSED)
             return None
@@ -402,7 +439,7 @@ class _DrainRun:
                 return None
             self.ctx.progress(Soaking(wave.number, round(min(time.monotonic() - start, seconds), 1), seconds))
         window = time.monotonic() - start
-        wave.soak_seconds = window
+        self.keep(WaveStep(wave.number, soak_seconds=window))
         readings = [gate.read(window) for gate in gates]
         for r in readings:
             self.ctx.progress(GateRead(wave.number, r.to_json()))
@@ -423,7 +460,7 @@ class _DrainRun:
         return Ending(f"wave {number} of {total} breached: {what}; {after}; {kept}")
 
     def stopped_between_waves(self, number: int, latch: SignalLatch) -> Ending:
-        self.results.interrupted = latch.name
+        self.keep(Interrupted(latch.name))
         self.record.enter(RunState.APPLIED_INTERRUPTED)
         return Ending(
             f"interrupted by {latch.name} before wave {number} of {self.plan.total}; "
@@ -439,12 +476,20 @@ class _DrainRun:
         or go on to ``--wait-sessions`` and ``--wait-idle``."""
         req, result = self.req, self.last_wait
         if result is None:  # nothing waited for (no targets): the stored state, read back
-            return read_back(self.ctx, self.results, self.record)
+            ending, found = read_back(self.ctx, self.results, self.record)
+            self.keep(found)
+            return ending
         if result.state is not WaitState.CONVERGED:  # served, but a hard failure keeps it out
             return end_after_wait(self.record, wait_summary(result, req), run_state=RunState.after_wait(result.state))
-        if req.wait_sessions is not None and (ending := wait_sessions(self.ctx, self.results, self.record, latch)):
-            return ending
+        selection = list(self.results.selection)
+        if req.wait_sessions is not None:
+            quiet, found = wait_sessions(self.ctx, selection, self.record, latch)
+            self.keep(found)
+            if quiet is not None:
+                return quiet
         if req.wait_idle:
-            return wait_idle(self.ctx, self.results, self.record, self.targets, latch)
+            ending, found = wait_idle(self.ctx, selection, self.record, self.targets, latch)
+            self.keep(found)
+            return ending
         self.record.enter(RunState.COMPLETE)
         return Ending(self.plan.done(req, converged_line=wait_summary(result, req)))

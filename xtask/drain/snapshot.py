@@ -24,9 +24,10 @@ from agn.overlays import ShardCache
 from xtask.drain.core.changes import Change
 from xtask.drain.core.guard import Targets
 from xtask.drain.core.request import DrainRequest
-from xtask.drain.core.selection import Selector
+from xtask.drain.core.selection import Selector, select
 from xtask.drain.edges.members import read_members_listed
 from xtask.drain.edges.targets import Listed, OverlayReader, read_targets
+from xtask.errors import RefusedError
 
 if TYPE_CHECKING:
     from xtask.drain.context import RunContext
@@ -79,6 +80,17 @@ class Snapshot:
         if version:  # one LIST (not one per group)
             self._listed[PROVIDERS] = (items, version)
         return items
+
+    @functools.cached_property
+    def selection(self) -> list[Obj]:
+        """The providers the request selects, as this look read them: the caller's own read on a
+        first look, else chosen from :attr:`members` (empty when none is left). Reads nothing more."""
+        if self._selection is not None:
+            return self._selection
+        try:
+            return [dict(p) for p in select(self.members, self.req.selector, namespace=self.namespace)]
+        except RefusedError:
+            return []
 
     @functools.cached_property
     def networks(self) -> list[Obj]:

@@ -12,6 +12,7 @@ reports it (the report's ``waves``), announces it and names it in its last line 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from xtask.drain.core.request import DrainRequest
 from xtask.drain.core.states import RunState, WaveState
 from xtask.drain.gates.base import Gate
 from xtask.drain.record import RunRecord
-from xtask.drain.report import WaveResult
+from xtask.drain.results import WaveResult, WaveStep
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,14 +37,14 @@ class WavePlan:
 
     @classmethod
     def of(
-        cls, changes: list[Change], *, waves: list[WaveResult] | None, gates: list[Gate], req: DrainRequest
+        cls, changes: list[Change], *, waves: tuple[WaveResult, ...] | None, gates: list[Gate], req: DrainRequest
     ) -> WavePlan:
         """A drain in waves' planned waves; else (no ``--wave-size``, or nothing to change) one
         wave of every change, without gates."""
         if req.in_waves and waves:
             by_name = {c.provider: c for c in changes}
             return cls(tuple(waves), tuple(tuple(by_name[n] for n in w.providers) for w in waves), tuple(gates), True)
-        return cls((WaveResult(1, [c.provider for c in changes]),), (tuple(changes),))
+        return cls((WaveResult(1, tuple(c.provider for c in changes)),), (tuple(changes),))
 
     @property
     def total(self) -> int:
@@ -63,11 +64,11 @@ class WavePlan:
             return ""
         return f"; undo with: python -m xtask env drain-restore {path}; or continue with the same flags and --resume {path}"
 
-    def journal_fields(self, selection: list[str]) -> dict[str, Any]:
+    def journal_fields(self, selection: Sequence[str]) -> dict[str, Any]:
         """The journal header's waves and selection (a drain in waves; None for one wave)."""
         if not self.shown:
             return {"waves": None, "selection": None}
-        return {"waves": [w.providers for w in self.waves], "selection": selection}
+        return {"waves": [list(w.providers) for w in self.waves], "selection": list(selection)}
 
     def begin(self, wave: WaveResult, record: RunRecord, progress: Progress) -> None:
         """A wave begins: say which, and journal that the run applies again."""
@@ -75,12 +76,16 @@ class WavePlan:
             progress(Said(f"wave {wave.number} of {self.total}: {', '.join(wave.providers)}"))
             record.enter(RunState.APPLYING)
 
-    def mark(self, wave: WaveResult, state: WaveState, record: RunRecord, progress: Progress, **details: Any) -> None:
-        """Wave ``wave`` reached ``state`` (its report entry, journal and progress)."""
-        if self.shown:
-            wave.state = state
-            record.wave(wave.number, state, **details)
-            progress(WaveChanged(wave.number, self.total, state))
+    def mark(
+        self, wave: WaveResult, state: WaveState, record: RunRecord, progress: Progress, **details: Any
+    ) -> WaveStep | None:
+        """Wave ``wave`` reached ``state``: journaled and said; its report entry's step (None:
+        the waves do not show)."""
+        if not self.shown:
+            return None
+        record.wave(wave.number, state, **details)
+        progress(WaveChanged(wave.number, self.total, state))
+        return WaveStep(wave.number, state=state)
 
     def waiting(self, req: DrainRequest, progress: Progress) -> None:
         """The wait for convergence begins (a drain in waves says it per wave as it changes)."""

@@ -38,6 +38,8 @@ class Look:
     earlier: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # A plan file is being written (--plan-out): the last-provider guard counts for it.
     counting: bool = False
+    # This run has written before this look (a later wave): its own writes are in the snapshot.
+    written: bool = False
 
     @property
     def to_change(self) -> list[str]:
