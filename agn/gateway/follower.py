@@ -315,6 +315,7 @@ class OverlayFollower:
             fetched=sorted(e.name for e in fetched.entries),
             reused=len(index.shards) - len(fetched.entries),
             attempts=pending.attempts + 1,
+            seconds=round(time.monotonic() - pending.since, 4),  # since the index was seen
         )
         self._serve(overlay)
 
