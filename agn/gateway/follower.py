@@ -265,6 +265,7 @@ class OverlayFollower:
             index=index,
             entries=fetch,
             stop=self._stop,
+            held=held,
         )
         if fetched is None:
             return True  # stopping
