@@ -211,6 +211,8 @@ class NetworkShards:
                 self.refresh([name_of(obj)])
                 continue
             self.shards.remove(name_of(obj))
+            with self.lock:
+                self._recent.pop(name_of(obj), None)  # no index names it: no diff reads it again
         return [name_of(o) for o in doomed]
 
     def refresh(self, names: Iterable[str]) -> None:
