@@ -265,6 +265,7 @@ class OverlayFollower:
             index=index,
             entries=fetch,
             stop=self._stop,
+            held=held,
         )
         if fetched is None:
             return True  # stopping
@@ -315,6 +316,7 @@ class OverlayFollower:
             fetched=sorted(e.name for e in fetched.entries),
             reused=len(index.shards) - len(fetched.entries),
             attempts=pending.attempts + 1,
+            seconds=round(time.monotonic() - pending.since, 4),  # since the index was seen
         )
         self._serve(overlay)
 

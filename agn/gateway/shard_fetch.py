@@ -56,11 +56,15 @@ def fetch_shards(
     index: ShardedIndex,
     entries: list[ShardEntry],
     stop: threading.Event,
+    held: Mapping[str, HeldShard] | None = None,
 ) -> Fetched | None:
     """GET each of ``entries`` (of ``index``) by name, and validate and parse each one found at
     the digest the index gives it (shards the index can own only: its consumer's, or in the
-    network form its network's). None when ``stop`` is set meanwhile."""
+    network form its network's). None when ``stop`` is set meanwhile. ``held``: the shards in
+    hand, whose candidates a new content of the same shard reuses where they are unchanged
+    (:func:`~agn.gateway.validation.parse_shard`'s ``known``)."""
     shard_count = index.shard_count
+    held = held or {}
     fetched = Fetched(entries)
     for entry in entries:
         if stop.is_set():
@@ -77,12 +81,21 @@ def fetch_shards(
             fetched.mismatched.add(entry.name)  # not yet (or no longer) what the index names
             continue
         try:
-            cands = parse_shard(spec, entry=entry, shard_count=shard_count)
+            cands = parse_shard(
+                spec, entry=entry, shard_count=shard_count, known=_known(held.get(entry.name), shard_count)
+            )
         except InvalidOverlay as exc:
             fetched.invalid[entry.name] = exc
             continue
         fetched.parsed[entry.name] = HeldShard(entry.digest, shard_count, cands)
     return fetched
+
+
+def _known(shard: HeldShard | None, shard_count: int) -> dict[str, Candidate] | None:
+    """A held shard's candidates by id, if parsed for ``shard_count`` (placement depends on it)."""
+    if shard is None or shard.shard_count != shard_count:
+        return None
+    return {c.id: c for c in shard.candidates}
 
 
 def _at_index_digest(spec: Any, entry: ShardEntry, index: ShardedIndex) -> bool:

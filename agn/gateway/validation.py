@@ -255,7 +255,9 @@ def validate_index(spec: Any, *, consumer: str) -> ShardedIndex:
     )
 
 
-def parse_shard(spec: Any, *, entry: ShardEntry, shard_count: int) -> tuple[Candidate, ...]:
+def parse_shard(
+    spec: Any, *, entry: ShardEntry, shard_count: int, known: Mapping[str, Candidate] | None = None
+) -> tuple[Candidate, ...]:
     """The candidates of one shard if it is fit to serve; raises :class:`InvalidOverlay` naming
     the shard otherwise.
 
@@ -264,32 +266,34 @@ def parse_shard(spec: Any, *, entry: ShardEntry, shard_count: int) -> tuple[Cand
     this shard (``shard_of(id, shard_count) == entry.number``), and the shard's digest equal to
     ``overlay_digest`` of its candidates. ``shard_count`` is the index's (placement depends on
     it, so a parse is reusable only for the same count). The caller has already matched the
-    shard's digest field to ``entry.digest``; this checks that field against the content."""
+    shard's digest field to ``entry.digest``; this checks that field against the content.
+
+    ``known``: candidates by id parsed from an earlier content of this shard (same name, same
+    count). A candidate written exactly as one of them (its ``to_dict``) is that candidate, and
+    its per-candidate rules are not checked again: a drain that changes one candidate of a
+    shard of hundreds parses one. The shard-wide rules and the digest are checked in full."""
     where = f"shard {entry.name}"
     if not isinstance(spec, Mapping):
         raise InvalidOverlay([f"{where}: spec is missing or not an object"])
     raw = spec.get("candidates")
     if not isinstance(raw, list):
         raise InvalidOverlay([f"{where}: candidates must be a list"])
+    known = known or {}
     problems: list[str] = []
+    parsed: list[Candidate] = []
     for index, cand in enumerate(raw):
-        problems += _candidate_problems(index, cand)
+        cid = cand.get("id") if isinstance(cand, Mapping) else None
+        same = known.get(cid) if isinstance(cid, str) else None
+        if same is not None and same.to_dict() == cand:
+            parsed.append(same)
+            continue
+        found = _candidate_problems(index, cand)
+        problems += found
+        if not found:
+            parsed.append(_candidate(cand))
     if problems:
         raise InvalidOverlay([f"{where}: {p}" for p in problems])
-    cands = tuple(
-        Candidate(
-            c["id"],
-            c["provider"],
-            c["endpoint"],
-            c.get("selectionGroup", ""),
-            c.get("rank", 0),
-            c["admission_state"],
-            SlowStart.from_dict(c.get("slowStart")),
-            parse_deadline(c.get("sessionDeadline")),
-            SecretRef.from_dict(c.get("authorization")),
-        )
-        for c in raw
-    )
+    cands = tuple(parsed)
     for key in ("id", "provider"):
         problems += [f"{where}: duplicate candidate {key} {value!r}" for value in _duplicates(cands, key)]
     for c in cands:
@@ -303,6 +307,21 @@ def parse_shard(spec: Any, *, entry: ShardEntry, shard_count: int) -> tuple[Cand
     if problems:
         raise InvalidOverlay(problems)
     return cands
+
+
+def _candidate(c: Mapping[str, Any]) -> Candidate:
+    """A candidate from its spec form, once :func:`_candidate_problems` found none."""
+    return Candidate(
+        c["id"],
+        c["provider"],
+        c["endpoint"],
+        c.get("selectionGroup", ""),
+        c.get("rank", 0),
+        c["admission_state"],
+        SlowStart.from_dict(c.get("slowStart")),
+        parse_deadline(c.get("sessionDeadline")),
+        SecretRef.from_dict(c.get("authorization")),
+    )
 
 
 def _duplicates(cands: Sequence[Candidate], key: str) -> list[str]:

@@ -37,7 +37,7 @@ from agn.model import ConsumerView, Overlay, ProviderView
 from agn.netshards import NetworkSplit, index_over
 from agn.objects import Obj, consumer_view, network_view, provider_view
 from agn.operator.caches import Caches
-from agn.operator.diffing import PublicationDiff, note_for, publication_diff, published_fields, stored_fields
+from agn.operator.diffing import PublicationDiff, note_for, publication_change, published_fields, stored_fields
 from agn.operator.elector import LeaderElector
 from agn.operator.events import EventSink
 from agn.operator.hold_expiry import HoldExpiry
@@ -113,6 +113,7 @@ class Operator:
         self._watch_metrics()
         self.memory = TermMemory()
         self._views = JudgedViews()
+        self._reconcile_started = threading.local()  # when the running reconcile began, per worker
         self._verdict_lock = threading.Lock()  # the verdicts and the hard-failure memory are shared
         workers = settings.reconcile_workers
         self._pool = (
@@ -344,7 +345,7 @@ class Operator:
             self._reconcile_safely(name, providers.get(self._network_name(name)))
 
     def _reconcile_safely(self, name: str, providers: tuple[ProviderView, ...]) -> None:
-        started = time.perf_counter()
+        started = self._reconcile_started.at = time.perf_counter()
         try:
             self.reconcile(name, providers=providers)
         except NotLeader:
@@ -405,9 +406,10 @@ class Operator:
             overlay = planned.overlay
             revision = (overlay.network, overlay.revision, overlay.digest)
             admission_changed = previous is None or (previous.network, previous.revision, previous.digest) != revision
-            # The diff may read the network shards the stored index names: before they are rewritten.
+            # The diff reads the network shards the stored index names: before they are rewritten.
             seen = {**stored, **self.network_shards.stored(split.network)}
-            change = publication_diff(planned, current, seen, remembered) if admission_changed else None
+            diffed = (planned, sharded.index, split, (current, seen), self.network_shards.spec_at, remembered)
+            change = publication_change(*diffed) if admission_changed else None
             # One tally: the publication's bytes are the network shards it wrote and the index.
             with self.writes.tally():
                 if net_writes and not self.network_shards.write(split, net_writes, network_obj):
@@ -484,6 +486,9 @@ class Operator:
             stored_ok = self.storage.write(sharded, work, consumer=consumer, current=current, stored=stored)
         if tally.bytes:
             self.metrics.publication_bytes.observe(tally.bytes)
+        # Seconds since this reconcile began (0 outside a worker's reconcile): the log tells the
+        # queue's wait from the reconcile's own time (scripts/bench/drainstages.py).
+        seconds = round(time.perf_counter() - getattr(self._reconcile_started, "at", time.perf_counter()), 4)
         if not stored_ok:
             self.queue.add(name)
             return
@@ -492,7 +497,8 @@ class Operator:
             self.log.info("overlay stored again", **stored_fields(overlay, work), bytes_written=tally.bytes)
             return
         states = sharded.index["admission"]
-        self.log.info("overlay published", **published_fields(overlay, work, change, states), bytes_written=tally.bytes)
+        fields = published_fields(overlay, work, change, states)
+        self.log.info("overlay published", **fields, bytes_written=tally.bytes, reconcile_seconds=seconds)
         note = note_for(
             change.diff,
             network=overlay.network,

@@ -7,7 +7,9 @@ that one :class:`PublicationDiff`: the "overlay published" log line's ``changes`
 **Sized by the change.** Only the shards whose digest differs between the stored index and the
 new one are compared: shards at equal digests hold equal candidates. When that is not possible
 (an inline or differently sharded stored index, or a changed shard not in hand at the stored
-index's digest) the whole previous overlay is compared instead (:func:`previous_overlay`).
+index's digest) the whole previous overlay is compared instead (:func:`previous_overlay`). In
+the network form (:mod:`agn.netshards`) the shards compared are the network's
+(:func:`network_diff`), read at the digests the stored index names them.
 
 Pure: cached objects and plans in, diffs and text out. It must not write, log or send Events,
 and it never decides what an overlay holds (that is :mod:`agn.operator.reconcile`).
@@ -16,13 +18,14 @@ and it never decides what an overlay holds (that is :mod:`agn.operator.reconcile
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from agn.model import ADMITTED, EXISTING_ONLY, Candidate, Overlay
+from agn.netshards import NetworkSplit
 from agn.objects import Obj
 from agn.operator.reconcile import Planned
-from agn.shards import Incomplete, assemble, is_sharded
+from agn.shards import Incomplete, assemble, is_network_form, is_sharded, network_shard_name, shard_of
 
 # Per section of an overlay change, at most this many providers are named in the log line; the
 # counts are always exact. A fleet's first publication adds thousands of candidates, and one log
@@ -100,6 +103,61 @@ def publication_diff(
     previous = previous_overlay(current, stored, remembered)
     diff = diff_candidates(previous.candidates if previous else (), planned.overlay.candidates)
     return PublicationDiff(previous.revision if previous else None, diff, None)
+
+
+def network_diff(
+    index: Mapping[str, Any],
+    split: NetworkSplit,
+    current: Obj | None,
+    spec_at: Callable[[str, str], Mapping[str, Any] | None],
+) -> PublicationDiff | None:
+    """What publishing the network-form ``index`` over ``split`` changes against the stored
+    index ``current``, from the network shards that differ between the two alone (those at
+    another digest, and those holding an id excluded on one side only); None when that cannot
+    be told this way (the stored index is not this network's form with the same shard count, or
+    a compared shard's content at the stored digest is not in hand): the caller then compares
+    whole overlays (:func:`publication_diff`).
+
+    ``spec_at(name, digest)``: a network shard's spec at that digest, if known. The result is
+    what comparing the whole overlays gives, at a cost sized by the change: a drain of one
+    provider among 5,000 reads one shard, not every candidate of every consumer."""
+    spec = (current or {}).get("spec") or {}
+    count = split.count
+    if not is_network_form(spec) or spec.get("network") != split.network or spec.get("shardCount") != count:
+        return None
+    was_excluded, excluded = set(spec.get("excluded") or ()), set(index.get("excluded") or ())
+    old = {str(e.get("name", "")): e.get("digest") for e in spec.get("shards") or ()}
+    new = {str(e["name"]): e["digest"] for e in split.entries}
+    compared = {n for n in old.keys() | new.keys() if old.get(n) != new.get(n)}
+    compared |= {network_shard_name(split.network, shard_of(i, count)) for i in was_excluded ^ excluded}
+    before: dict[str, Any] = {}
+    for name in sorted(compared & old.keys()):
+        shard = spec_at(name, str(old[name]))
+        if shard is None:
+            return None
+        before.update((i, c) for c in shard.get("candidates") or () if (i := str(c.get("id", ""))) not in was_excluded)
+    after = {
+        i: c for n in compared & new.keys() for c in split.shards[n]["candidates"] if (i := c["id"]) not in excluded
+    }
+    gone = [Candidate.from_dict(d) for i, d in before.items() if i not in after or d != after[i]]
+    came = [Candidate.from_dict(d) for i, d in after.items() if i not in before or before[i] != d]
+    return PublicationDiff(Overlay.from_spec(spec).revision, diff_candidates(gone, came), len(compared))
+
+
+def publication_change(
+    planned: Planned,
+    index: Mapping[str, Any],
+    split: NetworkSplit,
+    held: tuple[Obj | None, Mapping[str, Obj]],
+    spec_at: Callable[[str, str], Mapping[str, Any] | None],
+    remembered: Overlay | None,
+) -> PublicationDiff:
+    """What publishing ``planned`` as the network-form ``index`` over ``split`` changes: from the
+    network shards that differ (:func:`network_diff`), else as :func:`publication_diff` tells it.
+    ``held``: the stored index and the cached shards (the consumer's and the network's)."""
+    current, stored = held
+    change = network_diff(index, split, current, spec_at)
+    return change if change is not None else publication_diff(planned, current, stored, remembered)
 
 
 def _stored_candidates(

@@ -43,6 +43,11 @@ from agn.operator.verdicts import NetworkVerdict
 from agn.operator.writes import LeaderWrites, NotLeader
 from agn.shards import MAX_SHARD_COUNT
 
+# How many contents of each network shard are remembered, by digest: the stored indexes of a
+# network's consumers name its shards at the digests of the last publication or two (the first
+# consumer's reconcile rewrites a shared shard before the others' indexes follow), and the next
+# publication's diff reads them there (agn.operator.diffing.network_diff).
+RECENT_CONTENTS = 3
 # The key a network's plan is kept under (a ':' is in no Kubernetes name, so no consumer's).
 _PLAN_KEY = "{network}:network"
 _COMPARED = ("formatVersion", "network", "shard", "shardCount", "digest")
@@ -90,6 +95,28 @@ class NetworkShards:
         self.shards = shards
         self.identity = identity
         self.lock = threading.Lock()  # consumers of one network may reconcile in parallel
+        self._recent: dict[str, dict[str, Mapping[str, Any]]] = {}  # shard name -> digest -> spec
+
+    def _remember(self, name: str, spec: Mapping[str, Any]) -> None:
+        """Keep ``spec`` as shard ``name``'s content at its digest (the last few). Under the lock."""
+        digest = spec.get("digest")
+        if not isinstance(digest, str):
+            return
+        kept = self._recent.setdefault(name, {})
+        kept.pop(digest, None)
+        kept[digest] = spec
+        while len(kept) > RECENT_CONTENTS:
+            del kept[next(iter(kept))]
+
+    def spec_at(self, name: str, digest: str) -> Mapping[str, Any] | None:
+        """Network shard ``name``'s spec at ``digest``: as this operator planned or found it
+        lately, or as the cache has it now; None if neither is at that digest."""
+        with self.lock:
+            spec = self._recent.get(name, {}).get(digest)
+        if spec is None:
+            cached = (self.shards.peek(name) or {}).get("spec") or {}
+            spec = cached if cached.get("digest") == digest else None
+        return spec
 
     def prepare(
         self, plans: dict[str, tuple[Planned, NetworkSplit]], network: Obj, judged: NetworkVerdict, count: int
@@ -97,7 +124,14 @@ class NetworkShards:
         """The network's split (its plan and split kept in ``plans``, by network) and the shards to write."""
         name = network["metadata"]["name"]
         with self.lock:
-            plans[name] = known = network_split(plans.get(name), name, judged, count)
+            was = plans.get(name)
+            plans[name] = known = network_split(was, name, judged, count)
+            if was is None or was[1] is not known[1]:
+                for shard, spec in known[1].shards.items():
+                    stored = (self.shards.peek(shard) or {}).get("spec")
+                    if stored:  # what the stored indexes may still name, before it is rewritten
+                        self._remember(shard, stored)
+                    self._remember(shard, spec)
             return known[1], self.work(known[1], network)
 
     def stored(self, network: str) -> dict[str, Obj]:
@@ -169,7 +203,8 @@ class NetworkShards:
         not rewritten yet may still); returns those deleted."""
         named = names_named(indexes, split.network)
         doomed = [o for n, o in sorted(self.stored(split.network).items()) if n not in split.shards and n not in named]
-        return self._delete(doomed)
+        with self.lock:
+            return self._delete(doomed)
 
     def sweep(self, caches: Caches, log: JsonLog) -> dict[str, list[str]]:
         """Delete the shards of every network that is gone or that no consumer belongs to any
@@ -201,7 +236,8 @@ class NetworkShards:
 
     def _delete(self, doomed: Iterable[Obj]) -> list[str]:
         """Delete each of ``doomed`` if it is still the object cached (its uid and resourceVersion:
-        one re-created or rewritten meanwhile is read again instead); returns those gone."""
+        one re-created or rewritten meanwhile is read again instead); returns those gone. Under
+        the lock (the contents remembered for the diff are forgotten with each)."""
         gone = []
         for obj in doomed:
             meta = obj["metadata"]
@@ -219,6 +255,7 @@ class NetworkShards:
                 self.refresh([meta["name"]])
                 continue
             self.shards.remove(meta["name"])
+            self._recent.pop(meta["name"], None)  # no index names it: no diff reads it again
             gone.append(meta["name"])
         return gone
 

@@ -69,6 +69,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from drainstages import STAGES, PatchWatch, median_stages, stages
 from fleetbytes import ByteReading, PhaseBytes, kib, reading, size
 from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
@@ -202,6 +203,9 @@ class Row:
     # The drains' own phase timings (the JSON report's "timings"), for the --json output.
     single_timings: list[dict[str, float]] = field(default_factory=list)
     gw_timings: dict[str, float] = field(default_factory=dict)
+    # Each single drain's stages (drainstages.py), and the longest gateway fetch + assembly.
+    single_stages: list[dict[str, float]] = field(default_factory=list)
+    single_assembly: list[float] = field(default_factory=list)
 
 
 class Fleet:
@@ -469,6 +473,8 @@ class Fleet:
         row.admission_bytes = PhaseBytes.between(bytes0, self.bytes_now(), log)
         row.largest = self.largest_object()
 
+        if self.args.settle:  # a settled reading: the first probes' status writes done meanwhile
+            time.sleep(min(self.args.settle, left("settle")))
         # The drains' request counts include the rest of the background traffic (lease renewals,
         # gateways' reports, events); measure that rate idle, for scale.
         before, t_idle = self.apiserver_requests(), time.monotonic()
@@ -478,7 +484,19 @@ class Fleet:
         target = self.names[0]
         for _ in range(self.args.repeat):
             before, bytes_before = self.apiserver_requests(), self.bytes_now()
+            watch = PatchWatch(self.kube, self.ns, target)
+            started = time.time()
             row.single_s.append(self.drain_cli("--provider", target, timeout=left("single drain")))
+            st = stages(
+                started=started,
+                ended=time.time(),
+                patch_at=watch.result(),
+                logs=self.bench.sup.log_dir,
+                consumers=self.consumers,
+            )
+            row.single_stages.append(st.seconds)
+            if st.assembly_max is not None:
+                row.single_assembly.append(st.assembly_max)
             row.single_timings.append(self.last_timings)
             row.single_requests.append(self.apiserver_requests() - before)
             row.single_bytes.append(PhaseBytes.between(bytes_before, self.bytes_now(), log))
@@ -599,6 +617,24 @@ def render(rows: list[Row], baselines: dict[tuple[str, int], float], args: argpa
     return table
 
 
+def render_stages(rows: list[Row]) -> Table:
+    """The single drains' stages (drainstages.py), median per stage, and the longest gateway
+    fetch + assembly (median over the drains)."""
+    table = Table(title="Single drain by stage (medians, seconds; drainstages.py)")
+    for col in ("N x consumers", *STAGES, "gateway fetch+assembly (max)", "drains"):
+        table.add_column(col)
+    for r in rows:
+        med = median_stages(r.single_stages)
+        assembly = statistics.median(r.single_assembly) if r.single_assembly else None
+        table.add_row(
+            f"{r.providers} x {r.consumers}" + (" (before)" if r.code == "before" else ""),
+            *(fmt(med.get(name), ".3f") for name in STAGES),
+            fmt(assembly, ".3f"),
+            str(len(r.single_s)),
+        )
+    return table
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 
@@ -653,6 +689,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="DIR",
         help="run every drain through requestprobe.py: its API requests (drain-*.json) and a cProfile "
         "of the run (drain-*.prof, for pstats) in DIR",
+    )
+    parser.add_argument(
+        "--settle",
+        type=non_negative,
+        default=0.0,
+        help="seconds to wait after admission before the single drains (0: right after admission)",
     )
     parser.add_argument("--max-batch-wait", type=non_negative, default=1.0, help="operator --max-batch-wait (1.0)")
     parser.add_argument("--reconcile-workers", type=int, default=1, help="operator --reconcile-workers (1)")
@@ -723,6 +765,7 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             bench.stop()
     Console(width=200).print(render(rows, baselines, args, f"started {started}"))
+    Console(width=200).print(render_stages(rows))
     if args.json:
         settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
         args.json.write_text(json.dumps({"settings": settings, "rows": [asdict(r) for r in rows]}, indent=2) + "\n")

@@ -70,6 +70,11 @@ class Profiles:
 
         return profiled
 
+    def reset(self) -> None:
+        with self._lock:
+            self._by_thread.clear()
+            self.calls, self.seconds = 0, 0.0
+
     def report(self, top: int) -> str:
         out = io.StringIO()
         profs = list(self._by_thread.values())
@@ -98,6 +103,31 @@ def memory_report(snapshot: tracemalloc.Snapshot, top: int) -> str:
     lines.append("live objects by type (gc):")
     lines += [f"  {n:9d} {name}" for name, n in counts.most_common(15)]
     return "\n".join(lines)
+
+
+def existing_only_everywhere(bench: Bench, consumers: int, count: int) -> bool:
+    indexes = bench.kube.list(OVERLAYS, bench.ns)[0]
+    counts = [((o.get("spec") or {}).get("admission") or {}).get("existing_only", 0) for o in indexes]
+    return len(counts) == consumers and all(c == count for c in counts)
+
+
+def drains(args: argparse.Namespace, bench: Bench, profiles: Profiles) -> None:
+    """``--drains``: one provider drained and undrained that many times right after admission;
+    the time from each drain patch until every index shows it, and a profile of those reconciles."""
+    profiles.reset()
+    times = []
+    for _ in range(args.drains):
+        t0 = time.monotonic()
+        bench.kube.merge_patch(PROVIDERS, bench.ns, "p00000", {"spec": {"trafficPolicy": {"drain": True}}})
+        while not existing_only_everywhere(bench, args.consumers, 1):
+            time.sleep(0.02)
+        times.append(time.monotonic() - t0)
+        bench.kube.merge_patch(PROVIDERS, bench.ns, "p00000", {"spec": {"trafficPolicy": {"drain": None}}})
+        while not existing_only_everywhere(bench, args.consumers, 0):
+            time.sleep(0.05)
+    print(f"drain patch -> every index shows it: {', '.join(f'{t:.3f}' for t in times)} s")
+    print(f"reconciles during the drains and undrains: {profiles.calls} taking {profiles.seconds:.2f}s")
+    print(profiles.report(args.top))
 
 
 def run(args: argparse.Namespace, bench: Bench) -> None:
@@ -144,8 +174,10 @@ def run(args: argparse.Namespace, bench: Bench) -> None:
     )
     if args.tracemalloc:
         print(memory_report(tracemalloc.take_snapshot(), args.top))
-    else:
+    elif not args.drains:
         print(profiles.report(args.top))
+    if args.drains:
+        drains(args, bench, profiles)
     stop.set()
     runner.join(15)
 
@@ -157,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reconcile-workers", type=int, default=1)
     parser.add_argument("--tracemalloc", action="store_true", help="report memory holders instead of time")
     parser.add_argument("--top", type=int, default=30)
+    parser.add_argument(
+        "--drains", type=int, default=0, help="then profile this many single drains (and undrains) of one provider"
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.providers <= 10_000 or not 1 <= args.consumers <= 99:
         parser.error("--providers must be 1..10000 and --consumers 1..99")
