@@ -243,16 +243,16 @@ def test_the_operator_takes_its_own_publication_as_planned():
     op, verdicts = operator(), Verdicts()
     consumer = ConsumerView("c1", "net")
     fleet = [view(i) for i in range(40)]
-    first = op._plan(consumer, verdicts.evaluate(NET, tuple(fleet), now=NOW), None)
+    first = op.consumers.plan(consumer, verdicts.evaluate(NET, tuple(fleet), now=NOW), None)
     fleet[3] = dataclasses.replace(fleet[3], drain=True)
     judged = verdicts.evaluate(NET, tuple(fleet), now=NOW)
-    planned = op._plan(consumer, judged, first.overlay)
+    planned = op.consumers.plan(consumer, judged, first.overlay)
     assert planned.overlay.revision == 2 and not planned.plan.full
     # The next reconcile reads revision 2 back as the stored previous: the same plan, no work.
-    assert op._plan(consumer, judged, planned.overlay) is planned
+    assert op.consumers.plan(consumer, judged, planned.overlay) is planned
     # Someone else's revision (same digest, revision 7): the same plan, only the revision moves.
     other = dataclasses.replace(planned.overlay, revision=7)
-    again = op._plan(consumer, judged, other)
+    again = op.consumers.plan(consumer, judged, other)
     assert again.plan is planned.plan and again.overlay.revision == 7
     assert again.sharded.shards == planned.sharded.shards and again.sharded.index["revision"] == 7
 
@@ -261,11 +261,11 @@ def test_a_publication_diffs_only_the_shards_whose_digest_changed():
     op, verdicts = operator(), Verdicts()
     consumer = ConsumerView("c1", "net")
     fleet = [view(i) for i in range(60)]
-    first = op._plan(consumer, verdicts.evaluate(NET, tuple(fleet), now=NOW), None)
+    first = op.consumers.plan(consumer, verdicts.evaluate(NET, tuple(fleet), now=NOW), None)
     current, shards = stored_objects(first.sharded)
     fleet[7] = dataclasses.replace(fleet[7], drain=True)
     fleet[8] = dataclasses.replace(fleet[8], healthy=False)
-    planned = op._plan(consumer, verdicts.evaluate(NET, tuple(fleet), now=NOW), first.overlay)
+    planned = op.consumers.plan(consumer, verdicts.evaluate(NET, tuple(fleet), now=NOW), first.overlay)
     change = publication_diff(planned, current, shards, None)
     homes = {
         n for n, s in first.sharded.shards.items() if any(c["provider"] in ("p07", "p08") for c in s["candidates"])

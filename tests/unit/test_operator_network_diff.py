@@ -12,7 +12,7 @@ from agn.operator.diffing import diff_candidates, network_diff
 from agn.operator.network_storage import network_split
 from agn.operator.reconcile import replan
 from agn.operator.verdicts import Verdicts
-from tests.fakes import provider_fleet
+from agn.provider.fleet import provider_views
 
 NOW = 1_000_000.0
 NET = NetworkView("net", metrics_max_age_seconds=45)
@@ -34,7 +34,7 @@ class Published:
         self.specs: dict[tuple[str, str], dict] = {}
 
     def publish(self, drained: frozenset[int], unhealthy: frozenset[int]):
-        providers = tuple(provider_fleet(FLEET, now=NOW, drained=drained, unhealthy=unhealthy))
+        providers = tuple(provider_views(FLEET, now=NOW, drained=drained, unhealthy=unhealthy))
         judged = self.verdicts.evaluate(NET, providers, now=NOW)
         previous = self.planned.overlay if self.planned else None
         self.known = network_split(self.known, "net", judged, COUNT)

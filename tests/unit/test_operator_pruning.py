@@ -161,7 +161,7 @@ def test_controller_forgets_consumers_whose_deletion_it_missed():
     op.caches.consumers.store.replace([{"metadata": {"name": "kept", "uid": "u"}, "spec": {"network": "net"}}])
     op.memory.published.update({"kept": ("u", overlay("kept")), "gone": ("g", overlay("gone"))})
     op.memory.missing_network.update({"gone-too": "net"})
-    op._forget_deleted()
+    op.consumers.forget_deleted()
     assert op.remembered() == {"kept"}
 
 
