@@ -263,3 +263,25 @@ def test_no_traffic_is_no_evidence_and_soak_0_gates_nothing(env: DrainEnv):
     assert code == 0, report
     assert [(w["state"], w["gates"]) for w in report["waves"]] == [("held", []), ("held", [])]
     assert all(env.drain_value(n) is True for n in WAVED)
+
+
+def test_undrain_in_waves_whose_last_wave_is_not_eligible_exits_7(env: DrainEnv):
+    """An undrain stored and served, but a provider of its last wave kept out by a hard failure:
+    exit 7 ("not eligible until healthy"), as for an undrain without waves; every wave is passed
+    ("held": nothing gates a --soak 0 wave) and the journal is complete."""
+    assert env.run("--gateway", "gw-a").returncode == 0  # drained, patch-only
+    env.set_health("w-5", False)
+    wait_for(lambda: all("w-5" not in env.states(c) for c in CONSUMER_NAMES), what="w-5 excluded as unavailable")
+    code, report = env.run_json(*wave_args(env, "--undrain", "--wave-size", "3", "--soak", "0"))
+    assert code == 7, report
+    assert report["exit"] == {"code": 7, "name": "not-eligible"}
+    assert [(w["providers"], w["state"]) for w in report["waves"]] == [
+        (["w-1", "w-2", "w-3"], "held"),
+        (["w-4", "w-5"], "held"),
+    ]
+    assert report["convergence"]["state"] == "not-eligible"
+    assert report["convergence"]["notEligible"] == [
+        f"w-5 for {c}: stored, not eligible until healthy (unavailable)" for c in CONSUMER_NAMES
+    ]
+    assert all(env.drain_value(n) is False for n in WAVED)  # the undrain is stored on every wave
+    assert env.journals()[-1]["state"] == "complete"
