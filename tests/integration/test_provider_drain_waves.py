@@ -11,6 +11,7 @@ import subprocess
 import threading
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -285,3 +286,35 @@ def test_undrain_in_waves_whose_last_wave_is_not_eligible_exits_7(env: DrainEnv)
     ]
     assert all(env.drain_value(n) is False for n in WAVED)  # the undrain is stored on every wave
     assert env.journals()[-1]["state"] == "complete"
+
+
+def test_resuming_a_journal_whose_every_wave_held_writes_nothing_and_completes(env: DrainEnv):
+    """A run killed after its last wave held, before its journal said complete: --resume has no
+    wave left to write. It sends no write, goes on to what the run had left (--wait-sessions),
+    marks the journal complete and exits 0 as that run would have, its waves held by it."""
+    code, report = env.run_json(*wave_args(env, "--wave-size", "3", "--soak", "0"))
+    assert code == 0, report
+    journal = Path(report["journal"])
+    *kept, last = journal.read_text().splitlines(keepends=True)
+    assert json.loads(last)["type"] == "state" and json.loads(last)["state"] == "complete", last
+    journal.write_text("".join(kept))  # as if killed between the last wave's "held" and "complete"
+    assert env.journals()[-1]["state"] != "complete"
+    env.agn.stop("operator")  # nothing else writes the providers now: any write moves a resourceVersion
+    versions = {n: env.provider(n)["metadata"]["resourceVersion"] for n in LAYOUT}
+
+    resume = ("--resume", str(journal), *wave_args(env, "--soak", "0", "--wait-sessions", "1"))
+    code, report = env.run_json(*resume)
+    assert code == 0, report
+    # What the run resumed had left to do after its waves still runs: here, --wait-sessions.
+    sessions = report["sessions"]
+    assert sessions["state"] == "idle", sessions
+    assert sorted((p["consumer"], p["provider"]) for p in sessions["providers"]) == [
+        (c, n) for c in CONSUMER_NAMES for n in WAVED
+    ]
+    assert {n: env.provider(n)["metadata"]["resourceVersion"] for n in LAYOUT} == versions  # no write
+    assert report["outcomes"] == [] and report["events"]["recorded"] == 0
+    assert [(w["state"], w.get("earlier")) for w in report["waves"]] == [("held", True), ("held", True)]
+    # Not read back as a patch-only run ("pass --network/--consumer ..."): its waves converged then.
+    assert report["stored"] is None and report["convergence"] is None
+    assert report["summary"] == "2 wave(s) converged on c-a, c-b"
+    assert report["journal"] == str(journal) and env.journals()[-1]["state"] == "complete"

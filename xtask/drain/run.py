@@ -473,13 +473,14 @@ class _DrainRun:
     # -- the end: read back, or wait for quiet sessions and idle ----------------------------------
     def end(self, latch: SignalLatch) -> Ending:
         """Every wave written and converged (or not eligible): read back what nothing waited for,
-        or go on to ``--wait-sessions`` and ``--wait-idle``."""
+        or go on to ``--wait-sessions`` and ``--wait-idle``. A drain in waves has targets: it waited for
+        nothing only when every wave held in the run it resumes, which saw them converge."""
         req, result = self.req, self.last_wait
-        if result is None:  # nothing waited for (no targets): the stored state, read back
+        if result is None and not self.plan.shown:  # nothing waited for (no targets): the stored state, read back
             ending, found = read_back(self.ctx, self.results, self.record)
             self.keep(found)
             return ending
-        if result.state is not WaitState.CONVERGED:  # served, but a hard failure keeps it out
+        if result is not None and result.state is not WaitState.CONVERGED:  # served, but a hard failure keeps it out
             return end_after_wait(self.record, wait_summary(result, req), run_state=RunState.after_wait(result.state))
         selection = list(self.results.selection)
         if req.wait_sessions is not None:
@@ -492,4 +493,4 @@ class _DrainRun:
             self.keep(found)
             return ending
         self.record.enter(RunState.COMPLETE)
-        return Ending(self.plan.done(req, converged_line=wait_summary(result, req)))
+        return Ending(self.plan.done(req, converged_line=wait_summary(result, req) if result is not None else ""))
