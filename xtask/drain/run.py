@@ -474,7 +474,7 @@ class _DrainRun:
     def end(self, latch: SignalLatch) -> Ending:
         """Every wave written and converged (or not eligible): read back what nothing waited for,
         or go on to ``--wait-sessions`` and ``--wait-idle``. A drain in waves has targets: it waited for
-        nothing only when every wave held in the run it resumes, which saw them converge."""
+        nothing when the run it resumes saw every wave converge, or other holders keep all drained."""
         req, result = self.req, self.last_wait
         if result is None and not self.plan.shown:  # nothing waited for (no targets): the stored state, read back
             ending, found = read_back(self.ctx, self.results, self.record)
