@@ -133,15 +133,7 @@ def test_the_confirming_look_lists_only_kinds_no_watch_showed_since_the_write(
     }
     lists = Calls(kube.list)
     monkeypatch.setattr(kube, "list", lists)
-    waiter = ConvergenceWaiter(
-        kube,
-        namespace,
-        providers=["p-one"],
-        network="net",
-        consumers=list(CONSUMER_NAMES),
-        drain=True,
-        progress=lambda event: None,
-    )
+    waiter = p_one_waiter(kube, namespace, drain=True)
     waiter.start(seen=seen)
     patched = kube.merge_patch(PROVIDERS, namespace, "p-one", {"spec": {"trafficPolicy": {"drain": True}}})
     written = Outcome("p-one", WriteOutcome.CHANGED, resource_version=version_of(patched))

@@ -34,7 +34,7 @@ from xtask.drain.core.changes import Change
 from xtask.drain.core.guard import Targets
 from xtask.drain.core.holds import describe_update
 from xtask.drain.core.journal_records import JournalHeader
-from xtask.drain.core.progress import GateRead, Progress, Soaking
+from xtask.drain.core.progress import Progress
 from xtask.drain.core.request import FIELD_MANAGER, DrainRequest
 from xtask.drain.core.states import RunState, WaitState, WaveState, WriteOutcome
 from xtask.drain.core.waves import describe_reading
@@ -66,8 +66,6 @@ from xtask.drain.results import (
 from xtask.drain.signals import SignalLatch
 from xtask.drain.waveplan import WavePlan
 from xtask.errors import ExitCode
-
-SOAK_PROGRESS_SECONDS = 5.0  # a soak says how far it got this often
 
 
 def run_drain(req: DrainRequest, *, progress: Progress) -> Report:
@@ -425,24 +423,18 @@ class _DrainRun:
         return self.breach(wave.number, readings)
 
     def soak(self, wave: WaveResult, latch: SignalLatch) -> list[GateReading] | None:
-        """Soak ``wave`` for ``--soak`` seconds between each gate's begin and read; None when a
-        signal ends it early (nothing is read then)."""
-        seconds = self.req.soak_seconds
+        """Soak ``wave`` for ``--soak`` seconds (:func:`.gates.soak.soak`); None when a signal
+        ends it early (nothing is read then)."""
+        from xtask.drain.gates.soak import soak  # only a drain with gates soaks
+
+        seconds, gates = self.req.soak_seconds, self.plan.gates
         self.record.enter(RunState.SOAKING)
-        gates = self.plan.gates
         self.ctx.say(f"wave {wave.number}: soaking {seconds:g}s; gates: {', '.join(g.name for g in gates)}")
-        for gate in gates:
-            gate.begin()
-        start = time.monotonic()
-        while (remaining := start + seconds - time.monotonic()) > 0:
-            if latch.interrupted.wait(min(remaining, SOAK_PROGRESS_SECONDS)):
-                return None
-            self.ctx.progress(Soaking(wave.number, round(min(time.monotonic() - start, seconds), 1), seconds))
-        window = time.monotonic() - start
+        soaked = soak(wave.number, gates, seconds, interrupted=latch.interrupted, progress=self.ctx.progress)
+        if soaked is None:
+            return None
+        window, readings = soaked
         self.keep(WaveStep(wave.number, soak_seconds=window))
-        readings = [gate.read(window) for gate in gates]
-        for r in readings:
-            self.ctx.progress(GateRead(wave.number, r.to_json()))
         return readings
 
     def breach(self, number: int, readings: list[GateReading]) -> Ending:
