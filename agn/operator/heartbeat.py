@@ -11,7 +11,7 @@ while no status write has failed.
 
 Its ``spec.renewTime`` is not the clock but the prober's *watermark* T: the start of the least
 recent last probe of any provider whose status write, if it called for one, is done
-(:meth:`agn.operator.prober.Prober.watermark`: a probe counts only once written). It says:
+(:meth:`agn.operator.probe_recorder.ProbeRecorder.watermark`: a probe counts only once written). It says:
 every provider has been probed since T, and every change of meaning those probes saw is
 written. So a status whose ``MetricsFresh`` condition is True had a fresh reading at T: its
 metrics count as observed at T (:func:`agn.objects.provider_view` with ``heartbeat``). A

@@ -11,9 +11,9 @@ is reported on ``/metrics`` (``agn_probe_backlog``, ``agn_probe_lag_seconds``) a
 keep-alive client (:mod:`.probe_http`). Every tunable is read from the operator's
 :class:`.settings.Settings` when it is used: a new probe setting is a field there, nothing more.
 
-The result becomes a status (see :mod:`.provider_status`) that is kept here and written
-(:mod:`.probe_writes`, in a small thread pool while its probe's slot stays taken) only when its
-meaning changed (a drained provider's too: a new load reading that says the same is no news); the probes heartbeat
+The result is taken by :mod:`.probe_recorder` (the per-provider memory, a failed provider's
+re-check, the status it means: :mod:`.provider_status`) and written (:mod:`.probe_writes`, in a
+small thread pool while its probe's slot stays taken) only when its meaning changed (a drained provider's too: a new load reading that says the same is no news); the probes heartbeat
 (:mod:`.heartbeat`), renewed while every status is current, vouches for the unchanged ones
 (docs/operator.md, "Status writes at fleet size").
 
@@ -32,46 +32,23 @@ import asyncio
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 import aiohttp
 
 from agn.credentials import Tokens, no_secrets
 from agn.logs import JsonLog
-from agn.model import NetworkView
-from agn.objects import Obj, drain_of, max_concurrent_of, network_view
+from agn.objects import Obj, network_view
 from agn.operator.credentials import probe_provider
 from agn.operator.heartbeat import HEARTBEAT_SECONDS
 from agn.operator.informer import Store
 from agn.operator.lease import Leadership
 from agn.operator.metrics import OperatorMetrics
 from agn.operator.probe_http import probe_session
+from agn.operator.probe_recorder import ProbeRecorder
 from agn.operator.probe_writes import ProbeWrites
-from agn.operator.provider_status import (
-    ProbeOutcome,
-    ProviderMemory,
-    metrics_max_age,
-    next_status,
-    published,
-    refresh_seconds,
-    selecting_networks,
-    should_write,
-    tolerated,
-)
-from agn.operator.pruning import prune
-from agn.operator.schedule import (
-    DOWN,
-    SUSPECT,
-    Backlog,
-    ProbeSchedule,
-    RateWindow,
-    down_recheck,
-    fast_recheck,
-    probe_interval,
-    probe_load,
-    recheck_after_failure,
-)
+from agn.operator.schedule import Backlog, ProbeSchedule, RateWindow, probe_interval, probe_load
 from agn.operator.settings import Settings
 from agn.operator.writes import LeaderWrites
 
@@ -134,8 +111,6 @@ class Prober:
         self._lock = threading.Lock()
         self.schedule = ProbeSchedule(concurrency=concurrency, jitter=settings.probe_jitter)
         self._finished = RateWindow()  # probes finished per second, for /healthz
-        self._memory: dict[str, ProviderMemory] = {}
-        self._down: set[str] = set()  # providers whose last probe found them unavailable (down re-checks)
         # Set once every provider known at the start of a term has been probed (and its status
         # written if needed), so the first reconcile of a term does not act on statuses that went
         # stale while no operator led.
@@ -152,6 +127,10 @@ class Prober:
         # Status writes and the probes heartbeat (agn.operator.heartbeat), renewed under
         # _beat_lock, never while a status write has failed: it would vouch for that status.
         self._writes = ProbeWrites(writes, namespace, providers=self.providers, log=log)
+        # What each probe's outcome does to its provider's memory and status.
+        self.recorder = ProbeRecorder(
+            self._writes, settings=settings, providers=self.providers, networks=self.networks, metrics=self.metrics
+        )
         self._beat_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="prober", daemon=True)
         self._beater = threading.Thread(target=self._beat_loop, name="probes-heartbeat", daemon=True)
@@ -184,18 +163,9 @@ class Prober:
             return f"{unwritten} provider status write(s) failed"
         return None
 
-    def watermark(self, now: float) -> float:
-        """The time every provider probed in this term has been probed since (unix seconds):
-        the start of the least recent last probe whose status write (if it called for one) is
-        done, so every change of meaning a probe since then saw is in the API. A prober that falls behind moves it less, so
-        what the heartbeat vouches for ages as the probes do, never more."""
-        with self._lock:
-            times = [m.probed_at for m in self._memory.values() if m.probed_at is not None]
-        return min(times, default=now)
-
     def beat(self) -> bool:
         """Renew the probes heartbeat if this process may vouch for every status now; its time
-        is :meth:`watermark`, not the clock."""
+        is the recorder's watermark (:meth:`.probe_recorder.ProbeRecorder.watermark`), not the clock."""
         if self.settings.status_refresh:
             return False
         with self._beat_lock:
@@ -203,7 +173,7 @@ class Prober:
             if why is not None:
                 self._log.debug("probes heartbeat not renewed", reason=why)
                 return False
-            now = self.watermark(time.time())
+            now = self.recorder.watermark(time.time())
             if self.heartbeat_at is not None and now <= self.heartbeat_at:
                 return False  # nothing newer to vouch for (the least recent probe has not moved)
             return self._writes.heartbeat(self.leadership.identity, now)
@@ -212,8 +182,7 @@ class Prober:
         """Probe for leadership term ``term``: forget the last term's memory, start a new first round."""
         with self._lock:
             self._term = term
-            self._memory.clear()
-            self._writes.keep_only(())
+            self.recorder.clear()
             self.schedule.clear()
             self._schedule_version = None
             self.first_round.clear()
@@ -276,9 +245,7 @@ class Prober:
                 if version != self._seen_version:
                     self._seen_version = version
                     self.membership_syncs += 1
-                    prune(self._memory, names)
-                    self._down &= names
-                    self._writes.keep_only(names)
+                    self.recorder.keep_only(names)
                     self.metrics.forget_providers(names)
                     self._note_first_round_locked(set(self._first_round_left or ()) - names)
                 if active and version != self._schedule_version:
@@ -332,7 +299,7 @@ class Prober:
     def remembered(self) -> set[str]:
         """Provider names the prober holds any state for (tests: nothing of a deleted provider stays)."""
         with self._lock:
-            return self.schedule.known() | set(self._memory) | set(self._first_round_left or ())
+            return self.schedule.known() | self.recorder.known() | set(self._first_round_left or ())
 
     async def _probe_one(self, name: str) -> None:
         try:
@@ -344,10 +311,8 @@ class Prober:
             self._log.error("probe failed unexpectedly", provider=name, error=repr(exc))
         finally:
             with self._lock:
-                mem, now = self._memory.get(name), time.monotonic()
-                self.schedule.done(
-                    name, again_at=None if mem is None or mem.recheck_in is None else now + mem.recheck_in
-                )
+                again_in, now = self.recorder.again_in(name), time.monotonic()
+                self.schedule.done(name, again_at=None if again_in is None else now + again_in)
                 self._finished.add(now)
                 self._note_first_round_locked((name,))
                 if name not in self.providers:
@@ -355,22 +320,10 @@ class Prober:
                     # only looks again when the membership changes, so forget what the probe
                     # left behind now. A deletion after this check moves the version, and the
                     # next tick forgets it.
-                    self._memory.pop(name, None)
-                    self._down.discard(name)
+                    self.recorder.forget(name)
                     self.metrics.forget_provider(name)
             if self._slot_freed is not None:
                 self._slot_freed.set()
-
-    def _remembered(self, obj: Obj) -> ProviderMemory:
-        meta = obj["metadata"]
-        with self._lock:
-            mem = self._memory.get(meta["name"])
-            if mem is None or mem.uid != meta.get("uid"):
-                mem = ProviderMemory.of(obj)
-                if meta["name"] in self.providers:
-                    # Not for a provider deleted meanwhile: ticks forget only on membership changes.
-                    self._memory[meta["name"]] = mem
-            return mem
 
     async def _probe_and_record(self, session: aiohttp.ClientSession, obj: Obj) -> None:
         spec = obj.get("spec") or {}
@@ -378,107 +331,6 @@ class Prober:
         started = time.perf_counter()
         timeout = self.settings.probe_timeout
         outcome = await probe_provider(session, spec, tokens=self.tokens, timeout=timeout, now=time.time())
-        write = self._record(obj, endpoint, outcome, seconds=time.perf_counter() - started)
+        write = self.recorder.record(obj, endpoint, outcome, seconds=time.perf_counter() - started)
         if write is not None:
             await asyncio.get_running_loop().run_in_executor(self._pool, write)
-
-    def _record(self, obj: Obj, endpoint: str, outcome: ProbeOutcome, *, seconds: float) -> Callable[[], None] | None:
-        """Take one probe's outcome into the provider's memory; the status write it calls for
-        (to run off the event loop), or None when the status is to stay as written."""
-        meta = obj["metadata"]
-        name = meta["name"]
-        labels = meta.get("labels") or {}
-        networks = selecting_networks(labels, [network_view(n) for n in self.networks.peek_all()])
-        self.metrics.probed(
-            name,
-            seconds=seconds,
-            health_failed=outcome.healthy is not True,
-            metrics_failed=not outcome.metrics_ok,
-        )
-        mem = self._remembered(obj)
-        previous = mem.current if mem.current is not None else mem.status
-        mem.failures = 0 if outcome.healthy is not False else mem.failures + 1
-        was_healthy = (previous.get("probe") or {}).get("healthy") is True
-        mem.recheck_in = self._recheck_in(
-            name, labels, networks, outcome, failures=mem.failures, was_healthy=was_healthy
-        )
-        outcome = tolerated(
-            outcome,
-            failures=mem.failures,
-            threshold=self.settings.probe_failure_threshold,
-            previously_healthy=was_healthy,
-        )
-        # Only a drained provider's load is published (what `provider-drain --wait-idle` waits
-        # on), and that of a provider declaring spec.capacity.maxConcurrent (what the drain's
-        # capacity guard weighs); every other provider's readings stay here (agn.operator.heartbeat).
-        desired = next_status(
-            previous,
-            outcome,
-            uid=meta.get("uid", ""),
-            generation=meta.get("generation"),
-            endpoint=endpoint,
-            networks=networks,
-        )
-        mem.current = desired
-        refresh = self.settings.status_refresh
-        desired = published(
-            desired, load=refresh or drain_of(obj) or max_concurrent_of(obj.get("spec") or {}) is not None
-        )
-        now = time.time()
-        if not should_write(
-            mem.status,
-            desired,
-            last_write_at=mem.written_at,
-            now=now,
-            refresh=refresh_seconds(metrics_max_age(networks)) if refresh else None,
-        ):
-            mem.probed_at = outcome.observed_at
-            return None
-        return lambda: self._write(name, mem, desired, now, probed_at=outcome.observed_at)
-
-    def _recheck_in(
-        self,
-        name: str,
-        labels: Mapping[str, str],
-        networks: Sequence[NetworkView],
-        outcome: ProbeOutcome,
-        *,
-        failures: int,
-        was_healthy: bool,
-    ) -> float | None:
-        """In how many seconds a provider whose probe failed is probed again (None: at its
-        interval, as usual); keeps the set of down providers, whose re-checks share the slots."""
-        settings = self.settings
-        recheck = recheck_after_failure(
-            outcome.healthy, was_healthy=was_healthy, failures=failures, threshold=settings.probe_failure_threshold
-        )
-        with self._lock:  # down providers' re-checks share a bounded part of the slots (down_recheck)
-            if recheck == DOWN and name in self.providers:
-                self._down.add(name)
-            else:
-                self._down.discard(name)
-            providers_down = len(self._down)
-        if recheck is None:
-            return None
-        every = probe_interval(labels, networks, default=settings.probe_interval)
-        if recheck == SUSPECT:
-            return fast_recheck(every, fast=settings.probe_fast_interval)
-        return down_recheck(
-            every,
-            down=settings.probe_down_interval,
-            providers_down=providers_down,
-            concurrency=self.schedule.concurrency,
-            timeout=settings.probe_timeout,
-        )
-
-    def _write(self, name: str, mem: ProviderMemory, desired: Obj, now: float, *, probed_at: float) -> None:
-        """Write the status one probe called for; only then does that probe count for the
-        heartbeat's watermark (a renewal vouches that every probe since it is *written*, not
-        merely done). A failed write holds the heartbeat back instead (:meth:`vouching`)."""
-        try:
-            written = self._writes.status(name, mem.status, desired)
-            if written is not None:
-                mem.status = written
-                mem.written_at = now
-        finally:
-            mem.probed_at = probed_at

@@ -87,8 +87,8 @@ def test_prober_forgets_a_deleted_provider(prober):
     p, providers, _ = prober
     p.begin_term(1)
     assert p.tick(100.0) == ["p1", "p2"]
-    p._remembered(provider("p1"))  # what a probe leaves behind
-    p._remembered(provider("p2"))
+    p.recorder.remember(provider("p1"))  # what a probe leaves behind
+    p.recorder.remember(provider("p2"))
     for name in ("p1", "p2"):
         with p._lock:
             p.schedule.done(name)
@@ -96,7 +96,7 @@ def test_prober_forgets_a_deleted_provider(prober):
     p.tick(100.5)
     assert p.remembered() == {"p1"}
     # A probe that was in flight while its provider was deleted re-creates memory; the next tick drops it.
-    p._remembered(provider("p2"))
+    p.recorder.remember(provider("p2"))
     p.tick(100.6)
     assert p.remembered() == {"p1"}
 
@@ -106,7 +106,7 @@ def test_prober_probes_nothing_while_following_but_still_forgets(prober):
     p.begin_term(1)
     leadership.leading = False
     assert p.tick(100.0) == []
-    p._remembered(provider("p1"))
+    p.recorder.remember(provider("p1"))
     providers.remove("p1")
     p.tick(100.1)
     assert p.remembered() == {"p2"}  # still due in this term's first round; p1 is forgotten
@@ -133,9 +133,9 @@ def test_first_round_of_a_term_completes_when_its_providers_are_deleted(prober):
 def test_new_term_forgets_the_last_terms_memory(prober):
     p, _, _ = prober
     p.begin_term(1)
-    p._remembered(provider("p1"))
+    p.recorder.remember(provider("p1"))
     p.begin_term(2)
-    assert p._memory == {}
+    assert p.recorder.memory == {}
 
 
 def make_operator():

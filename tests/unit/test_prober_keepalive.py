@@ -216,10 +216,10 @@ def test_down_providers_are_rechecked_at_the_down_interval_and_many_down_stretch
         outcome = ProbeOutcome(
             observed_at=time.time(), probed=True, healthy=healthy, health_error=None if healthy else "x"
         )
-        write = prober._record(providers.peek(name), "http://127.0.0.1:9", outcome, seconds=0.01)
+        write = prober.recorder.record(providers.peek(name), "http://127.0.0.1:9", outcome, seconds=0.01)
         if write is not None:
             write()
-        return prober._memory[name].recheck_in
+        return prober.recorder.memory[name].recheck_in
 
     assert probed("p0", True) is None  # healthy: its grid
     assert [probed("p0", False) for _ in range(3)] == [0.25, 0.25, 1.0]  # suspect, suspect, down
@@ -238,7 +238,7 @@ def test_down_providers_are_rechecked_at_the_down_interval_and_many_down_stretch
     # A deleted provider stops counting.
     providers.remove("p1")
     prober.tick(time.monotonic())
-    assert "p1" not in prober._down
+    assert "p1" not in prober.recorder.down
 
 
 def test_a_down_provider_that_answers_again_is_readmitted_within_the_down_interval():

@@ -5,7 +5,7 @@ objects, ``now`` and the probes heartbeat in, rows out (docs/provider-drain.md, 
 A provider declares its capacity as ``spec.capacity.maxConcurrent``: how many requests it
 serves at once (the in-flight bound). A provider's *load* is ``running + waiting`` from the
 load reading the operator publishes in ``status.load`` (for a provider that declares a capacity,
-and for a drained one: agn/operator/prober.py). For a group:
+and for a drained one: agn/operator/probe_recorder.py). For a group:
 
 - **leaving** — the summed load of the providers this run drains (not drained yet);
 - **headroom** — of the providers that stay admitted (not drained by anyone, not drained by this
