@@ -27,13 +27,9 @@ C-level joining of every held shard's candidates
 (:func:`~agn.gateway.validation.assemble_overlay`). An invalid shard rejects the whole index,
 naming the shard and why, like an invalid inline overlay.
 
-For each new overlay content (inline, or assembled) the order is fixed:
-
-1. validate it — an invalid overlay (or index, or shard of it) is reported in
-   ``status.message`` and *not* accepted; the previous one keeps serving;
-2. report ``status.acceptedRevision`` (+ ``acceptedDigest``, ``observedAt``);
-3. swap it into the routing table (atomically);
-4. report ``status.servingRevision``.
+Each new overlay content (inline, or assembled) is taken into service whole, or rejected, in
+the fixed order of :mod:`agn.gateway.acceptance` (validate, report ``acceptedRevision``, swap
+it into the routing table, report ``servingRevision``).
 
 The overlay may not exist yet (the gateway simply waits for it) or may be deleted (the
 gateway keeps serving the last accepted one and says so in ``status.message``).
@@ -45,27 +41,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import operator
 import threading
 import time
 from collections.abc import Mapping
 from typing import Any
 
+from agn.gateway.acceptance import OverlayAcceptance
 from agn.gateway.shard_fetch import Fetched, HeldShard, fetch_shards, holds, not_in_hand
 from agn.gateway.status_writer import StatusWriter
 from agn.gateway.table import RoutingTable
-from agn.gateway.validation import (
-    InvalidOverlay,
-    ShardedIndex,
-    assemble_overlay,
-    digest_matches,
-    validate_index,
-    validate_overlay,
-)
+from agn.gateway.validation import InvalidOverlay, ShardedIndex, assemble_overlay, validate_index
 from agn.kube import OVERLAYS, Forbidden, Gone, Kube, KubeError
 from agn.logs import JsonLog
-from agn.model import ADMITTED, EXISTING_ONLY, Overlay
-from agn.objects import rfc3339
 from agn.shards import Incomplete, is_sharded
 from agn.watching import FollowOptions, WatchHealth, capped_backoff, follow_resource
 
@@ -76,7 +63,6 @@ SHARD_RETRY_MAX = 2.0
 
 PENDING_REPORT_AFTER = 3.0  # seconds an index may wait for its shards before status.message says so
 ABSENT = object()  # the overlay does not exist
-STATE = operator.attrgetter("admission_state")
 
 
 @dataclasses.dataclass
@@ -129,10 +115,12 @@ class OverlayFollower:
         self._log = log
         self._stop = stop
         self._watch_timeout = timings.watch_timeout_seconds
-        self._accept_write_timeout = timings.accept_write_timeout
         self._last_seen: Any = None  # canonical form of the last spec handled (or ABSENT)
         self.health = WatchHealth("routingoverlays")
-        self.latest_revision: int | None = None  # the newest valid overlay revision seen
+        # Each whole revision found is accepted and served, or rejected, there.
+        self._acceptance = OverlayAcceptance(
+            consumer=consumer, table=table, status=status, log=log, accept_write_timeout=timings.accept_write_timeout
+        )
         self._pending_report_after = timings.pending_report_after
         # One lock orders everything that decides what is served: the watch thread's new
         # indexes and the retry thread's attempts (never held during a shard GET).
@@ -216,12 +204,12 @@ class OverlayFollower:
             self._last_seen = seen
             self._supersede()
             if not (isinstance(spec, Mapping) and is_sharded(spec)):
-                self._handle(spec)
+                self._acceptance.take_inline(spec)
                 return
             try:
                 checked = validate_index(spec, consumer=self._consumer)
             except InvalidOverlay as exc:
-                self._reject(spec, exc)
+                self._acceptance.reject(spec, exc)
                 return
             self._pending = _Pending(spec, checked, time.monotonic())
             pending = self._pending
@@ -276,7 +264,7 @@ class OverlayFollower:
             if fetched.invalid:
                 self._pending = None
                 problems = [p for name in sorted(fetched.invalid) for p in fetched.invalid[name].problems]
-                self._reject(pending.index, InvalidOverlay(problems))
+                self._acceptance.reject(pending.index, InvalidOverlay(problems))
                 return True
             incomplete = not_in_hand(index, fetched, self._held)
             if incomplete is not None:
@@ -304,7 +292,7 @@ class OverlayFollower:
         try:
             overlay = assemble_overlay(index, ((e.name, self._held[e.name].candidates) for e in index.shards))
         except InvalidOverlay as exc:
-            self._reject(pending.index, exc)
+            self._acceptance.reject(pending.index, exc)
             return
         # Keep only this index's shards: the next index reuses those whose digest it repeats.
         wanted = {e.name for e in index.shards}
@@ -318,7 +306,7 @@ class OverlayFollower:
             attempts=pending.attempts + 1,
             seconds=round(time.monotonic() - pending.since, 4),  # since the index was seen
         )
-        self._serve(overlay)
+        self._acceptance.serve(overlay)
 
     def _still_pending(self, pending: _Pending, exc: Incomplete, errors: Mapping[str, KubeError]) -> None:
         """Log (when what is missing changed) and, once it has lasted, say so in the status.
@@ -404,38 +392,10 @@ class OverlayFollower:
         self._wake.wait_for(lambda: self._pending is not pending or self._stop.is_set(), timeout=timeout)
         return self._pending is pending and not self._stop.is_set()
 
-    def _reject(self, spec: Any, exc: InvalidOverlay) -> None:
-        revision = spec.get("revision") if isinstance(spec, Mapping) else None
-        serving = self._table.serving
-        self._log.warning(
-            "overlay_rejected",
-            revision=revision,
-            problems=exc.problems,
-            serving_revision=serving.revision if serving else None,
-        )
-        self._status.submit({"message": f"rejected overlay revision {revision}: {exc}"})
-
-    def _handle(self, spec: Any) -> None:
-        """An inline overlay spec: validate the whole, cross-check its digest, accept, serve."""
-        try:
-            overlay = validate_overlay(spec, consumer=self._consumer)
-        except InvalidOverlay as exc:
-            self._reject(spec, exc)
-            return
-        if not digest_matches(overlay):
-            self._log.warning("overlay_digest_mismatch", revision=overlay.revision, digest=overlay.digest)
-        self._serve(overlay)
-
-    def _serve(self, overlay: Overlay) -> None:
-        """A valid whole overlay (inline, or assembled from checked shards): accept, then serve."""
-        serving = self._table.serving
-        if serving is not None and overlay.revision < serving.revision:
-            # Only a recreated overlay can go backwards; serving it beats wedging on the old one.
-            self._log.warning(
-                "overlay_revision_regressed", revision=overlay.revision, serving_revision=serving.revision
-            )
-        self.latest_revision = overlay.revision
-        self._accept_and_serve(overlay)
+    @property
+    def latest_revision(self) -> int | None:
+        """The newest valid overlay revision seen (accepted, and served or about to be)."""
+        return self._acceptance.latest_revision
 
     @property
     def pending_revision(self) -> int | None:
@@ -458,29 +418,3 @@ class OverlayFollower:
             "servesLatest": serving is not None and serving.revision == self.latest_revision,
             "pendingRevision": self.pending_revision,  # an index still waiting for its shards
         }
-
-    def _accept_and_serve(self, overlay: Overlay) -> None:
-        ticket = self._status.submit(
-            {
-                "acceptedRevision": overlay.revision,
-                "acceptedDigest": overlay.digest,
-                "observedAt": rfc3339(time.time()),
-                "message": None,
-            }
-        )
-        self._log.info(
-            "overlay_accepted", revision=overlay.revision, digest=overlay.digest, candidates=len(overlay.candidates)
-        )
-        if not self._status.wait_written(ticket, timeout=self._accept_write_timeout):
-            # Serve anyway: routing must not stall on the API server. The accepted fields stay
-            # pending and are written together with servingRevision.
-            self._log.warning("accepted_status_pending", revision=overlay.revision)
-        previous = self._table.swap(overlay)
-        self._log.info(
-            "overlay_serving",
-            revision=overlay.revision,
-            previous_revision=previous.revision if previous else None,
-            admitted=operator.countOf(map(STATE, overlay.candidates), ADMITTED),
-            existing_only=operator.countOf(map(STATE, overlay.candidates), EXISTING_ONLY),
-        )
-        self._status.submit({"servingRevision": overlay.revision})
