@@ -68,6 +68,34 @@ DEFAULT_BACKOFF = capped_backoff(0.05, 2.0)
 WATCH_TIMEOUT_SECONDS = 30  # the server ends each watch after this; the loop resumes it
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FollowOptions:
+    """How a follower lists, watches and recovers; every field has a default.
+
+    How a resource is listed and watched (:func:`follow_resource` and :func:`start_follower`
+    read these): ``field_selector`` (``metadata.name=X``) narrows both the list and the watch: a
+    watcher whose RBAC names only ``X`` can follow it, and one object among thousands costs one
+    object's traffic. ``watch_timeout`` is the server-side end of each watch (seconds; the loop
+    resumes it). ``listed``: a list of the resource the caller has already read (its items and
+    its resourceVersion, as :meth:`agn.kube.Kube.list` returns them; any list of the kind, a
+    wider one too, or one object's GET as ``([obj], its resourceVersion)``): the first snapshot,
+    with the watch started from its resourceVersion instead of listing again. Events since that
+    read arrive as events; a resourceVersion the server no longer keeps (``410 Gone``) re-lists
+    as always.
+
+    How the loop recovers (:func:`follow` reads these): ``backoff(n)`` is the delay before
+    retry ``n`` (1-based); ``on_error(exc, delay)`` is told about every failure before the retry
+    (``delay`` is 0 for ``Gone``, which re-lists at once); ``health`` (optional) records when the
+    loop last worked and since when it has been failing."""
+
+    field_selector: str | None = None
+    listed: tuple[list[Obj], str] | None = None
+    watch_timeout: int = WATCH_TIMEOUT_SECONDS
+    backoff: Callable[[int], float] = DEFAULT_BACKOFF
+    on_error: Callable[[Exception, float], None] | None = None
+    health: WatchHealth | None = None
+
+
 def follow(
     *,
     list_fn: Callable[[], tuple[list[Obj], str]],
@@ -75,17 +103,16 @@ def follow(
     on_snapshot: Callable[[list[Obj]], None],
     on_event: Callable[[str, Obj], None],
     stop: threading.Event,
-    backoff: Callable[[int], float] = DEFAULT_BACKOFF,
-    on_error: Callable[[Exception, float], None] | None = None,
-    health: WatchHealth | None = None,
+    options: FollowOptions = FollowOptions(),
 ) -> None:
-    """Keep a caller in sync with one resource until ``stop`` is set.
+    """Keep a caller in sync with one resource until ``stop`` is set, recovering as ``options``
+    say (their ``backoff``, ``on_error`` and ``health``; ``list_fn`` and ``watch_fn`` are the
+    caller's: :func:`follow_resource` makes them from the rest of the options).
 
-    ``on_error(exc, delay)`` is told about every failure before the retry (``delay`` is 0 for
-    ``Gone``, which re-lists at once). Any exception — API errors and surprises in the
-    callbacks alike — leads to a backed-off re-list, so a watcher thread never dies silently.
-    ``health`` (optional) records when the loop last worked and since when it has been failing.
+    Any exception — API errors and surprises in the callbacks alike — leads to a backed-off
+    re-list (``on_error`` told first), so a watcher thread never dies silently.
     """
+    backoff, on_error, health = options.backoff, options.on_error, options.health
     failures = 0
     rv: str | None = None
     while not stop.is_set():
@@ -121,29 +148,6 @@ def follow(
                 return
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class FollowOptions:
-    """How :func:`follow_resource` and :func:`start_follower` list, watch and recover; every
-    field has a default.
-
-    ``field_selector`` (``metadata.name=X``) narrows both the list and the watch: a watcher
-    whose RBAC names only ``X`` can follow it, and one object among thousands costs one
-    object's traffic. ``watch_timeout`` is the server-side end of each watch (seconds; the loop
-    resumes it). ``backoff``, ``on_error`` and ``health`` are :func:`follow`'s. ``listed``: a
-    list of the resource the caller has already read (its items and its resourceVersion, as
-    :meth:`agn.kube.Kube.list` returns them; any list of the kind, a wider one too, or one
-    object's GET as ``([obj], its resourceVersion)``): the first snapshot, with the watch started
-    from its resourceVersion instead of listing again. Events since that read arrive as events;
-    a resourceVersion the server no longer keeps (``410 Gone``) re-lists as always."""
-
-    field_selector: str | None = None
-    listed: tuple[list[Obj], str] | None = None
-    watch_timeout: int = WATCH_TIMEOUT_SECONDS
-    backoff: Callable[[int], float] = DEFAULT_BACKOFF
-    on_error: Callable[[Exception, float], None] | None = None
-    health: WatchHealth | None = None
-
-
 def follow_resource(
     kube: Kube,
     resource: Resource,
@@ -174,9 +178,7 @@ def follow_resource(
         on_snapshot=on_snapshot,
         on_event=on_event,
         stop=stop,
-        backoff=options.backoff,
-        on_error=options.on_error,
-        health=options.health,
+        options=options,
     )
 
 

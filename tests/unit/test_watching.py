@@ -40,7 +40,7 @@ class TestFollow:
             on_snapshot=lambda items: seen.append(("snapshot", len(items))),
             on_event=lambda kind, obj: seen.append((kind, obj["metadata"]["name"])),
             stop=stop,
-            backoff=lambda n: 0,
+            options=FollowOptions(backoff=lambda n: 0),
         )
         assert watches == ["10", "11", "10", "10"]
         assert len(lists) == 3  # initial, after 410, after the error
