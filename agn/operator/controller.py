@@ -41,7 +41,7 @@ from agn.operator.network_storage import NetworkShards
 from agn.operator.prober import Prober, ProbeStores
 from agn.operator.settings import Settings
 from agn.operator.snapshot import Snapshot, by_network
-from agn.operator.storage import OverlayStorage
+from agn.operator.storage import OverlayStorage, OverlayStores
 from agn.operator.workqueue import CoalescingQueue
 from agn.operator.writes import LeaderWrites
 
@@ -112,16 +112,8 @@ class Operator:
         """The writers of the consumers' indexes (and earlier per-consumer shards) and of the
         networks' shards; the only writers of RoutingOverlays and RoutingOverlayShards."""
         identity = self.leadership.identity
-        stores = {"consumers": caches.consumers.store, "overlays": caches.overlays.store}
-        storage = OverlayStorage(
-            self.kube,
-            self.writes,
-            self.namespace,
-            **stores,
-            shards=caches.shards.store,
-            identity=identity,
-            log=self.log,
-        )
+        stores = OverlayStores(caches.consumers.store, caches.overlays.store, caches.shards.store)
+        storage = OverlayStorage(self.kube, self.writes, self.namespace, stores=stores, identity=identity, log=self.log)
         return storage, NetworkShards(
             self.kube, self.writes, self.namespace, shards=caches.shards.store, identity=identity
         )

@@ -145,28 +145,29 @@ def shard_work(current: Obj | None, stored: dict[str, Obj], sharded: Sharded, co
     return ShardWork(shards=sorted(writes), index=index, surplus=surplus)
 
 
+@dataclasses.dataclass(frozen=True)
+class OverlayStores:
+    """The caches' stores an :class:`OverlayStorage` reads and keeps up to date with what it
+    wrote: the overlays (indexes) and shards it writes, and the consumers it reads back."""
+
+    consumers: Store
+    overlays: Store
+    shards: Store
+
+
 class OverlayStorage:
     """Writes and removes one namespace's overlays (index and shards), keeping the caches'
     ``overlays`` and ``shards`` stores up to date with what it wrote."""
 
     def __init__(
-        self,
-        kube: Kube,
-        writes: LeaderWrites,
-        namespace: str,
-        *,
-        consumers: Store,
-        overlays: Store,
-        shards: Store,
-        identity: str,
-        log: JsonLog,
+        self, kube: Kube, writes: LeaderWrites, namespace: str, *, stores: OverlayStores, identity: str, log: JsonLog
     ) -> None:
         self.kube = kube
         self.writes = writes
         self.namespace = namespace
-        self.consumers = consumers
-        self.overlays = overlays
-        self.shards = shards
+        self.consumers = stores.consumers
+        self.overlays = stores.overlays
+        self.shards = stores.shards
         self.identity = identity
         self.log = log
 
