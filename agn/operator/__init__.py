@@ -8,6 +8,7 @@ Modules:
 - :mod:`.prometheus` — parsing the providers' Prometheus text (pure).
 - :mod:`.provider_status` — provider status and conditions from probe outcomes (pure).
 - :mod:`.prober` — the probe scheduler and the only writer of provider status.
+- :mod:`.probe_recorder` — what a probe's outcome does: the per-provider memory, re-checks, the status write.
 - :mod:`.reconcile` — the overlay plan for one consumer (pure).
 - :mod:`.diffing` — what a publication changed: the diff, the log line's changes, the Event's note (pure).
 - :mod:`.storage` — writing and removing an overlay's index and shards (through :mod:`.writes`).

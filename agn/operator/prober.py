@@ -19,8 +19,8 @@ small thread pool while its probe's slot stays taken) only when its meaning chan
 
 Only the leader probes and writes (see :mod:`.lease`): while this process does not lead, the
 scheduler keeps nothing due, and every write goes through :class:`.writes.LeaderWrites`,
-which refuses it. What the prober remembers per provider is dropped when the provider is
-deleted, and all of it when a new leadership term begins (another leader may have written
+which refuses it. What the prober remembers per provider (its schedule, first round and the
+recorder's memory) is dropped when the provider is deleted, and all of it when a new leadership term begins (another leader may have written
 in between; the informer's cache is the truth then).
 
 This module must never write provider spec, and never decides overlay membership.
