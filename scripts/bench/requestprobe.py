@@ -7,7 +7,9 @@ The count is taken where every request of the official client passes,
 the moment that module is first imported, so nothing is imported earlier than xtask itself would
 import it and the start-up being measured is the real one. OUT.json gets ``firstRequest`` (Unix
 time of the first request, for the caller to subtract its own start time), ``requests``,
-``byVerb`` and ``calls`` (seconds after the first, verb, path). ``--profile OUT.prof`` also
+``byVerb``, ``bytes`` and ``reads`` (the responses' bodies, in total and each, as read;
+watches not counted) and ``calls`` (seconds after the first, verb, path, the seconds until its
+response's headers arrived). ``--profile OUT.prof`` also
 profiles the whole run with cProfile (every thread's calls are not seen: the main thread's,
 where the conductor runs) and writes the stats for ``pstats``. The exit status is the command's
 (also when it ends with ``os._exit``).
@@ -26,7 +28,7 @@ import sys
 import time
 
 TARGET = "kubernetes.client.rest"
-seen: dict = {"firstRequest": None, "requests": 0, "byVerb": {}, "calls": []}
+seen: dict = {"firstRequest": None, "requests": 0, "byVerb": {}, "calls": [], "bytes": 0, "reads": []}
 
 
 def _wrap(module) -> None:
@@ -37,12 +39,27 @@ def _wrap(module) -> None:
             seen["firstRequest"] = time.time()
         seen["requests"] += 1
         seen["byVerb"][method] = seen["byVerb"].get(method, 0) + 1
-        seen["calls"].append(
-            f"{time.time() - seen['firstRequest']:.3f} {method} {url.split('://', 1)[-1].split('/', 1)[-1]}"
-        )
-        return original(self, method, url, *args, **kwargs)
+        at = time.time()
+        try:
+            return original(self, method, url, *args, **kwargs)
+        finally:
+            seen["calls"].append(
+                f"{at - seen['firstRequest']:.3f} {method} {url.split('://', 1)[-1].split('/', 1)[-1]}"
+                f" {time.time() - at:.3f}s"
+            )
+
+    read = module.RESTResponse.read
+
+    def read_counted(self):  # a response's body, read once (a watch's stream is not read here)
+        first = self.data is None
+        data = read(self)
+        if first and isinstance(data, bytes):
+            seen["bytes"] += len(data)
+            seen["reads"].append(len(data))
+        return data
 
     module.RESTClientObject.request = request
+    module.RESTResponse.read = read_counted
 
 
 class _Loader(importlib.abc.Loader):
