@@ -8,8 +8,8 @@ the moment that module is first imported, so nothing is imported earlier than xt
 import it and the start-up being measured is the real one. OUT.json gets ``firstRequest`` (Unix
 time of the first request, for the caller to subtract its own start time), ``requests``,
 ``byVerb``, ``bytes`` and ``reads`` (the responses' bodies, in total and each, as read;
-watches not counted) and ``calls`` (seconds after the first, verb, path, the seconds until its
-response's headers arrived). ``--profile OUT.prof`` also
+watches not counted), ``calls`` (seconds after the first, verb, path, in the order they were
+sent) and ``took`` (each call's seconds until its response's headers arrived). ``--profile OUT.prof`` also
 profiles the whole run with cProfile (every thread's calls are not seen: the main thread's,
 where the conductor runs) and writes the stats for ``pstats``. The exit status is the command's
 (also when it ends with ``os._exit``).
@@ -25,14 +25,16 @@ import json
 import os
 import runpy
 import sys
+import threading
 import time
 
 TARGET = "kubernetes.client.rest"
-seen: dict = {"firstRequest": None, "requests": 0, "byVerb": {}, "calls": [], "bytes": 0, "reads": []}
+seen: dict = {"firstRequest": None, "requests": 0, "byVerb": {}, "calls": [], "took": [], "bytes": 0, "reads": []}
 
 
 def _wrap(module) -> None:
     original = module.RESTClientObject.request
+    lock = threading.Lock()
 
     def request(self, method, url, *args, **kwargs):
         if seen["firstRequest"] is None:
@@ -40,13 +42,16 @@ def _wrap(module) -> None:
         seen["requests"] += 1
         seen["byVerb"][method] = seen["byVerb"].get(method, 0) + 1
         at = time.time()
+        with lock:  # the pool's threads send side by side: each call keeps its own slot
+            seen["calls"].append(
+                f"{at - seen['firstRequest']:.3f} {method} {url.split('://', 1)[-1].split('/', 1)[-1]}"
+            )
+            seen["took"].append(None)
+            i = len(seen["took"]) - 1
         try:
             return original(self, method, url, *args, **kwargs)
         finally:
-            seen["calls"].append(
-                f"{at - seen['firstRequest']:.3f} {method} {url.split('://', 1)[-1].split('/', 1)[-1]}"
-                f" {time.time() - at:.3f}s"
-            )
+            seen["took"][i] = round(time.time() - at, 4)
 
     read = module.RESTResponse.read
 
