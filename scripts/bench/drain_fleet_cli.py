@@ -11,7 +11,8 @@ checkout (its own ``.venv``) runs in the same rounds, alternating with this one,
 same env: the operator and gateways are this checkout's for both, so only the CLI differs.
 
 Per run: wall seconds, the CLI's CPU seconds (user + system, from the child's rusage: the
-number to compare on a shared machine), its API requests, the response bytes (watches not
+number to compare on a shared machine), the CPU it had spent when it sent its first request and
+its PATCH (every thread's, from inside), its API requests, the response bytes (watches not
 counted) and the seconds from its start to its first request and to its PATCH; per size and
 code the medians. ``--profile DIR`` also runs each CLI under cProfile (its main thread; CPU
 then reads higher) and keeps each run's ``.prof`` and request log there.
@@ -38,7 +39,7 @@ import fleet as fleetbench
 from benchenv import REPO, Bench
 
 PROBE = Path(__file__).with_name("requestprobe.py")
-COLUMNS = ("wall", "cpu", "to_patch", "first_request", "requests", "bytes")
+COLUMNS = ("wall", "cpu", "cpu_first_request", "cpu_to_patch", "to_patch", "first_request", "requests", "bytes")
 
 
 def run_cli(bench: Bench, fleet: fleetbench.Fleet, root: Path, out: Path, *, profile: bool) -> dict:
@@ -58,7 +59,9 @@ def run_cli(bench: Bench, fleet: fleetbench.Fleet, root: Path, out: Path, *, pro
         raise SystemExit(f"drain by {root} exited {proc.returncode}: {proc.stderr[-2000:]}")
     seen = json.loads(Path(f"{out}.json").read_text())
     first = (seen["firstRequest"] or started) - started
-    patch = next((float(c.split()[0]) for c in seen["calls"] if " PATCH " in f" {c} " and "dryRun" not in c), None)
+    at = next((i for i, c in enumerate(seen["calls"]) if " PATCH " in f" {c} " and "dryRun" not in c), None)
+    patch = None if at is None else float(seen["calls"][at].split()[0])
+    cpu = seen.get("cpu") or []
     return {
         "wall": wall,
         "cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
@@ -66,6 +69,8 @@ def run_cli(bench: Bench, fleet: fleetbench.Fleet, root: Path, out: Path, *, pro
         "bytes": seen.get("bytes", 0),
         "first_request": first,
         "to_patch": None if patch is None else first + patch,
+        "cpu_first_request": cpu[0] if cpu else None,
+        "cpu_to_patch": cpu[at] if at is not None and at < len(cpu) else None,
     }
 
 
@@ -127,12 +132,15 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             bench.stop()
     print(f"load (1 min) after each size: {', '.join(f'{x:.1f}' for x in loads)}")
-    print("size code | wall s | CPU s | to PATCH s | first request s | requests | response KiB  (medians)")
+    print(
+        "size code | wall s | CPU s | CPU before the first request s | CPU to the PATCH s | to PATCH s | "
+        "first request s | requests | response KiB  (medians)"
+    )
     for (n, code), runs in results.items():
-        wall, cpu, patch, first, requests, size = (median(runs, k) for k in COLUMNS)
+        wall, cpu, cpu_first, cpu_patch, patch, first, requests, size = (median(runs, k) for k in COLUMNS)
         print(
-            f"{n}x{args.consumers} {code} | {wall:.3f} | {cpu:.3f} | {patch:.3f} | {first:.3f} | {requests:.0f} | "
-            f"{size / 1024:.0f}"
+            f"{n}x{args.consumers} {code} | {wall:.3f} | {cpu:.3f} | {cpu_first:.3f} | {cpu_patch:.3f} | "
+            f"{patch:.3f} | {first:.3f} | {requests:.0f} | {size / 1024:.0f}"
         )
     return 0
 

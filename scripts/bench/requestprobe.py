@@ -9,7 +9,8 @@ import it and the start-up being measured is the real one. OUT.json gets ``first
 time of the first request, for the caller to subtract its own start time), ``requests``,
 ``byVerb``, ``bytes`` and ``reads`` (the responses' bodies, in total and each, as read;
 watches not counted), ``calls`` (seconds after the first, verb, path, in the order they were
-sent) and ``took`` (each call's seconds until its response's headers arrived). ``--profile OUT.prof`` also
+sent), ``took`` (each call's seconds until its response's headers arrived) and ``cpu`` (the
+process's CPU seconds, every thread, when each call was sent: what it spent before it). ``--profile OUT.prof`` also
 profiles the whole run with cProfile (every thread's calls are not seen: the main thread's,
 where the conductor runs) and writes the stats for ``pstats``. The exit status is the command's
 (also when it ends with ``os._exit``).
@@ -29,7 +30,16 @@ import threading
 import time
 
 TARGET = "kubernetes.client.rest"
-seen: dict = {"firstRequest": None, "requests": 0, "byVerb": {}, "calls": [], "took": [], "bytes": 0, "reads": []}
+seen: dict = {
+    "firstRequest": None,
+    "requests": 0,
+    "byVerb": {},
+    "calls": [],
+    "took": [],
+    "cpu": [],
+    "bytes": 0,
+    "reads": [],
+}
 
 
 def _wrap(module) -> None:
@@ -47,6 +57,7 @@ def _wrap(module) -> None:
                 f"{at - seen['firstRequest']:.3f} {method} {url.split('://', 1)[-1].split('/', 1)[-1]}"
             )
             seen["took"].append(None)
+            seen["cpu"].append(round(time.process_time(), 4))
             i = len(seen["took"]) - 1
         try:
             return original(self, method, url, *args, **kwargs)
