@@ -7,7 +7,10 @@ The count is taken where every request of the official client passes,
 the moment that module is first imported, so nothing is imported earlier than xtask itself would
 import it and the start-up being measured is the real one. OUT.json gets ``firstRequest`` (Unix
 time of the first request, for the caller to subtract its own start time), ``requests``,
-``byVerb`` and ``calls`` (seconds after the first, verb, path). ``--profile OUT.prof`` also
+``byVerb``, ``bytes`` and ``reads`` (the responses' bodies, in total and each, as read;
+watches not counted), ``calls`` (seconds after the first, verb, path, in the order they were
+sent), ``took`` (each call's seconds until its response's headers arrived) and ``cpu`` (the
+process's CPU seconds, every thread, when each call was sent: what it spent before it). ``--profile OUT.prof`` also
 profiles the whole run with cProfile (every thread's calls are not seen: the main thread's,
 where the conductor runs) and writes the stats for ``pstats``. The exit status is the command's
 (also when it ends with ``os._exit``).
@@ -23,26 +26,56 @@ import json
 import os
 import runpy
 import sys
+import threading
 import time
 
 TARGET = "kubernetes.client.rest"
-seen: dict = {"firstRequest": None, "requests": 0, "byVerb": {}, "calls": []}
+seen: dict = {
+    "firstRequest": None,
+    "requests": 0,
+    "byVerb": {},
+    "calls": [],
+    "took": [],
+    "cpu": [],
+    "bytes": 0,
+    "reads": [],
+}
 
 
 def _wrap(module) -> None:
     original = module.RESTClientObject.request
+    lock = threading.Lock()
 
     def request(self, method, url, *args, **kwargs):
         if seen["firstRequest"] is None:
             seen["firstRequest"] = time.time()
         seen["requests"] += 1
         seen["byVerb"][method] = seen["byVerb"].get(method, 0) + 1
-        seen["calls"].append(
-            f"{time.time() - seen['firstRequest']:.3f} {method} {url.split('://', 1)[-1].split('/', 1)[-1]}"
-        )
-        return original(self, method, url, *args, **kwargs)
+        at = time.time()
+        with lock:  # the pool's threads send side by side: each call keeps its own slot
+            seen["calls"].append(
+                f"{at - seen['firstRequest']:.3f} {method} {url.split('://', 1)[-1].split('/', 1)[-1]}"
+            )
+            seen["took"].append(None)
+            seen["cpu"].append(round(time.process_time(), 4))
+            i = len(seen["took"]) - 1
+        try:
+            return original(self, method, url, *args, **kwargs)
+        finally:
+            seen["took"][i] = round(time.time() - at, 4)
+
+    read = module.RESTResponse.read
+
+    def read_counted(self):  # a response's body, read once (a watch's stream is not read here)
+        first = self.data is None
+        data = read(self)
+        if first and isinstance(data, bytes):
+            seen["bytes"] += len(data)
+            seen["reads"].append(len(data))
+        return data
 
     module.RESTClientObject.request = request
+    module.RESTResponse.read = read_counted
 
 
 class _Loader(importlib.abc.Loader):

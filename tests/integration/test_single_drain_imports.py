@@ -61,8 +61,18 @@ THIRD_PARTY = frozenset(
 )
 
 # Never on a single drain's path: gates' parsers, terminal UI off a terminal, plan documents,
-# the help's layout (cloup: loaded only to show --help, xtask/cli/env/option_groups.py).
-NEVER = ("prometheus_client", "rich", "cloup", "xtask.drain.gates.promql", "xtask.drain.gates.error_ratio")
+# the help's layout (cloup: loaded only to show --help, xtask/cli/env/option_groups.py), and the
+# client's typed authentication API and its models (~20 ms of CPU before the first request: the
+# caller's identity is asked through the custom-objects API, agn/kube.py's who_am_i).
+NEVER = (
+    "prometheus_client",
+    "rich",
+    "cloup",
+    "xtask.drain.gates.promql",
+    "xtask.drain.gates.error_ratio",
+    "kubernetes.client.api.authentication_v1_api",
+    "kubernetes.client.models.v1_self_subject_review",
+)
 
 
 def imported(stderr: str) -> set[str]:

@@ -80,7 +80,7 @@ def target_refusals(
         if index is None or not to_change:
             continue  # a consumer without an overlay has nothing to guard
         try:
-            read = _admitted(reader, name, index, ids)
+            read = _admitted(reader, name, index, ids, leaving)
             if read is None:
                 continue
             admitted, overlay = read
@@ -106,21 +106,27 @@ def _unreadable(consumer: str, incomplete: Incomplete) -> str:
 
 
 def _admitted(
-    reader: OverlaySource, consumer: str, index: dict[str, Any], ids: list[str]
+    reader: OverlaySource, consumer: str, index: dict[str, Any], ids: list[str], leaving: Sequence[str]
 ) -> tuple[Mapping[str, Any], Overlay] | None:
     """A consumer's admitted count per selection group and the overlay holding the candidates
     ``ids``: the shards that hold them (the index counts per group), or for an index without
-    ``admittedByGroup`` (an operator before it) the whole overlay. None: no overlay yet."""
+    ``admittedByGroup`` (an operator before it) the whole overlay. None: no overlay yet.
+
+    Where the index counts the groups, the overlay returned holds only the candidates of the
+    providers ``leaving`` (all :func:`group_counts` weighs): a shard holds a share of the whole
+    fleet, and every named consumer's would otherwise be parsed whole."""
     admitted = index.get("admittedByGroup")
     if not is_sharded(index) or isinstance(admitted, Mapping):
         spec = reader.partial(consumer, index, ids)
         if spec is None:
             return None
-        overlay = Overlay.from_spec(spec)
         if not is_sharded(index):
-            admitted = group_admitted_counts(overlay.candidates)
+            overlay = Overlay.from_spec(spec)
+            return group_admitted_counts(overlay.candidates), overlay
         assert isinstance(admitted, Mapping)
-        return admitted, overlay
+        names = set(leaving)
+        kept = [c for c in spec.get("candidates") or () if c.get("provider") in names]
+        return admitted, Overlay.from_spec({**spec, "candidates": kept})
     whole = reader.whole(consumer)
     if whole is None:
         return None
