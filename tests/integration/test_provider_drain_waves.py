@@ -288,6 +288,44 @@ def test_undrain_in_waves_whose_last_wave_is_not_eligible_exits_7(env: DrainEnv)
     assert env.journals()[-1]["state"] == "complete"
 
 
+def test_undrain_in_waves_whose_earlier_wave_is_not_eligible_exits_7(env: DrainEnv):
+    """A provider of wave 1 kept out by a hard failure, wave 2 fine: the later wave's convergence
+    does not hide the earlier finding. Exit 7, the report naming the provider per consumer."""
+    assert env.run("--gateway", "gw-a").returncode == 0  # drained, patch-only
+    env.set_health("w-2", False)
+    wait_for(lambda: all("w-2" not in env.states(c) for c in CONSUMER_NAMES), what="w-2 excluded as unavailable")
+    code, report = env.run_json(*wave_args(env, "--undrain", "--wave-size", "3", "--soak", "0"))
+    assert code == 7, report
+    assert [(w["providers"], w["state"]) for w in report["waves"]] == [
+        (["w-1", "w-2", "w-3"], "held"),
+        (["w-4", "w-5"], "held"),
+    ]
+    convergence = report["convergence"]
+    assert convergence["state"] == "not-eligible"
+    assert convergence["notEligible"] == [
+        f"w-2 for {c}: stored, not eligible until healthy (unavailable)" for c in CONSUMER_NAMES
+    ]
+    # Every wave's providers are in the section, each as its wave's wait last saw it.
+    rows = {(p["consumer"], p["provider"]): p["ok"] for p in convergence["providers"]}
+    assert rows == {(c, n): n != "w-2" for c in CONSUMER_NAMES for n in WAVED}
+    assert "not eligible: w-2 for c-a" in report["summary"], report["summary"]
+    assert all(env.drain_value(n) is False for n in WAVED)  # the undrain is stored on every wave
+    assert env.journals()[-1]["state"] == "complete"
+
+
+def test_drain_in_waves_whose_first_wave_times_out_stops_there_exit_6(env: DrainEnv):
+    """A drain's wave 1 that does not converge (a consumer's gateway stopped) ends the run with
+    exit 6 naming the lagging consumer; wave 2 is never written, so no later success hides it."""
+    env.agn.stop("gateway-c-b")
+    code, report = env.run_json(*wave_args(env, "--wave-size", "3", "--soak", "0", "--timeout", "4"))
+    assert code == 6, report
+    assert [w["state"] for w in report["waves"]] == ["written", "pending"]
+    assert report["convergence"]["state"] == "timeout"
+    assert "consumer c-b" in " ".join(report["convergence"]["lagging"])
+    assert all(env.drain_value(n) is True for n in ("w-1", "w-2", "w-3"))
+    assert env.drain_value("w-4") is None and env.drain_value("w-5") is None  # wave 2 never written
+
+
 def test_resuming_a_journal_whose_every_wave_held_writes_nothing_and_completes(env: DrainEnv):
     """A run killed after its last wave held, before its journal said complete: --resume has no
     wave left to write. It sends no write, goes on to what the run had left (--wait-sessions),

@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from reportschema import check_report
 from xtask.drain.core.states import Outcome, WaitState, WaveState, WriteOutcome
 from xtask.drain.guards.base import Verdict
 from xtask.drain.report import Ending, build_report
@@ -108,3 +109,40 @@ def test_the_report_and_its_exit_code_come_from_the_folded_results():
     assert report.exit_code is ExitCode.TIMEOUT
     assert report.timings == {"applySeconds": 0.1, "waitSeconds": 3.0, "totalSeconds": 4.0}
     assert report.to_dict()["outcomes"][0]["provider"] == "p-a"
+
+
+def _wait(state: str, providers: dict[str, bool], not_eligible: tuple[str, ...] = ()) -> Waited:
+    rows = [{"consumer": "c-a", "provider": p, "state": "admitted", "ok": ok} for p, ok in providers.items()]
+    section = {"state": state, "observations": 2, "seconds": 1.0, "notEligible": list(not_eligible)}
+    return Waited({**section, "lagging": [], "providers": rows}, {"waitSeconds": 1.0})
+
+
+def test_a_wave_not_eligible_is_not_hidden_by_a_later_wave_that_converged():
+    first = _wait("not-eligible", {"p-a": False, "p-b": True}, ("p-a for c-a: stored, not eligible (x)",))
+    results = folded(first, _wait("converged", {"p-c": True}))
+    assert results.convergence is not None
+    assert results.convergence["state"] == "not-eligible"
+    assert results.convergence["notEligible"] == ["p-a for c-a: stored, not eligible (x)"]
+    assert [(p["provider"], p["ok"]) for p in results.convergence["providers"]] == [
+        ("p-a", False),
+        ("p-b", True),
+        ("p-c", True),
+    ]
+    report = build_report(results, Ending("not eligible"), events={"recorded": 0, "notRecorded": []}, total_seconds=2.0)
+    assert report.exit_code is ExitCode.NOT_ELIGIBLE
+    check_report(report.to_dict(), "ProviderDrainReport")  # the folded section keeps its schema
+    assert report.timings["waitSeconds"] == 2.0
+
+
+def test_every_waves_not_eligible_providers_are_named_and_the_worst_state_kept():
+    results = folded(
+        _wait("not-eligible", {"p-a": False}, ("p-a for c-a: a",)),
+        _wait("converged", {"p-b": True}),
+        _wait("not-eligible", {"p-c": False}, ("p-c for c-a: c",)),
+    )
+    assert results.convergence is not None
+    assert results.convergence["state"] == "not-eligible"
+    assert results.convergence["notEligible"] == ["p-a for c-a: a", "p-c for c-a: c"]
+    after_timeout = folded(_wait("not-eligible", {"p-a": False}, ("p-a for c-a: a",)), _wait("timeout", {}))
+    assert after_timeout.convergence is not None and after_timeout.convergence["state"] == "timeout"
+    assert folded(_wait("converged", {"p-a": True})).convergence == _wait("converged", {"p-a": True}).convergence

@@ -44,7 +44,7 @@ def wait_summary(result: WaitResult, req: DrainRequest) -> str:
         return f"converged: {consumers} serve the change (two agreeing observations, {result.seconds:.2f}s)"
     if result.state is WaitState.NOT_ELIGIBLE:
         assert verdict is not None  # not-eligible is a verdict two observations agreed on
-        return "undrain stored and served, but not eligible: " + "; ".join(verdict.not_eligible)
+        return not_eligible_summary(verdict.not_eligible)
     lag = "; ".join(verdict.lagging) if verdict and verdict.lagging else "no complete observation yet"
     if result.state is WaitState.TIMEOUT:
         down = f"; the API server is not answering ({result.error})" if result.error else ""
@@ -55,6 +55,12 @@ def wait_summary(result: WaitResult, req: DrainRequest) -> str:
             f"not confirmed serving; not yet confirmed: {lag}"
         )
     return f"interrupted while waiting; the applied state is kept; not yet confirmed: {lag}"
+
+
+def not_eligible_summary(not_eligible: Sequence[str]) -> str:
+    """The last line of an undrain stored and served whose providers a hard failure keeps out
+    (every wave's, for an undrain in waves: the report's folded ``convergence.notEligible``)."""
+    return "undrain stored and served, but not eligible: " + "; ".join(not_eligible)
 
 
 def idle_dict(result: IdleResult, *, timeout: float, max_age: float) -> dict:

@@ -13,7 +13,9 @@ one function that makes a new one; the report is built from the last
 
 A step's fields are named after the :class:`RunResults` fields they fill (None: says nothing);
 how each is folded in is decided once, here: timings add up, the lists and maps of every wave
-grow (:data:`_APPENDED`, :data:`_MERGED`), anything else is replaced.
+grow (:data:`_APPENDED`, :data:`_MERGED`), every wave's convergence is kept in one section
+(:func:`fold_convergence`: a wave not eligible is not hidden by a later wave that converged),
+anything else is replaced.
 """
 
 from __future__ import annotations
@@ -127,8 +129,33 @@ def fold(results: RunResults, step: Step) -> RunResults:
             value = (*old, *value)
         elif name in _MERGED:
             value = {**old, **value}
+        elif name == "convergence":
+            value = fold_convergence(old, value)
         new[name] = value
     return dataclasses.replace(results, **new)
+
+
+# How far from served a wait ended: the folded state is the worst any wave's wait saw.
+_WAIT_RANK = {"converged": 0, "not-eligible": 1}
+
+
+def fold_convergence(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The report's ``convergence`` after one more wave's wait (``new``) over the earlier waves'
+    (``old``): the worst state any wave ended in, every wave's not-eligible findings, and each
+    consumer and provider as its own wave's wait last saw it; the rest (observations, seconds,
+    lagging, the consumers' revisions) is the last wait's."""
+    if old is None:
+        return new
+    out = dict(new)
+    if _WAIT_RANK.get(str(old["state"]), 2) > _WAIT_RANK.get(str(new["state"]), 2):
+        out["state"] = old["state"]
+    found = [*old.get("notEligible", ()), *new.get("notEligible", ())]
+    if found:
+        out["notEligible"] = list(dict.fromkeys(found))
+    rows = {(p["consumer"], p["provider"]): p for p in [*old.get("providers", ()), *new.get("providers", ())]}
+    if rows:
+        out["providers"] = [rows[key] for key in sorted(rows)]
+    return out
 
 
 @dataclasses.dataclass(frozen=True)

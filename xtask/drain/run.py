@@ -47,7 +47,7 @@ from xtask.drain.gates.base import GateReading
 from xtask.drain.locked import LockedWrites
 from xtask.drain.prepare import Prepared, dry_run, prepare
 from xtask.drain.record import RunRecord
-from xtask.drain.render import convergence_dict, restoration_summary, wait_summary
+from xtask.drain.render import convergence_dict, not_eligible_summary, restoration_summary, wait_summary
 from xtask.drain.report import Ending, Report, build_report
 from xtask.drain.restore import Restored, restore_written
 from xtask.drain.results import (
@@ -472,8 +472,10 @@ class _DrainRun:
             ending, found = read_back(self.ctx, self.results, self.record)
             self.keep(found)
             return ending
-        if result is not None and result.state is not WaitState.CONVERGED:  # served, but a hard failure keeps it out
-            return end_after_wait(self.record, wait_summary(result, req), run_state=RunState.after_wait(result.state))
+        folded = self.results.convergence  # every wave's wait: one not eligible is not hidden by a later one
+        if folded is not None and folded["state"] == WaitState.NOT_ELIGIBLE:  # served, a hard failure keeps it out
+            summary = not_eligible_summary(folded["notEligible"])
+            return end_after_wait(self.record, summary, run_state=RunState.after_wait(WaitState.NOT_ELIGIBLE))
         selection = list(self.results.selection)
         if req.wait_sessions is not None:
             quiet, found = wait_sessions(self.ctx, selection, self.record, latch)
