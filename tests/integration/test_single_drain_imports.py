@@ -28,7 +28,7 @@ OWN_MODULES = frozenset(
     agn.kubeconfig.write agn.kubeconnect agn.kubeerrors agn.kubetls agn.model agn.names agn.objects
     agn.operator agn.operator.heartbeat agn.operator.lease agn.outputfile agn.overlays agn.resources
     agn.shards agn.watching agn.yamltext xtask xtask.cli xtask.cli.complete xtask.cli.env
-    xtask.cli.env.drain_view xtask.cli.env.gate_options xtask.cli.env.option_groups xtask.cli.env.options
+    xtask.cli.env.drain_options xtask.cli.env.drain_view xtask.cli.env.gate_options xtask.cli.env.option_groups xtask.cli.env.options
     xtask.cli.env.session_options
     xtask.cli.formats xtask.cli.helptext
     xtask.cli.output xtask.drain xtask.drain.context xtask.drain.core xtask.drain.core.amounts

@@ -127,7 +127,7 @@ class TestInputs:
         assert "not printable" in ticket_problem("a\tb")
         assert "longer" in ticket_problem("t" * 200)
 
-    # --expires-in's type, as provider_drain.py declares it (xtask/durations.py parses every time flag)
+    # --expires-in's type, as drain_options.py declares it (xtask/durations.py parses every time flag)
     EXPIRES_IN = DurationType(maximum=MAX_EXPIRES_SECONDS, whole=True)
 
     @pytest.mark.parametrize(

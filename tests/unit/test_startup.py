@@ -119,7 +119,7 @@ PARSE_MODULES = frozenset(
     """
     agn agn.credentials agn.holds agn.inputfile agn.kubeerrors agn.kuberequest agn.model agn.names
     xtask xtask.__main__ xtask.cli xtask.cli.complete xtask.cli.env xtask.cli.env.gate_options
-    xtask.cli.env.option_groups xtask.cli.env.options xtask.cli.env.provider_drain
+    xtask.cli.env.drain_options xtask.cli.env.option_groups xtask.cli.env.options xtask.cli.env.provider_drain
     xtask.cli.env.session_options xtask.cli.formats xtask.cli.helptext xtask.cli.output xtask.drain
     xtask.drain.core xtask.drain.core.defaults xtask.drain.core.holds xtask.drain.gates
     xtask.drain.gates.base xtask.drain.gates.flags xtask.errors xtask.params
