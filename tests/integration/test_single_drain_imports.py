@@ -35,7 +35,7 @@ OWN_MODULES = frozenset(
     xtask.drain.core.budget xtask.drain.core.capacity xtask.drain.core.changes xtask.drain.core.converge
     xtask.drain.core.defaults
     xtask.drain.core.guard xtask.drain.core.holds xtask.drain.core.idle
-    xtask.drain.core.journal_records xtask.drain.core.lock xtask.drain.core.plandoc
+    xtask.drain.core.journal_fields xtask.drain.core.journal_records xtask.drain.core.lock xtask.drain.core.plandoc
     xtask.drain.core.progress xtask.drain.core.request xtask.drain.core.selection
     xtask.drain.core.states xtask.drain.core.waves xtask.drain.edges xtask.drain.edges.fanout
     xtask.drain.edges.idle_waiter xtask.drain.edges.journal xtask.drain.edges.journal_staging xtask.drain.edges.kube_events

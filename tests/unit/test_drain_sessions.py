@@ -10,7 +10,7 @@ import pytest
 
 from agn.model import rfc3339
 from xtask.drain.core.changes import drain_patch, plan_change, restore_patch
-from xtask.drain.core.journal_records import _change_from, _plan_item
+from xtask.drain.core.journal_fields import change_from, plan_item
 from xtask.drain.core.request import DrainRequest
 from xtask.drain.core.selection import Selector
 from xtask.drain.core.sessions import QUIET, TALKING, UNKNOWN, all_quiet, describe_not_quiet, judge
@@ -135,9 +135,9 @@ def test_any_other_flag_change_clears_an_old_deadline_and_restoring_puts_it_back
 def test_an_undrain_plans_no_deadline_and_the_journal_keeps_it():
     assert plan_change(provider(drain=True), requested=False, session_deadline=60).session_deadline is None
     change = plan_change(provider(drain=False, deadline="2026-01-01T00:00:00Z"), requested=True, session_deadline=60)
-    item = _plan_item(change)
+    item = plan_item(change)
     assert item["sessionDeadline"] == 60 and item["previousSessionDeadline"] == "2026-01-01T00:00:00Z"
-    back = _change_from("p1", True, item)
+    back = change_from("p1", True, item)
     assert (back.session_deadline, back.previous_session_deadline) == (60, "2026-01-01T00:00:00Z")
 
 
