@@ -4,7 +4,7 @@ etcd + kube-apiserver (:mod:`xtask.runtime.controlplane`), then the CRDs and the
 objects, the fake providers (one process each up to :data:`POOL_THRESHOLD`, else one process
 serving them all under ``/pool/<name>``), the operator, and one consumer gateway per
 consumer, and (when Debian's ``prometheus`` is installed) a Prometheus scraping them
-(:mod:`xtask.runtime.prometheus`). Every process is tracked by a pid file under the env's state folder from the moment
+(:mod:`xtask.runtime.local_prometheus`). Every process is tracked by a pid file under the env's state folder from the moment
 it is spawned and stopped by pid. ``up`` is idempotent (running pieces are kept, dead ones
 restarted); ``down`` stops everything, removes the kube context and the state folder, and
 collects every error.
@@ -36,7 +36,7 @@ from xtask import components
 from xtask.envdef import EnvDef
 from xtask.errors import ComponentFailed, RefusedError, XtaskError
 from xtask.procs import ProcessRecord, Supervisor, log_tail
-from xtask.runtime import local_engines, prometheus
+from xtask.runtime import local_engines, local_prometheus, prometheus
 from xtask.runtime.assets import ensure_assets, find_assets
 from xtask.runtime.base import FIELD_MANAGER, Options, Runtime, context_name, refuse_other_runtime
 from xtask.runtime.certs import CertPaths, private_dir
@@ -310,39 +310,19 @@ class LocalEnv(Runtime):
         """Start Prometheus when it is installed; else a step that only says why it is not started."""
         if prometheus.binary() is None:
             return Step(f"Prometheus: not started, {prometheus.NOT_INSTALLED}", lambda c: None)
-        return Step(
-            "start Prometheus (scraping the operator and gateways)", self._start_prometheus, undo=self._stop_started
-        )
 
-    def _scrape_targets(self, ctx: UpContext) -> prometheus.ScrapeTargets:
-        """The operator, the gateways and the fake providers that run as their own process (a
-        pool of fakes is not scraped: one target would stand for thousands of providers)."""
-        ports = self._ports()
+        def start(ctx: UpContext) -> None:
+            targets = local_prometheus.scrape_targets(ctx.envdef, self._ports(), pooled=pooled(ctx.envdef))
+            local_prometheus.start(
+                ctx,
+                self.supervisor,
+                targets,
+                state_dir=self.dir,
+                port_for=self._port_for,
+                wait_answers=self._wait_answers,
+            )
 
-        def addresses(names: dict[str, str]) -> dict[str, str]:  # label -> process name
-            return {label: f"127.0.0.1:{ports[name]}" for label, name in names.items() if name in ports}
-
-        fakes = {} if pooled(ctx.envdef) else {p: f"fake-{p}" for p in components.fake_provider_names(ctx.envdef)}
-        return prometheus.ScrapeTargets(
-            operator=addresses({"operator": "operator"}).get("operator"),
-            gateways=addresses({c.name: f"gateway-{c.name}" for c in ctx.envdef.consumers}),
-            providers=addresses(fakes),
-        )
-
-    def _start_prometheus(self, ctx: UpContext) -> None:
-        """Write the config and targets (a running Prometheus rereads the targets on its own),
-        then start it unless running; wait until it says it is ready."""
-        binary = prometheus.binary()
-        assert binary is not None, "the step is only added when the binary is installed"
-        folder = self.dir / prometheus.NAME
-        prometheus.write_files(folder, self._scrape_targets(ctx))
-        port = self._port_for(prometheus.NAME)
-        ctx.prometheus = f"http://127.0.0.1:{port}"
-        if self.supervisor.running(prometheus.NAME):
-            return
-        rec = self.supervisor.start(prometheus.NAME, prometheus.argv(binary, folder, port=port), cwd=folder)
-        ctx.started.append(prometheus.NAME)
-        self._wait_answers(rec, prometheus.ready_url(ctx.prometheus))
+        return Step("start Prometheus (scraping the operator and gateways)", start, undo=self._stop_started)
 
     def _restart_if_stale(self, name: str, port: int, ctx: UpContext) -> None:
         """Stop a running component whose health endpoint says it lost the API server (its watches
@@ -451,7 +431,7 @@ class LocalEnv(Runtime):
                 if rec.name == "operator" or rec.name.startswith("gateway-"):
                     entry["metricsUrl"] = f"{entry['address']}/metrics"  # Prometheus text, next to /healthz
                 if running and rec.name == prometheus.NAME:
-                    entry["healthy"], entry["detail"] = prometheus_health(entry["address"])
+                    entry["healthy"], entry["detail"] = local_prometheus.health(entry["address"])
                 elif running and rec.name.startswith(local_engines.PREFIX):
                     entry["metricsUrl"] = f"{entry['address']}/metrics"
                     entry["healthy"] = http_ok(f"{entry['address']}/health", timeout=2)
@@ -465,25 +445,4 @@ class LocalEnv(Runtime):
 
     def prometheus(self) -> dict:
         """``env status``'s ``prometheus``: its URL while it runs, else why it does not."""
-        rec = self.supervisor.record(prometheus.NAME)
-        port = self._ports().get(prometheus.NAME)
-        if rec is not None and port and self.supervisor.running(prometheus.NAME):
-            url = f"http://127.0.0.1:{port}"
-            return {"url": url, "running": True, "detail": prometheus_health(url)[1]}
-        if rec is not None:
-            return {"url": None, "running": False, "detail": f"exited (log: {rec.log}); `env up` starts it again"}
-        if prometheus.binary() is None:
-            return {"url": None, "running": False, "detail": f"not started: {prometheus.NOT_INSTALLED}"}
-        return {
-            "url": None,
-            "running": False,
-            "detail": "not started: installed after this env came up; `env up` starts it",
-        }
-
-
-def prometheus_health(url: str) -> tuple[bool, str]:
-    """Healthy once ready; the detail counts the scrape targets that are up."""
-    if not http_ok(prometheus.ready_url(url), timeout=2):
-        return False, "not ready (/-/ready does not answer 200)"
-    counts = prometheus.targets_up(url)
-    return True, "ready" if counts is None else f"{counts[0]}/{counts[1]} scrape targets up"
+        return local_prometheus.status(self.supervisor, self._ports().get(prometheus.NAME))

@@ -8,7 +8,7 @@ picked up by the running Prometheus without a restart) and the TSDB (``data/``),
 
 The rendering is pure; :func:`write_files` writes the files and :func:`targets_up` reads the
 running server's ``/api/v1/targets``. Starting and stopping the process is the runtime's
-(:mod:`xtask.runtime.local`, through :class:`xtask.procs.Supervisor`); nothing here does.
+(:mod:`xtask.runtime.local_prometheus`, through :class:`xtask.procs.Supervisor`); nothing here does.
 """
 
 from __future__ import annotations
