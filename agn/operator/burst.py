@@ -18,8 +18,9 @@ Held (:func:`hold_for` returns the seconds left) only when all of these are true
   candidate and has one now (a first admission). A drain, an undrain, a removal, a provider that
   fails, any other candidate field that changes is published at once, however many additions
   come with it;
-- some provider the network selects still awaits its first probe (:func:`awaiting_first_probe`):
-  the burst is not over. The last first probe is the signal to publish;
+- some provider the network selects still awaits its first probe (:func:`awaiting_first_probe`;
+  one with an invalid endpoint is never probed and does not count): the burst is not over. The
+  last first probe is the signal to publish;
 - the consumer's stored index is not behind the network's stored shards (another consumer of
   the network published them: its index must follow at once, :mod:`.network_storage`);
 - the hold began less than ``bound`` seconds ago.
@@ -33,7 +34,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from agn.model import Candidate, NetworkView
+from agn.model import Candidate, Exclusion, NetworkView
 from agn.operator.verdicts import NetworkVerdict, changed_since
 
 # The longest a publication of additions is held, in --burst-batch-wait units: a burst of
@@ -76,8 +77,9 @@ def additions_only(last: Published, judged: NetworkVerdict) -> bool:
 
 
 def awaiting_first_probe(judged: NetworkVerdict) -> int:
-    """How many providers the network selects have never been probed."""
-    return sum(1 for view, _ in judged.selected if view.healthy is None)
+    """How many providers the network selects have never been probed (but for those with an
+    invalid endpoint: the prober never probes them, so they would hold every burst to its bound)."""
+    return sum(1 for view, failure in judged.selected if view.healthy is None and failure is not Exclusion.INVALID)
 
 
 def index_behind(index: Mapping[str, Any] | None, stored: Mapping[str, Mapping[str, Any]]) -> bool:

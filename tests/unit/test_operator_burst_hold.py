@@ -62,6 +62,16 @@ def test_the_last_first_probe_ends_the_hold():
     assert hold_for(last, done, CONSUMER, behind=False, now=NOW, bound=BOUND) is None
 
 
+def test_a_provider_never_probed_for_its_invalid_endpoint_does_not_hold_a_burst():
+    verdicts = Verdicts()
+    invalid = unprobed(99)
+    invalid = dataclasses.replace(invalid, endpoint="not a url")
+    last = published(CONSUMER, verdicts.evaluate(NET, [view(0), invalid], now=NOW))
+    judged = verdicts.evaluate(NET, [view(0), view(1), invalid], now=NOW)
+    assert additions_only(last, judged) and awaiting_first_probe(judged) == 0
+    assert hold_for(last, judged, CONSUMER, behind=False, now=NOW, bound=BOUND) is None
+
+
 def test_a_drain_removal_or_failure_among_additions_is_published_at_once():
     verdicts = Verdicts()
     last = published(CONSUMER, burst(verdicts, 10, 20))
