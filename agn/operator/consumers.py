@@ -28,7 +28,7 @@ from agn.logs import JsonLog
 from agn.model import ConsumerView, NetworkView, Overlay, ProviderView
 from agn.netshards import NetworkSplit, index_over
 from agn.objects import Obj, consumer_view, network_view
-from agn.operator.burst import HOLD_BATCHES, hold_for, index_behind, published
+from agn.operator.burst import HOLD_BATCHES, Burst, hold_for, index_behind, published
 from agn.operator.caches import Caches
 from agn.operator.diffing import PublicationDiff, note_for, publication_change, published_fields, stored_fields
 from agn.operator.events import EventSink
@@ -81,6 +81,7 @@ class ConsumerReconciler:
         self.memory = TermMemory()
         self._started = threading.local()  # when the running reconcile began, per worker
         self._verdict_lock = threading.Lock()  # the verdicts and the hard-failure memory are shared
+        self._burst = Burst()  # under the verdict lock: its answers per verdict
 
     def new_term(self) -> None:
         """Forget this term's memory: another leader may publish (and consumers may come and
@@ -212,7 +213,8 @@ class ConsumerReconciler:
         if last is None or bound <= 0:
             return None
         behind = index_behind(current, self.network_shards.stored(judged.network.name))
-        held = hold_for(last, judged, consumer, behind=behind, now=now, bound=bound)
+        with self._verdict_lock:
+            held = hold_for(last, judged, consumer, behind=behind, now=now, bound=bound, burst=self._burst)
         if held is not None and last.held_since is None:
             self.memory.judged_on[name] = dataclasses.replace(last, held_since=now)
         if held is not None:

@@ -6,6 +6,7 @@ import dataclasses
 
 from agn.model import NetworkView, ProviderView, candidate_id
 from agn.operator.burst import (
+    Burst,
     additions_only,
     awaiting_first_probe,
     hold_for,
@@ -121,3 +122,19 @@ def test_an_index_is_behind_when_a_shard_it_names_is_at_another_digest_or_gone()
     assert index_behind(index, {**stored, "s1": {"spec": {"digest": "c"}}})
     assert index_behind(index, {"s0": stored["s0"]})
     assert index_behind(None, stored)
+
+
+def test_the_network_wide_answers_are_kept_per_verdict_and_follow_a_new_one():
+    verdicts = Verdicts()
+    keep = Burst()
+    last = published(CONSUMER, burst(verdicts, 10, 20))
+    judged = burst(verdicts, 15, 30)
+    assert keep.additions_only(last, judged) and keep.awaiting_first_probe(judged) == 15
+    # A first probe that finds a provider down: new views, the same candidates.
+    fleet = [view(i) for i in range(15)] + [view(15, healthy=False)] + [unprobed(i) for i in range(16, 30)]
+    down = verdicts.evaluate(NET, fleet, now=NOW)
+    assert down.by_provider == judged.by_provider and keep.awaiting_first_probe(down) == 14
+    drained = verdicts.evaluate(NET, [view(0, drain=True), *fleet[1:]], now=NOW)
+    assert not keep.additions_only(last, drained)
+    assert hold_for(last, drained, CONSUMER, behind=False, now=NOW, bound=BOUND, burst=keep) is None
+    assert hold_for(last, down, CONSUMER, behind=False, now=NOW, bound=BOUND, burst=keep) == BOUND
