@@ -25,9 +25,10 @@ from collections.abc import Callable
 
 from agn.kube import KubeError
 from agn.logs import JsonLog
-from agn.model import ConsumerView, Overlay, ProviderView
+from agn.model import ConsumerView, NetworkView, Overlay, ProviderView
 from agn.netshards import NetworkSplit, index_over
 from agn.objects import Obj, consumer_view, network_view
+from agn.operator.burst import HOLD_BATCHES, Burst, hold_for, index_behind, published
 from agn.operator.caches import Caches
 from agn.operator.diffing import PublicationDiff, note_for, publication_change, published_fields, stored_fields
 from agn.operator.events import EventSink
@@ -80,6 +81,7 @@ class ConsumerReconciler:
         self.memory = TermMemory()
         self._started = threading.local()  # when the running reconcile began, per worker
         self._verdict_lock = threading.Lock()  # the verdicts and the hard-failure memory are shared
+        self._burst = Burst()  # under the verdict lock: its answers per verdict
 
     def new_term(self) -> None:
         """Forget this term's memory: another leader may publish (and consumers may come and
@@ -132,11 +134,7 @@ class ConsumerReconciler:
         current = self.caches.overlays.store.peek(name)  # read only: stored objects are never changed in place
         stored = self.storage.stored_shards(name)
         if consumer_obj is None:
-            self.forget(name)
-            if (current is not None or stored) and not self.storage.remove(name, current, stored):
-                self.queue.add(name)
-            else:
-                self.network_shards.sweep(self.caches, self.log)  # it may have been its network's last consumer
+            self._gone(name, current, stored)
             return
         kept = self._without_stale(name, consumer_obj, current, stored)
         if kept is None:
@@ -152,15 +150,12 @@ class ConsumerReconciler:
         # index carries no candidates, so this Overlay has none (and is never compared whole).
         previous = Overlay.from_spec(current["spec"]) if current is not None else remembered
         now = time.time()
-        network = network_view(network_obj)
-        with self._verdict_lock:
-            judged = self.memory.verdicts.evaluate(network, providers, now=now)
-            for transition, obj in self.memory.hard_failures.transitions(judged, self.caches.providers.store.peek):
-                self.events.hard_failure(transition, obj, max_age=judged.network.metrics_max_age_seconds)
+        judged = self._judge(name, network_view(network_obj), providers, now)
+        held = self._held(name, consumer_obj, judged, current, now)
+        if held is not None:
+            self.queue.add_after(name, held + RECHECK_SLACK_SECONDS)
+            return
         planned = self.plan(consumer, judged, previous)
-        if judged.recheck_at is not None and judged.recheck_at > now:
-            # A reading goes stale then: look again at that moment, not at the next resync.
-            self.queue.add_after(name, judged.recheck_at - now + RECHECK_SLACK_SECONDS)
         plans = self.memory.network_plans
         split, net_writes = self.network_shards.prepare(plans, network_obj, judged, self.settings.overlay_shards)
         sharded = Sharded(index_over(planned.sharded.index, split, consumer.excluded_providers), {})
@@ -181,8 +176,50 @@ class ConsumerReconciler:
                 if work is not None:
                     planned = dataclasses.replace(planned, sharded=sharded)
                     work = dataclasses.replace(work, network=tuple(net_writes))
-                    self._publish(planned, work, consumer=consumer_obj, current=current, stored=stored, change=change)
+                    if not self._publish(
+                        planned, work, consumer=consumer_obj, current=current, stored=stored, change=change
+                    ):
+                        return
+        self.memory.judged_on[name] = published(consumer_obj, judged)
         self._follow_network(split, name)
+
+    def _gone(self, name: str, current: Obj | None, stored: dict[str, Obj]) -> None:
+        """Consumer ``name`` is gone: forget it and delete its index and own shards."""
+        self.forget(name)
+        if (current is not None or stored) and not self.storage.remove(name, current, stored):
+            self.queue.add(name)
+        else:
+            self.network_shards.sweep(self.caches, self.log)  # it may have been its network's last consumer
+
+    def _judge(
+        self, name: str, network: NetworkView, providers: tuple[ProviderView, ...], now: float
+    ) -> NetworkVerdict:
+        """The network's verdict (shared by its consumers, under the lock) with its hard-failure
+        Events; consumer ``name`` is looked at again when a reading goes stale."""
+        with self._verdict_lock:
+            judged = self.memory.verdicts.evaluate(network, providers, now=now)
+            for transition, obj in self.memory.hard_failures.transitions(judged, self.caches.providers.store.peek):
+                self.events.hard_failure(transition, obj, max_age=judged.network.metrics_max_age_seconds)
+        if judged.recheck_at is not None and judged.recheck_at > now:
+            # A reading goes stale then: look again at that moment, not at the next resync.
+            self.queue.add_after(name, judged.recheck_at - now + RECHECK_SLACK_SECONDS)
+        return judged
+
+    def _held(self, name: str, consumer: Obj, judged: NetworkVerdict, current: Obj | None, now: float) -> float | None:
+        """Seconds to hold this consumer's publication of ``judged`` while a burst of creates is
+        still being probed (:mod:`.burst`); None: publish now."""
+        last = self.memory.judged_on.get(name)
+        bound = HOLD_BATCHES * self.settings.burst_batch_wait
+        if last is None or bound <= 0:
+            return None
+        behind = index_behind(current, self.network_shards.stored(judged.network.name))
+        with self._verdict_lock:
+            held = hold_for(last, judged, consumer, behind=behind, now=now, bound=bound, burst=self._burst)
+        if held is not None and last.held_since is None:
+            self.memory.judged_on[name] = dataclasses.replace(last, held_since=now)
+        if held is not None:
+            self.log.debug("publication of additions held", consumer=name, seconds=round(held, 3))
+        return held
 
     def _follow_network(self, split: NetworkSplit, name: str) -> None:
         """After a publication on ``split``: the network's other consumers whose index is behind
@@ -240,9 +277,9 @@ class ConsumerReconciler:
         current: Obj | None,
         stored: dict[str, Obj],
         change: PublicationDiff | None,
-    ) -> None:
+    ) -> bool:
         """Store ``planned`` (:meth:`.storage.OverlayStorage.write`), then log (and record an
-        Event for) ``change`` — None when admission did not change."""
+        Event for) ``change`` — None when admission did not change. False: not stored (queued again)."""
         overlay, sharded = planned.overlay, planned.sharded
         name = overlay.consumer
         with self.writes.tally(join=True) as tally:  # counting the network shards written before
@@ -254,11 +291,11 @@ class ConsumerReconciler:
         seconds = round(time.perf_counter() - getattr(self._started, "at", time.perf_counter()), 4)
         if not stored_ok:
             self.queue.add(name)
-            return
+            return False
         self.memory.published[name] = (consumer["metadata"].get("uid", ""), overlay)
         if change is None:
             self.log.info("overlay stored again", **stored_fields(overlay, work), bytes_written=tally.bytes)
-            return
+            return True
         states = sharded.index["admission"]
         fields = published_fields(overlay, work, change, states)
         self.log.info("overlay published", **fields, bytes_written=tally.bytes, reconcile_seconds=seconds)
@@ -270,3 +307,4 @@ class ConsumerReconciler:
             previous_revision=change.previous_revision,
         )
         self.events.overlay_published(consumer, note)
+        return True

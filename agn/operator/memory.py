@@ -16,6 +16,7 @@ import dataclasses
 
 from agn.model import Overlay
 from agn.netshards import NetworkSplit
+from agn.operator.burst import Published
 from agn.operator.events import HardFailures
 from agn.operator.pruning import prune
 from agn.operator.reconcile import Planned
@@ -34,6 +35,9 @@ class TermMemory:
     # Per consumer: the missing network last warned about, so the warning is logged once.
     missing_network: dict[str, str] = dataclasses.field(default_factory=dict)
     plans: dict[str, Planned] = dataclasses.field(default_factory=dict)
+    # Per consumer: what its last publication was judged on, and since when additions are held
+    # (agn.operator.burst).
+    judged_on: dict[str, Published] = dataclasses.field(default_factory=dict)
     # Per network: the plan of its candidates, stored as network shards (agn.operator.network_storage).
     network_plans: dict[str, tuple[Planned, NetworkSplit]] = dataclasses.field(default_factory=dict)
     verdicts: Verdicts = dataclasses.field(default_factory=Verdicts)
@@ -50,6 +54,7 @@ class TermMemory:
         self.published.pop(consumer, None)
         self.missing_network.pop(consumer, None)
         self.plans.pop(consumer, None)
+        self.judged_on.pop(consumer, None)
 
     def forget_deleted(self, *, consumers: set[str], providers: set[str], networks: set[str]) -> list[str]:
         """Drop what is remembered about every object not among the live names given; returns
@@ -61,8 +66,9 @@ class TermMemory:
             set(prune(self.published, consumers))
             | set(prune(self.missing_network, consumers))
             | set(prune(self.plans, consumers))
+            | set(prune(self.judged_on, consumers))
         )
 
     def consumers(self) -> set[str]:
         """Consumer names anything is remembered for."""
-        return set(self.published) | set(self.missing_network) | set(self.plans)
+        return set(self.published) | set(self.missing_network) | set(self.plans) | set(self.judged_on)

@@ -141,7 +141,8 @@ class Settings:
         type=non_negative,
         metavar="SECONDS",
         help="longest a batch stays open within a burst of changes (it began less than --max-batch-wait after "
-        "the last batch); --max-batch-wait or less turns bursts off",
+        "the last batch); --max-batch-wait or less turns bursts off; 3 x this bounds how long a burst's "
+        "additions are held while providers await their first probe (0: never)",
     )
 
     # Each consumer's overlay is stored as an index plus up to this many shards (agn.shards), so

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from agn.kube import CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS
 from agn.logs import JsonLog
+from agn.operator.consumers import ConsumerReconciler
 from agn.operator.controller import Operator
 from agn.operator.metrics import OperatorMetrics
 from agn.operator.settings import parse_settings
@@ -54,7 +55,7 @@ class Profiles:
         self.calls = 0
         self.seconds = 0.0
 
-    def wrap(self, fn):  # noqa: ANN001, ANN201 - wraps Operator._reconcile_safely
+    def wrap(self, fn):  # noqa: ANN001, ANN201 - wraps ConsumerReconciler.reconcile_safely
         def profiled(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
             with self._lock:
                 prof = self._by_thread.setdefault(threading.get_ident(), cProfile.Profile())
@@ -130,6 +131,30 @@ def drains(args: argparse.Namespace, bench: Bench, profiles: Profiles) -> None:
     print(profiles.report(args.top))
 
 
+class BacklogSampler:
+    """The prober's backlog and lag (``/healthz``'s probe load), sampled every 0.2 s: the most of each."""
+
+    def __init__(self, operator: Operator) -> None:
+        self.operator, self.most = operator, {"backlog": 0, "lagSeconds": 0.0}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def now(self) -> dict[str, object]:
+        load = self.operator.prober.load(time.monotonic())
+        return {k: load[k] for k in ("backlog", "lagSeconds", "inFlight")}
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            load = self.now()
+            for key in self.most:
+                self.most[key] = max(self.most[key], load[key])  # type: ignore[call-overload]
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(1.0)
+
+
 def run(args: argparse.Namespace, bench: Bench) -> None:
     ns = f"profile-{args.providers}x{args.consumers}"
     bench.ns = ns
@@ -144,7 +169,7 @@ def run(args: argparse.Namespace, bench: Bench) -> None:
     stop = threading.Event()
     metrics = OperatorMetrics()
     profiles = Profiles()
-    Operator._reconcile_safely = profiles.wrap(Operator._reconcile_safely)  # type: ignore[method-assign]
+    ConsumerReconciler.reconcile_safely = profiles.wrap(ConsumerReconciler.reconcile_safely)  # type: ignore[method-assign]
     operator = Operator(
         kube, ns, settings=settings, log=JsonLog(component="operator", level="warning"), stop=stop, metrics=metrics
     )
@@ -160,12 +185,17 @@ def run(args: argparse.Namespace, bench: Bench) -> None:
         for i in range(args.providers)
     ]
     t0 = time.monotonic()
+    backlog = BacklogSampler(operator)
     with cf.ThreadPoolExecutor(16) as ex:
         list(ex.map(lambda body: kube.create(PROVIDERS, ns, body), bodies))
     created = time.monotonic() - t0
+    at_last_create = (dict(operator.writes.counts()), backlog.now())
     while not admitted_everywhere(bench, ns, args.consumers, args.providers):
         time.sleep(0.25)
     done = time.monotonic() - t0
+    backlog.stop()
+    print(f"first probes pending at most / lag at most: {backlog.most} (at the last create: {at_last_create[1]})")
+    print(f"writes at the last create: {at_last_create[0]}")
     written = operator.writes.bytes_written() if hasattr(operator.writes, "bytes_written") else {}
     print(
         f"{args.providers} x {args.consumers}: created in {created:.1f}s, all admitted at {done:.1f}s "
