@@ -1,7 +1,8 @@
 """The convergence waiter: watch-driven, with a deadline, two agreeing observations.
 
 List+watch followers (:func:`agn.watching.follow`: providers, consumers, overlay indexes and,
-once a verdict finds a provider absent from an overlay, the probes heartbeat) keep a cache and wake the waiter on every event about an object the wait is about.
+once a verdict finds a provider absent from an overlay, the probes heartbeat) keep a cache and
+wake the waiter on every event about an object the wait is about.
 The predicate asks only where the selected providers stand, so of a sharded overlay only the
 shards that hold their candidates are read (:func:`agn.overlays.read_partial`: by name, and
 again only when the index gives a shard a new digest) — one shard per consumer for a single
