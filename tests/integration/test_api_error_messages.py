@@ -124,7 +124,8 @@ def test_a_drain_write_the_identity_may_not_make_names_the_request_and_the_rbac(
                 rule["verbs"] = [v for v in rule["verbs"] if v != "patch"]
     apply_identities(env.kube, env.ns, objects)
     kubeconfig = service_account_kubeconfig(env.kube, env.cp.kubeconfig, env.ns, "agn-provider-drain", env.tmp / "sa")
-    argv = [a for a in env.argv("--provider", "p-two") if a not in ("--context", env.cp.context)]
+    # Two providers (gw-a: p-one, p-two): a fan-out sends its dry run first (one write is its own).
+    argv = [a for a in env.argv("--gateway", "gw-a") if a not in ("--context", env.cp.context)]
     proc = subprocess.run(
         [*argv, "--kubeconfig", str(kubeconfig)], capture_output=True, text=True, env=env.env(), timeout=120
     )

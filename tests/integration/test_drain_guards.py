@@ -51,10 +51,10 @@ def fleet(kube, namespace):
     return namespace
 
 
-def drain(control_plane, namespace: str, tmp_path, provider: str):
+def drain(control_plane, namespace: str, tmp_path, provider: str | None, *, gateway: str | None = None):
     said: list[str] = []
     req = DrainRequest(
-        selector=Selector(provider=provider),
+        selector=Selector(provider=provider, gateway=gateway),
         drain=True,
         context=control_plane.context,
         kubeconfig=str(control_plane.kubeconfig),
@@ -98,11 +98,18 @@ def test_the_same_registry_lets_a_drain_through(kube, control_plane, fleet, tmp_
 
 def test_the_dry_run_is_sent_under_the_lock_after_the_look(kube, control_plane, fleet, tmp_path, monkeypatch):
     """A real drain in one wave reads before the drain lock only what names it; its server-side
-    dry run is sent under the lock once every guard passed, so a refused drain sends none."""
+    dry run (a fan-out's: one write is its own) is sent under the lock once every guard passed,
+    so a refused drain sends none."""
     monkeypatch.setattr(guards, "GUARDS", [*guards.GUARDS, FreezeGuard()])
     refused, _ = drain(control_plane, fleet, tmp_path, "p-one")
     assert refused.exit_code is ExitCode.REFUSED, refused.summary
     assert refused.dry_run_outcomes == [] and refused.operation is None
-    passed, _ = drain(control_plane, fleet, tmp_path, "p-two")
+    for name in ("p-four", "p-five"):  # a fan-out of two (the fleet's gateway holds frozen p-one)
+        provider = {"endpoint": "http://127.0.0.1:9/x", "providerGateway": "gw-two", "selectionGroup": "other"}
+        create(kube, PROVIDERS, fleet, name, provider, labels={"net": "yes", "freeze": "no"})
+    passed, _ = drain(control_plane, fleet, tmp_path, None, gateway="gw-two")
     assert passed.exit_code is ExitCode.OK, passed.summary
-    assert [o["provider"] for o in passed.dry_run_outcomes] == ["p-two"] and passed.operation
+    assert sorted(o["provider"] for o in passed.dry_run_outcomes) == ["p-five", "p-four"] and passed.operation
+    single, _ = drain(control_plane, fleet, tmp_path, "p-two")  # one write: no dry run, the same operation
+    assert single.exit_code is ExitCode.OK, single.summary
+    assert single.dry_run_outcomes == [] and single.operation

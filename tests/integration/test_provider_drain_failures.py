@@ -83,6 +83,23 @@ def test_server_side_dry_run_rejection_refuses_before_any_write(env: DrainEnv, r
     assert {n: env.provider(n)["metadata"]["generation"] for n in BIG} == generations
 
 
+def test_a_single_write_refused_by_admission_is_a_refusal_that_changed_nothing(env: DrainEnv, reject_all_writes):
+    # One write sends no dry run (one PATCH is all-or-nothing by itself): the API server's refusal
+    # of the write itself is reported for the provider, exits 3 and leaves everything as it was.
+    label(env, "p3", "reject-writes", reject_all_writes)
+    wait_policy_active(env, "p3")
+    before = env.provider("p3")["metadata"]["resourceVersion"]
+    code, report = env.run_json("--provider", "p3")
+    assert code == 3, report
+    assert report["dryRunOutcomes"] == []
+    assert [r.split(":")[0] for r in report["refused"]] == ["p3"] and "frozen" in report["refused"][0]
+    (outcome,) = report["outcomes"]
+    assert (outcome["provider"], outcome["outcome"]) == ("p3", "failed") and "frozen" in outcome["error"]
+    assert report["restorations"] == [] and "the API server refused 1 write(s)" in report["summary"]
+    assert env.provider("p3")["metadata"]["resourceVersion"] == before and env.drain_value("p3") is None
+    assert env.journals()[-1]["state"] == "restored"  # opened before the write, as always; nothing to restore
+
+
 def test_real_rejection_mid_fan_out_restores_the_others(env: DrainEnv, reject_real_writes):
     label(env, "p5", "reject-writes", reject_real_writes)
     wait_policy_active(env, "p5")

@@ -27,32 +27,42 @@ pytestmark = pytest.mark.integration
 PROBE = Path(__file__).resolve().parents[2] / "scripts" / "bench" / "requestprobe.py"
 BULK = 24  # providers of another group, sharing one fake provider
 
-# The requests of a converged single drain with two targets (18 measured):
+# The requests of a converged single drain with two targets (16 measured):
 #  1 the caller's identity (SelfSubjectReview), 2 the networks (LIST), 3 the provider (GET):
 #    what names the drain locks, and all that is read before them;
 #  4 the lock (POST: created without a look, as it is absent unless another run holds it) and
 #    the one snapshot under it: 5 the group (LIST by spec.selectionGroup), 6 consumers (LIST),
-#    7 overlay indexes (LIST), 8 the heartbeat (LIST by name), 9 the consumers' network shard
-#    (GET; the networks read a moment before are reused); 10 the server-side dry run (PATCH),
-#    once every guard passed;
-#  11-14 the waiter's four WATCHes, started from those lists' resourceVersions (no LIST of its
-#    own), with the shards the guards read;
-#  15 the write (PATCH), 16 its Event (POST), 17 the lock's release (DELETE);
-#  18 the shard read again at the new digest the consumers' indexes give it (once: the cache
+#    7 overlay indexes (LIST), 8 the heartbeat (LIST by name: the budget and capacity guards
+#    judge freshness with it), 9 the consumers' network shard (GET; the networks read a moment
+#    before are reused);
+#  10-12 the waiter's three WATCHes (the provider by name, consumers, overlay indexes), started
+#    from those lists' resourceVersions (no LIST of its own), with the shards the guards read;
+#  13 the write (PATCH), 14 its Event (POST), 15 the lock's release (DELETE);
+#  16 the shard read again at the new digest the consumers' indexes give it (once: the cache
 #    keeps the old digest for the index that has not moved yet).
+# No server-side dry run: it makes a fan-out all-or-nothing, and one PATCH is that by itself
+# (the API server applies it whole or refuses it, changing nothing; a refusal is then reported
+# per provider and exits 3: tests/integration/test_provider_drain_failures.py). --dry-run and a
+# drain of more than one provider send it.
+# The heartbeat is not watched: it judges only a provider absent from an overlay (here p-one is
+# in both), so the waiter holds the look's read of it and follows it from there only once a
+# verdict finds a provider absent (tests/unit/test_drain_waiter_confirm.py). The provider is
+# watched although the PATCH response gives its new resourceVersion: the operator's status of
+# it and any other writer's change (a concurrent undrain) during the wait must reach the verdict.
+# A WATCH of the network's shards instead of 9 and 16 would cost as much (a LIST and a WATCH).
+# The two reads before the lock (2, 3) name the per-network locks, so they stay before it.
 # No fresh LISTs confirm the cached view (there were four). The confirming observation must
 # judge every kind as of the write or later: a kind whose watch has delivered an event at or
 # after the write's resourceVersion is that recent already (a watch delivers in order), and the
 # provider's (the write itself), the overlays' (the operator's publication of it) and the
 # consumers' (the gateways' accepted and serving revisions of that publication) always have by
-# then. The heartbeat judges only a provider absent from an overlay (here p-one is in both); a
-# verdict that used it lists it again unless its renewal came after the write. A watch that
-# failed and re-listed counts only as recent as the list's newest object, so it is listed
-# again (tests/unit/test_drain_waiter_confirm.py).
-# The operator may publish the change in more revisions than one (a shard read each): 20 allows
-# two more. Lower it when a change removes requests; raising it is a decision for review (a
-# second look, or a LIST of the fleet, is 7 or more).
-MAX_REQUESTS = 20
+# then. A verdict that used the heartbeat lists it again unless its renewal came after the
+# write. A watch that failed and re-listed counts only as recent as the list's newest object,
+# so it is listed again (tests/unit/test_drain_waiter_confirm.py).
+# The operator may publish the change in more revisions than one (a shard read each): the bound
+# allows two more. Lower it when a change removes requests; raising it is a decision for review
+# (a second look, or a LIST of the fleet, is 7 or more).
+MAX_REQUESTS = 18
 
 
 @pytest.fixture
@@ -106,19 +116,22 @@ def test_a_single_drain_reads_its_group_not_the_fleet(env: DrainEnv, tmp_path):
     assert len([p for v, p, q in calls if v == "GET" and p.endswith("/inferencenetworks")]) == 1, calls
     assert len([q for q in lists if q["fieldSelector"] == ["spec.selectionGroup=chat"]]) == 1, calls
     assert [p for v, p, q in calls if v == "GET" and "/leases/agn-drain" in p] == [], calls
-    # The dry run is sent under the lock, after the look: the lock's POST comes first.
+    # One write is its own dry run: none is sent (a fan-out's is sent under the lock, after the
+    # look: tests/integration/test_drain_guards.py). The write comes after the lock's POST.
     lock = next(i for i, (v, p, q) in enumerate(calls) if v == "POST" and p.endswith("/leases"))
-    dry = [i for i, (v, p, q) in enumerate(calls) if v == "PATCH" and q.get("dryRun") == ["All"]]
-    assert len(dry) == 1 and dry[0] > lock, calls
+    assert [q for v, p, q in calls if v == "PATCH" and q.get("dryRun")] == [], calls
+    (write,) = [i for i, (v, p, q) in enumerate(calls) if v == "PATCH"]
+    assert write > lock, calls
     # The waiter lists nothing itself: each kind it follows is listed by the look under the lock
     # and watched once, from that list's resourceVersion. Its confirming look lists again only a
     # kind no watch has shown at or after the write: none here (the operator's publication and
-    # the gateways' status come after the write; the heartbeat is not needed, p-one being in
-    # both overlays).
-    for kind in ("/inferenceconsumers", "/routingoverlays", "/leases"):
+    # the gateways' status come after the write). The heartbeat is listed by the look (the
+    # guards weigh freshness with it) and never watched: no verdict needs it, p-one being in
+    # both overlays.
+    for kind, watched_too in (("/inferenceconsumers", 1), ("/routingoverlays", 1), ("/leases", 0)):
         reads = [q for v, p, q in calls if v == "GET" and p.endswith(kind)]
         watches = [q for q in reads if q.get("watch") == ["true"]]
-        assert (len(reads) - len(watches), len(watches)) == (1, 1), (kind, reads)
+        assert (len(reads) - len(watches), len(watches)) == (1, watched_too), (kind, reads)
         assert all(q.get("resourceVersion") for q in watches), watches
     watched = [q for q in lists if q.get("watch") == ["true"]]
     assert len(watched) == 1 and watched[0]["resourceVersion"], lists

@@ -113,3 +113,30 @@ def test_a_writes_version_is_kept_for_the_waiter_never_reported():
     written = Outcome("p-1", WriteOutcome.CHANGED, generation=3, resource_version=77)
     assert "resource_version" not in written.to_dict() and "resourceVersion" not in written.to_dict()
     assert written == Outcome("p-1", WriteOutcome.CHANGED, generation=3)  # not part of what an outcome is
+
+
+def test_the_heartbeat_the_run_read_is_followed_only_once_a_verdict_finds_a_provider_absent():
+    w = waiter(Lists({}))
+    followed: list[tuple[str, object]] = []
+    w._follow = lambda res, listed: (followed.append((res.plural, listed)), w._following.add(res.plural))  # type: ignore[method-assign]
+    beat = ([obj("agn-probes", "12")], "12")
+    w.start(seen={LEASES: beat})
+    # The other kinds are followed at once (listed by their followers: the run read none of them).
+    assert [k for k, _ in followed] == [PROVIDERS.plural, CONSUMERS.plural, OVERLAYS.plural]
+    assert w._caches[LEASES.plural].synced.is_set() and w._caches[LEASES.plural].get("agn-probes") == beat[0][0]
+    w._health[LEASES.plural].failed(RuntimeError("not followed: never failing"))
+    assert w.unreachable_for() == (0.0, "")  # an unfollowed kind is not a failing watch
+    w._need_heartbeat(verdict("existing_only"))  # judged on the overlays alone
+    assert len(followed) == 3
+    w._need_heartbeat(verdict("absent"))  # judged on its freshness: follow it from the run's read
+    assert followed[3] == (LEASES.plural, beat)
+    w._need_heartbeat(verdict("absent"))
+    assert len(followed) == 4  # once
+
+
+def test_without_the_runs_read_of_the_heartbeat_it_is_followed_at_once():
+    w = waiter(Lists({}))
+    followed: list[str] = []
+    w._follow = lambda res, listed: followed.append(res.plural)  # type: ignore[method-assign]
+    w.start()
+    assert followed == [r.plural for r in (PROVIDERS, CONSUMERS, OVERLAYS, LEASES)]

@@ -254,6 +254,18 @@ def _plan_waves(
     return waves, gates, problems, planned
 
 
+def dry_run_before_writing(ctx: RunContext, changes: list[Change]) -> tuple[tuple[Step, ...], Ending | None]:
+    """The server-side dry run of a real drain in one wave, under the drain locks: sent for a
+    fan-out, so its writes are all-or-nothing (one of them refused refuses the run before any
+    lands); one write is its own dry run. A single PATCH is applied whole or not at all, and a
+    refusal of it changes nothing: it is reported per provider (``outcomes``, ``refused``), the
+    run exits 3 and its journal, opened before the write as always, ends ``restored`` with
+    nothing to restore. ``--dry-run`` and ``--plan-out`` always send it (:func:`dry_run`)."""
+    if sum(1 for c in changes if not c.already) <= 1:
+        return (DryRun((), operation=ctx.operation),), None
+    return dry_run(ctx, changes)
+
+
 def dry_run(ctx: RunContext, changes: list[Change]) -> tuple[tuple[Step, ...], Ending | None]:
     """Every patch sent as a server-side dry run: its outcomes, and a refusal if one is rejected
     (here for a run that looked before the lock; under the drain locks for a real drain in one

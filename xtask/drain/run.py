@@ -45,7 +45,7 @@ from xtask.drain.edges.waiter import ConvergenceWaiter, WaitResult
 from xtask.drain.finish import end_after_wait, note_still_held, read_back, wait_idle, wait_sessions
 from xtask.drain.gates.base import GateReading
 from xtask.drain.locked import LockedWrites
-from xtask.drain.prepare import Prepared, dry_run, prepare
+from xtask.drain.prepare import Prepared, dry_run_before_writing, prepare
 from xtask.drain.record import RunRecord
 from xtask.drain.render import convergence_dict, not_eligible_summary, restoration_summary, wait_summary
 from xtask.drain.report import Ending, Report, build_report
@@ -289,7 +289,7 @@ class _DrainRun:
             self.targets = self.locked.snapshot.targets  # read under the locks (a drain checked once)
         try:
             if self.journal_todo is not None:  # a real drain in one wave: its dry run under the locks too
-                checked, ending = dry_run(self.ctx, changes)
+                checked, ending = dry_run_before_writing(self.ctx, changes)
                 self.keep(*checked)
                 if ending is not None:
                     return ending

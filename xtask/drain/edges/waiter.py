@@ -1,7 +1,8 @@
 """The convergence waiter: watch-driven, with a deadline, two agreeing observations.
 
-Three list+watch followers (:func:`agn.watching.follow`: providers, consumers and overlay
-indexes) keep a cache and wake the waiter on every event about an object the wait is about.
+List+watch followers (:func:`agn.watching.follow`: providers, consumers, overlay indexes and,
+once a verdict finds a provider absent from an overlay, the probes heartbeat) keep a cache and
+wake the waiter on every event about an object the wait is about.
 The predicate asks only where the selected providers stand, so of a sharded overlay only the
 shards that hold their candidates are read (:func:`agn.overlays.read_partial`: by name, and
 again only when the index gives a shard a new digest) — one shard per consumer for a single
@@ -173,6 +174,8 @@ class ConvergenceWaiter:
         # overlay name -> (index resourceVersion and the digests of the shards read, parsed)
         self._parsed: dict[str, tuple[tuple, Overlay]] = {}
         self._started = False
+        self._following: set[str] = set()  # the kinds whose follower has started
+        self._heartbeat_from: Listed | None = None  # the run's read of the heartbeat, not followed yet
         self.fresh_reads = 0  # LISTs of the confirming observations (kinds no watch had proved)
 
     def start(self, seen: Mapping[Resource, Listed] | None = None, *, shards: ShardCache | None = None) -> None:
@@ -182,7 +185,10 @@ class ConvergenceWaiter:
         ``seen``: what the run has already read of the kinds the wait follows (providers,
         consumers, overlay indexes, the heartbeat Lease), each as a list's items and
         resourceVersion (a GET as ``([obj], its resourceVersion)``); those kinds start their
-        watch from there instead of listing again (:class:`agn.watching.FollowOptions`).
+        watch from there instead of listing again (:class:`agn.watching.FollowOptions`), except
+        the heartbeat: the run's read of it is held, and its watch starts from there only once a
+        verdict judges a provider on its freshness (none does while every selected provider is
+        in every overlay: a single drain's usual wait follows three kinds, not four).
         ``shards``: the cache the run read the overlays' shards through: the wait reads only the
         shards it does not hold at the digest an index gives them (one reader at a time owns a
         :class:`~agn.overlays.ShardCache`: the run hands it over here)."""
@@ -192,26 +198,45 @@ class ConvergenceWaiter:
         if shards is not None:
             self.shards = shards
         for res in _KINDS:
-            cache = self._caches[res.plural]
+            listed = (seen or {}).get(res)
+            if res is LEASES and listed is not None:
+                # The heartbeat judges only a provider absent from an overlay: held as the run
+                # read it, and followed from there once a verdict finds one (:meth:`_need_heartbeat`).
+                self._caches[res.plural].snapshot(listed[0])
+                self._heartbeat_from = listed
+                continue
+            self._follow(res, listed)
 
-            def wake(exc: Exception, delay: float, label: str = res.plural) -> None:
-                self._wake.put(label)  # a failing watch is news: the wait re-checks, naming it
+    def _follow(self, res: Resource, listed: Listed | None) -> None:
+        """Start following ``res`` (its watch from ``listed`` when given, else list+watch)."""
+        cache = self._caches[res.plural]
 
-            start_follower(
-                self.kube,
-                res,
-                self.namespace,
-                name=f"watch-{res.plural}",
-                on_snapshot=cache.snapshot,
-                on_event=cache.event,
-                stop=self._stop_watches,
-                options=FollowOptions(
-                    field_selector=self._field_selectors[res.plural],
-                    on_error=wake,
-                    health=self._health[res.plural],
-                    listed=(seen or {}).get(res),
-                ),
-            )
+        def wake(exc: Exception, delay: float, label: str = res.plural) -> None:
+            self._wake.put(label)  # a failing watch is news: the wait re-checks, naming it
+
+        self._following.add(res.plural)
+        start_follower(
+            self.kube,
+            res,
+            self.namespace,
+            name=f"watch-{res.plural}",
+            on_snapshot=cache.snapshot,
+            on_event=cache.event,
+            stop=self._stop_watches,
+            options=FollowOptions(
+                field_selector=self._field_selectors[res.plural],
+                on_error=wake,
+                health=self._health[res.plural],
+                listed=listed,
+            ),
+        )
+
+    def _need_heartbeat(self, verdict: Verdict) -> None:
+        """Follow the heartbeat from the run's read of it once ``verdict`` judged a provider on
+        its freshness (found one absent from an overlay); until then no verdict used it."""
+        if self._heartbeat_from is not None and any(c.state == "absent" for c in verdict.providers):
+            listed, self._heartbeat_from = self._heartbeat_from, None
+            self._follow(LEASES, listed)
 
     def _observe(self, lookup: Callable[[Resource, str], Obj | None], network_obj: Obj) -> Observation:
         provs = {}
@@ -303,9 +328,10 @@ class ConvergenceWaiter:
 
     def unreachable_for(self) -> tuple[float, str]:
         """How long every watch has been failing (0 while any works), and the last error."""
-        if any(h.failing_since is None for h in self._health.values()):
+        health = [h for kind, h in self._health.items() if kind in self._following]
+        if not health or any(h.failing_since is None for h in health):
             return 0.0, ""
-        worst = min(self._health.values(), key=WatchHealth.failing_for)
+        worst = min(health, key=WatchHealth.failing_for)
         return worst.failing_for(), worst.last_error
 
     def wait(self, *, timeout: float, stop: threading.Event, written: Iterable[Outcome] = ()) -> WaitResult:
@@ -343,6 +369,7 @@ class ConvergenceWaiter:
                 if not all(c.synced.is_set() for c in self._caches.values()):
                     continue
                 verdict = evaluate(self._observe(self._cached, network_obj), drain=self.drain)
+                self._need_heartbeat(verdict)
                 agreed = agreement.add(verdict)
                 if verdict.terminal and not agreed:
                     # The cached view says done: confirm with a second, fresh observation.
@@ -350,6 +377,7 @@ class ConvergenceWaiter:
                         verdict = evaluate(self._observe(self._fresh(since, verdict), network_obj), drain=self.drain)
                     except KubeError:
                         continue
+                    self._need_heartbeat(verdict)
                     agreed = agreement.add(verdict)
                 if verdict.lagging != last_lagging:
                     last_lagging = verdict.lagging
