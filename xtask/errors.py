@@ -44,7 +44,7 @@ EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
     ExitCode.OK: "done: stored (patch-only), or converged on every named consumer",
     ExitCode.ERROR: "error: env/kubeconfig/context unusable, API server unreachable, a component failed to start",
     ExitCode.USAGE: "usage error; nothing was read or written",
-    ExitCode.REFUSED: "refused before any write: unknown provider/gateway/target, server-side dry-run rejection, capacity guard, a disruption budget (declared or --max-unavailable), a drain lock held past --lock-timeout, a plan that is invalid or no longer matches (--plan), a state folder that is not the env's own; or a write the API server refused on its merits (RBAC or an admission policy changed after the dry run) with everything else this run wrote restored",
+    ExitCode.REFUSED: "refused before any write: unknown provider/gateway/target, server-side dry-run rejection, capacity guard, a disruption budget (declared or --max-unavailable), a drain lock held past --lock-timeout, a plan that is invalid or no longer matches (--plan), a state folder that is not the env's own; or a write the API server refused on its merits (RBAC or an admission policy changed after the dry run, or the one write of a single drain, which sends none) with everything else this run wrote restored",
     ExitCode.PARTIAL_RESTORED: "partial failure: some writes failed, everything this run changed was restored",
     ExitCode.NEEDS_INSPECTION: "needs inspection: restoration incomplete (e.g. changed by another writer), or a second signal",
     ExitCode.TIMEOUT: "convergence timeout: stored, not confirmed serving; the lagging targets are named",
