@@ -173,6 +173,13 @@ async def probe_endpoint_async(
         session, base, timeout=timeout, metrics_format=metrics_format, headers=headers
     )
     seen = ProbeOutcome(now, True, healthy, health_error, health_path=path, health_note=note)
+    if not healthy:
+        # Found down: the metrics request takes the kept-alive connection the health answer
+        # came on and closes it after, so the next probe connects (and resolves) afresh. Kept
+        # alive by quick re-checks, a connection that reached some other server before the
+        # provider's Service routed (here an egress proxy answers any unrouted address 404)
+        # would keep the provider down for as long as the re-checks went on.
+        headers = {**(headers or {}), "Connection": "close"}
     try:
         code, body = await http_get(session, f"{base}/metrics", timeout=timeout, headers=headers)
         if not 200 <= code < 300:

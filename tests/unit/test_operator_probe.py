@@ -291,3 +291,64 @@ def test_an_sglang_without_metrics_says_enable_metrics(fake_provider):
     state.update({"metrics": False})
     out = probe_endpoint(url, timeout=2, now=1.0, metrics_format="sglang")
     assert out.metrics_error == "GET /metrics: HTTP 404: no metrics endpoint (start SGLang with --enable-metrics)"
+
+
+def test_a_provider_found_down_is_probed_next_on_a_new_connection():
+    """The first connection reaches a server that answers every request 404 and keeps the
+    connection alive (as an egress proxy answers a ClusterIP before its Service routes); later
+    connections reach the provider. The probe after the failing one connects afresh and finds
+    the provider up: reusing the first connection would keep it down for as long as quick
+    re-checks keep that connection alive."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(10)
+    done = threading.Event()
+    connections: list[int] = []
+
+    def answer(conn: socket.socket, first: bool) -> None:
+        with conn:
+            buffered = b""
+            while not done.is_set():
+                while b"\r\n\r\n" not in buffered:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        return
+                    buffered += chunk
+                head, buffered = buffered.split(b"\r\n\r\n", 1)
+                ok = not first and head.split(b" ")[1] == b"/healthz"
+                status, body = (b"200 OK", b"ok\n") if ok else (b"404 Not Found", b"")
+                # A request that says "Connection: close" is answered so and closed, as HTTP/1.1
+                # servers must (and the egress proxy answering unrouted addresses here does).
+                close = b"\r\nconnection: close" in head.lower()
+                extra = b"Connection: close\r\n" if close else b""
+                conn.sendall(b"HTTP/1.1 " + status + b"\r\n" + extra + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+                if close:
+                    return
+
+    def serve() -> None:
+        try:
+            while not done.is_set():
+                conn, _ = listener.accept()
+                connections.append(1)
+                threading.Thread(target=answer, args=(conn, len(connections) == 1), daemon=True).start()
+        except OSError:
+            pass  # the test is over
+
+    threading.Thread(target=serve, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+    async def twice() -> tuple[ProbeOutcome, ProbeOutcome]:
+        async with probe_session(concurrency=1) as session:
+            first = await probe_endpoint_async(session, endpoint, timeout=2.0, now=1.0)
+            second = await probe_endpoint_async(session, endpoint, timeout=2.0, now=2.0)
+            return first, second
+
+    try:
+        first, second = asyncio.run(twice())
+    finally:
+        done.set()
+        listener.close()
+    assert (first.healthy, first.health_error) == (False, "GET /health: HTTP 404")
+    assert (second.healthy, second.health_path) == (True, "/healthz"), second
+    assert len(connections) == 2
