@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from agn.model import NetworkView, ProviderView, candidate_id
+from poolviews import pool_view
+
+from agn.model import NetworkView, ProviderView
 from agn.operator.burst import (
     Burst,
     additions_only,
@@ -22,16 +24,7 @@ BOUND = 12.0
 
 
 def view(i: int, **kw) -> ProviderView:
-    base = dict(
-        name=f"p{i}",
-        endpoint=f"http://127.0.0.1:9000/pool/p{i}/",
-        candidate_id=candidate_id(f"uid-{i}"),
-        labels={"pool": "a"},
-        healthy=True,
-        metrics_observed_at=NOW,
-    )
-    base.update(kw)
-    return ProviderView(**base)
+    return pool_view(i, now=NOW, **kw)
 
 
 def unprobed(i: int) -> ProviderView:

@@ -6,13 +6,13 @@ import dataclasses
 
 import hypothesis.strategies as st
 from hypothesis import given, settings
+from poolviews import pool_view
 
 from agn.model import (
     ConsumerView,
     Exclusion,
     NetworkView,
     ProviderView,
-    candidate_id,
     compute_candidates,
     overlay_digest,
 )
@@ -23,16 +23,7 @@ NET = NetworkView("net", match_labels={"pool": "a"}, metrics_max_age_seconds=45)
 
 
 def view(i: int, **kw) -> ProviderView:
-    base = dict(
-        name=f"p{i}",
-        endpoint=f"http://127.0.0.1:9000/pool/p{i}/",
-        candidate_id=candidate_id(f"uid-{i}"),
-        labels={"pool": "a"},
-        healthy=True,
-        metrics_observed_at=NOW,
-    )
-    base.update(kw)
-    return ProviderView(**base)
+    return pool_view(i, now=NOW, **kw)
 
 
 def candidates(verdict, consumer: ConsumerView):
