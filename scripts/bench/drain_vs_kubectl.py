@@ -27,11 +27,13 @@ raw pools send, by construction, one request per write (plus a dry run and an Ev
 provider in the same-requests pool).
 
 ``--before DIR`` runs another checkout's CLI (``git archive COMMIT | tar -x -C DIR``) beside
-this one in every round of row 1, with the CPU seconds of each (steadier than wall time on a
-shared, loaded machine).
+this one in every round of rows 1 and 2, with the CPU seconds of each (steadier than wall time on
+a shared, loaded machine). ``--patch-only`` measures only row 2, without the kubectl loop:
+``--repeat`` rounds, each running both raw pools, xtask and ``--before``'s xtask once, in turn.
 
 Prints one table. Speed is shown here and never asserted in tests.
 Usage: python scripts/bench/drain_vs_kubectl.py [--providers 200] [--fleet 1000] [--repeat 7] [--before DIR]
+       [--single-only | --patch-only]
 """
 
 from __future__ import annotations
@@ -263,6 +265,81 @@ def single_drain_rows(bench: Bench, tmp: Path, args: argparse.Namespace) -> list
     return rows
 
 
+def timed_cpu(bench: Bench, argv: list[str], env: dict | None = None) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system) of one command run to its end."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env or bench.env, timeout=900)
+    elapsed = time.monotonic() - t0
+    done = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"command failed ({proc.returncode}): {argv[:6]} {proc.stdout[-1000:]} {proc.stderr[-1000:]}")
+    return elapsed, (done.ru_utime - used.ru_utime) + (done.ru_stime - used.ru_stime)
+
+
+def patch_only_rounds(
+    bench: Bench, tmp: Path, args: argparse.Namespace, rows: list, *, rounds: int, loop: float | None = None
+) -> str:
+    """Row 2: the patch-only drain of the gateway's ``--providers``, ``rounds`` times: each round
+    runs the writes-only pool, the pool sending xtask's requests, xtask and (``--before``) the other
+    checkout's xtask once, each from the undrained state. Appends the rows (wall and CPU medians;
+    ``loop``: the kubectl loop's seconds, for its ratios); returns the last journal's path."""
+    names = [f"p{i:03d}" for i in range(args.providers)]
+    conc, n = str(args.concurrency), args.providers
+    xtasks = {"this": None, **({"before": args.before} if args.before else {})}
+    samples: dict[str, list[tuple[float, float]]] = {v: [] for v in ("raw", "same", *xtasks)}
+    reqs: dict[str, list[int]] = {v: [] for v in xtasks}
+    journal = ""
+    for _ in range(rounds):
+        for variant, script in (("raw", RAW_POOL), ("same", RAW_POOL_SAME_REQUESTS)):
+            samples[variant].append(
+                timed_cpu(bench, [sys.executable, "-c", script, CTX, bench.ns, conc, "true", *names])
+            )
+            reset(bench, names)
+        for variant, code in xtasks.items():
+            secs, report, probe = xtask_probed(bench, tmp, "--gateway", "gw-big", "--concurrency", conc, code=code)
+            assert report["stored"]["ok"], report
+            samples[variant].append((secs, probe["cpuSeconds"]))
+            reqs[variant].append(probe["requests"])
+            journal = journal if code else report["journal"]
+            reset(bench, names)
+    wall = {v: median([w for w, _ in got]) for v, got in samples.items()}
+    cpu = {v: median([c for _, c in got]) for v, got in samples.items()}
+    spread = {
+        v: f"{len(got)} runs, min {min(w for w, _ in got):.2f}s; CPU median {cpu[v]:.2f}s" for v, got in samples.items()
+    }
+    versus = f"x{loop / wall['raw']:.1f} faster than the loop; " if loop else ""
+    rows.append(
+        (
+            f"patch-only drain of {n}: raw client thread pool ({conc}), writes only",
+            f"median {wall['raw']:.2f}s",
+            spread["raw"],
+            f"{versus}{n} API requests",
+        )
+    )
+    rows.append(
+        (
+            f"patch-only drain of {n}: raw client thread pool ({conc}), a dry run + a patch + an Event each",
+            f"median {wall['same']:.2f}s",
+            spread["same"],
+            f"x{wall['same'] / wall['raw']:.2f} of the writes-only pool: the floor of xtask's requests; {3 * n} API requests",
+        )
+    )
+    for variant, code in xtasks.items():
+        versus = f"x{loop / wall[variant]:.1f} faster than the loop, " if loop else ""
+        rows.append(
+            (
+                f"patch-only drain of {n}: xtask --gateway --concurrency {conc} (dry run+journal+read-back)"
+                + ("" if code is None else f", code of {code}"),
+                f"median {wall[variant]:.2f}s",
+                spread[variant],
+                f"{versus}x{wall[variant] / wall['raw']:.2f} of the pool, x{wall[variant] / wall['same']:.2f} of the pool "
+                f"sending the same requests (CPU x{cpu[variant] / cpu['same']:.2f}); {median(reqs[variant]):.0f} API requests",
+            )
+        )
+    return journal
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--providers", type=int, default=200, help="providers in the drained gateway (default 200)")
@@ -270,6 +347,12 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=7, help="runs per single-drain measurement (default 7)")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--single-only", action="store_true", help="measure only the single converged drain")
+    parser.add_argument(
+        "--patch-only",
+        action="store_true",
+        help="measure only the patch-only drain of --providers (no kubectl loop): --repeat rounds, each running "
+        "the writes-only pool, the same-requests pool, xtask and --before's xtask once, wall and CPU",
+    )
     parser.add_argument(
         "--before",
         type=Path,
@@ -288,6 +371,11 @@ def main() -> int:
         try:
             bench.start()
 
+            if args.patch_only:
+                bench.scenario("gateway", providers=args.providers)
+                patch_only_rounds(bench, Path(tmp), args, rows, rounds=args.repeat)
+                return print_table(rows)
+
             # 1. single converged drain, small env (4 providers + 4 spares, like the example)
             rows += single_drain_rows(bench, Path(tmp), args)
 
@@ -302,22 +390,6 @@ def main() -> int:
                 secs, count = kubectl_counted(bench, kubectl_patch(bench, name, True))
                 loop, loop_reqs = loop + secs, loop_reqs + count
             reset(bench, names)
-            raw, same = [], []
-            for _ in range(3):
-                raw.append(bench.timed([sys.executable, "-c", RAW_POOL, CTX, bench.ns, conc, "true", *names]))
-                reset(bench, names)
-                same.append(
-                    bench.timed([sys.executable, "-c", RAW_POOL_SAME_REQUESTS, CTX, bench.ns, conc, "true", *names])
-                )
-                reset(bench, names)
-            ours, ours_reqs, journal_bytes = [], [], 0
-            for _ in range(3):
-                secs, report, probe = xtask_probed(bench, Path(tmp), "--gateway", "gw-big", "--concurrency", conc)
-                assert report["stored"]["ok"], report
-                ours.append(secs)
-                ours_reqs.append(probe["requests"])
-                journal_bytes = Path(report["journal"]).stat().st_size
-                reset(bench, names)
             n = args.providers
             rows.append(
                 (
@@ -327,33 +399,7 @@ def main() -> int:
                     f"baseline; {loop_reqs} API requests",
                 )
             )
-            rows.append(
-                (
-                    f"patch-only drain of {n}: raw client thread pool ({conc}), writes only",
-                    f"median {median(raw):.2f}s",
-                    "3 runs",
-                    f"x{loop / median(raw):.1f} faster than the loop; {n} API requests",
-                )
-            )
-            rows.append(
-                (
-                    f"patch-only drain of {n}: raw client thread pool ({conc}), a dry run + a patch + an Event each",
-                    f"median {median(same):.2f}s",
-                    "3 runs",
-                    f"x{median(same) / median(raw):.2f} of the writes-only pool: the floor of xtask's requests; "
-                    f"{3 * n} API requests",
-                )
-            )
-            rows.append(
-                (
-                    f"patch-only drain of {n}: xtask --gateway --concurrency {conc} (dry run+journal+read-back)",
-                    f"median {median(ours):.2f}s",
-                    "3 runs",
-                    f"x{loop / median(ours):.1f} faster than the loop, x{median(ours) / median(raw):.2f} of the pool, "
-                    f"x{median(ours) / median(same):.2f} of the pool sending the same requests; "
-                    f"{median(ours_reqs):.0f} API requests",
-                )
-            )
+            journal_bytes = Path(patch_only_rounds(bench, Path(tmp), args, rows, rounds=3, loop=loop)).stat().st_size
 
             # 3. the same drain with targets: burst coalescing in the operator
             before = {c: bench.revision(c) for c in CONSUMER_NAMES}
