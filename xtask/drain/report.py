@@ -105,7 +105,7 @@ class Report:
 
     def to_dict(self) -> dict:
         """The ``ProviderDrainReport`` (schema: ``schemas/provider-drain-report.schema.json``)."""
-        data = dataclasses.asdict(self)
+        data = {f.name: _plain_data(getattr(self, f.name)) for f in dataclasses.fields(self)}
         data["dryRun"] = data.pop("dry_run")
         data["dryRunOutcomes"] = data.pop("dry_run_outcomes")
         data["stillHeld"] = data.pop("still_held")
@@ -113,6 +113,20 @@ class Report:
         del data["exit_code"]
         data["exit"] = exit_status(self.exit_code)
         return envelope(PROVIDER_DRAIN, data)
+
+
+def _plain_data(value: Any) -> Any:
+    """``value`` as :func:`dataclasses.asdict` gives it (nested dataclasses as dicts, containers
+    rebuilt), without its deep copy of every word and number: a report holds several per provider."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain_data(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {k: _plain_data(v) for k, v in value.items()}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple, rebuilt field by field
+        return type(value)(*(_plain_data(v) for v in value))
+    if isinstance(value, list | tuple):
+        return type(value)(_plain_data(v) for v in value)
+    return value
 
 
 def exit_code(report: Report) -> ExitCode:

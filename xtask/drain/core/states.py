@@ -54,8 +54,8 @@ class Outcome:
     resource_version: int | None = dataclasses.field(default=None, compare=False)
 
     def to_dict(self) -> dict:
-        hidden = ("hold_update", "resource_version")
-        out = {k: v for k, v in dataclasses.asdict(self).items() if v is not None and k not in hidden}
+        # Its fields are flat (words and numbers): read as they are, no deep copy (a report has two per provider).
+        out = {k: v for k in _OUTCOME_FIELDS if (v := getattr(self, k)) is not None}
         if self.hold_update is not None:
             out["holdUpdate"] = [dict(c) for c in self.hold_update]
         return out
@@ -67,6 +67,12 @@ class Outcome:
         return self.status in (403, 422)
 
 
+# What an outcome reports, in order (its hold update is reported as holdUpdate; its resourceVersion not).
+_OUTCOME_FIELDS = tuple(
+    f.name for f in dataclasses.fields(Outcome) if f.name not in ("hold_update", "resource_version")
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class Restoration:
     """One provider's restoration."""
@@ -76,7 +82,7 @@ class Restoration:
     error: str | None = None
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        return {k: v for k in ("provider", "outcome", "error") if (v := getattr(self, k)) is not None}
 
 
 # Nothing is left to undo for the provider: it was put back, or never changed.
