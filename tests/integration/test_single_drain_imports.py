@@ -20,7 +20,8 @@ from reportschema import parse_report
 pytestmark = pytest.mark.integration
 
 # xtask's and agn's modules a single converged drain imports (its whole path: CLI, selection,
-# dry run, journal, writes, Events, read-back, the convergence waiter).
+# dry run, journal, writes, Events, read-back, the convergence waiter), exactly: the list is what
+# scripts/bench/drain_imports.py times as its own imports (xtask.__main__ runs as __main__).
 OWN_MODULES = frozenset(
     """
     agn agn.credentials agn.engines agn.events agn.holds agn.inputfile agn.kube agn.kubeconfig agn.kubeconfig.read agn.kuberequest
@@ -105,5 +106,7 @@ def test_a_single_drain_with_targets_imports_only_the_named_modules(env: DrainEn
     third = {n.split(".")[0] for n in names} - set(sys.stdlib_module_names) - {"xtask", "agn"}
     third = {n for n in third if not n.startswith("_")}
     assert sorted(own - OWN_MODULES) == [], "new modules on a single drain's path: add them on purpose"
+    # and no more: scripts/bench/drain_imports.py times exactly this list as a single drain's own imports
+    assert sorted(OWN_MODULES - own) == [], "modules no longer on a single drain's path: take them out of the list"
     assert sorted(third - THIRD_PARTY) == [], "new third-party packages on a single drain's path"
     assert not [n for n in names if n.split(".")[0] in NEVER or n in NEVER]
