@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import TextIO
 
 from xtask.cli.output import printable
-from xtask.drain.core.plandoc import pacing_arguments
 from xtask.drain.core.progress import (
     ApiServerNotice,
     DryRunChecked,
@@ -105,6 +104,8 @@ def pacing_line(report: Report) -> str | None:
     plan = report.plan_file or {}
     if "pacing" not in plan:
         return None
+    from xtask.drain.core.plandoc import pacing_arguments  # only a plan's pacing is shown
+
     flags = " ".join(pacing_arguments(plan["pacing"])) or "(defaults)"
     missing = plan.get("notRecorded") or []
     return f"plan pacing: {flags}" + (f" (not recorded by the plan, defaults: {', '.join(missing)})" if missing else "")
