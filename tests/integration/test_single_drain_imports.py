@@ -64,7 +64,8 @@ THIRD_PARTY = frozenset(
 # the help's layout (cloup: loaded only to show --help, xtask/cli/env/option_groups.py), and the
 # client's typed authentication API and its models (~20 ms of CPU before the first request: the
 # caller's identity is asked through the custom-objects API, agn/kube.py's who_am_i); what only a
-# restoration, --resume, a plan, gates or --wait-idle use (loaded where they are), and the
+# restoration, --resume, a plan, gates or --wait-idle use (loaded where they are; their progress
+# events too, xtask/drain/core/progress_phases.py), and the
 # subprocess machinery (a journal's writer is named from xtask/pids.py, issue #44).
 NEVER = (
     "prometheus_client",
@@ -80,6 +81,7 @@ NEVER = (
     "xtask.drain.edges.idle_waiter",
     "xtask.procs",
     "xtask.interrupts",
+    "xtask.drain.core.progress_phases",
 )
 
 
