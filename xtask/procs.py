@@ -27,6 +27,7 @@ from typing import Protocol
 from agn.outputfile import write_atomic
 from xtask.errors import CommandFailed
 from xtask.interrupts import deferred
+from xtask.pids import pid_running, proc_stat
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,44 +53,9 @@ class ProcessRecord:
             return None
 
 
-def _proc_stat(pid: int) -> tuple[str, int] | None:
-    """(state, start time in clock ticks) of a pid from /proc, or None if it does not exist."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name is in parentheses and may itself contain spaces or parentheses.
-    fields = raw[raw.rindex(")") + 2 :].split()
-    return fields[0], int(fields[19])
-
-
 def is_alive(record: ProcessRecord) -> bool:
     """True when the recorded process is running (not a zombie) and is the same process."""
     return pid_running(record.pid, record.start_ticks)
-
-
-def pid_running(pid: int, start_ticks: int) -> bool:
-    """True when ``pid`` is running (not a zombie) and started at ``start_ticks``: the same
-    process, not one that reused its pid."""
-    stat = _proc_stat(pid)
-    if stat is None:
-        return False
-    state, ticks = stat
-    return state not in ("Z", "X") and ticks == start_ticks
-
-
-def own_start_ticks() -> int | None:
-    """This process's kernel start time (clock ticks since boot), None where /proc cannot say."""
-    stat = _proc_stat(os.getpid())
-    return stat[1] if stat else None
-
-
-def boot_id() -> str | None:
-    """The kernel's id of this boot (differs per host and per boot), None where it cannot be read."""
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
-    except OSError:
-        return None
 
 
 def log_tail(path: str | Path, *, lines: int = 30) -> str:
@@ -156,7 +122,7 @@ class Supervisor:
                 start_new_session=True,
             )
             self._children[proc.pid] = proc
-            stat = _proc_stat(proc.pid)
+            stat = proc_stat(proc.pid)
             rec = ProcessRecord(
                 name=name, pid=proc.pid, start_ticks=stat[1] if stat else 0, argv=list(argv), log=str(log_path)
             )

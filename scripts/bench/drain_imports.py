@@ -6,31 +6,34 @@ Each stage runs in ``--repeat`` fresh interpreters and shows the least CPU time 
 
 - ``parse``: what every invocation pays before click has parsed the flags (``--help``, a usage
   error and a run alike): the entry point and the command's module.
-- ``own``: everything a single drain imports of its own (the parse's modules, the conductor, its
-  edges, the progress lines), measured with the official client already imported, so the
-  client's own cost (``kubernetes``, ~0.3 s, kept) and what it shares with it are left out;
-  the client is shown beside it, for scale.
+- ``own``: everything a single drain imports of its own: the parse's modules, then exactly the
+  modules ``tests/integration/test_single_drain_imports.py`` pins (its ``OWN_MODULES``, the set a
+  real single drain was seen to import, read from the checkout being measured), with the
+  official client already imported, so the client's own cost (``kubernetes``, ~0.3 s, kept) and
+  what it shares with it are left out; the client is shown beside it, for scale.
 
-Run it with another checkout's interpreter to compare (its editable install is what it imports):
-``/path/to/main/.venv/bin/python scripts/bench/drain_imports.py``. Prints one table; never
-asserted (tests/integration/test_single_drain_imports.py checks the set of modules instead).
+Run it with another checkout's interpreter to compare (its editable install is what it imports,
+and its test's list is what it measures): ``/path/to/main/.venv/bin/python
+scripts/bench/drain_imports.py``. Prints one table; never asserted (the test checks the set).
 Usage: python scripts/bench/drain_imports.py [--repeat 7]
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import compileall
 import importlib.util
 import subprocess
 import sys
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 CLIENT = "import kubernetes.client, kubernetes.config, kubernetes.watch"
 PARSE = "import xtask.__main__, xtask.cli, xtask.cli.env.provider_drain"
-RUN = "import agn.kube, xtask.drain.run, xtask.cli.env.drain_view"
+PINNED = Path("tests/integration/test_single_drain_imports.py")  # its OWN_MODULES: a real single drain's
 
 # -P: the interpreter's own install (its editable checkout), not the current folder.
 PROBE = """
@@ -58,16 +61,29 @@ def cpu_seconds(before: str, measured: str, repeat: int) -> float:
     return min(runs)
 
 
+def pinned_modules(repo: Path) -> list[str]:
+    """The modules ``repo``'s import test pins for a single drain (``OWN_MODULES``), sorted."""
+    tree = ast.parse((repo / PINNED).read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["OWN_MODULES"]:
+            texts = [n.value for n in ast.walk(node.value) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+            return sorted(set(" ".join(texts).split()))
+    raise SystemExit(f"no OWN_MODULES in {repo / PINNED}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=7, help="fresh interpreters per stage (default 7)")
     args = parser.parse_args()
+    roots = []
     for package in ("xtask", "agn"):  # as installed: bytecode compiled (a fresh worktree has none)
         spec = importlib.util.find_spec(package)
         assert spec is not None and spec.submodule_search_locations, package
-        compileall.compile_dir(list(spec.submodule_search_locations)[0], quiet=1)
+        roots.append(Path(list(spec.submodule_search_locations)[0]))
+        compileall.compile_dir(roots[-1], quiet=1)
+    run = "import " + ", ".join(pinned_modules(roots[0].parent))  # the checkout the interpreter imports
     parse = cpu_seconds("pass", PARSE, args.repeat)
-    own = cpu_seconds(CLIENT, f"{PARSE}; {RUN}", args.repeat)
+    own = cpu_seconds(CLIENT, f"{PARSE}; {run}", args.repeat)
     client = cpu_seconds("pass", CLIENT, args.repeat)
     table = Table(title=f"provider-drain's imports, least CPU time of {args.repeat} ({sys.executable})")
     for col in ("stage", "CPU ms", "what"):

@@ -20,32 +20,32 @@ from reportschema import parse_report
 pytestmark = pytest.mark.integration
 
 # xtask's and agn's modules a single converged drain imports (its whole path: CLI, selection,
-# dry run, journal, writes, Events, read-back, the convergence waiter).
+# dry run, journal, writes, Events, read-back, the convergence waiter), exactly: the list is what
+# scripts/bench/drain_imports.py times as its own imports (xtask.__main__ runs as __main__).
 OWN_MODULES = frozenset(
     """
-    agn agn.credentials agn.engines agn.events agn.holds agn.inputfile agn.kube agn.kubeconfig agn.kubeconfig.read agn.kuberequest
-    agn.kubeobjects
-    agn.kubeconfig.write agn.kubeconnect agn.kubeerrors agn.kubetls agn.model agn.names agn.objects
-    agn.operator agn.operator.heartbeat agn.operator.lease agn.outputfile agn.overlays agn.resources
-    agn.shards agn.watching agn.yamltext xtask xtask.cli xtask.cli.complete xtask.cli.env
-    xtask.cli.env.drain_options xtask.cli.env.drain_view xtask.cli.env.gate_options xtask.cli.env.option_groups xtask.cli.env.options
-    xtask.cli.env.session_options
-    xtask.cli.formats xtask.cli.helptext
+    agn agn.credentials agn.engines agn.events agn.holds agn.inputfile agn.kube agn.kubeconfig
+    agn.kubeconfig.read agn.kubeconfig.write agn.kubeconnect agn.kubeerrors agn.kubeobjects
+    agn.kuberequest agn.kubetls agn.model agn.names agn.objects agn.operator agn.operator.heartbeat
+    agn.operator.lease agn.outputfile agn.overlays agn.resources agn.shards agn.watching agn.yamltext
+    xtask xtask.cli xtask.cli.complete xtask.cli.env xtask.cli.env.drain_options
+    xtask.cli.env.drain_view xtask.cli.env.gate_options xtask.cli.env.option_groups
+    xtask.cli.env.options xtask.cli.env.session_options xtask.cli.formats xtask.cli.helptext
     xtask.cli.output xtask.drain xtask.drain.context xtask.drain.core xtask.drain.core.amounts
     xtask.drain.core.budget xtask.drain.core.capacity xtask.drain.core.changes xtask.drain.core.converge
-    xtask.drain.core.defaults
-    xtask.drain.core.guard xtask.drain.core.holds xtask.drain.core.idle
-    xtask.drain.core.journal_fields xtask.drain.core.journal_records xtask.drain.core.lock xtask.drain.core.plandoc
+    xtask.drain.core.defaults xtask.drain.core.guard xtask.drain.core.holds xtask.drain.core.idle
+    xtask.drain.core.journal_fields xtask.drain.core.journal_records xtask.drain.core.lock
     xtask.drain.core.progress xtask.drain.core.request xtask.drain.core.selection
-    xtask.drain.core.states xtask.drain.core.waves xtask.drain.edges xtask.drain.edges.fanout
-    xtask.drain.edges.idle_waiter xtask.drain.edges.journal xtask.drain.edges.journal_staging xtask.drain.edges.kube_events
-    xtask.drain.edges.lock xtask.drain.edges.members xtask.drain.edges.preflight xtask.drain.edges.targets
+    xtask.drain.core.states xtask.drain.edges xtask.drain.edges.fanout xtask.drain.edges.journal
+    xtask.drain.edges.journal_staging xtask.drain.edges.kube_events xtask.drain.edges.lock
+    xtask.drain.edges.members xtask.drain.edges.preflight xtask.drain.edges.targets
     xtask.drain.edges.waiter xtask.drain.finish xtask.drain.gates xtask.drain.gates.base
     xtask.drain.gates.flags xtask.drain.guards xtask.drain.guards.base xtask.drain.guards.budget
-    xtask.drain.guards.capacity xtask.drain.guards.holds xtask.drain.guards.plan xtask.drain.guards.targets xtask.drain.locked
-    xtask.drain.look xtask.drain.prepare xtask.drain.record xtask.drain.snapshot xtask.drain.waveplan
-    xtask.drain.render xtask.drain.report xtask.drain.restore xtask.drain.results xtask.drain.run xtask.drain.signals
-    xtask.durations xtask.errors xtask.interrupts xtask.params xtask.procs xtask.reports
+    xtask.drain.guards.capacity xtask.drain.guards.holds xtask.drain.guards.plan
+    xtask.drain.guards.targets xtask.drain.locked xtask.drain.look xtask.drain.prepare
+    xtask.drain.record xtask.drain.render xtask.drain.report xtask.drain.results xtask.drain.run
+    xtask.drain.signals xtask.drain.snapshot xtask.drain.waveplan xtask.durations xtask.errors
+    xtask.params xtask.pids xtask.reports
     """.split()
 )
 
@@ -63,7 +63,10 @@ THIRD_PARTY = frozenset(
 # Never on a single drain's path: gates' parsers, terminal UI off a terminal, plan documents,
 # the help's layout (cloup: loaded only to show --help, xtask/cli/env/option_groups.py), and the
 # client's typed authentication API and its models (~20 ms of CPU before the first request: the
-# caller's identity is asked through the custom-objects API, agn/kube.py's who_am_i).
+# caller's identity is asked through the custom-objects API, agn/kube.py's who_am_i); what only a
+# restoration, --resume, a plan, gates or --wait-idle use (loaded where they are; their progress
+# events too, xtask/drain/core/progress_phases.py), and the
+# subprocess machinery (a journal's writer is named from xtask/pids.py, issue #44).
 NEVER = (
     "prometheus_client",
     "rich",
@@ -72,6 +75,13 @@ NEVER = (
     "xtask.drain.gates.error_ratio",
     "kubernetes.client.api.authentication_v1_api",
     "kubernetes.client.models.v1_self_subject_review",
+    "xtask.drain.restore",
+    "xtask.drain.core.waves",
+    "xtask.drain.core.plandoc",
+    "xtask.drain.edges.idle_waiter",
+    "xtask.procs",
+    "xtask.interrupts",
+    "xtask.drain.core.progress_phases",
 )
 
 
@@ -105,5 +115,7 @@ def test_a_single_drain_with_targets_imports_only_the_named_modules(env: DrainEn
     third = {n.split(".")[0] for n in names} - set(sys.stdlib_module_names) - {"xtask", "agn"}
     third = {n for n in third if not n.startswith("_")}
     assert sorted(own - OWN_MODULES) == [], "new modules on a single drain's path: add them on purpose"
+    # and no more: scripts/bench/drain_imports.py times exactly this list as a single drain's own imports
+    assert sorted(OWN_MODULES - own) == [], "modules no longer on a single drain's path: take them out of the list"
     assert sorted(third - THIRD_PARTY) == [], "new third-party packages on a single drain's path"
     assert not [n for n in names if n.split(".")[0] in NEVER or n in NEVER]

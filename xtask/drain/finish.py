@@ -19,7 +19,6 @@ from xtask.drain.core.guard import Targets
 from xtask.drain.core.holds import holder_name, holds_of
 from xtask.drain.core.progress import WaitBegun
 from xtask.drain.core.states import IdleWaitState, RunState, WriteOutcome
-from xtask.drain.edges.idle_waiter import IdleWaiter
 from xtask.drain.record import RunRecord
 from xtask.drain.render import idle_dict, idle_summary
 from xtask.drain.report import Ending
@@ -94,6 +93,8 @@ def wait_idle(
             f"fresh readings (metricsMaxAgeSeconds {max_age}; timeout {timeout:.0f}s)"
         )
     )
+    from xtask.drain.edges.idle_waiter import IdleWaiter  # loads only for --wait-idle
+
     waiter = IdleWaiter(ctx.kube, ctx.namespace, providers=selection, max_age=max_age, progress=ctx.progress)
     result = waiter.wait(timeout=timeout, stop=latch.interrupted)
     read = Finished(

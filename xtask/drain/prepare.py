@@ -15,7 +15,7 @@ import dataclasses
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agn.kube import NETWORKS
 from xtask.drain.context import RunContext
@@ -24,12 +24,10 @@ from xtask.drain.core.budget import networks_of
 from xtask.drain.core.changes import Change, GroupCount, change_note, plan_changes
 from xtask.drain.core.guard import Targets, group_of
 from xtask.drain.core.holds import holder_name, holds_of
-from xtask.drain.core.plandoc import LoadedPlan, pacing_doc
 from xtask.drain.core.progress import DryRunChecked, Planned
 from xtask.drain.core.request import DrainRequest
 from xtask.drain.core.selection import select
 from xtask.drain.core.states import WriteOutcome
-from xtask.drain.core.waves import resume_problems
 from xtask.drain.edges import fanout
 from xtask.drain.edges.lock import look_at_locks
 from xtask.drain.gates import wave_gates
@@ -39,6 +37,9 @@ from xtask.drain.report import Ending
 from xtask.drain.results import DryRun, LocksSeen, PlanFile, Refused, Selected, Step, WaveResult
 from xtask.drain.snapshot import Snapshot, read_candidates
 from xtask.errors import RefusedError
+
+if TYPE_CHECKING:
+    from xtask.drain.core.plandoc import LoadedPlan
 
 # The budget row's fields a plan file records (schemas/provider-drain-plan.schema.json).
 _PLAN_BUDGET = frozenset(
@@ -148,6 +149,8 @@ def _after_the_look(
 def _applying(ctx: RunContext, plan: LoadedPlan) -> Mapping[str, Any]:
     """The plan applied, in the report with the pacing it applies; a plan made before plans
     recorded the pacing applies the defaults, and the run says which (stderr and the report)."""
+    from xtask.drain.core.plandoc import pacing_doc  # plans load when a flag names one
+
     missing = plan.not_recorded()
     if missing:
         ctx.say(
@@ -235,6 +238,8 @@ def _plan_waves(
     """The waves and their gates; the refusals that stop the run before any write; the report's waves."""
     req = ctx.req
     if ctx.resumed is not None:
+        from xtask.drain.core.waves import resume_problems  # only --resume loads it
+
         problems = resume_problems(ctx.resumed, selected, namespace=ctx.namespace, drain=req.drain)
         if problems:
             return [], [], [f"cannot resume {req.resume}: {p}" for p in problems], None

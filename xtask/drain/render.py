@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xtask.drain.core.idle import not_idle
 from xtask.drain.core.request import DrainRequest
 from xtask.drain.core.states import IdleWaitState, WaitState
-from xtask.drain.edges.idle_waiter import IdleResult
 from xtask.drain.edges.waiter import WaitResult
+
+if TYPE_CHECKING:
+    from xtask.drain.edges.idle_waiter import IdleResult
 
 
 def convergence_dict(result: WaitResult) -> dict:

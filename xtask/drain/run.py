@@ -26,7 +26,7 @@ import concurrent.futures as cf
 import dataclasses
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agn.kube import CONNECT_TIMEOUT, READ_TIMEOUT, Kube
 from xtask.drain.context import RunContext, namespace_of, open_context
@@ -37,7 +37,6 @@ from xtask.drain.core.journal_records import JournalHeader
 from xtask.drain.core.progress import Progress
 from xtask.drain.core.request import FIELD_MANAGER, DrainRequest
 from xtask.drain.core.states import RunState, WaitState, WaveState, WriteOutcome
-from xtask.drain.core.waves import describe_reading
 from xtask.drain.edges.fanout import FanOut
 from xtask.drain.edges.journal import Journal
 from xtask.drain.edges.kube_events import DRAINED, UNDRAINED, Fact, outcome_facts
@@ -49,7 +48,6 @@ from xtask.drain.prepare import Prepared, dry_run_before_writing, prepare
 from xtask.drain.record import RunRecord
 from xtask.drain.render import convergence_dict, not_eligible_summary, restoration_summary, wait_summary
 from xtask.drain.report import Ending, Report, build_report
-from xtask.drain.restore import Restored, restore_written
 from xtask.drain.results import (
     Interrupted,
     Journaled,
@@ -66,6 +64,9 @@ from xtask.drain.results import (
 from xtask.drain.signals import SignalLatch
 from xtask.drain.waveplan import WavePlan
 from xtask.errors import ExitCode
+
+if TYPE_CHECKING:
+    from xtask.drain.restore import Restored
 
 
 def run_drain(req: DrainRequest, *, progress: Progress) -> Report:
@@ -367,6 +368,8 @@ class _DrainRun:
 
     def restore(self, why: str) -> Restored:
         """Restore every provider this run changed (the one restore path), saying why first."""
+        from xtask.drain.restore import restore_written  # only a run that restores loads it
+
         written = self.record.to_restore()
         self.ctx.say(f"{why}; restoring {len(written)} provider(s) this run changed")
         self.record.enter(RunState.RESTORING)
@@ -439,6 +442,8 @@ class _DrainRun:
 
     def breach(self, number: int, readings: list[GateReading]) -> Ending:
         """Stop before the next wave: keep what is written, or restore it (``--on-breach``)."""
+        from xtask.drain.core.waves import describe_reading  # only a drain with gates is breached
+
         total = self.plan.total
         what = "; ".join(describe_reading(r) for r in readings if not r.held)
         after = f"stopped before wave {number + 1} of {total}" if number < total else "it was the last wave"

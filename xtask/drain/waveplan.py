@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from xtask.drain.core.changes import Change
-from xtask.drain.core.progress import Progress, Said, WaitBegun, WaveChanged
+from xtask.drain.core.progress import Progress, Said, WaitBegun
 from xtask.drain.core.request import DrainRequest
 from xtask.drain.core.states import RunState, WaveState
 from xtask.drain.gates.base import Gate
@@ -83,6 +83,8 @@ class WavePlan:
         the waves do not show)."""
         if not self.shown:
             return None
+        from xtask.drain.core.progress_phases import WaveChanged  # only a drain in waves says it
+
         record.wave(wave.number, state, **details)
         progress(WaveChanged(wave.number, self.total, state))
         return WaveStep(wave.number, state=state)

@@ -6,7 +6,7 @@ errors, states) reach rich only through :func:`markup_safe` (``e``): text, never
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -26,23 +26,20 @@ from xtask.cli.output import markup_safe as e
 from xtask.drain.core.progress import (
     ApiServerNotice,
     DryRunChecked,
-    GateRead,
-    IdleTick,
-    LockWaiting,
     Observed,
     Planned,
-    ProgressEvent,
-    RestoreFinished,
     Said,
-    Soaking,
     WaitBegun,
-    WaveChanged,
     WriteFinished,
     WriteStarted,
 )
+from xtask.drain.core.progress_phases import GateRead, IdleTick, LockWaiting, RestoreFinished, Soaking, WaveChanged
 from xtask.drain.core.states import Outcome, WriteOutcome
 from xtask.drain.report import Report
 from xtask.drain.signals import stream_lost
+
+if TYPE_CHECKING:
+    from xtask.drain.core.progress import ProgressEvent
 
 
 class RichReporter(PlainReporter):

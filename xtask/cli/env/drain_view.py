@@ -7,29 +7,26 @@ imported only on a terminal (rich costs start-up time a runbook should not pay).
 
 from __future__ import annotations
 
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from xtask.cli.output import printable
-from xtask.drain.core.plandoc import pacing_arguments
 from xtask.drain.core.progress import (
     ApiServerNotice,
     DryRunChecked,
-    GateRead,
-    IdleChanged,
-    LockWaiting,
     Observed,
     Planned,
-    ProgressEvent,
-    RestoreFinished,
     Said,
-    Soaking,
     WaitBegun,
-    WaveChanged,
     WriteFinished,
+    WriteStarted,
 )
 from xtask.drain.core.states import WriteOutcome
 from xtask.drain.report import Report
 from xtask.drain.signals import stream_lost
+
+if TYPE_CHECKING:
+    from xtask.drain.core.progress import ProgressEvent
+    from xtask.drain.core.progress_phases import GateRead, Soaking, WaveChanged
 
 
 class PlainReporter:
@@ -63,8 +60,6 @@ def plain_line(event: ProgressEvent) -> str | None:
     match event:
         case Said(text) | WaitBegun(text):
             return text
-        case LockWaiting():
-            return event.text
         case Planned():
             return plan_line(event.to_dict())
         case DryRunChecked(outcome) if outcome.outcome != WriteOutcome.DRY_RUN_OK:
@@ -72,12 +67,32 @@ def plain_line(event: ProgressEvent) -> str | None:
         case WriteFinished(outcome):
             extra = outcome.error or outcome.note or ""
             return f"  write {outcome.provider}: {outcome.outcome}{': ' + extra if extra else ''}"
-        case RestoreFinished(r):
-            return f"  restore {r.provider}: {r.outcome}{': ' + r.error if r.error else ''}"
         case Observed(state, lagging):
             return f"  observed ({state}): {'; '.join(lagging) or 'all targets agree'}"
         case ApiServerNotice():
             return f"  {api_server_line(event)}"
+        case DryRunChecked() | WriteStarted():  # an accepted dry run, a write begun: the live view's
+            return None
+    return phase_line(event)
+
+
+def phase_line(event: ProgressEvent) -> str | None:
+    """The line of an event of a phase a single drain does not run (xtask/drain/core/progress_phases.py,
+    loaded here only when one comes), or None for one only a live view shows."""
+    from xtask.drain.core.progress_phases import (
+        GateRead,
+        IdleChanged,
+        LockWaiting,
+        RestoreFinished,
+        Soaking,
+        WaveChanged,
+    )
+
+    match event:
+        case LockWaiting():
+            return event.text
+        case RestoreFinished(r):
+            return f"  restore {r.provider}: {r.outcome}{': ' + r.error if r.error else ''}"
         case IdleChanged(provider):  # a provider's idle state or reading changed (IdleTick: the live view's)
             return f"  idle-wait {idle_line(provider)}"
         case WaveChanged() | Soaking() | GateRead():
@@ -105,6 +120,8 @@ def pacing_line(report: Report) -> str | None:
     plan = report.plan_file or {}
     if "pacing" not in plan:
         return None
+    from xtask.drain.core.plandoc import pacing_arguments  # only a plan's pacing is shown
+
     flags = " ".join(pacing_arguments(plan["pacing"])) or "(defaults)"
     missing = plan.get("notRecorded") or []
     return f"plan pacing: {flags}" + (f" (not recorded by the plan, defaults: {', '.join(missing)})" if missing else "")
@@ -117,6 +134,8 @@ def shows_plan(report: Report) -> bool:
 
 def wave_line(event: WaveChanged | Soaking | GateRead) -> str:
     """A drain in waves: a wave's progress, a soak's progress, or a gate's reading."""
+    from xtask.drain.core.progress_phases import GateRead, Soaking
+
     if isinstance(event, Soaking):
         return f"wave {event.wave}: soaked {event.elapsed:g}s of {event.seconds:g}s"
     if isinstance(event, GateRead):

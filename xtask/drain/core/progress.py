@@ -5,6 +5,10 @@ them (plain lines, or the live view on a terminal) and nothing else reads them. 
 Kubernetes Events (the ``events.k8s.io`` objects a run records about each provider,
 :mod:`xtask.drain.edges.kube_events`): a progress event lives only as long as the run.
 
+The events of the phases a single drain does not run (waves and gates, ``--wait-idle``, a
+restoration, a wait for another run's drain lock) are in :mod:`~xtask.drain.core.progress_phases`,
+loaded by what emits them (issue #44: each frozen class costs its creation at import).
+
 Pure: plain frozen values. Must not: print, or carry anything the report does not also say.
 """
 
@@ -12,9 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from xtask.drain.core.states import Outcome, Restoration
+from xtask.drain.core.states import Outcome
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,11 +84,6 @@ class WriteFinished:
 
 
 @dataclasses.dataclass(frozen=True)
-class RestoreFinished:
-    restoration: Restoration
-
-
-@dataclasses.dataclass(frozen=True)
 class Observed:
     """The convergence waiter looked: how the targets stand, and who lags."""
 
@@ -101,83 +100,35 @@ class ApiServerNotice:
     error: str | None
 
 
-@dataclasses.dataclass(frozen=True)
-class IdleChanged:
-    """One provider's idle state or reading changed (its entry of the report's ``idle``)."""
+if TYPE_CHECKING:
+    from xtask.drain.core.progress_phases import (
+        GateRead,
+        IdleChanged,
+        IdleTick,
+        LockWaiting,
+        RestoreFinished,
+        Soaking,
+        WaveChanged,
+    )
 
-    provider: dict[str, Any]
-
-
-@dataclasses.dataclass(frozen=True)
-class IdleTick:
-    """Every awaited provider's last reading, about once a second (for a live view)."""
-
-    providers: tuple[dict[str, Any], ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class WaveChanged:
-    """A wave of a drain in waves reached ``state`` (:class:`~xtask.drain.core.states.WaveState`)."""
-
-    wave: int
-    of: int
-    state: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Soaking:
-    """A converged wave has soaked ``elapsed`` of ``seconds``."""
-
-    wave: int
-    elapsed: float
-    seconds: float
-
-
-@dataclasses.dataclass(frozen=True)
-class GateRead:
-    """A wave gate's reading at the end of a soak (``reading``: its JSON form)."""
-
-    wave: int
-    reading: dict[str, Any]
-
-
-@dataclasses.dataclass(frozen=True)
-class LockWaiting:
-    """Another run holds the drain lock of ``network`` (the Lease ``lease``): this run has waited
-    ``waited`` of ``timeout`` seconds for it (said when the holder changes, and every few seconds)."""
-
-    network: str
-    lease: str
-    holder: str
-    waited: float
-    timeout: float
-
-    @property
-    def text(self) -> str:
-        return (
-            f"waiting for the drain lock of network {self.network} held by {self.holder or 'nobody known'} "
-            f"({self.waited:g}s of --lock-timeout {self.timeout:g}s)"
-        )
-
-
-ProgressEvent = (
-    Said
-    | LockWaiting
-    | WaitBegun
-    | Planned
-    | DryRunChecked
-    | WriteStarted
-    | WriteFinished
-    | RestoreFinished
-    | Observed
-    | ApiServerNotice
-    | IdleChanged
-    | IdleTick
-    | WaveChanged
-    | Soaking
-    | GateRead
-)
-Progress = Callable[[ProgressEvent], None]
+    ProgressEvent = (
+        Said
+        | LockWaiting
+        | WaitBegun
+        | Planned
+        | DryRunChecked
+        | WriteStarted
+        | WriteFinished
+        | RestoreFinished
+        | Observed
+        | ApiServerNotice
+        | IdleChanged
+        | IdleTick
+        | WaveChanged
+        | Soaking
+        | GateRead
+    )
+Progress = Callable[["ProgressEvent"], None]
 
 
 def quiet(_event: ProgressEvent) -> None:

@@ -20,7 +20,7 @@ from agn.kube import PROVIDERS, Conflict, Kube, KubeError, NotFound
 from agn.objects import version_of
 from xtask.drain.core.changes import Change, RestoreDecision, change_note, restore_decision, restore_patch
 from xtask.drain.core.changes import replan as replan_change
-from xtask.drain.core.progress import Progress, RestoreFinished, WriteFinished, WriteStarted
+from xtask.drain.core.progress import Progress, WriteFinished, WriteStarted
 from xtask.drain.core.states import Outcome, Restoration, RestoreOutcome, WriteOutcome
 from xtask.drain.edges.journal import Journal
 
@@ -244,6 +244,8 @@ class RestoreFanOut:
         )
         if self.journal is not None:
             self.journal.restored(result.provider, result.outcome)
+        from xtask.drain.core.progress_phases import RestoreFinished  # only a restoration says it
+
         self.progress(RestoreFinished(result))
         return result
 

@@ -29,7 +29,8 @@ from agn.objects import Obj, name_of
 from agn.operator.heartbeat import read_heartbeat
 from agn.watching import FollowOptions, start_follower
 from xtask.drain.core.idle import IdleTracker, ProviderIdle, Reading, all_idle, classify
-from xtask.drain.core.progress import IdleChanged, IdleTick, Progress
+from xtask.drain.core.progress import Progress
+from xtask.drain.core.progress_phases import IdleChanged, IdleTick
 from xtask.drain.core.states import IdleWaitState
 from xtask.drain.edges.waiter import by_name
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from xtask.procs import boot_id, own_start_ticks, pid_running
+from xtask.pids import boot_id, own_start_ticks, pid_running
 
 STALE_SECONDS = 3600.0  # a staging file this old is stale whoever wrote it
 STAGED_GLOB = ".drain-*.jsonl.new"

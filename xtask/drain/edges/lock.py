@@ -35,7 +35,7 @@ from xtask.drain.core.lock import (
     take_spec,
     timeout_message,
 )
-from xtask.drain.core.progress import LockWaiting, Progress
+from xtask.drain.core.progress import Progress
 
 REQUEST_TIMEOUT = 3.0  # seconds per Lease request (below a third of the default TTL)
 RETRY_SECONDS = 1.0  # a failed renewal is retried this soon
@@ -207,6 +207,8 @@ class DrainLocks:
             if now >= deadline:
                 return timeout_message(network, holder, now - began, timeout)
             if told is None or told[0] != holder or now - told[1] >= WAIT_NOTICE_SECONDS:
+                from xtask.drain.core.progress_phases import LockWaiting  # only a run kept waiting says it
+
                 self._progress(LockWaiting(network, lock.name, holder, round(now - began, 1), timeout))
                 told = (holder, now)
             if stop.wait(min(next_look(lock.seen, now), max(0.0, deadline - now))):

@@ -11,7 +11,8 @@ import threading
 import time
 from collections.abc import Sequence
 
-from xtask.drain.core.progress import GateRead, Progress, Soaking
+from xtask.drain.core.progress import Progress
+from xtask.drain.core.progress_phases import GateRead, Soaking
 from xtask.drain.gates.base import Gate, GateReading
 
 SOAK_PROGRESS_SECONDS = 5.0  # a soak says how far it got this often
