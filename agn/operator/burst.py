@@ -53,6 +53,14 @@ class Published:
     held_since: float | None = None
 
 
+# How many network shards a publication writes at once when no burst is being probed
+# (:meth:`Burst.shard_writers`). After a burst every shard changes (new providers hash to all of
+# them): at 10,000 providers the one publication after the last first probe wrote 16 shards of
+# ~110 KB one after another in 2.2 s. The API server decodes, validates and stores each on its
+# own, so a few at once keep both cores busy (docs/overlays.md, "Publishing in proportion to a burst").
+SHARD_WRITERS = 4
+
+
 def published(consumer: Mapping[str, Any], judged: NetworkVerdict) -> Published:
     """A publication of ``consumer`` judged on ``judged``."""
     return Published(consumer_key(consumer), judged.network, judged.version, judged.by_provider)
@@ -123,6 +131,14 @@ class Burst:
         if self._awaiting is None or self._awaiting[0] is not judged.selected:
             self._awaiting = (judged.selected, awaiting_first_probe(judged))  # the tuple is kept: its id stays its own
         return self._awaiting[1]
+
+    def shard_writers(self, judged: NetworkVerdict) -> int:
+        """How many of a publication's network shards are written at once: one after another
+        while a burst is being probed (they share the API server with the creates and the first
+        probes' status writes, and faster publications there only made more of them), up to
+        :data:`SHARD_WRITERS` once no provider awaits its first probe (the publication after a
+        burst, a gateway-wide drain: nothing competes, and it is what the change waits for)."""
+        return 1 if self.awaiting_first_probe(judged) else SHARD_WRITERS
 
 
 def hold_for(

@@ -170,7 +170,7 @@ class ConsumerReconciler:
             change = publication_change(*diffed) if admission_changed else None
             # One tally: the publication's bytes are the network shards it wrote and the index.
             with self.writes.tally():
-                if net_writes and not self.network_shards.write(split, net_writes, network_obj):
+                if net_writes and not self._write_network(split, net_writes, network_obj, judged):
                     self.queue.add(name)
                     return
                 if work is not None:
@@ -182,6 +182,11 @@ class ConsumerReconciler:
                         return
         self.memory.judged_on[name] = published(consumer_obj, judged)
         self._follow_network(split, name)
+
+    def _write_network(self, split: NetworkSplit, names: list[str], network: Obj, judged: NetworkVerdict) -> bool:
+        with self._verdict_lock:
+            at_once = self._burst.shard_writers(judged)
+        return self.network_shards.write(split, names, network, at_once=at_once)
 
     def _gone(self, name: str, current: Obj | None, stored: dict[str, Obj]) -> None:
         """Consumer ``name`` is gone: forget it and delete its index and own shards."""

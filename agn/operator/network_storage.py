@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from agn import GROUP, VERSION
@@ -161,42 +162,63 @@ class NetworkShards:
                 out.append(name)
         return out
 
-    def write(self, split: NetworkSplit, names: Iterable[str], network: Obj) -> bool:
-        """Create or patch the named shards of ``split``. False when the cache was behind (a
-        conflict, or a shard deleted meanwhile): they are read again; the caller plans again."""
+    def write(self, split: NetworkSplit, names: Iterable[str], network: Obj, *, at_once: int = 1) -> bool:
+        """Create or patch the named shards of ``split``, ``at_once`` at a time (:meth:`.burst.Burst.shard_writers`).
+        False when the cache was behind (a conflict, or a shard deleted meanwhile): they are read
+        again; the caller plans again. Every write has ended when this returns."""
         stored = self.stored(split.network)
         labels = network_shard_labels(split.network)
         owners = [network_owner(network)]
         names = list(names)
         with self.lock:
-            return self._write(split, names, stored, labels, owners)
+            return self._write(split, names, stored, labels, owners, at_once)
 
     def _write(
-        self, split: NetworkSplit, names: list[str], stored: Mapping[str, Obj], labels: Mapping[str, str], owners: list
+        self,
+        split: NetworkSplit,
+        names: list[str],
+        stored: Mapping[str, Obj],
+        labels: Mapping[str, str],
+        owners: list,
+        at_once: int,
     ) -> bool:
+        tally = self.writes.open_tally()
+
+        def one(name: str) -> None:
+            with self.writes.counting_into(tally):
+                self._write_one(name, split.shards[name], stored.get(name), labels, owners)
+
         try:
-            for name in names:
-                spec, old = split.shards[name], stored.get(name)
-                metadata: dict[str, Any] = {"ownerReferences": owners, "annotations": {PUBLISHED_BY: self.identity}}
-                if labels:
-                    metadata["labels"] = dict(labels)
-                if old is None:
-                    body = {
-                        "apiVersion": f"{GROUP}/{VERSION}",
-                        "kind": SHARDS.kind,
-                        "metadata": {"name": name, **metadata},
-                        "spec": spec,
-                    }
-                    written = self.writes.create(SHARDS, self.namespace, body)
-                else:
-                    metadata["resourceVersion"] = old["metadata"]["resourceVersion"]
-                    patch = {"metadata": metadata, "spec": {**spec, "consumer": None}}
-                    written = self.writes.merge_patch(SHARDS, self.namespace, name, patch)
-                self.shards.upsert(written)
+            if at_once <= 1 or len(names) <= 1:
+                for name in names:
+                    one(name)
+            else:
+                # Every write has ended (or failed) before this returns: the caller's next step
+                # (an index naming these shards, or a re-plan after a conflict) follows all of them.
+                with ThreadPoolExecutor(min(at_once, len(names)), thread_name_prefix="shard-write") as pool:
+                    futures = [pool.submit(one, name) for name in names]
+                for future in futures:
+                    future.result()
         except (Conflict, NotFound):
             self.refresh(names)
             return False
         return True
+
+    def _write_one(
+        self, name: str, spec: Mapping[str, Any], old: Obj | None, labels: Mapping[str, str], owners: list
+    ) -> None:
+        """Create shard ``name`` or patch it from ``old`` (conditional on its resourceVersion)."""
+        metadata: dict[str, Any] = {"ownerReferences": owners, "annotations": {PUBLISHED_BY: self.identity}}
+        if labels:
+            metadata["labels"] = dict(labels)
+        if old is None:
+            body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": SHARDS.kind, "metadata": {"name": name, **metadata}}
+            written = self.writes.create(SHARDS, self.namespace, {**body, "spec": spec})
+        else:
+            metadata["resourceVersion"] = old["metadata"]["resourceVersion"]
+            patch = {"metadata": metadata, "spec": {**spec, "consumer": None}}
+            written = self.writes.merge_patch(SHARDS, self.namespace, name, patch)
+        self.shards.upsert(written)
 
     def collect(self, split: NetworkSplit, indexes: Iterable[Obj]) -> list[str]:
         """Delete the network's stored shards ``split`` does not use and no index names (an index

@@ -105,6 +105,21 @@ class LeaderWrites:
         finally:
             self._local.tally = outer
 
+    def open_tally(self) -> Tally | None:
+        """The tally this thread has open (None: none), for :meth:`counting_into` on another thread."""
+        return getattr(self._local, "tally", None)
+
+    @contextlib.contextmanager
+    def counting_into(self, tally: Tally | None) -> Iterator[None]:
+        """Count this thread's writes into ``tally`` (another thread's open one) until the block
+        ends: the writes a publication hands to helper threads are still its bytes."""
+        outer = getattr(self._local, "tally", None)
+        self._local.tally = tally
+        try:
+            yield
+        finally:
+            self._local.tally = outer
+
     def create(self, res: Resource, namespace: str, body: Obj) -> Obj:
         self._admit(f"{res.plural}:create", body["metadata"]["name"], body)
         return self._kube.create(res, namespace, body)

@@ -8,6 +8,7 @@ from poolviews import pool_view
 
 from agn.model import NetworkView, ProviderView
 from agn.operator.burst import (
+    SHARD_WRITERS,
     Burst,
     additions_only,
     awaiting_first_probe,
@@ -131,3 +132,11 @@ def test_the_network_wide_answers_are_kept_per_verdict_and_follow_a_new_one():
     assert not keep.additions_only(last, drained)
     assert hold_for(last, drained, CONSUMER, behind=False, now=NOW, bound=BOUND, burst=keep) is None
     assert hold_for(last, down, CONSUMER, behind=False, now=NOW, bound=BOUND, burst=keep) == BOUND
+
+
+def test_a_publications_shards_are_written_one_at_a_time_only_while_a_burst_is_probed():
+    verdicts, shared = Verdicts(), Burst()
+    assert shared.shard_writers(burst(verdicts, 3, 5)) == 1
+    assert shared.shard_writers(burst(verdicts, 5, 5)) == SHARD_WRITERS > 1
+    drained = verdicts.evaluate(NET, [view(i, drain=i == 0) for i in range(5)], now=NOW)
+    assert shared.shard_writers(drained) == SHARD_WRITERS
