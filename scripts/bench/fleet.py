@@ -664,7 +664,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=3, help="single drains per size, median shown (3)")
     parser.add_argument("--size-timeout", type=positive, default=900.0, help="seconds one size may take (900)")
     parser.add_argument("--probe-interval", type=positive, default=1.0, help="operator --probe-interval (1.0)")
-    parser.add_argument("--probe-concurrency", type=int, default=16, help="operator --probe-concurrency (16)")
+    parser.add_argument(
+        "--probe-concurrency", type=int, default=64, help="operator --probe-concurrency (64, the operator's default)"
+    )
     parser.add_argument("--coalesce-window", type=non_negative, default=0.1, help="operator --coalesce-window (0.1)")
     parser.add_argument(
         "--network-probe-interval",
