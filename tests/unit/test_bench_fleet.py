@@ -101,7 +101,7 @@ def test_table_gives_verdicts_against_the_baseline_and_states_a_timed_out_row():
     assert "250MB ok" in row and "160MB MISSED" in row
     assert "50.0 / 100.0 KiB ×7; total 3072.0 KiB / 3072.0 KiB" in row  # bytes per publication and in total
     assert "TIMEOUT after 900s" in lines["10000 x 2"] and "MISSED" not in lines["10000 x 2"]
-    assert "--probe-interval 1 --probe-concurrency 16" in text  # the operator's settings are stated
+    assert "--probe-interval 1 --probe-concurrency 64" in text  # the operator's settings are stated
 
 
 def test_overlay_bytes_are_read_from_the_operator_the_server_and_the_log(tmp_path):
