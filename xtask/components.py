@@ -27,14 +27,15 @@ from agn.gateway.settings import GatewaySettings
 from agn.operator.settings import Settings as OperatorSettings
 from agn.provider.settings import ProviderSettings
 from xtask.envdef import EnvDef
+from xtask.record import Record
 
 HEALTH_PATH = "/healthz"
 METRICS_PATH = "/metrics"
 LOOPBACK = "127.0.0.1"
 
 
-@dataclasses.dataclass(frozen=True)
-class Placement:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Placement(Record):
     """Where the components run: each ``None`` leaves the programs' own default (in a pod: the
     in-cluster config, the current context, loopback)."""
 
@@ -43,8 +44,8 @@ class Placement:
     bind: str | None = None  # the address every component listens on ("0.0.0.0" in a pod)
 
 
-@dataclasses.dataclass(frozen=True)
-class Component:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Component(Record):
     name: str  # the process name: pid file, log file, port key
     kind: str  # "operator" | "gateway" | "provider" (the app.kubernetes.io/component label)
     module: str

@@ -12,13 +12,14 @@ from typing import Any
 
 from agn import GROUP, VERSION
 from agn.shards import DEFAULT_SHARD_COUNT
+from xtask.record import Record
 
 # The Secret an engine with `apiKey: true` is reached with when the env file names none.
 ENGINE_KEY_SUFFIX, ENGINE_KEY = "-api-key", "token"
 
 
-@dataclasses.dataclass(frozen=True)
-class EngineDef:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class EngineDef(Record):
     """A real inference engine the local runtime starts for a provider (``engine:`` in the file)."""
 
     kind: str  # its metrics format too (agn/engines.py): "llamacpp"
@@ -28,8 +29,8 @@ class EngineDef:
     api_key: bool = False
 
 
-@dataclasses.dataclass(frozen=True)
-class ProviderDef:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class ProviderDef(Record):
     name: str
     provider_gateway: str | None
     selection_group: str
@@ -41,21 +42,21 @@ class ProviderDef:
     engine: EngineDef | None = None  # set: served by a real engine, no fake is started for it
 
 
-@dataclasses.dataclass(frozen=True)
-class NetworkDef:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class NetworkDef(Record):
     name: str
     spec: Mapping[str, Any]
 
 
-@dataclasses.dataclass(frozen=True)
-class ConsumerDef:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class ConsumerDef(Record):
     name: str
     network: str
     excluded_providers: tuple[str, ...]
 
 
-@dataclasses.dataclass(frozen=True)
-class EnvDef:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class EnvDef(Record):
     name: str
     namespace: str
     networks: tuple[NetworkDef, ...]

@@ -19,6 +19,8 @@ import shutil
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
+from xtask.record import Record
+
 
 def _nofile_hard() -> int:
     import resource
@@ -27,8 +29,8 @@ def _nofile_hard() -> int:
     return -1 if hard == resource.RLIM_INFINITY else hard
 
 
-@dataclasses.dataclass(frozen=True)
-class Host:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Host(Record):
     """What the host checks read. ``nofile_hard`` is the hard limit of open files, -1 for none."""
 
     which: Callable[[str], str | None]

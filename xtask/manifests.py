@@ -32,6 +32,7 @@ from xtask import components
 from xtask.drain.core.lock import lock_name
 from xtask.envdef import EnvDef
 from xtask.errors import EnvDefinitionError
+from xtask.record import Record
 from xtask.resources import data_dir
 
 RBAC_DIR = data_dir("manifests") / "rbac"
@@ -292,8 +293,8 @@ def _service(name: str, namespace: str, *, component: str, selector_name: str | 
     }
 
 
-@dataclasses.dataclass(frozen=True)
-class _PodSpec:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class _PodSpec(Record):
     image: str
     image_id: str | None
 

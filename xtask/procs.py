@@ -28,10 +28,11 @@ from agn.outputfile import write_atomic
 from xtask.errors import CommandFailed
 from xtask.interrupts import deferred
 from xtask.pids import pid_running, proc_stat
+from xtask.record import Record
 
 
-@dataclasses.dataclass(frozen=True)
-class ProcessRecord:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class ProcessRecord(Record):
     """What a pid file holds: enough to find, verify and stop one process."""
 
     name: str
@@ -185,8 +186,8 @@ def stop_pid(rec: ProcessRecord, *, grace: float = 10.0, reap: subprocess.Popen 
 # -- short commands ---------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class CommandResult:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class CommandResult(Record):
     argv: list[str]
     returncode: int
     stdout: str

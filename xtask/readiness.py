@@ -26,10 +26,11 @@ from agn.model import ConsumerView, NetworkView, Overlay, ProviderView, compute_
 from agn.shards import Incomplete
 from xtask.drain.core.converge import serving_lag
 from xtask.errors import XtaskError
+from xtask.record import Record
 
 
-@dataclasses.dataclass(frozen=True)
-class Readiness:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Readiness(Record):
     problems: tuple[str, ...]  # why not ready; empty when ready
     served: Mapping[str, int]  # consumer -> the overlay revision its gateway serves
     excluded: tuple[str, ...]  # providers kept out of an overlay by a hard failure, with the reason
@@ -39,8 +40,8 @@ class Readiness:
         return not self.problems
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class EnvLook:
+@dataclasses.dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class EnvLook(Record):
     """One look at an env, as the model reads it: its providers and networks, its consumers with
     their (accepted, serving) revisions, each consumer's overlay (None: none yet; Incomplete:
     shards pending), at ``now``; and each provider's last health error as its status has it."""

@@ -26,6 +26,7 @@ from agn.names import is_label
 from agn.outputfile import write_atomic
 from agn.yamltext import show
 from xtask.errors import ExitCode, UsageError, XtaskError
+from xtask.record import Record
 
 REPO_ROOT = Path(__file__).resolve().parents[1]  # the one definition; others import it
 MARKER = ".agn-xtask-env"
@@ -153,8 +154,8 @@ def remove_env_dir(env: str) -> bool:
     return True
 
 
-@dataclasses.dataclass(frozen=True)
-class EnvRecord:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class EnvRecord(Record):
     env: str
     runtime: str
     context: str

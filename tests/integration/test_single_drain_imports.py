@@ -45,7 +45,7 @@ OWN_MODULES = frozenset(
     xtask.drain.guards.targets xtask.drain.locked xtask.drain.look xtask.drain.prepare
     xtask.drain.record xtask.drain.render xtask.drain.report xtask.drain.results xtask.drain.run
     xtask.drain.signals xtask.drain.snapshot xtask.drain.waveplan xtask.durations xtask.errors
-    xtask.params xtask.pids xtask.reports
+    xtask.params xtask.pids xtask.record xtask.reports
     """.split()
 )
 

@@ -122,7 +122,7 @@ PARSE_MODULES = frozenset(
     xtask.cli.env.drain_options xtask.cli.env.option_groups xtask.cli.env.options xtask.cli.env.provider_drain
     xtask.cli.env.session_options xtask.cli.formats xtask.cli.helptext xtask.cli.output xtask.drain
     xtask.drain.core xtask.drain.core.defaults xtask.drain.core.holds xtask.drain.gates
-    xtask.drain.gates.base xtask.drain.gates.flags xtask.errors xtask.params
+    xtask.drain.gates.base xtask.drain.gates.flags xtask.errors xtask.params xtask.record
     """.split()
 )
 

@@ -18,9 +18,11 @@ from typing import Any
 
 import click
 
+from xtask.record import Record
 
-@dataclasses.dataclass(frozen=True)
-class Example:
+
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Example(Record):
     """One example: what it does (a sentence) and the arguments after the command's path."""
 
     what: str

@@ -26,10 +26,11 @@ from xtask.drain.core.request import DrainRequest, actor
 from xtask.drain.edges.journal import new_operation_id, read_journal
 from xtask.drain.edges.kube_events import DrainEvents
 from xtask.errors import XtaskError
+from xtask.record import Record
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class RunContext:
+@dataclasses.dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class RunContext(Record):
     """Who runs what, where; the same for every phase of one run."""
 
     req: DrainRequest

@@ -35,12 +35,13 @@ from xtask.drain.report import Ending
 from xtask.drain.results import Interrupted, LocksSeen, Refused, Step
 from xtask.drain.signals import SignalLatch
 from xtask.drain.snapshot import Snapshot
+from xtask.record import Record
 
 LOST = "the loss of the drain lock"  # how a run interrupted by a failed renewal says it
 
 
-@dataclasses.dataclass(frozen=True)
-class Entered:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Entered(Record):
     """What taking the locks and the look under them decided: the run's end when it must stop
     before writing (None: write), and what it found (the look, a refusal, an interruption)."""
 

@@ -37,6 +37,7 @@ from xtask.drain.report import Ending
 from xtask.drain.results import DryRun, LocksSeen, PlanFile, Refused, Selected, Step, WaveResult
 from xtask.drain.snapshot import Snapshot, read_candidates
 from xtask.errors import RefusedError
+from xtask.record import Record
 
 if TYPE_CHECKING:
     from xtask.drain.core.plandoc import LoadedPlan
@@ -47,8 +48,8 @@ _PLAN_BUDGET = frozenset(
 ) | {"exceeded"}
 
 
-@dataclasses.dataclass(frozen=True)
-class Prepared:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Prepared(Record):
     """What the writes need: the changes, the waves (empty: one wave of every change, no
     gates), the gates each wave soaks under, the targets a first look read; or how the run
     already ended."""

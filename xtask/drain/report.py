@@ -16,11 +16,12 @@ from typing import Any
 from xtask.drain.core.states import IdleWaitState, WaitState, WaveState, WriteOutcome, restored_ok
 from xtask.drain.results import RunResults
 from xtask.errors import ExitCode
+from xtask.record import Record
 from xtask.reports import PROVIDER_DRAIN, envelope, exit_status
 
 
-@dataclasses.dataclass(frozen=True)
-class Ending:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Ending(Record):
     """How a run ended: its last line (the exit code is the report's: :func:`exit_code`)."""
 
     summary: str

@@ -30,11 +30,12 @@ from xtask.drain.edges.kube_events import DrainEvents, Fact, restoration_facts
 from xtask.drain.edges.preflight import journal_context, require_namespace
 from xtask.drain.record import RunRecord
 from xtask.errors import ExitCode
+from xtask.record import Record
 from xtask.reports import DRAIN_RESTORE, envelope, exit_status
 
 
-@dataclasses.dataclass(frozen=True)
-class Restored:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Restored(Record):
     """One restoration per provider, and the Events they call for."""
 
     restorations: list[Restoration]

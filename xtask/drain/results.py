@@ -26,13 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 from xtask.drain.core.progress import Planned
 from xtask.drain.core.states import Outcome, WaveState
+from xtask.record import Record
 
 if TYPE_CHECKING:
     from xtask.drain.guards.base import Verdict
 
 
-@dataclasses.dataclass(frozen=True)
-class WaveResult:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class WaveResult(Record):
     """One wave of a drain in waves: its providers, how far it got, and what was measured."""
 
     number: int
@@ -59,8 +60,8 @@ class WaveResult:
         return out
 
 
-@dataclasses.dataclass(frozen=True)
-class RunResults:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class RunResults(Record):
     """What the phases of one run returned, folded in order (:func:`fold`) until the report is built."""
 
     context: str | None
@@ -104,7 +105,7 @@ _APPENDED = frozenset({"plan", "refused", "outcomes"})
 _MERGED = frozenset({"guards", "forced_notes", "still_held"})
 
 
-class Step:
+class Step(Record):
     """A phase's frozen result: the :class:`RunResults` fields it fills (:meth:`items`)."""
 
     def items(self) -> Iterator[tuple[str, Any]]:
@@ -158,7 +159,7 @@ def fold_convergence(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> M
     return out
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
 class Selected(Step):
     """What the first phase found: the selection, the plan's rows, the plan file applied."""
 
@@ -168,14 +169,14 @@ class Selected(Step):
     waves: tuple[WaveResult, ...] | None = None
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
 class Refused(Step):
     """Why the run must not write (each reason one entry of the report's ``refused``)."""
 
     refused: tuple[str, ...]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
 class DryRun(Step):
     """The server-side dry run's outcomes; ``operation`` once every check before it passed."""
 
@@ -183,21 +184,21 @@ class DryRun(Step):
     operation: str | None = None
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
 class PlanFile(Step):
     """The plan file written (``--plan-out``)."""
 
     plan_file: Mapping[str, Any]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
 class LocksSeen(Step):
     """The report's ``lock``: the locks a run took, or, for a dry run or a plan, who holds them."""
 
     lock: Mapping[str, Any]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
 class Looked(Step):
     """One look of every guard (:mod:`xtask.drain.look`): their verdicts and ``where`` it was."""
 
@@ -228,19 +229,19 @@ class Looked(Step):
 _GUARD_FIELDS = {"budget": "budget", "capacity": "capacity"}
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
 class Journaled(Step):
     journal: str | None
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
 class Interrupted(Step):
     """A signal (its name, or the loss of the drain lock) stopped the run."""
 
     interrupted: str | None
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
 class Written(Step):
     """What one wave's writes did."""
 
@@ -249,14 +250,14 @@ class Written(Step):
     interrupted: str | None = None
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
 class RestoredAll(Step):
     """What the one restoration of a run did (after a failed write, a signal or a breach)."""
 
     restorations: tuple[Mapping[str, Any], ...]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
 class Waited(Step):
     """What a wave's convergence wait saw."""
 
@@ -265,7 +266,7 @@ class Waited(Step):
     interrupted: str | None = None
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
 class WaveStep(Step):
     """Wave ``number`` moved on: the fields of it that changed (None: as it was)."""
 
@@ -286,7 +287,7 @@ class WaveStep(Step):
         return dataclasses.replace(wave, **changed)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
 class Finished(Step):
     """What the last phase read: the stored state read back, who still holds what an undrain
     released, the idle and sessions waits."""

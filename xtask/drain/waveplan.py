@@ -23,10 +23,11 @@ from xtask.drain.core.states import RunState, WaveState
 from xtask.drain.gates.base import Gate
 from xtask.drain.record import RunRecord
 from xtask.drain.results import WaveResult, WaveStep
+from xtask.record import Record
 
 
-@dataclasses.dataclass(frozen=True)
-class WavePlan:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class WavePlan(Record):
     """The waves to run (each with its changes), the gates each soaks under, and whether the
     waves show (``shown``: a drain in waves)."""
 

@@ -61,6 +61,7 @@ from xtask.images.recipes import (
 from xtask.manifests import IMAGE
 from xtask.procs import CmdRunner, RealCmdRunner
 from xtask.progress import Progress, to_stderr
+from xtask.record import Record
 from xtask.runtime.assets import cache_root
 from xtask.state import REPO_ROOT
 
@@ -73,8 +74,8 @@ class Docker(Engine):
         super().__init__(cli, host=host, runner=runner)
 
 
-@dataclasses.dataclass(frozen=True)
-class BuildResult:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class BuildResult(Record):
     tag: str  # as the engine lists it (podman: localhost/agn:dev)
     image_id: str
     size: int  # bytes, as `docker image inspect` reports it

@@ -17,6 +17,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from xtask.record import Record
+
 EPOCH = 315532800  # 1980-01-01: every file's mtime, so equal recipes give equal layers
 DEFAULT_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -84,8 +86,8 @@ class Layer:
         self._tar.close()
 
 
-@dataclasses.dataclass(frozen=True)
-class RunConfig:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class RunConfig(Record):
     """What a container of the image runs with: the image config's ``config`` section."""
 
     entrypoint: Sequence[str] = ()

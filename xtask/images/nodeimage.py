@@ -51,6 +51,7 @@ from xtask.images.archive import DEFAULT_PATH, Layer, RunConfig, file_sha256, sh
 from xtask.images.recipes import DEFAULT_MIRROR, BaseRecipe
 from xtask.procs import CmdRunner, RealCmdRunner
 from xtask.progress import Progress, to_stderr
+from xtask.record import Record
 from xtask.runtime.assets import cache_root
 from xtask.state import REPO_ROOT
 
@@ -136,8 +137,8 @@ def read_versions(paths: Iterable[Path] = VERSION_FILES) -> dict[str, str]:
     return out
 
 
-@dataclasses.dataclass(frozen=True)
-class ComponentImage:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class ComponentImage(Record):
     """One control-plane image: its reference, its files (image path -> binary name) and entrypoint."""
 
     ref: str
@@ -201,8 +202,8 @@ def fill(text: str, versions: Mapping[str, str]) -> str:
     return re.sub(r"@([A-Z_]+)@", one, text)
 
 
-@dataclasses.dataclass(frozen=True)
-class NodeRecipe:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class NodeRecipe(Record):
     """Everything that decides the node image's content."""
 
     versions: tuple[tuple[str, str], ...]

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from xtask.engine import qualified
+from xtask.record import Record
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # An imported rootfs has no environment; these are what the public Python image sets too.
@@ -41,8 +42,8 @@ def digest_of(data: object) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
-@dataclasses.dataclass(frozen=True)
-class BaseRecipe:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class BaseRecipe(Record):
     """Everything that decides the base image's content (the mirror only says where it comes from)."""
 
     arch: str
@@ -86,8 +87,8 @@ class BaseRecipe:
         return [cli, "import", *changes, str(tarball), qualified(self.tag, cli)]
 
 
-@dataclasses.dataclass(frozen=True)
-class WheelRecipe:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class WheelRecipe(Record):
     """The wheels an offline install needs: the project's dependencies for one target Python."""
 
     requirements: tuple[str, ...]  # [project].dependencies

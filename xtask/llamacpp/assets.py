@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from xtask.errors import RuntimeUnavailable
+from xtask.record import Record
 from xtask.runtime.assets import cache_root
 from xtask.state import REPO_ROOT
 
@@ -27,8 +28,8 @@ SERVER_ENV = "AGN_LLAMA_SERVER"
 VOCAB_ENV = "AGN_LLAMA_VOCAB"
 
 
-@dataclasses.dataclass(frozen=True)
-class LlamaAssets:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class LlamaAssets(Record):
     server: Path  # the llama-server binary
     vocab: Path  # a llama (SentencePiece) vocabulary in GGUF
 

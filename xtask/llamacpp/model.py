@@ -24,13 +24,14 @@ import tempfile
 from pathlib import Path
 
 from xtask.errors import RuntimeUnavailable
+from xtask.record import Record
 
 GENERATOR_VERSION = 1  # bump when the file this writes changes for the same parameters
 ARCH = "llama"
 
 
-@dataclasses.dataclass(frozen=True)
-class TinyModel:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class TinyModel(Record):
     """The model's shape and seed; every field is part of the cache key."""
 
     n_embd: int = 64

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from xtask.errors import XtaskError
+from xtask.record import Record
 from xtask.state import EnvRecord
 
 if TYPE_CHECKING:
@@ -33,8 +34,8 @@ if TYPE_CHECKING:
 FIELD_MANAGER = "agn-xtask-env"
 
 
-@dataclasses.dataclass(frozen=True)
-class Flag:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Flag(Record):
     """One ``env up`` flag a runtime takes, beyond ``--env``, ``--retain`` and ``--timeout``
     (which every runtime takes). Declared once, in :attr:`Runtime.flags`; ``env up`` makes its
     click option from it. Two runtimes that take the same flag declare the same :class:`Flag`
@@ -52,8 +53,8 @@ class Flag:
         return self.name.removeprefix("--").replace("-", "_")
 
 
-@dataclasses.dataclass(frozen=True)
-class Section:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Section(Record):
     """The env-file section a runtime reads (``kind:``): its top-level key and the JSON Schema
     of its value. :mod:`xtask.envdef` checks it with the rest of the file (schemas/env.schema.json
     names no runtime's section); the runtime reads it back with :meth:`xtask.envdef.EnvDef.section`."""

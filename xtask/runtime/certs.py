@@ -22,13 +22,15 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from xtask.record import Record
+
 VALIDITY = dt.timedelta(days=365)
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
 
 
-@dataclasses.dataclass(frozen=True)
-class CertPaths:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class CertPaths(Record):
     ca_cert: Path
     ca_key: Path
     serving_cert: Path

@@ -25,6 +25,7 @@ from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wa
 from agn import kubeconfig
 from xtask.errors import ComponentFailed
 from xtask.procs import ProcessRecord, Supervisor, log_tail
+from xtask.record import Record
 from xtask.runtime.certs import CertPaths, ensure_certs
 from xtask.runtime.health import http_ok
 
@@ -86,8 +87,8 @@ class Ports:
     apiserver: int
 
 
-@dataclasses.dataclass(frozen=True)
-class ComponentHealth:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class ComponentHealth(Record):
     name: str
     pid: int | None
     running: bool

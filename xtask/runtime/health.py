@@ -13,9 +13,11 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from xtask.record import Record
 
-@dataclasses.dataclass(frozen=True)
-class ComponentReport:
+
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class ComponentReport(Record):
     answered: bool
     status: int
     body: dict[str, Any]

@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from agn.outputfile import write_atomic
+from xtask.record import Record
 
 NAME = "prometheus"  # the process name: pid file, log file, port key, status component
 BINARY = "prometheus"
@@ -41,8 +42,8 @@ def binary() -> str | None:
     return shutil.which(BINARY)
 
 
-@dataclasses.dataclass(frozen=True)
-class ScrapeTargets:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class ScrapeTargets(Record):
     """What the env's Prometheus scrapes: ``host:port`` of each process serving ``/metrics``."""
 
     operator: str | None = None

@@ -13,11 +13,13 @@ import dataclasses
 import math
 import re
 
+from xtask.record import Record
+
 _AMOUNT = re.compile(r"(0|[1-9][0-9]{0,8})(%?)")
 
 
-@dataclasses.dataclass(frozen=True)
-class Amount:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Amount(Record):
     value: int
     percent: bool = False
 

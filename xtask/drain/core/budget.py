@@ -25,10 +25,11 @@ from typing import Any
 from agn.model import hard_failure, selects
 from agn.objects import network_view, provider_view
 from xtask.drain.core.amounts import Amount
+from xtask.record import Record
 
 
-@dataclasses.dataclass(frozen=True)
-class GroupBudget:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class GroupBudget(Record):
     network: str
     group: str
     size: int

@@ -31,14 +31,15 @@ from agn.model import hard_failure, selects
 from agn.objects import max_concurrent_of, network_view, provider_view
 from xtask.drain.core.amounts import Amount
 from xtask.drain.core.idle import UNKNOWN, classify
+from xtask.record import Record
 
 FITS = "fits"
 EXCEEDS = "exceeds"
 UNKNOWN_VERDICT = UNKNOWN
 
 
-@dataclasses.dataclass(frozen=True)
-class ProviderLoad:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class ProviderLoad(Record):
     """One provider's numbers as the guard read them; None: unknown (``detail`` says why)."""
 
     provider: str
@@ -50,8 +51,8 @@ class ProviderLoad:
         return {"provider": self.provider, "load": self.load, "capacity": self.capacity, "detail": self.detail}
 
 
-@dataclasses.dataclass(frozen=True)
-class CapacityGroup:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class CapacityGroup(Record):
     """One (network, selection group) a run drains a provider of, in which a capacity is declared."""
 
     network: str

@@ -25,12 +25,13 @@ from xtask.drain.core.holds import (
     owner_key,
 )
 from xtask.drain.core.states import RestoreOutcome
+from xtask.record import Record
 
 OUR_ANNOTATIONS = (REASON, BY, AT, OPERATION)
 
 
-@dataclasses.dataclass(frozen=True)
-class Change:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Change(Record):
     """One provider's planned change. ``previous`` is the raw field value (None = omitted)."""
 
     provider: str
@@ -369,8 +370,8 @@ def restore_decision(
     return RestoreDecision.RESTORE
 
 
-@dataclasses.dataclass(frozen=True)
-class CapacityViolation:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class CapacityViolation(Record):
     consumer: str
     group: str
     admitted_now: int
@@ -382,8 +383,8 @@ class CapacityViolation:
         )
 
 
-@dataclasses.dataclass(frozen=True)
-class GroupCount:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class GroupCount(Record):
     """A consumer's admitted providers in one selection group, before and after the run."""
 
     consumer: str

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from agn.model import ADMITTED, EXISTING_ONLY, ConsumerView, Exclusion, NetworkView, Overlay, ProviderView, exclusion
 from agn.shards import Incomplete
+from xtask.record import Record
 
 
 class Convergence(str, enum.Enum):
@@ -25,8 +26,8 @@ class Convergence(str, enum.Enum):
     WAITING = "waiting"
 
 
-@dataclasses.dataclass(frozen=True)
-class Observation:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Observation(Record):
     providers: Mapping[str, ProviderView | None]  # selected providers; None = deleted
     network: NetworkView
     consumers: Mapping[str, ConsumerView]
@@ -35,8 +36,8 @@ class Observation:
     now: float
 
 
-@dataclasses.dataclass(frozen=True)
-class ProviderCheck:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class ProviderCheck(Record):
     """One provider as one consumer's overlay shows it, against what the change asks for."""
 
     consumer: str
@@ -46,8 +47,8 @@ class ProviderCheck:
     detail: str = ""  # e.g. "excluded: unavailable"
 
 
-@dataclasses.dataclass(frozen=True)
-class Verdict:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Verdict(Record):
     state: Convergence
     lagging: tuple[str, ...]  # who is behind, in words
     not_eligible: tuple[str, ...]

@@ -19,10 +19,11 @@ from agn.shards import Incomplete, is_sharded
 from xtask.drain.core.changes import Change, GroupCount, group_counts, violations_of
 from xtask.drain.core.converge import incomplete_reason, targets_problems
 from xtask.drain.core.request import DrainRequest
+from xtask.record import Record
 
 
-@dataclasses.dataclass(frozen=True)
-class Targets:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Targets(Record):
     """What the checks read of the targets, once, while the providers are listed."""
 
     network: dict | None

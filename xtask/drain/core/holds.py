@@ -27,6 +27,7 @@ from typing import Any
 from agn.holds import HOLD_PREFIX, OWNER_PREFIX, RELEASE_VERB, hold_body, is_hold_key, owner_key, parse_time
 from agn.holds import hold_key as hold_key
 from agn.holds import text_or_none as _text_or_none
+from xtask.record import Record
 
 __all__ = ["HOLD_PREFIX", "OWNER_PREFIX", "RELEASE_VERB", "hold_key", "owner_key", "parse_time"]
 # The annotations a drain writes beside the holds: why, who and when, and the operation id.
@@ -175,8 +176,8 @@ def is_ours(value: Any, operation: str) -> bool:
     return isinstance(value, str) and parse_hold("", value).get("operation") == operation
 
 
-@dataclasses.dataclass(frozen=True)
-class HoldAsk:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class HoldAsk(Record):
     """What a drain's flags ask of the caller's hold when it is already there (a re-run): each
     field None when its flag was not given, so the earlier value stays. ``operation``: the run's
     id, stamped on the hold it writes (its restoration knows the hold by it)."""
@@ -188,8 +189,8 @@ class HoldAsk:
     expires_at: str | None = None  # RFC 3339: the run's start (server clock) plus --expires-in
 
 
-@dataclasses.dataclass(frozen=True)
-class FieldChange:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class FieldChange(Record):
     """One field of a hold a re-run changed (``before``/``after``: None when there was none)."""
 
     field: str
@@ -238,8 +239,8 @@ def updated_hold(value: Any, ask: HoldAsk) -> tuple[str, tuple[FieldChange, ...]
     return json.dumps(body, separators=(",", ":")), changes
 
 
-@dataclasses.dataclass(frozen=True)
-class HoldChange:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class HoldChange(Record):
     """What one provider's hold annotations and flag become.
 
     ``writes``: hold key -> True (write the caller's hold) or False (remove it).

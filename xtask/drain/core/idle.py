@@ -49,6 +49,7 @@ from typing import Any
 
 from agn.engines import AGN, FORMATS
 from agn.objects import parse_time
+from xtask.record import Record
 
 IDLE = "idle"
 BUSY = "busy"
@@ -56,8 +57,8 @@ UNKNOWN = "unknown"
 CONFIRMATIONS = 2  # distinct idle readings in a row
 
 
-@dataclasses.dataclass(frozen=True)
-class Reading:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Reading(Record):
     """One provider's load reading as the operator last wrote it, judged at one moment."""
 
     provider: str
@@ -145,8 +146,8 @@ def _missing(format_name: object, *, running: int | None, waiting: int | None) -
     return f"the provider does not export {fmt.running if running is None else fmt.waiting}"
 
 
-@dataclasses.dataclass(frozen=True)
-class ProviderIdle:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class ProviderIdle(Record):
     """One provider's verdict: its current reading and how many idle readings in a row back it."""
 
     reading: Reading

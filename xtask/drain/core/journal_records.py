@@ -30,6 +30,7 @@ from xtask.drain.core.journal_fields import (
 )
 from xtask.drain.core.states import RunState, WaveState, settled
 from xtask.errors import XtaskError
+from xtask.record import Record
 
 FORMAT = "agn.dev/drain-journal/v2"
 
@@ -136,8 +137,8 @@ class JournalReplay:
         }
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class JournalHeader:
+@dataclasses.dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class JournalHeader(Record):
     """What a journal's first line records: the operation, where, what was asked, and the plan."""
 
     operation: str

@@ -33,6 +33,7 @@ from typing import Any
 
 from agn.objects import Obj
 from agn.operator.lease import LeaseRecord, Step, lease_spec
+from xtask.record import Record
 
 LOCK_PREFIX = "agn-drain-"
 DEFAULT_TTL = 15  # seconds: leaseDurationSeconds
@@ -57,8 +58,8 @@ def run_identity(*, actor: str, pid: int, operation: str) -> str:
     return f"{actor} pid {pid} operation {operation}"
 
 
-@dataclasses.dataclass(frozen=True)
-class Seen:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Seen(Record):
     """A Lease as this process saw it, and since when (monotonic) its resourceVersion is unchanged."""
 
     record: LeaseRecord

@@ -22,14 +22,15 @@ from xtask.drain.core.defaults import (
 )
 from xtask.drain.gates import gate_flags
 from xtask.drain.gates.base import GateFlag
+from xtask.record import Record
 
 
 def _always(spec: Mapping[str, Any]) -> bool:
     return True
 
 
-@dataclasses.dataclass(frozen=True)
-class PlannedFlag:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class PlannedFlag(Record):
     """A flag whose value a plan fixes: given with ``--plan`` it is a usage error."""
 
     key: str  # the command's keyword for it (a wave gate's: its key in the request's gate_options)

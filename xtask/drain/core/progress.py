@@ -19,24 +19,25 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from xtask.drain.core.states import Outcome
+from xtask.record import Record
 
 
-@dataclasses.dataclass(frozen=True)
-class Said:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Said(Record):
     """One line of progress: a selection, a journal path, a budget row, a wave's providers."""
 
     text: str
 
 
-@dataclasses.dataclass(frozen=True)
-class WaitBegun:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class WaitBegun(Record):
     """A wait starts (for convergence or for idle): ``text`` says for what and how long."""
 
     text: str
 
 
-@dataclasses.dataclass(frozen=True)
-class Planned:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Planned(Record):
     """One provider's planned change, as the report's ``plan`` holds it."""
 
     provider: str
@@ -66,33 +67,33 @@ class Planned:
         return out
 
 
-@dataclasses.dataclass(frozen=True)
-class DryRunChecked:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class DryRunChecked(Record):
     """The server-side dry run answered for one provider."""
 
     outcome: Outcome
 
 
-@dataclasses.dataclass(frozen=True)
-class WriteStarted:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class WriteStarted(Record):
     provider: str
 
 
-@dataclasses.dataclass(frozen=True)
-class WriteFinished:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class WriteFinished(Record):
     outcome: Outcome
 
 
-@dataclasses.dataclass(frozen=True)
-class Observed:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Observed(Record):
     """The convergence waiter looked: how the targets stand, and who lags."""
 
     state: str
     lagging: tuple[str, ...]
 
 
-@dataclasses.dataclass(frozen=True)
-class ApiServerNotice:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class ApiServerNotice(Record):
     """Every watch has been failing for ``seconds`` (``reachable`` false), or works again."""
 
     reachable: bool

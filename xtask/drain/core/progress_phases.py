@@ -14,29 +14,30 @@ import dataclasses
 from typing import Any
 
 from xtask.drain.core.states import Restoration
+from xtask.record import Record
 
 
-@dataclasses.dataclass(frozen=True)
-class RestoreFinished:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class RestoreFinished(Record):
     restoration: Restoration
 
 
-@dataclasses.dataclass(frozen=True)
-class IdleChanged:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class IdleChanged(Record):
     """One provider's idle state or reading changed (its entry of the report's ``idle``)."""
 
     provider: dict[str, Any]
 
 
-@dataclasses.dataclass(frozen=True)
-class IdleTick:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class IdleTick(Record):
     """Every awaited provider's last reading, about once a second (for a live view)."""
 
     providers: tuple[dict[str, Any], ...]
 
 
-@dataclasses.dataclass(frozen=True)
-class WaveChanged:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class WaveChanged(Record):
     """A wave of a drain in waves reached ``state`` (:class:`~xtask.drain.core.states.WaveState`)."""
 
     wave: int
@@ -44,8 +45,8 @@ class WaveChanged:
     state: str
 
 
-@dataclasses.dataclass(frozen=True)
-class Soaking:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Soaking(Record):
     """A converged wave has soaked ``elapsed`` of ``seconds``."""
 
     wave: int
@@ -53,16 +54,16 @@ class Soaking:
     seconds: float
 
 
-@dataclasses.dataclass(frozen=True)
-class GateRead:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class GateRead(Record):
     """A wave gate's reading at the end of a soak (``reading``: its JSON form)."""
 
     wave: int
     reading: dict[str, Any]
 
 
-@dataclasses.dataclass(frozen=True)
-class LockWaiting:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class LockWaiting(Record):
     """Another run holds the drain lock of ``network`` (the Lease ``lease``): this run has waited
     ``waited`` of ``timeout`` seconds for it (said when the holder changes, and every few seconds)."""
 

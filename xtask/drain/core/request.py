@@ -32,6 +32,7 @@ from xtask.drain.core.defaults import (
 from xtask.drain.core.holds import MAX_EXPIRES_SECONDS, holder_problem, override_problem, ticket_problem
 from xtask.drain.core.selection import Selector
 from xtask.errors import UsageError
+from xtask.record import Record
 
 if TYPE_CHECKING:
     from xtask.drain.core.plandoc import LoadedPlan
@@ -39,8 +40,8 @@ if TYPE_CHECKING:
 FIELD_MANAGER = "agn-xtask-provider-drain"
 
 
-@dataclasses.dataclass(frozen=True)
-class DrainRequest:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class DrainRequest(Record):
     """One ``provider-drain`` run; a combination of flags that makes no sense is a usage error here."""
 
     selector: Selector
@@ -209,8 +210,8 @@ class DrainRequest:
             raise UsageError(f"--on-breach must be one of {', '.join(ON_BREACH)}")
 
 
-@dataclasses.dataclass(frozen=True)
-class RestoreRequest:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class RestoreRequest(Record):
     """One ``drain-restore JOURNAL``."""
 
     journal: Path

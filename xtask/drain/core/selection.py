@@ -10,10 +10,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from xtask.errors import RefusedError, UsageError
+from xtask.record import Record
 
 
-@dataclasses.dataclass(frozen=True)
-class Selector:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Selector(Record):
     provider: str | None = None
     gateway: str | None = None
 

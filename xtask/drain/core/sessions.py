@@ -26,14 +26,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agn.objects import parse_time
+from xtask.record import Record
 
 QUIET = "quiet"
 TALKING = "talking"
 UNKNOWN = "unknown"
 
 
-@dataclasses.dataclass(frozen=True)
-class SessionVerdict:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class SessionVerdict(Record):
     """One drained provider as one consumer's gateway reports it, judged at one moment."""
 
     consumer: str

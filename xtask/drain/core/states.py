@@ -13,6 +13,8 @@ import dataclasses
 import enum
 from collections.abc import Mapping
 
+from xtask.record import Record
+
 
 class WriteOutcome(enum.StrEnum):
     """One provider's write (or its server-side dry run) in the fan-out."""
@@ -36,8 +38,8 @@ class RestoreOutcome(enum.StrEnum):
     FAILED = "failed"
 
 
-@dataclasses.dataclass(frozen=True)
-class Outcome:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Outcome(Record):
     """One provider's write (or its server-side dry run), as the fan-out ended it."""
 
     provider: str
@@ -73,8 +75,8 @@ _OUTCOME_FIELDS = tuple(
 )
 
 
-@dataclasses.dataclass(frozen=True)
-class Restoration:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Restoration(Record):
     """One provider's restoration."""
 
     provider: str

@@ -23,6 +23,7 @@ from xtask.drain.core.changes import replan as replan_change
 from xtask.drain.core.progress import Progress, WriteFinished, WriteStarted
 from xtask.drain.core.states import Outcome, Restoration, RestoreOutcome, WriteOutcome
 from xtask.drain.edges.journal import Journal
+from xtask.record import Record
 
 if TYPE_CHECKING:
     from tenacity import Retrying
@@ -106,8 +107,8 @@ def server_dry_run(
     return list(pool.map(lambda c: _write_one(kube, namespace, c, patch_for, dry_run=True)[0], todo))
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class FanOut:
+@dataclasses.dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class FanOut(Record):
     """How a run writes: where, what each provider's patch is, and how many at once.
 
     ``replan`` false (a reviewed plan): a 409 is the provider's failed outcome, not a new plan.
@@ -209,8 +210,8 @@ class _Pace:
         return batch
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class RestoreFanOut:
+@dataclasses.dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class RestoreFanOut(Record):
     """How a run puts back what it wrote: where, as which operation (only what ``operation``
     changed, and nobody changed since), on which pool, into which journal. With ``dry_run``
     every decision is made from the live objects exactly as for real and each restoring patch

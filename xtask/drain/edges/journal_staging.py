@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from xtask.pids import boot_id, own_start_ticks, pid_running
+from xtask.record import Record
 
 STALE_SECONDS = 3600.0  # a staging file this old is stale whoever wrote it
 STAGED_GLOB = ".drain-*.jsonl.new"
@@ -42,8 +43,8 @@ def staged_path(path: Path) -> Path:
     return path.with_name(f".{stem}{writer}.jsonl.new")
 
 
-@dataclasses.dataclass(frozen=True)
-class Leftover:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Leftover(Record):
     """A staging file found in the journal folder: its name, its writer (when named) and its age."""
 
     name: str

@@ -35,6 +35,7 @@ from typing import Any
 from agn.events import NORMAL, WARNING, Regarding, Reporter, event_body, event_name
 from agn.kube import PROVIDERS, Conflict, Kube, NotFound
 from xtask.drain.core.states import Outcome, Restoration, RestoreOutcome, WriteOutcome
+from xtask.record import Record
 
 CONTROLLER = "agn.dev/provider-drain"
 DRAINED = "ProviderDrained"
@@ -47,8 +48,8 @@ REQUEST_TIMEOUT = 5.0  # seconds, per Event
 CLOSE_TIMEOUT = 5.0  # seconds the end of a run waits for Events still in flight
 
 
-@dataclasses.dataclass(frozen=True)
-class Fact:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Fact(Record):
     """One thing to record about one provider."""
 
     provider: str
@@ -92,8 +93,8 @@ def restoration_facts(restorations: Iterable[Restoration], *, previous: Mapping[
     return out
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Byline:
+@dataclasses.dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class Byline(Record):
     """Who ran the operation an Event's note names, and why: the operation id, the actor
     (user@host), the kube user and context, ``--reason``, and what ``--override-budget`` or
     ``--force`` set aside (said on ProviderDrained only)."""

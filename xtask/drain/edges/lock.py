@@ -36,14 +36,15 @@ from xtask.drain.core.lock import (
     timeout_message,
 )
 from xtask.drain.core.progress import Progress
+from xtask.record import Record
 
 REQUEST_TIMEOUT = 3.0  # seconds per Lease request (below a third of the default TTL)
 RETRY_SECONDS = 1.0  # a failed renewal is retried this soon
 WAIT_NOTICE_SECONDS = 5.0  # a waiting run says so again this often
 
 
-@dataclasses.dataclass(frozen=True)
-class Acquired:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Acquired(Record):
     """One lock taken: when (the ``acquireTime`` written), after how long, and from whom."""
 
     network: str

@@ -35,6 +35,7 @@ from xtask.drain.core.plandoc import PACING_FLAGS, LoadedPlan, pacing_doc, plann
 from xtask.drain.core.request import DrainRequest
 from xtask.drain.gates import gate_flags
 from xtask.errors import RefusedError, UsageError
+from xtask.record import Record
 from xtask.reports import API_VERSION, PROVIDER_DRAIN_PLAN
 from xtask.resources import data_dir
 
@@ -74,8 +75,8 @@ def selection_entry(obj: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class PlanInputs:
+@dataclasses.dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class PlanInputs(Record):
     """What a plan records: who made it when, where, what was asked, and what the read-only
     steps saw and decided."""
 

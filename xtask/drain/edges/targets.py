@@ -20,14 +20,15 @@ from agn.operator.heartbeat import HEARTBEAT_LEASE, heartbeat_time
 from agn.overlays import ShardCache, read_overlay, read_partial_retrying
 from xtask.drain.core.guard import Targets
 from xtask.drain.core.request import DrainRequest
+from xtask.record import Record
 
 # A list as read: its items and its resourceVersion (:meth:`agn.kube.Kube.list`), the
 # convergence waiter's start point (its ``Listed``).
 Listed = tuple[list[Obj], str]
 
 
-@dataclasses.dataclass(frozen=True)
-class TargetReads:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class TargetReads(Record):
     """:class:`Targets` and the lists they were read from, by resource (consumers, overlay
     indexes, the heartbeat Lease): what a watch of them may start from."""
 

@@ -22,10 +22,11 @@ from typing import Any, cast
 
 from xtask.drain.gates.base import Gate, GateFlag, GateModule, GateSetup
 from xtask.drain.gates.flags import ERROR_RATIO_FLAGS, MIN_REQUESTS_FLAGS, PROMQL_FLAGS
+from xtask.record import Record
 
 
-@dataclasses.dataclass(frozen=True)
-class RegisteredGate:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class RegisteredGate(Record):
     """One line of :data:`GATES`: the gate's module (imported on first use) and its flags."""
 
     module: str  # a dotted module path with the GateModule shape

@@ -16,9 +16,11 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from xtask.record import Record
 
-@dataclasses.dataclass(frozen=True)
-class GateReading:
+
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class GateReading(Record):
     """One gate's verdict over one soak window."""
 
     gate: str  # the gate's name as the report shows it, e.g. "error-ratio" or "promql"
@@ -42,8 +44,8 @@ class Gate(Protocol):
     def read(self, window_seconds: float) -> GateReading: ...
 
 
-@dataclasses.dataclass(frozen=True)
-class GateFlag:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class GateFlag(Record):
     """A flag of ``provider-drain`` that a gate takes, declared in the gate's module; the CLI
     makes its click option from this, and the request holds its value under :attr:`key`."""
 
@@ -59,8 +61,8 @@ class GateFlag:
         return value is not None and value != ()
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class GateSetup:
+@dataclasses.dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class GateSetup(Record):
     """What a gate is made from: its flags' values, the named consumers (as read before any
     write, or None for one that does not exist) and the soak."""
 

@@ -16,13 +16,15 @@ from collections.abc import Mapping
 
 import urllib3
 
+from xtask.record import Record
+
 
 class Unanswered(Exception):
     """The server could not be asked or did not answer (refused, reset, timed out, TLS); the message says why."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Answer:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Answer(Record):
     status: int
     body: bytes
     truncated: bool = False  # the body went past the limit; ``body`` holds the limit and one byte

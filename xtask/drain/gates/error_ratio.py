@@ -32,6 +32,7 @@ from xtask.drain.gates import client
 from xtask.drain.gates.base import Gate, GateReading, GateSetup
 from xtask.drain.gates.flags import DEFAULT_MAX_ERROR_RATIO, ERROR_RATIO_FLAGS
 from xtask.errors import UsageError
+from xtask.record import Record
 
 ERROR_OUTCOMES = (NO_ROUTE, UPSTREAM_ERROR)
 COUNTED = (ROUTED, *ERROR_OUTCOMES)
@@ -45,8 +46,8 @@ class ScrapeError(Exception):
     """A ``/metrics`` that could not be read as Prometheus text; the message says why."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Counts:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Counts(Record):
     """One gateway's request counters at one moment: outcome -> count (summed over the
     admission states), and each series' creation time (to tell a restart)."""
 

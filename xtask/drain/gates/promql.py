@@ -38,6 +38,7 @@ from xtask.drain.gates import client
 from xtask.drain.gates.base import Gate, GateReading, GateSetup
 from xtask.drain.gates.flags import PROMQL_FLAGS
 from xtask.errors import ExitCode, UsageError, XtaskError
+from xtask.record import Record
 
 NAME = "promql"
 THRESHOLD = "non-empty and true over the soak"
@@ -74,15 +75,15 @@ def check_url(url: str) -> str:
     return url.rstrip("/")
 
 
-@dataclasses.dataclass(frozen=True)
-class Verdict:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Verdict(Record):
     held: bool
     value: float | None
     detail: str
 
 
-@dataclasses.dataclass(frozen=True)
-class Refusal:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Refusal(Record):
     """Why a response carries no result: ``bad_expression`` when Prometheus refused the query itself."""
 
     why: str

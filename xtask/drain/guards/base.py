@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from xtask.drain.core.changes import Change
 from xtask.drain.core.request import DrainRequest
+from xtask.record import Record
 
 if TYPE_CHECKING:
     from xtask.drain.snapshot import Snapshot
 
 
-@dataclasses.dataclass(frozen=True)
-class Look:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Look(Record):
     """What the guards are asked about: the changes of one wave (a drain without ``--wave-size``
     is one wave), ``where`` in the run (``before writing``, ``before wave 2 of 3``), and whether
     the conductor holds the drain locks (the snapshot is then fresh, and what it shows drained
@@ -46,8 +47,8 @@ class Look:
         return [c.provider for c in self.changes if not c.already]
 
 
-@dataclasses.dataclass(frozen=True)
-class Verdict:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Verdict(Record):
     """One guard's answer: its refusals (empty: go ahead), its report section, what ``--force``
     set aside (``forced``, and ``forced_note`` for the Events), the lines it says, its timings."""
 

@@ -9,10 +9,11 @@ import dataclasses
 from xtask.drain.core.budget import declares_budget, group_budgets
 from xtask.drain.guards.base import Look, Verdict
 from xtask.drain.snapshot import Snapshot
+from xtask.record import Record
 
 
-@dataclasses.dataclass(frozen=True)
-class BudgetGuard:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class BudgetGuard(Record):
     name: str = "budget"
     field: str | None = "budget"
 

@@ -13,10 +13,11 @@ from xtask.drain.core.budget import declares_budget
 from xtask.drain.core.capacity import CapacityGroup, capacity_groups, capacity_refusals
 from xtask.drain.guards.base import Look, Verdict
 from xtask.drain.snapshot import Snapshot
+from xtask.record import Record
 
 
-@dataclasses.dataclass(frozen=True)
-class CapacityGuard:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class CapacityGuard(Record):
     name: str = "capacity"
     field: str | None = "capacity"
 

@@ -9,10 +9,11 @@ import dataclasses
 from xtask.drain.core.holds import undrain_refusal
 from xtask.drain.guards.base import Look, Verdict
 from xtask.drain.snapshot import Snapshot
+from xtask.record import Record
 
 
-@dataclasses.dataclass(frozen=True)
-class HoldsGuard:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class HoldsGuard(Record):
     name: str = "holds"
     field: str | None = None
 

@@ -11,10 +11,11 @@ import dataclasses
 
 from xtask.drain.guards.base import Look, Verdict
 from xtask.drain.snapshot import Snapshot
+from xtask.record import Record
 
 
-@dataclasses.dataclass(frozen=True)
-class PlanGuard:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class PlanGuard(Record):
     name: str = "plan"
     field: str | None = None
 

@@ -16,10 +16,11 @@ from xtask.drain.core.changes import GroupCount
 from xtask.drain.core.guard import target_refusals
 from xtask.drain.guards.base import Look, Verdict
 from xtask.drain.snapshot import Snapshot
+from xtask.record import Record
 
 
-@dataclasses.dataclass(frozen=True)
-class TargetsGuard:
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class TargetsGuard(Record):
     name: str = "targets"
     field: str | None = None
 
