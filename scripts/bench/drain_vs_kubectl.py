@@ -15,8 +15,10 @@ as a user would see it (process start included).
 2. Patch-only drain of a whole gateway of ``--providers`` providers: a sequential
    ``kubectl patch`` loop, a raw client thread pool doing only the writes at the same
    concurrency, the same pool sending every request xtask sends per provider (a server-side
-   dry run, the patch, an Event), and ``xtask`` (selection, plan, server-side dry run,
-   journal, writes, read-back, Events).
+   dry run, the patch, an Event), that pool again with xtask's patch bodies (its annotations
+   and the caller's hold with its owner, which the API server's hold policy checks; the first
+   pool patches the flag alone), and ``xtask`` (selection, plan, server-side dry run, journal,
+   writes, read-back, Events).
 3. The same gateway drain with convergence targets: overlay revisions per consumer.
 4. Journal bytes for the gateway drain and for a ``--fleet``-provider patch-only drain.
 
@@ -24,12 +26,13 @@ Beside each xtask and kubectl row, the API requests it sent: kubectl's are the r
 ``-v=6`` log lines name; xtask's are counted by ``requestprobe.py`` where every request of the
 official client passes (``RESTClientObject.request``, under ``agn.kubeconnect``'s wrapper). The
 raw pools send, by construction, one request per write (plus a dry run and an Event per
-provider in the same-requests pool).
+provider in the same-requests pools, and one SelfSubjectReview in the one with xtask's
+bodies).
 
 ``--before DIR`` runs another checkout's CLI (``git archive COMMIT | tar -x -C DIR``) beside
 this one in every round of rows 1 and 2, with the CPU seconds of each (steadier than wall time on
 a shared, loaded machine). ``--patch-only`` measures only row 2, without the kubectl loop:
-``--repeat`` rounds, each running both raw pools, xtask and ``--before``'s xtask once, in turn.
+``--repeat`` rounds, each running the three raw pools, xtask and ``--before``'s xtask once, in turn.
 
 Prints one table. Speed is shown here and never asserted in tests.
 Usage: python scripts/bench/drain_vs_kubectl.py [--providers 200] [--fleet 1000] [--repeat 7] [--before DIR]
@@ -99,6 +102,29 @@ with cf.ThreadPoolExecutor(workers) as pool:
 """
 )
 
+
+# The same again with the patch bodies xtask sends (RAW_POOL_SAME_REQUESTS sends only the flag):
+# the run's agn.dev/drain-* annotations and the caller's hold with its owner, built with xtask's
+# own format functions, so the API server (and the hold admission policy) does the same work per
+# patch. Without xtask's resourceVersion precondition (the pool would need xtask's re-read on a
+# conflict with the operator's status writes); the caller's username comes from one
+# SelfSubjectReview, as xtask's does (the policy requires the owner to be the writer).
+RAW_POOL_SAME_BODIES = RAW_POOL_SAME_REQUESTS.replace(
+    "def patch(n, dry):\n",
+    """import datetime as dt, uuid
+from agn.holds import hold_key, owner_key
+from xtask.drain.core.holds import AT, BY, OPERATION, REASON, hold_value
+review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+owner = client.AuthenticationV1Api(api.api_client).create_self_subject_review(review).status.user_info.username
+op, now = "drain-" + uuid.uuid4().hex[:12], dt.datetime.now(dt.UTC).replace(microsecond=0)
+key = hold_key(owner)
+hold = hold_value(holder="bench@host", reason="bench", ticket=None, since=now, expires_in=None, operation=op)
+annotations = {REASON: "bench", BY: "bench@host", AT: now.strftime("%Y-%m-%dT%H:%M:%SZ"), OPERATION: op}
+body = {"metadata": {"annotations": {**annotations, key: hold, owner_key(key): owner}}, **body}
+def patch(n, dry):
+""",
+)
+assert RAW_POOL_SAME_BODIES != RAW_POOL_SAME_REQUESTS
 
 # ``-v=6`` logs one line per response: klog's structured ``"Response" verb="GET" url=… status="200 OK"``
 # (kubectl 1.30 and later), or ``GET https://… 200 OK in 3 milliseconds`` (older).
@@ -287,11 +313,11 @@ def patch_only_rounds(
     names = [f"p{i:03d}" for i in range(args.providers)]
     conc, n = str(args.concurrency), args.providers
     xtasks = {"this": None, **({"before": args.before} if args.before else {})}
-    samples: dict[str, list[tuple[float, float]]] = {v: [] for v in ("raw", "same", *xtasks)}
+    samples: dict[str, list[tuple[float, float]]] = {v: [] for v in ("raw", "same", "bodies", *xtasks)}
     reqs: dict[str, list[int]] = {v: [] for v in xtasks}
     journal = ""
     for _ in range(rounds):
-        for variant, script in (("raw", RAW_POOL), ("same", RAW_POOL_SAME_REQUESTS)):
+        for variant, script in (("raw", RAW_POOL), ("same", RAW_POOL_SAME_REQUESTS), ("bodies", RAW_POOL_SAME_BODIES)):
             samples[variant].append(
                 timed_cpu(bench, [sys.executable, "-c", script, CTX, bench.ns, conc, "true", *names])
             )
@@ -325,6 +351,14 @@ def patch_only_rounds(
             f"x{wall['same'] / wall['raw']:.2f} of the writes-only pool: the floor of xtask's requests; {3 * n} API requests",
         )
     )
+    rows.append(
+        (
+            f"patch-only drain of {n}: the same pool, with xtask's patch bodies (its annotations and hold)",
+            f"median {wall['bodies']:.2f}s",
+            spread["bodies"],
+            f"x{wall['bodies'] / wall['same']:.2f} of the pool sending the flag alone; {3 * n + 2} API requests",
+        )
+    )
     for variant, code in xtasks.items():
         versus = f"x{loop / wall[variant]:.1f} faster than the loop, " if loop else ""
         rows.append(
@@ -334,7 +368,8 @@ def patch_only_rounds(
                 f"median {wall[variant]:.2f}s",
                 spread[variant],
                 f"{versus}x{wall[variant] / wall['raw']:.2f} of the pool, x{wall[variant] / wall['same']:.2f} of the pool "
-                f"sending the same requests (CPU x{cpu[variant] / cpu['same']:.2f}); {median(reqs[variant]):.0f} API requests",
+                f"sending the same requests (CPU x{cpu[variant] / cpu['same']:.2f}), x{wall[variant] / wall['bodies']:.2f} of it "
+                f"with the same bodies (CPU x{cpu[variant] / cpu['bodies']:.2f}); {median(reqs[variant]):.0f} API requests",
             )
         )
     return journal

@@ -63,6 +63,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -79,6 +80,7 @@ from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
 from agn.kube import AGN_RESOURCES, CONSUMERS, NETWORKS, OVERLAYS, PROVIDERS, KubeError, Resource
 from agn.overlays import list_overlays
 from benchenv import CTX, REPO, Bench, consumer_body, network_body, provider_body
+from xtask.procs import ProcessRecord
 from xtask.runtime.controlplane import free_port
 
 T = TypeVar("T")
@@ -351,17 +353,10 @@ class Fleet:
         for c in self.consumers:
             self.kube.create(CONSUMERS, self.ns, consumer_body(c))
         common = ["--kubeconfig", str(b.kubeconfig), "--context", CTX, "--namespace", self.ns]
-        port = free_port()
-        self.operator_url = f"http://127.0.0.1:{port}"
         # `python -m` imports from its working directory first: run each in the code's checkout.
         root = self.args.before if code == "before" else REPO
         env = {**b.env, "PYTHONPATH": str(root)}
-        b.sup.start(
-            "operator",
-            [sys.executable, "-m", "agn.operator", *common, *self.operator_argv(), "--health-port", str(port)],
-            env=env,
-            cwd=root,
-        )
+        self.start_operator(common, env=env, cwd=root)
         for c in self.consumers:
             b.sup.start(
                 f"gateway-{c}",
@@ -369,6 +364,33 @@ class Fleet:
                 env=env,
                 cwd=root,
             )
+
+    def start_operator(self, common: list[str], *, env: dict, cwd: Path, tries: int = 3) -> None:
+        """Start the operator with /healthz on a free port, and wait until it answers there. The
+        port is free when chosen, not reserved: if another process binds it first, the operator
+        exits ("cannot serve /healthz") and it is started again on another one."""
+        b = self.bench
+        for _ in range(tries):
+            port = free_port()
+            self.operator_url = f"http://127.0.0.1:{port}"
+            argv = [sys.executable, "-m", "agn.operator", *common, *self.operator_argv(), "--health-port", str(port)]
+            rec = b.sup.start("operator", argv, env=env, cwd=cwd)
+
+            def up(rec: ProcessRecord = rec) -> str | None:
+                if b.sup.exited(rec) is not None:
+                    return "exited"
+                try:
+                    with urllib.request.urlopen(f"{self.operator_url}/healthz", timeout=2):
+                        return "up"
+                except urllib.error.HTTPError:
+                    return "up"  # it answers on the port (not healthy yet, e.g. still syncing): it is ours
+                except OSError:
+                    return None  # not listening yet
+
+            if wait(up, deadline=time.monotonic() + 60, what="the operator's /healthz", max_sleep=0.1) == "up":
+                return
+            b.sup.stop("operator")
+        raise SystemExit(f"benchmark setup failed: the operator exited {tries} times (see its log in {b.sup.log_dir})")
 
     def create_providers(self) -> None:
         pool = self.bench.pool
