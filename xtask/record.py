@@ -3,8 +3,9 @@
 Python 3.11's :mod:`dataclasses` compiles each method it generates, one ``exec`` per method and
 class; a frozen dataclass gets six (``__init__``, ``__repr__``, ``__eq__``, ``__hash__``,
 ``__setattr__``, ``__delattr__``). Every command pays that at import, and a single drain imports
-about eighty of xtask's records before its first request: the three comparison and display
-methods were about a third of its own import time. So xtask declares its records as::
+about seventy of xtask's records before its first request: compiling their repr, == and hash
+was about a sixth of its own import time (85 -> 72 ms of CPU without them, docs/benchmarks.md).
+So xtask declares its records as::
 
     @dataclasses.dataclass(frozen=True, repr=False, eq=False)
     class Planned(Record):
@@ -13,7 +14,7 @@ methods were about a third of its own import time. So xtask declares its records
 and they behave as ``@dataclasses.dataclass(frozen=True)`` would make them: the same repr,
 equality between instances of the same class over the fields that compare, and the hash of
 those fields' values (``tests/unit/test_record.py`` holds them to it field by field).
-``tests/unit/test_code_tidy.py`` checks that every frozen dataclass of xtask is declared so.
+The same test checks that every frozen dataclass of xtask is declared so.
 
 The system's own processes (:mod:`agn`: the operator, the gateways) keep the generated methods:
 they start once and compare records in loops over whole fleets, where generated code is faster.
